@@ -1,0 +1,113 @@
+/* Device buffers and host <-> device copies. */
+#include <stdlib.h>
+
+#include "internal.h"
+
+rudnn_status_t rudnn_buffer_create(rudnn_context_t ctx, size_t bytes, rudnn_buffer_t *buffer)
+{
+    rudnn_clear_error();
+    if (!ctx || !buffer)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "buffer_create: %s is NULL",
+                               ctx ? "buffer" : "context");
+    if (bytes == 0)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "buffer_create: size must be > 0 bytes");
+    rudnn_buffer_t b = calloc(1, sizeof *b);
+    if (!b)
+        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "buffer_create: out of host memory");
+    rudnn_status_t st = ctx->backend->mem_alloc(ctx->device, bytes, &b->mem);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        rudnn_error_prefix("buffer_create");
+        free(b);
+        return st;
+    }
+    b->context = ctx;
+    b->size = bytes;
+    *buffer = b;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+void rudnn_buffer_destroy(rudnn_buffer_t b)
+{
+    if (!b)
+        return;
+    b->context->backend->mem_free(b->context->device, b->mem);
+    free(b);
+}
+
+size_t rudnn_buffer_size(rudnn_buffer_t b) { return b ? b->size : 0; }
+
+rudnn_context_t rudnn_buffer_context(rudnn_buffer_t b) { return b ? b->context : NULL; }
+
+/* Checks queue/buffer/range for a copy; names the op in the message. */
+static rudnn_status_t check_range(const char *op, rudnn_queue_t q, rudnn_buffer_t b, const char *arg,
+                                  size_t offset, size_t bytes)
+{
+    if (!q)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: queue is NULL", op);
+    if (!b)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, arg);
+    if (b->context != q->context)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH,
+                               "%s: %s belongs to another context than the queue", op, arg);
+    if (offset > b->size || bytes > b->size - offset)
+        return rudnn_set_error(RUDNN_STATUS_OUT_OF_BOUNDS,
+                               "%s: range [%zu, %zu + %zu) is outside %s of %zu bytes", op, offset,
+                               offset, bytes, arg, b->size);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_buffer_write(rudnn_queue_t q, rudnn_buffer_t b, size_t offset, const void *host,
+                                  size_t bytes)
+{
+    rudnn_clear_error();
+    rudnn_status_t st = check_range("buffer_write", q, b, "buffer", offset, bytes);
+    if (st)
+        return st;
+    if (!host && bytes)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "buffer_write: host is NULL");
+    if (!bytes)
+        return RUDNN_STATUS_SUCCESS;
+    return q->context->backend->mem_write(q->handle, (rudnn_mem_ref_t){b->mem, offset}, host, bytes);
+}
+
+rudnn_status_t rudnn_buffer_read(rudnn_queue_t q, rudnn_buffer_t b, size_t offset, void *host,
+                                 size_t bytes)
+{
+    rudnn_clear_error();
+    rudnn_status_t st = check_range("buffer_read", q, b, "buffer", offset, bytes);
+    if (st)
+        return st;
+    if (!host && bytes)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "buffer_read: host is NULL");
+    if (!bytes)
+        return RUDNN_STATUS_SUCCESS;
+    return q->context->backend->mem_read(q->handle, (rudnn_mem_ref_t){b->mem, offset}, host, bytes);
+}
+
+rudnn_status_t rudnn_buffer_copy(rudnn_queue_t q, rudnn_buffer_t dst, size_t dst_offset,
+                                 rudnn_buffer_t src, size_t src_offset, size_t bytes)
+{
+    rudnn_clear_error();
+    rudnn_status_t st = check_range("buffer_copy", q, dst, "dst", dst_offset, bytes);
+    if (!st)
+        st = check_range("buffer_copy", q, src, "src", src_offset, bytes);
+    if (st)
+        return st;
+    if (dst == src && dst_offset < src_offset + bytes && src_offset < dst_offset + bytes &&
+        dst_offset != src_offset)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "buffer_copy: src and dst ranges overlap");
+    if (!bytes || (dst == src && dst_offset == src_offset))
+        return RUDNN_STATUS_SUCCESS;
+    return q->context->backend->mem_copy(q->handle, (rudnn_mem_ref_t){dst->mem, dst_offset},
+                                         (rudnn_mem_ref_t){src->mem, src_offset}, bytes);
+}
+
+rudnn_status_t rudnn_buffer_fill(rudnn_queue_t q, rudnn_buffer_t b, size_t offset, uint8_t byte,
+                                 size_t bytes)
+{
+    rudnn_clear_error();
+    rudnn_status_t st = check_range("buffer_fill", q, b, "buffer", offset, bytes);
+    if (st || !bytes)
+        return st;
+    return q->context->backend->mem_fill(q->handle, (rudnn_mem_ref_t){b->mem, offset}, byte, bytes);
+}

@@ -1,0 +1,49 @@
+/* The one place environment variables are read, once per process. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static rudnn_env_t env;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static char cache_dir_buf[4096];
+
+static const char *nonempty(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static void read_env(void)
+{
+    env.backend = nonempty("RUDNN_BACKEND");
+    env.backend_path = nonempty("RUDNN_BACKEND_PATH");
+    env.autotune_cache = nonempty("RUDNN_AUTOTUNE_CACHE");
+    env.device = -1;
+    const char *dev = nonempty("RUDNN_DEVICE");
+    if (dev) {
+        char *end = NULL;
+        long v = strtol(dev, &end, 10);
+        if (*end == '\0' && v >= 0 && v < 1 << 20)
+            env.device = (int)v;
+        else
+            env.device_set_invalid = 1;
+    }
+    const char *cache = nonempty("RUDNN_CACHE_DIR");
+    const char *xdg = nonempty("XDG_CACHE_HOME");
+    const char *home = nonempty("HOME");
+    if (cache)
+        snprintf(cache_dir_buf, sizeof cache_dir_buf, "%s", cache);
+    else if (xdg)
+        snprintf(cache_dir_buf, sizeof cache_dir_buf, "%s/rudnn", xdg);
+    else if (home)
+        snprintf(cache_dir_buf, sizeof cache_dir_buf, "%s/.cache/rudnn", home);
+    env.cache_dir = cache_dir_buf[0] ? cache_dir_buf : NULL;
+}
+
+const rudnn_env_t *rudnn_env(void)
+{
+    pthread_once(&env_once, read_env);
+    return &env;
+}

@@ -1,0 +1,65 @@
+/* Private runtime structures shared by core/ and ops/. Not installed. */
+#ifndef RUDNN_CORE_INTERNAL_H
+#define RUDNN_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+
+#include "backends/backend.h"
+#include "rudnn/rudnn.h"
+
+struct rudnn_pool; /* core/pool.c */
+
+struct rudnn_context {
+    const rudnn_backend_t *backend;
+    void *device; /* backend device handle */
+    int device_index;
+    struct rudnn_pool *pool;
+};
+
+struct rudnn_queue {
+    rudnn_context_t context;
+    void *handle; /* backend queue */
+};
+
+struct rudnn_buffer {
+    rudnn_context_t context;
+    void *mem; /* backend memory handle */
+    size_t size;
+};
+
+struct rudnn_event {
+    rudnn_context_t context;
+    void *handle;
+};
+
+/* core/error.c: records the thread's message and returns status. */
+rudnn_status_t rudnn_set_error(rudnn_status_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+rudnn_status_t rudnn_set_error_v(rudnn_status_t status, const char *fmt, va_list args);
+void rudnn_clear_error(void);
+/* Copies src into dst of cap bytes, truncating; always terminates. */
+void rudnn_copy_str(char *dst, size_t cap, const char *src);
+/* Prefixes the current message with "<op>: " unless it already starts so. */
+void rudnn_error_prefix(const char *op);
+
+/* core/env.c: environment read once per process. */
+typedef struct rudnn_env {
+    const char *backend;      /* RUDNN_BACKEND or NULL */
+    int device;               /* RUDNN_DEVICE or -1 */
+    int device_set_invalid;   /* RUDNN_DEVICE set but not a number */
+    const char *backend_path; /* RUDNN_BACKEND_PATH or NULL */
+    const char *cache_dir;    /* RUDNN_CACHE_DIR, else $XDG_CACHE_HOME/rudnn, else $HOME/.cache/rudnn */
+    const char *autotune_cache; /* RUDNN_AUTOTUNE_CACHE or NULL */
+} rudnn_env_t;
+const rudnn_env_t *rudnn_env(void);
+
+/* core/loader.c */
+rudnn_status_t rudnn_loader_open(const char *name, const char *plugin_path,
+                                 const rudnn_backend_t **backend, int *device_count);
+extern const rudnn_host_services_t rudnn_host_services;
+
+#endif

@@ -1,0 +1,147 @@
+/* Argument checks shared by every op. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "validate.h"
+
+const char *rudnn_shape_str(const rudnn_tensor_t *t, char *buf, size_t cap)
+{
+    size_t len = 0;
+    len += (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < t->rank && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "]");
+    return buf;
+}
+
+rudnn_status_t rudnn_check_queue(const char *op, rudnn_queue_t queue)
+{
+    if (!queue)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: queue is NULL", op);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_check_tensor(const char *op, const char *arg, rudnn_queue_t queue,
+                                  const rudnn_tensor_t *t, int min_rank)
+{
+    if (!t)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, arg);
+    if (!t->buffer)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s has no buffer", op, arg);
+    if (t->buffer->context != queue->context)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH,
+                               "%s: %s is on another context/device than the queue (%s device %d)", op,
+                               arg, queue->context->backend->name, queue->context->device_index);
+    if ((unsigned)t->dtype >= RUDNN_DTYPE_COUNT)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: %s has dtype %d, not a rudnn dtype", op, arg,
+                               (int)t->dtype);
+    if (t->rank < min_rank || t->rank > RUDNN_MAX_RANK)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has rank %d, expected %d..%d", op, arg,
+                               t->rank, min_rank, RUDNN_MAX_RANK);
+    uint64_t numel = 1;
+    for (int i = 0; i < t->rank; i++) {
+        if (t->dims[i] < 0)
+            return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has negative dims[%d] = %lld", op, arg,
+                                   i, (long long)t->dims[i]);
+        if (t->dims[i] && numel > (UINT64_MAX >> 4) / (uint64_t)t->dims[i])
+            return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has too many elements", op, arg);
+        numel *= (uint64_t)t->dims[i];
+    }
+    if (!rudnn_tensor_is_contiguous(t))
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED,
+                               "%s: %s must be contiguous (row-major strides); strided views are not supported",
+                               op, arg);
+    size_t elem = rudnn_dtype_size(t->dtype);
+    if (elem > 1 && t->offset % elem)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                               "%s: %s byte offset %zu is not a multiple of its element size %zu", op, arg,
+                               t->offset, elem);
+    size_t bytes = rudnn_dtype_storage_bytes(t->dtype, (size_t)numel);
+    size_t size = t->buffer->size;
+    if (t->offset > size || bytes > size - t->offset)
+        return rudnn_set_error(RUDNN_STATUS_OUT_OF_BOUNDS,
+                               "%s: %s needs bytes [%zu, %zu) but its buffer has %zu bytes", op, arg,
+                               t->offset, t->offset + bytes, size);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_check_float_dtype(const char *op, const char *arg, const rudnn_tensor_t *t)
+{
+    if (rudnn_dtype_is_float(t->dtype))
+        return RUDNN_STATUS_SUCCESS;
+    return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: %s has %s dtype %s, expected f32, f16 or bf16", op,
+                           arg, rudnn_dtype_is_quantized(t->dtype) ? "quantized" : "non-float",
+                           rudnn_dtype_name(t->dtype));
+}
+
+rudnn_status_t rudnn_check_dtype(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                 rudnn_dtype_t want, const char *why)
+{
+    if (t->dtype == want)
+        return RUDNN_STATUS_SUCCESS;
+    return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: %s has dtype %s, expected %s (%s)", op, arg,
+                           rudnn_dtype_name(t->dtype), rudnn_dtype_name(want), why);
+}
+
+rudnn_status_t rudnn_check_like(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                const char *ref_arg, const rudnn_tensor_t *ref)
+{
+    int same = t->rank == ref->rank;
+    for (int i = 0; same && i < t->rank; i++)
+        same = t->dims[i] == ref->dims[i];
+    if (!same) {
+        char a[160], b[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has shape %s, expected %s (shape of %s)", op,
+                               arg, rudnn_shape_str(t, a, sizeof a), rudnn_shape_str(ref, b, sizeof b),
+                               ref_arg);
+    }
+    if (t->dtype != ref->dtype)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: %s has dtype %s, expected %s (dtype of %s)", op,
+                               arg, rudnn_dtype_name(t->dtype), rudnn_dtype_name(ref->dtype), ref_arg);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_check_vector(const char *op, const char *arg, const rudnn_tensor_t *t, int64_t n,
+                                  const char *why)
+{
+    if (t->rank == 1 && t->dims[0] == n)
+        return RUDNN_STATUS_SUCCESS;
+    char s[160];
+    return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has shape %s, expected [%lld] (%s)", op, arg,
+                           rudnn_shape_str(t, s, sizeof s), (long long)n, why);
+}
+
+rudnn_status_t rudnn_check_overlap(const char *op, const char *out_arg, const rudnn_tensor_t *out,
+                                   const char *in_arg, const rudnn_tensor_t *in)
+{
+    if (!in || out->buffer != in->buffer)
+        return RUDNN_STATUS_SUCCESS;
+    size_t out_end = out->offset + rudnn_tensor_bytes(out);
+    size_t in_end = in->offset + rudnn_tensor_bytes(in);
+    if (out_end <= in->offset || in_end <= out->offset)
+        return RUDNN_STATUS_SUCCESS; /* disjoint */
+    if (out->offset == in->offset && out_end == in_end)
+        return RUDNN_STATUS_SUCCESS; /* exactly in place */
+    return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                           "%s: %s partially overlaps %s (bytes [%zu, %zu) vs [%zu, %zu)); an output must "
+                           "be the same tensor as an input or disjoint from it",
+                           op, out_arg, in_arg, out->offset, out_end, in->offset, in_end);
+}
+
+rudnn_status_t rudnn_check_eps(const char *op, float eps)
+{
+    if (isfinite(eps) && eps > 0.0f)
+        return RUDNN_STATUS_SUCCESS;
+    return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: eps = %g, expected a finite value > 0", op,
+                           (double)eps);
+}
+
+rudnn_status_t rudnn_kernel_status(const char *op, rudnn_status_t st)
+{
+    if (st != RUDNN_STATUS_SUCCESS)
+        rudnn_error_prefix(op);
+    return st;
+}

@@ -1,0 +1,55 @@
+/* Argument checks shared by every op. Each returns RUDNN_STATUS_SUCCESS or a
+ * status with the thread error set to "<op>: <arg> <what is wrong>". */
+#ifndef RUDNN_OPS_VALIDATE_H
+#define RUDNN_OPS_VALIDATE_H
+
+#include "core/internal.h"
+
+/* Formats dims as "[4, 4095]" into buf. */
+const char *rudnn_shape_str(const rudnn_tensor_t *t, char *buf, size_t cap);
+
+rudnn_status_t rudnn_check_queue(const char *op, rudnn_queue_t queue);
+
+/* Non-NULL, has a buffer of the queue's context, valid dtype, rank in
+ * [min_rank, RUDNN_MAX_RANK], non-negative dims, contiguous, element-aligned
+ * offset, and the whole range inside its buffer. */
+rudnn_status_t rudnn_check_tensor(const char *op, const char *arg, rudnn_queue_t queue,
+                                  const rudnn_tensor_t *t, int min_rank);
+
+/* F32, F16 or BF16 (quantized and index dtypes are named as such). */
+rudnn_status_t rudnn_check_float_dtype(const char *op, const char *arg, const rudnn_tensor_t *t);
+
+/* Exactly this dtype. */
+rudnn_status_t rudnn_check_dtype(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                 rudnn_dtype_t want, const char *why);
+
+/* Same rank, dims and dtype as ref. */
+rudnn_status_t rudnn_check_like(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                const char *ref_arg, const rudnn_tensor_t *ref);
+
+/* Rank 1 with dims[0] == n. */
+rudnn_status_t rudnn_check_vector(const char *op, const char *arg, const rudnn_tensor_t *t, int64_t n,
+                                  const char *why);
+
+/* An output may be exactly an input (same buffer, offset and extent) or
+ * disjoint from it; anything in between is rejected. */
+rudnn_status_t rudnn_check_overlap(const char *op, const char *out_arg, const rudnn_tensor_t *out,
+                                   const char *in_arg, const rudnn_tensor_t *in);
+
+/* Finite and > 0. */
+rudnn_status_t rudnn_check_eps(const char *op, float eps);
+
+static inline rudnn_mem_ref_t rudnn_mem_of(const rudnn_tensor_t *t)
+{
+    rudnn_mem_ref_t r = {NULL, 0};
+    if (t) {
+        r.mem = t->buffer->mem;
+        r.offset = t->offset;
+    }
+    return r;
+}
+
+/* Adds "<op>: " to a backend's message when a kernel entry fails. */
+rudnn_status_t rudnn_kernel_status(const char *op, rudnn_status_t st);
+
+#endif
