@@ -16,6 +16,7 @@
 
 typedef struct loaded_plugin {
     char path[PATH_MAX_LEN];
+    rudnn_host_services_t services; /* handed to the plugin; lives as long as it */
     const rudnn_backend_t *backend;
     int device_count;
 } loaded_plugin_t;
@@ -137,34 +138,30 @@ static try_result_t try_plugin(const char *name, const char *path, const rudnn_b
         dlclose(handle);
         return TRY_FAILED;
     }
-    rudnn_host_services_t *services = malloc(sizeof *services); /* lives as long as the plugin */
-    if (!services) {
+    if (loaded_count >= MAX_LOADED) {
+        snprintf(why, why_cap, "too many plugins loaded (%d)", MAX_LOADED);
         dlclose(handle);
-        snprintf(why, why_cap, "out of host memory");
         return TRY_FAILED;
     }
+    rudnn_host_services_t *services = &loaded[loaded_count].services;
     *services = services_with_env();
     int count = 0;
     rudnn_clear_error();
     rudnn_status_t st = backend->init(services, &count);
     if (st != RUDNN_STATUS_SUCCESS) {
         snprintf(why, why_cap, "%s", rudnn_last_error()[0] ? rudnn_last_error() : rudnn_status_string(st));
-        free(services);
         dlclose(handle);
         return TRY_FAILED;
     }
     if (count <= 0) {
         snprintf(why, why_cap, "runtime loaded but no device found");
-        free(services);
         dlclose(handle);
         return TRY_FAILED;
     }
-    if (loaded_count < MAX_LOADED) {
-        rudnn_copy_str(loaded[loaded_count].path, PATH_MAX_LEN, path);
-        loaded[loaded_count].backend = backend;
-        loaded[loaded_count].device_count = count;
-        loaded_count++;
-    }
+    rudnn_copy_str(loaded[loaded_count].path, PATH_MAX_LEN, path);
+    loaded[loaded_count].backend = backend;
+    loaded[loaded_count].device_count = count;
+    loaded_count++;
     *out = backend;
     *device_count = count;
     return TRY_OK;

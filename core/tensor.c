@@ -56,6 +56,8 @@ int rudnn_tensor_is_contiguous(const rudnn_tensor_t *t)
 {
     if (!t)
         return 0;
+    if (rudnn_tensor_numel(t) == 0)
+        return 1; /* an empty tensor has no layout to violate */
     int64_t stride = 1;
     for (int i = t->rank - 1; i >= 0; i--) {
         if (t->dims[i] != 1 && t->strides[i] != stride)

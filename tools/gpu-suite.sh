@@ -1,0 +1,318 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317  # the stage_* functions are called as "stage_$s"
+# The one script that builds rudnn, runs the whole test suite and the benchmarks on
+# the NVIDIA GPU machine (DESIGN.md sections 6 and 7).
+#
+#   tools/gpu-suite.sh [STAGE ...]        run from the repository root
+#
+# Stages, in this order (default: all of them):
+#   build     meson setup + ninja: cuda and opencl plugins, tests (hip disabled)
+#   test      meson test --print-errorlogs, every suite (cuda, opencl on NVIDIA's driver;
+#             hip reports SKIP); testlog.txt is copied to $OUT
+#   info      rudnn-info (text and --json)
+#   bench     rudnn-bench on cuda (default shapes, all ops, f32 and bf16), then a --quick
+#             run on opencl (non-fatal)
+#   baseline  bench/baselines/torch_norm.py (same shapes/ops/dtypes; torch.compile of
+#             add+rms_norm unless TORCH_COMPILE=0)
+#   compare   bench/compare.py -> $OUT/compare.md, printed at the very end
+#   example   installs into a scratch DESTDIR and builds examples/ through pkg-config
+#
+# The image has CUDA (nvcc), PyTorch, pip meson+ninja and the NVIDIA driver, but no
+# cmocka, CLBlast, OpenCL headers/loader or pkg-config, and no network: those come
+# from .debs/ (made by tools/fetch-gpu-debs.sh, carried along), unpacked with
+# `dpkg -x` into $DEBROOT (not into /). Nothing is installed into the system except
+# an OpenCL ICD file naming NVIDIA's libnvidia-opencl.so.1 by full path.
+#
+# Environment knobs:
+#   OUT=dir              where logs and results go (default ./gpu-out)
+#   BUILD=dir            build folder (default build-gpu)
+#   DEBROOT=dir          where the .debs are unpacked (default /tmp/debroot)
+#   CUDA_ARCH=90a        value of the CUDA SM option (-Dcuda_arch, whatever meson_options.txt calls it)
+#   MESON_ARGS="..."     extra meson setup arguments
+#   MESON_TEST_ARGS="..." extra meson test arguments (e.g. "--suite cuda")
+#   BENCH_ARGS="..."     extra rudnn-bench / torch_norm.py arguments (e.g. "--reps 20")
+#   BENCH_DTYPES=f32,bf16
+#   BENCH_BACKEND=cuda   the backend rudnn-bench times and compare.py reads
+#   TORCH_COMPILE=1      also time torch.compile(add + rms_norm) (0 to skip)
+set -u
+set -o pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo_root" || exit 1
+
+OUT=${OUT:-$repo_root/gpu-out}
+BUILD=${BUILD:-build-gpu}
+DEBROOT=${DEBROOT:-/tmp/debroot}
+CUDA_ARCH=${CUDA_ARCH:-90a}
+MESON_ARGS=${MESON_ARGS:-}
+MESON_TEST_ARGS=${MESON_TEST_ARGS:-}
+BENCH_ARGS=${BENCH_ARGS:-}
+BENCH_DTYPES=${BENCH_DTYPES:-f32,bf16}
+BENCH_BACKEND=${BENCH_BACKEND:-cuda}
+TORCH_COMPILE=${TORCH_COMPILE:-1}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
+
+all_stages=(build test info bench baseline compare example)
+if (( $# == 0 )) || [[ "$*" == all ]]; then
+  stages=("${all_stages[@]}")
+else
+  stages=()
+  for s in "$@"; do
+    ok=0
+    for a in "${all_stages[@]}"; do [[ $s == "$a" ]] && ok=1; done
+    if (( !ok )); then
+      echo "gpu-suite.sh: unknown stage '$s' (stages: ${all_stages[*]}, or all)" >&2
+      exit 2
+    fi
+    stages+=("$s")
+  done
+fi
+
+# Everything printed from here on is also kept in $OUT/gpu-suite.log.
+exec > >(tee -a "$OUT/gpu-suite.log") 2>&1
+tee_pid=$!
+
+log() { echo "== gpu-suite: $*"; }
+
+# ---- environment (always; cheap and idempotent) -------------------------------
+
+unpack_debs() {
+  shopt -s nullglob
+  local debs=("$repo_root"/.debs/*.deb)
+  shopt -u nullglob
+  if (( ${#debs[@]} == 0 )); then
+    log "no .debs/*.deb: relying on what the machine has (run tools/fetch-gpu-debs.sh and carry .debs)"
+    return 0
+  fi
+  mkdir -p "$DEBROOT"
+  local d
+  for d in "${debs[@]}"; do
+    dpkg -x "$d" "$DEBROOT" || { log "dpkg -x $d failed"; return 1; }
+  done
+  # The .pc files say prefix=/usr (cmocka.pc even spells -I/usr/include): point them
+  # into $DEBROOT. Works with any pkg-config binary, unlike PKG_CONFIG_SYSROOT_DIR,
+  # which would also rewrite the paths of the machine's own .pc files.
+  local pc
+  for pc in "$DEBROOT"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc "$DEBROOT"/usr/share/pkgconfig/*.pc; do
+    [[ -f $pc ]] || continue
+    sed -i -e "s#^\([A-Za-z_][A-Za-z0-9_]*\)=/usr#\1=$DEBROOT/usr#" \
+           -e "s#\([[:space:]]-[IL]\)/usr/#\1$DEBROOT/usr/#g" "$pc"
+  done
+  log "unpacked ${#debs[@]} packages into $DEBROOT"
+}
+
+setup_env() {
+  unpack_debs || return 1
+  local lib=$DEBROOT/usr/lib/x86_64-linux-gnu
+  export PKG_CONFIG_PATH=$lib/pkgconfig:$DEBROOT/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+  export CPATH=$DEBROOT/usr/include${CPATH:+:$CPATH}
+  export LIBRARY_PATH=$lib${LIBRARY_PATH:+:$LIBRARY_PATH}
+  export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export CMAKE_PREFIX_PATH=$DEBROOT/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
+  # Debian 12's pkgconf needs glibc >= 2.34; use it when it runs, else the machine's.
+  if [[ -x $DEBROOT/usr/bin/pkgconf ]] && "$DEBROOT/usr/bin/pkgconf" --version >/dev/null 2>&1; then
+    export PATH=$DEBROOT/usr/bin:$PATH
+    export PKG_CONFIG=$DEBROOT/usr/bin/pkg-config
+  elif command -v pkg-config >/dev/null; then
+    PKG_CONFIG=$(command -v pkg-config)
+    export PKG_CONFIG
+    log "the unpacked pkgconf does not run here; using $PKG_CONFIG"
+  else
+    log "WARNING: no working pkg-config; meson falls back to CMake (CMAKE_PREFIX_PATH) for cmocka/CLBlast"
+  fi
+  if ! command -v nvcc >/dev/null; then
+    local d
+    for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
+      [[ -x $d/nvcc ]] && { export PATH=$PATH:$d; break; }
+    done
+  fi
+  export RUDNN_BACKEND_PATH=$BUILD/backends/cuda:$BUILD/backends/opencl:$BUILD/backends/hip
+  export RUDNN_CACHE_DIR=${RUDNN_CACHE_DIR:-$BUILD/rudnn-cache}
+
+  # OpenCL on NVIDIA: an ICD file naming the driver's library by full path.
+  local nv=""
+  nv=$(ldconfig -p 2>/dev/null | awk '/libnvidia-opencl\.so\.1 .*x86-64/ {print $NF; exit}')
+  if [[ -z $nv ]]; then
+    local c
+    for c in /usr/local/nvidia/lib64/libnvidia-opencl.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 \
+             /usr/lib64/libnvidia-opencl.so.1 /usr/local/nvidia/lib/libnvidia-opencl.so.1; do
+      [[ -e $c ]] && { nv=$c; break; }
+    done
+  fi
+  if [[ -z $nv ]]; then
+    nv=$(find /usr /lib /opt -maxdepth 5 -name 'libnvidia-opencl.so.1' 2>/dev/null | head -1)
+  fi
+  if [[ -n $nv ]]; then
+    nv=$(readlink -f "$nv")
+    if mkdir -p /etc/OpenCL/vendors 2>/dev/null && echo "$nv" > /etc/OpenCL/vendors/nvidia.icd 2>/dev/null; then
+      log "OpenCL ICD: /etc/OpenCL/vendors/nvidia.icd -> $nv"
+    else
+      mkdir -p "$DEBROOT/etc/OpenCL/vendors"
+      echo "$nv" > "$DEBROOT/etc/OpenCL/vendors/nvidia.icd"
+      export OCL_ICD_VENDORS=$DEBROOT/etc/OpenCL/vendors
+      log "OpenCL ICD: /etc not writable; OCL_ICD_VENDORS=$OCL_ICD_VENDORS -> $nv"
+    fi
+    # the driver's own folder, for its dependencies
+    LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$nv")
+    export LD_LIBRARY_PATH
+  else
+    log "no libnvidia-opencl.so.1 found: the opencl suite will use whatever ICD is installed, if any"
+  fi
+
+  log "environment:"
+  echo "  repo      $repo_root"
+  echo "  build     $BUILD"
+  echo "  out       $OUT"
+  echo "  PATH      $PATH"
+  echo "  PKG_CONFIG ${PKG_CONFIG:-none}"
+  echo "  PKG_CONFIG_PATH $PKG_CONFIG_PATH"
+  echo "  LD_LIBRARY_PATH $LD_LIBRARY_PATH"
+  echo "  RUDNN_BACKEND_PATH $RUDNN_BACKEND_PATH"
+  echo "  meson $(meson --version 2>/dev/null || echo missing), ninja $(ninja --version 2>/dev/null || echo missing)," \
+       "nvcc $(nvcc --version 2>/dev/null | sed -n 's/.*release \([^,]*\).*/\1/p' || true)"
+  if [[ -n ${PKG_CONFIG:-} ]]; then
+    local p
+    for p in cmocka OpenCL clblast; do
+      echo "  pkg-config $p: $("$PKG_CONFIG" --modversion $p 2>/dev/null || echo 'not found')"
+    done
+  fi
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi || true
+  else
+    log "nvidia-smi not found"
+  fi
+}
+
+# ---- stages ---------------------------------------------------------------------
+
+stage_build() {
+  # The SM option's name: meson 1.0 reserves "cuda_*" option names, so it may be renamed;
+  # take the first *arch option of meson_options.txt that is not hip's.
+  local arch_opt
+  arch_opt=$(sed -n "s/^option('\([A-Za-z0-9_]*arch[A-Za-z0-9_]*\)'.*/\1/p" meson_options.txt | grep -v '^hip' | head -1)
+  local args=(-Dcuda=enabled -Dopencl=enabled -Dhip=disabled -Dtests=enabled)
+  [[ -n $arch_opt ]] && args+=("-D$arch_opt=$CUDA_ARCH")
+  # later -D options win, so MESON_ARGS can override any of the above
+  # shellcheck disable=SC2206
+  args+=($MESON_ARGS)
+  if [[ -f $BUILD/build.ninja ]]; then
+    meson setup --reconfigure "$BUILD" "${args[@]}" || return 1
+  else
+    meson setup "$BUILD" "${args[@]}" || return 1
+  fi
+  ninja -C "$BUILD"
+  local rc=$?
+  mkdir -p "$OUT/meson-logs"
+  cp -f "$BUILD"/meson-logs/meson-log.txt "$OUT/meson-logs/" 2>/dev/null || true
+  return "$rc"
+}
+
+stage_test() {
+  # shellcheck disable=SC2086
+  meson test -C "$BUILD" --print-errorlogs $MESON_TEST_ARGS
+  local rc=$?
+  cp -f "$BUILD"/meson-logs/testlog.txt "$OUT/testlog.txt" 2>/dev/null || true
+  cp -f "$BUILD"/meson-logs/testlog.json "$OUT/testlog.json" 2>/dev/null || true
+  return "$rc"
+}
+
+stage_info() {
+  "$BUILD/tools/rudnn-info" | tee "$OUT/rudnn-info.txt" || return 1
+  "$BUILD/tools/rudnn-info" --json > "$OUT/rudnn-info.jsonl"
+}
+
+stage_bench() {
+  # shellcheck disable=SC2086
+  "$BUILD/bench/rudnn-bench" --backend "$BENCH_BACKEND" --dtype "$BENCH_DTYPES" $BENCH_ARGS \
+    | tee "$OUT/rudnn-$BENCH_BACKEND.jsonl"
+  local rc=$?
+  if [[ $BENCH_BACKEND != opencl ]]; then
+    log "opencl --quick (NVIDIA's OpenCL driver; informational, does not fail the stage)"
+    "$BUILD/bench/rudnn-bench" --backend opencl --quick --dtype "$BENCH_DTYPES" \
+      | tee "$OUT/rudnn-opencl-quick.jsonl" || log "opencl quick bench failed (rc $?)"
+  fi
+  return "$rc"
+}
+
+stage_baseline() {
+  if ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    log "PyTorch with CUDA not available: no baseline"
+    return 1
+  fi
+  local extra=()
+  [[ $TORCH_COMPILE == 1 ]] && extra+=(--compile)
+  # shellcheck disable=SC2086
+  python3 bench/baselines/torch_norm.py --dtype "$BENCH_DTYPES" "${extra[@]}" $BENCH_ARGS \
+    | tee "$OUT/torch.jsonl"
+}
+
+stage_compare() {
+  python3 bench/compare.py "$OUT/rudnn-$BENCH_BACKEND.jsonl" "$OUT/torch.jsonl" > "$OUT/compare.md"
+}
+
+stage_example() {
+  local dest=/tmp/rudnn-destdir
+  rm -rf "$dest"
+  meson install -C "$BUILD" --destdir "$dest" >/dev/null || return 1
+  local pcdir
+  pcdir=$(dirname "$(find "$dest" -name rudnn.pc | head -1)")
+  [[ -f $pcdir/rudnn.pc ]] || { log "rudnn.pc not installed"; return 1; }
+  local libdir
+  libdir=$(dirname "$(find "$dest" -name 'librudnn.so' | head -1)")
+  rm -rf /tmp/rudnn-example && cp -r examples /tmp/rudnn-example
+  # PKG_CONFIG_SYSROOT_DIR maps the installed prefix into the DESTDIR.
+  PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest make -C /tmp/rudnn-example || return 1
+  LD_LIBRARY_PATH=$libdir:$LD_LIBRARY_PATH RUDNN_BACKEND_PATH="$libdir/rudnn" /tmp/rudnn-example/rms_norm_example
+}
+
+# ---- run ------------------------------------------------------------------------
+
+log "start $(date -u '+%Y-%m-%d %H:%M:%S UTC'), stages: ${stages[*]}"
+# In this shell (not a pipe) so that its exports apply to the stages.
+setup_env > "$OUT/env.log" 2>&1 || { cat "$OUT/env.log"; log "environment setup failed"; exit 1; }
+cat "$OUT/env.log"
+
+declare -A status seconds
+overall=0
+for s in "${stages[@]}"; do
+  log "stage $s"
+  t0=$(date +%s)
+  "stage_$s" 2>&1 | tee "$OUT/$s.log"
+  rc=${PIPESTATUS[0]}
+  seconds[$s]=$(( $(date +%s) - t0 ))
+  if (( rc == 0 )); then
+    status[$s]=ok
+  else
+    status[$s]="FAIL (rc $rc)"
+    overall=1
+  fi
+  log "stage $s: ${status[$s]} in ${seconds[$s]} s"
+done
+
+echo
+echo "## gpu-suite summary"
+echo
+echo "| stage | status | seconds | log |"
+echo "|---|---|---|---|"
+for s in "${stages[@]}"; do
+  echo "| $s | ${status[$s]} | ${seconds[$s]} | $s.log |"
+done
+if [[ -f $OUT/testlog.txt ]]; then
+  echo
+  echo "meson test: $(grep -E '^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout):' "$OUT/testlog.txt" \
+    | sed 's/:  */: /; s/ *$//' | paste -sd ',' - | sed 's/,/, /g')"
+  grep -E '^ *[0-9]+/[0-9]+ .* (FAIL|TIMEOUT|SKIP|ERROR) ' "$OUT/testlog.txt" | sort -u | head -40 | sed 's/^/  /'
+  if [[ -f $OUT/testlog.json && -f tools/test_summary.py ]]; then
+    python3 tools/test_summary.py "$OUT/testlog.json" | tail -1
+  fi
+fi
+if [[ " ${stages[*]} " == *" compare "* && -f $OUT/compare.md ]]; then
+  echo
+  cat "$OUT/compare.md"
+fi
+# Let tee drain before exiting, so the last lines reach the terminal and the log.
+exec 1>&- 2>&-
+wait "$tee_pid" 2>/dev/null
+exit $overall
