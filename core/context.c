@@ -28,12 +28,6 @@ static rudnn_status_t open_device(const rudnn_backend_t *backend, int device_cou
         free(ctx);
         return st;
     }
-    ctx->pool = rudnn_pool_create(ctx);
-    if (!ctx->pool) {
-        backend->device_close(ctx->device);
-        free(ctx);
-        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "context_create: out of host memory");
-    }
     *out = ctx;
     return RUDNN_STATUS_SUCCESS;
 }
@@ -103,8 +97,6 @@ void rudnn_context_destroy(rudnn_context_t ctx)
 {
     if (!ctx)
         return;
-    rudnn_pool_trim(ctx);
-    rudnn_pool_destroy(ctx->pool);
     ctx->backend->device_close(ctx->device);
     free(ctx);
 }
@@ -132,9 +124,15 @@ rudnn_status_t rudnn_queue_create(rudnn_context_t ctx, rudnn_queue_t *queue)
     if (!q)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "queue_create: out of host memory");
     q->context = ctx;
+    q->pool = rudnn_pool_create();
+    if (!q->pool) {
+        free(q);
+        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "queue_create: out of host memory");
+    }
     rudnn_status_t st = ctx->backend->queue_create(ctx->device, &q->handle);
     if (st != RUDNN_STATUS_SUCCESS) {
         rudnn_error_prefix("queue_create");
+        rudnn_pool_destroy(q->pool);
         free(q);
         return st;
     }
@@ -146,6 +144,9 @@ void rudnn_queue_destroy(rudnn_queue_t q)
 {
     if (!q)
         return;
+    q->context->backend->queue_sync(q->handle); /* pooled blocks may still be in use */
+    rudnn_pool_trim(q);
+    rudnn_pool_destroy(q->pool);
     q->context->backend->queue_destroy(q->handle);
     free(q);
 }

@@ -14,18 +14,19 @@ struct rudnn_context {
     const rudnn_backend_t *backend;
     void *device; /* backend device handle */
     int device_index;
-    struct rudnn_pool *pool;
 };
 
 struct rudnn_queue {
     rudnn_context_t context;
-    void *handle; /* backend queue */
+    void *handle;            /* backend queue */
+    struct rudnn_pool *pool; /* workspaces; per queue, so stream order makes reuse safe */
 };
 
 struct rudnn_buffer {
     rudnn_context_t context;
     void *mem; /* backend memory handle */
     size_t size;
+    rudnn_queue_t pool_queue; /* non-NULL: a pooled block of this queue (ops/ temporaries) */
 };
 
 struct rudnn_event {

@@ -31,22 +31,21 @@ static int size_class(size_t bytes)
 
 static size_t class_bytes(int c) { return (size_t)1 << (POOL_MIN_SHIFT + c); }
 
-struct rudnn_pool *rudnn_pool_create(rudnn_context_t ctx)
+struct rudnn_pool *rudnn_pool_create(void)
 {
-    (void)ctx;
     struct rudnn_pool *pool = calloc(1, sizeof *pool);
     if (pool)
         pthread_mutex_init(&pool->lock, NULL);
     return pool;
 }
 
-static void free_all(rudnn_context_t ctx, struct rudnn_pool *pool)
+static void free_all(rudnn_queue_t queue, struct rudnn_pool *pool)
 {
     for (int c = 0; c < POOL_CLASSES; c++) {
         pool_block_t *b = pool->free_list[c];
         while (b) {
             pool_block_t *next = b->next;
-            ctx->backend->mem_free(ctx->device, b->mem);
+            queue->context->backend->mem_free(queue->context->device, b->mem);
             free(b);
             b = next;
         }
@@ -55,11 +54,11 @@ static void free_all(rudnn_context_t ctx, struct rudnn_pool *pool)
     pool->cached_bytes = 0;
 }
 
-void rudnn_pool_trim(rudnn_context_t ctx)
+void rudnn_pool_trim(rudnn_queue_t queue)
 {
-    pthread_mutex_lock(&ctx->pool->lock);
-    free_all(ctx, ctx->pool);
-    pthread_mutex_unlock(&ctx->pool->lock);
+    pthread_mutex_lock(&queue->pool->lock);
+    free_all(queue, queue->pool);
+    pthread_mutex_unlock(&queue->pool->lock);
 }
 
 void rudnn_pool_destroy(struct rudnn_pool *pool)
@@ -70,20 +69,20 @@ void rudnn_pool_destroy(struct rudnn_pool *pool)
     free(pool);
 }
 
-size_t rudnn_pool_cached_bytes(rudnn_context_t ctx)
+size_t rudnn_pool_cached_bytes(rudnn_queue_t queue)
 {
-    pthread_mutex_lock(&ctx->pool->lock);
-    size_t n = ctx->pool->cached_bytes;
-    pthread_mutex_unlock(&ctx->pool->lock);
+    pthread_mutex_lock(&queue->pool->lock);
+    size_t n = queue->pool->cached_bytes;
+    pthread_mutex_unlock(&queue->pool->lock);
     return n;
 }
 
-rudnn_status_t rudnn_pool_acquire(rudnn_context_t ctx, size_t bytes, void **mem)
+rudnn_status_t rudnn_pool_acquire(rudnn_queue_t queue, size_t bytes, void **mem)
 {
     int c = size_class(bytes ? bytes : 1);
     if (class_bytes(c) < bytes)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "pool: %zu bytes is too large", bytes);
-    struct rudnn_pool *pool = ctx->pool;
+    struct rudnn_pool *pool = queue->pool;
     pthread_mutex_lock(&pool->lock);
     pool_block_t *b = pool->free_list[c];
     if (b) {
@@ -96,28 +95,28 @@ rudnn_status_t rudnn_pool_acquire(rudnn_context_t ctx, size_t bytes, void **mem)
         free(b);
         return RUDNN_STATUS_SUCCESS;
     }
-    rudnn_status_t st = ctx->backend->mem_alloc(ctx->device, class_bytes(c), mem);
+    rudnn_status_t st = queue->context->backend->mem_alloc(queue->context->device, class_bytes(c), mem);
     if (st != RUDNN_STATUS_SUCCESS) { /* cached blocks may be what is missing */
-        rudnn_pool_trim(ctx);
-        st = ctx->backend->mem_alloc(ctx->device, class_bytes(c), mem);
+        rudnn_pool_trim(queue);
+        st = queue->context->backend->mem_alloc(queue->context->device, class_bytes(c), mem);
     }
     return st;
 }
 
-void rudnn_pool_release(rudnn_context_t ctx, void *mem, size_t bytes)
+void rudnn_pool_release(rudnn_queue_t queue, void *mem, size_t bytes)
 {
     if (!mem)
         return;
     int c = size_class(bytes ? bytes : 1);
     pool_block_t *b = malloc(sizeof *b);
     if (!b) {
-        ctx->backend->mem_free(ctx->device, mem);
+        queue->context->backend->mem_free(queue->context->device, mem);
         return;
     }
     b->mem = mem;
-    pthread_mutex_lock(&ctx->pool->lock);
-    b->next = ctx->pool->free_list[c];
-    ctx->pool->free_list[c] = b;
-    ctx->pool->cached_bytes += class_bytes(c);
-    pthread_mutex_unlock(&ctx->pool->lock);
+    pthread_mutex_lock(&queue->pool->lock);
+    b->next = queue->pool->free_list[c];
+    queue->pool->free_list[c] = b;
+    queue->pool->cached_bytes += class_bytes(c);
+    pthread_mutex_unlock(&queue->pool->lock);
 }

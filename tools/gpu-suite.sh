@@ -27,7 +27,7 @@
 #   OUT=dir              where logs and results go (default ./gpu-out)
 #   BUILD=dir            build folder (default build-gpu)
 #   DEBROOT=dir          where the .debs are unpacked (default /tmp/debroot)
-#   CUDA_ARCH=90a        value of the CUDA SM option (-Dcuda_arch, whatever meson_options.txt calls it)
+#   CUDA_ARCH=90a        value of the CUDA SM option (-Dnvcc_arch)
 #   MESON_ARGS="..."     extra meson setup arguments
 #   MESON_TEST_ARGS="..." extra meson test arguments (e.g. "--suite cuda")
 #   BENCH_ARGS="..."     extra rudnn-bench / torch_norm.py arguments (e.g. "--reps 20")

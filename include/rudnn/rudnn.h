@@ -8,5 +8,6 @@
 #include "rudnn/dtype.h"
 #include "rudnn/core.h"
 #include "rudnn/norm.h"
+#include "rudnn/moe.h"
 
 #endif

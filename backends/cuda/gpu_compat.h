@@ -1,0 +1,252 @@
+/* One portability header for the CUDA and HIP plugins (the sources in backends/cuda/ are
+ * compiled by nvcc for librudnn-cuda.so and by hipcc for librudnn-hip.so).
+ *
+ * The sources use CUDA runtime names; under HIP they are mapped to hip* here. Everything
+ * that differs between the two (backend name, warp size, shuffles, streaming loads, launch
+ * bounds, fp16 intrinsics, clusters, device-property quirks) lives in this file, so the
+ * kernels carry no #ifdef of their own.
+ *
+ * The last section declares the few plugin-internal types that plugin.cu and norm.cu share.
+ */
+#ifndef RUDNN_GPU_COMPAT_H
+#define RUDNN_GPU_COMPAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__HIP__) || defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__)
+/* ------------------------------------------------------------------ HIP */
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+
+#define RDG_HIP 1
+#define RUDNN_GPU_BACKEND_NAME "hip"
+#define RDG_API "hip"     /* prefix of runtime calls, for messages */
+#define RDG_RUNTIME "HIP" /* for the driver string */
+
+#define cudaDeviceProp hipDeviceProp_t
+#define cudaError_t hipError_t
+#define cudaErrorInsufficientDriver hipErrorInsufficientDriver
+#define cudaEventCreateWithFlags hipEventCreateWithFlags
+#define cudaEventDefault hipEventDefault
+#define cudaEventDestroy hipEventDestroy
+#define cudaEventElapsedTime hipEventElapsedTime
+#define cudaEventRecord hipEventRecord
+#define cudaEventSynchronize hipEventSynchronize
+#define cudaEvent_t hipEvent_t
+#define cudaDriverGetVersion hipDriverGetVersion
+#define cudaFree hipFree
+#define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define cudaFuncAttributes hipFuncAttributes
+#define cudaFuncGetAttributes hipFuncGetAttributes
+#define cudaFuncSetAttribute hipFuncSetAttribute
+#define cudaGetDeviceCount hipGetDeviceCount
+#define cudaGetDeviceProperties hipGetDeviceProperties
+#define cudaGetErrorString hipGetErrorString
+#define cudaGetLastError hipGetLastError
+#define cudaMalloc hipMalloc
+#define cudaMemcpyAsync hipMemcpyAsync
+#define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define cudaMemcpyHostToDevice hipMemcpyHostToDevice
+#define cudaMemsetAsync hipMemsetAsync
+#define cudaOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
+#define cudaRuntimeGetVersion hipRuntimeGetVersion
+#define cudaSetDevice hipSetDevice
+#define cudaStreamCreateWithFlags hipStreamCreateWithFlags
+#define cudaStreamDestroy hipStreamDestroy
+#define cudaStreamNonBlocking hipStreamNonBlocking
+#define cudaStreamSynchronize hipStreamSynchronize
+#define cudaStream_t hipStream_t
+#define cudaSuccess hipSuccess
+
+/* Wavefront size: a compile-time constant in device code only (32 or 64 per target). Host
+ * code must query cudaDeviceProp::warpSize instead; the host value here only sizes nothing. */
+#if defined(__AMDGCN_WAVEFRONT_SIZE)
+#define RDG_WARP __AMDGCN_WAVEFRONT_SIZE
+#else
+#define RDG_WARP 64
+#endif
+#define RDG_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
+#define RDG_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads)
+/* Plain loads/stores (no cache-streaming hint). */
+#define RDG_LDCS(ptr) (*(ptr))
+#define RDG_STCS(ptr, v) (*(ptr) = (v))
+
+/* gamma/beta are read through the caches (LDS is 64 KiB: a row's gamma and beta may not fit). */
+#define RDG_AFFINE_IN_SMEM 0
+
+/* No thread-block clusters on AMD (neither in device code nor in the host launch path). */
+#define RUDNN_HAS_CLUSTERS 0
+#define RDG_HOST_CLUSTERS 0
+
+#define RDG_SMEM_OPTIN(prop) ((prop).sharedMemPerBlock)
+
+/* "gfx90a:sramecc+:xnack-" -> 910, "gfx1030" -> 1030, "gfx942" -> 942 (the gcnArch numbering:
+ * major * 100 + minor * 10 + stepping, minor and stepping being hex digits). */
+static inline int rdg_arch_number(const hipDeviceProp_t *p)
+{
+    const char *s = p->gcnArchName;
+    if (s[0] != 'g' || s[1] != 'f' || s[2] != 'x')
+        return 0;
+    s += 3;
+    int len = 0;
+    while (s[len] && s[len] != ':')
+        len++;
+    if (len < 3)
+        return 0;
+    int major = 0;
+    for (int i = 0; i < len - 2; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        major = major * 10 + (s[i] - '0');
+    }
+    int low[2];
+    for (int i = 0; i < 2; i++) {
+        char c = s[len - 2 + i];
+        low[i] = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : 0;
+    }
+    return major * 100 + low[0] * 10 + low[1];
+}
+
+/* MFMA on CDNA (gfx908 and later gfx9), WMMA on RDNA3 (gfx11); none on gfx10. */
+static inline void rdg_matrix_units(const hipDeviceProp_t *p, int *fp16, int *bf16)
+{
+    int a = rdg_arch_number(p);
+    int yes = (a >= 908 && a < 1000) || a >= 1100;
+    *fp16 = yes;
+    *bf16 = yes;
+}
+
+
+#else
+/* ----------------------------------------------------------------- CUDA */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#define RDG_HIP 0
+#define RUDNN_GPU_BACKEND_NAME "cuda"
+#define RDG_API "cuda"
+#define RDG_RUNTIME "CUDA"
+
+#define RDG_WARP 32
+#define RDG_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+#define RDG_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
+/* Cache-streaming load/store (evict-first): the row data is touched once. */
+#define RDG_LDCS(ptr) __ldcs(ptr)
+#define RDG_STCS(ptr, v) __stcs((ptr), (v))
+
+/* The register kernels stage a row's gamma/beta slice in shared memory (up to 227 KiB/block). */
+#define RDG_AFFINE_IN_SMEM 1
+
+/* Thread-block clusters and distributed shared memory: device code compiled for sm_90+. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RUDNN_HAS_CLUSTERS 1
+#else
+#define RUDNN_HAS_CLUSTERS 0
+#endif
+/* Host side: the runtime has cudaLaunchKernelEx and cluster attributes (CUDA >= 12). Whether a
+ * device can use them is decided at run time (compute capability and the loaded binary). */
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 12000
+#define RDG_HOST_CLUSTERS 1
+#else
+#define RDG_HOST_CLUSTERS 0
+#endif
+
+#define RDG_SMEM_OPTIN(prop) ((prop).sharedMemPerBlockOptin)
+
+static inline int rdg_arch_number(const cudaDeviceProp *p)
+{
+    return p->major * 10 + p->minor;
+}
+
+/* Tensor cores: fp16 from Volta (7.0), bf16 from Ampere (8.0). */
+static inline void rdg_matrix_units(const cudaDeviceProp *p, int *fp16, int *bf16)
+{
+    *fp16 = p->major >= 7;
+    *bf16 = p->major >= 8;
+}
+
+#endif
+
+/* ------------------------------------------------- common device helpers */
+
+#define RDG_MAX_WARPS 32 /* 1024 threads / the smallest warp */
+
+/* fp16 bits <-> float (hardware conversions, round-to-nearest-even; NaN stays NaN) */
+__device__ __forceinline__ float rdg_f16_to_f32(uint16_t h)
+{
+    return __half2float(__ushort_as_half(h));
+}
+__device__ __forceinline__ uint16_t rdg_f32_to_f16(float f)
+{
+    return __half_as_ushort(__float2half_rn(f));
+}
+
+/* bf16 bits <-> float. bf16 is the top half of an fp32. */
+__device__ __forceinline__ float rdg_bf16_to_f32(uint16_t h)
+{
+    return __uint_as_float((uint32_t)h << 16);
+}
+
+/* Two floats -> two bf16 packed (lo in bits 0..15), round-to-nearest-even, NaN stays NaN. */
+__device__ __forceinline__ uint32_t rdg_pack_bf16x2(float lo, float hi)
+{
+#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    uint32_t out[2];
+    float in[2] = {lo, hi};
+    for (int i = 0; i < 2; i++) {
+        uint32_t u = __float_as_uint(in[i]);
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+            out[i] = (u >> 16) | 0x40u; /* quiet NaN, sign kept */
+        else
+            out[i] = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    }
+    return out[0] | (out[1] << 16);
+#endif
+}
+
+__device__ __forceinline__ uint16_t rdg_f32_to_bf16(float f)
+{
+    return (uint16_t)(rdg_pack_bf16x2(f, 0.0f) & 0xffffu);
+}
+
+/* ------------------------------------- plugin-internal shared declarations */
+
+#include "backends/backend.h"
+
+/* What the kernel launchers need to know about a device (copied into every queue). */
+typedef struct rdg_devinfo {
+    int index;
+    int sm_count;
+    int warp_size;
+    int max_threads;     /* per block */
+    size_t smem_optin;   /* dynamic + static shared memory a block may use */
+    int arch;            /* rdg_arch_number */
+    int clusters;        /* thread-block cluster launches usable (CUDA, sm_90+ binary) */
+} rdg_devinfo_t;
+
+typedef struct rdg_queue {
+    cudaStream_t stream;
+    rdg_devinfo_t dev;
+} rdg_queue_t;
+
+/* Records "<backend>: <what> failed: <runtime message>" through the host and returns status. */
+rudnn_status_t rdg_fail(rudnn_status_t status, cudaError_t err, const char *what);
+/* Same, printf-style message without a runtime error. */
+rudnn_status_t rdg_error(rudnn_status_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* norm.cu */
+const rudnn_norm_kernels_t *rdg_norm_table(void);
+/* 1 if the loaded kernel binary for the current device supports cluster launches. */
+int rdg_norm_clusters_supported(const cudaDeviceProp *prop);
+
+#endif

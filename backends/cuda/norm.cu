@@ -1,0 +1,975 @@
+/* Row-wise normalization kernels: layer_norm, rms_norm, softmax, add_rms_norm, and their
+ * launchers (the rudnn_norm_kernels_t table).
+ *
+ * Numerics follow backends/README.md (FP32 math, power-of-two scaling for the norms; partial
+ * sums combine as (e, s) pairs, which equals scaling by the row's e up to subnormal rounding).
+ *
+ * Two kernel families:
+ * - norm_reg_kernel ("row in registers"): 16-byte loads, each element read from DRAM once and
+ *   written once. A row lives in the registers of one warp, of one CTA, or of the CTAs of a
+ *   thread-block cluster (one slice each, partial statistics exchanged through distributed
+ *   shared memory), F = NV * VEC floats per thread. CTAs are persistent (grid sized from
+ *   occupancy) and stage their gamma/beta slice in shared memory once. Needs cols % VEC == 0
+ *   and 16-byte aligned pointers.
+ * - norm_loop_kernel ("looped"): any cols and alignment, scalar loads, one CTA per row, one pass
+ *   over global memory per statistic and one for the output.
+ * choose() below is the launch policy.
+ *
+ * In place: every element is read and written by the same thread, after all of that thread's
+ * reads of it, so an output may equal an input. Reductions are deterministic (reduce.cuh).
+ */
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu_compat.h"
+#include "reduce.cuh"
+
+namespace {
+
+enum { OP_LN = 0, OP_RMS = 1, OP_SOFTMAX = 2, OP_ADD_RMS = 3 };
+
+struct NormArgs {
+    const void *x;      /* input (a for add_rms_norm) */
+    const void *r;      /* residual (add_rms_norm) */
+    const float *gamma; /* F32 [cols] (norms) */
+    const float *beta;  /* F32 [cols] or NULL */
+    void *y;
+    void *xout;  /* add_rms_norm: round(a + r) */
+    float *rstd; /* add_rms_norm: F32 [rows] */
+    int64_t rows;
+    int64_t cols;
+    float eps;
+    int csize;      /* CTAs per row (cluster size); 1 without a cluster */
+    int slice_vec;  /* register kernel: vectors per CTA slice */
+};
+
+/* ---- storage types: vector (16-byte) and scalar access, F32 conversions ---- */
+
+struct StoreF32 {
+    enum { VEC = 4 };
+    typedef float4 raw_t;
+    typedef float elem_t;
+    __device__ static raw_t zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
+    __device__ static raw_t ldv(const void *p, int64_t vi) { return RDG_LDCS((const float4 *)p + vi); }
+    __device__ static void cvt(const raw_t &w, float (&v)[VEC])
+    {
+        v[0] = w.x;
+        v[1] = w.y;
+        v[2] = w.z;
+        v[3] = w.w;
+    }
+    __device__ static void stv(void *p, int64_t vi, const float (&v)[VEC])
+    {
+        RDG_STCS((float4 *)p + vi, make_float4(v[0], v[1], v[2], v[3]));
+    }
+    __device__ static float ld1(const void *p, int64_t i) { return ((const float *)p)[i]; }
+    __device__ static void st1(void *p, int64_t i, float v) { ((float *)p)[i] = v; }
+    __device__ static float round(float v) { return v; }
+};
+
+struct StoreBF16 {
+    enum { VEC = 8 };
+    typedef uint4 raw_t;
+    typedef uint16_t elem_t;
+    __device__ static raw_t zero() { return make_uint4(0u, 0u, 0u, 0u); }
+    __device__ static raw_t ldv(const void *p, int64_t vi) { return RDG_LDCS((const uint4 *)p + vi); }
+    __device__ static void cvt(const raw_t &w, float (&v)[VEC])
+    {
+        const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            v[2 * k] = __uint_as_float(u[k] << 16);
+            v[2 * k + 1] = __uint_as_float(u[k] & 0xffff0000u);
+        }
+    }
+    __device__ static void stv(void *p, int64_t vi, const float (&v)[VEC])
+    {
+        uint4 w;
+        w.x = rdg_pack_bf16x2(v[0], v[1]);
+        w.y = rdg_pack_bf16x2(v[2], v[3]);
+        w.z = rdg_pack_bf16x2(v[4], v[5]);
+        w.w = rdg_pack_bf16x2(v[6], v[7]);
+        RDG_STCS((uint4 *)p + vi, w);
+    }
+    __device__ static float ld1(const void *p, int64_t i) { return rdg_bf16_to_f32(((const uint16_t *)p)[i]); }
+    __device__ static void st1(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = rdg_f32_to_bf16(v); }
+    __device__ static float round(float v) { return rdg_bf16_to_f32(rdg_f32_to_bf16(v)); }
+};
+
+struct StoreF16 {
+    enum { VEC = 8 };
+    typedef uint4 raw_t;
+    typedef uint16_t elem_t;
+    __device__ static raw_t zero() { return make_uint4(0u, 0u, 0u, 0u); }
+    __device__ static raw_t ldv(const void *p, int64_t vi) { return RDG_LDCS((const uint4 *)p + vi); }
+    __device__ static void cvt(const raw_t &w, float (&v)[VEC])
+    {
+        const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            v[2 * k] = rdg_f16_to_f32((uint16_t)(u[k] & 0xffffu));
+            v[2 * k + 1] = rdg_f16_to_f32((uint16_t)(u[k] >> 16));
+        }
+    }
+    __device__ static uint32_t pack(float lo, float hi)
+    {
+        return (uint32_t)rdg_f32_to_f16(lo) | ((uint32_t)rdg_f32_to_f16(hi) << 16);
+    }
+    __device__ static void stv(void *p, int64_t vi, const float (&v)[VEC])
+    {
+        uint4 w;
+        w.x = pack(v[0], v[1]);
+        w.y = pack(v[2], v[3]);
+        w.z = pack(v[4], v[5]);
+        w.w = pack(v[6], v[7]);
+        RDG_STCS((uint4 *)p + vi, w);
+    }
+    __device__ static float ld1(const void *p, int64_t i) { return rdg_f16_to_f32(((const uint16_t *)p)[i]); }
+    __device__ static void st1(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = rdg_f32_to_f16(v); }
+    __device__ static float round(float v) { return rdg_f16_to_f32(rdg_f32_to_f16(v)); }
+};
+
+/* Register budgets of the register kernel (CUDA; HIP takes only the thread limit). BLOCKS CTAs
+ * of THREADS threads must fit on an SM, which caps the registers per thread:
+ *   warp rows (256 threads), F = 8: 8 CTAs -> 32 regs      F = 32: 4 CTAs -> 64 regs
+ *   CTA or cluster (512 threads), F = 16: 3 CTAs -> 40      F = 32: 2 CTAs -> 64
+ * add_rms_norm holds two inputs in flight, and layer_norm reads gamma and beta per vector, so
+ * they get more registers (fewer threads per SM) where the base budget would spill:
+ * add_rms_norm one step down (half at F = 32), layer_norm one step down except for 16-bit data at
+ * F = 8 and F = 16. (ptxas -v reports no spills for any instantiation.) */
+template <int F, int SCOPE, int OP, int ESIZE>
+struct RegBounds {
+    enum {
+        THREADS = SCOPE == RED_WARP ? 256 : 512,
+        BASE = SCOPE == RED_WARP ? (F == 8 ? 8 : 4) : (F == 16 ? 3 : 2),
+        DOWN = BASE > 4 ? BASE * 3 / 4 : BASE > 1 ? BASE - 1 : 1,
+        BLOCKS = OP == OP_ADD_RMS ? (F == 32 ? BASE / 2 : DOWN)
+               : OP == OP_LN && !(ESIZE == 2 && F <= 16) ? DOWN
+               : BASE
+    };
+};
+
+/* VEC floats of gamma or beta at slice float index c: from the staged copy in shared memory or
+ * from global memory. */
+template <int VEC, bool STAGED>
+__device__ __forceinline__ void load_affine(const float *sm, const float *gl, int c, float (&out)[VEC])
+{
+#pragma unroll
+    for (int k = 0; k < VEC; k += 4) {
+        float4 g = STAGED ? *(const float4 *)(sm + c + k) : *(const float4 *)(gl + c + k);
+        out[k] = g.x;
+        out[k + 1] = g.y;
+        out[k + 2] = g.z;
+        out[k + 3] = g.w;
+    }
+}
+
+/* ---- register kernel ----
+ *
+ * A row group handles one row at a time: one warp (SCOPE RED_WARP: the CTA runs blockDim / warp
+ * rows side by side), the CTA (RED_BLOCK), or the CTAs of a cluster, each holding one slice of
+ * the row (RED_CLUSTER). Thread `lane` of the group holds vectors lane + i * gsize (i < NV) of
+ * its slice, F = NV * VEC floats. */
+template <class S, int OP, int F, int SCOPE>
+__global__ void RDG_LAUNCH_BOUNDS((RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::THREADS),
+                                  (RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::BLOCKS))
+norm_reg_kernel(NormArgs a)
+{
+    constexpr int VEC = S::VEC;
+    constexpr int NV = F / VEC;
+    constexpr bool HAS_GAMMA = OP != OP_SOFTMAX;
+    constexpr bool WARP = SCOPE == RED_WARP;
+
+    extern __shared__ float4 rdg_dyn_smem[];
+    __shared__ float red_f[2 * RDG_MAX_WARPS];
+    __shared__ int red_i[2 * RDG_MAX_WARPS];
+    __shared__ float2 red_cl[2];
+
+    RedCtx ctx;
+    ctx.f = red_f;
+    ctx.i = red_i;
+    ctx.cl = red_cl;
+    ctx.csize = SCOPE == RED_CLUSTER ? a.csize : 1;
+    ctx.counter = 0;
+
+    const int csize = SCOPE == RED_CLUSTER ? a.csize : 1;
+    const int rank = SCOPE == RED_CLUSTER ? (int)(blockIdx.x % (unsigned)csize) : 0;
+    const int lane = WARP ? (int)(threadIdx.x % RDG_WARP) : (int)threadIdx.x;
+    const int gsize = WARP ? RDG_WARP : (int)blockDim.x;
+    const int groups = WARP ? (int)(blockDim.x / RDG_WARP) : 1;
+    const int group = WARP ? (int)(threadIdx.x / RDG_WARP) : 0;
+    const int nvec = (int)(a.cols / VEC); /* cols <= INT32_MAX */
+    const int vbeg = rank * a.slice_vec;
+    const int count = min(a.slice_vec, nvec - vbeg); /* vectors in this CTA's slice */
+
+    /* gamma/beta slice: staged once per CTA in shared memory (the CTA is persistent over rows);
+     * a missing beta is staged as zeros (fmaf(t, g, 0) == t * g). Without staging (HIP), they are
+     * read from global memory through the caches. */
+    constexpr bool STAGED = HAS_GAMMA && RDG_AFFINE_IN_SMEM;
+    const float *sg = (const float *)rdg_dyn_smem;
+    const float *sb = sg + (size_t)a.slice_vec * VEC;
+    if (STAGED) {
+        const float4 *g4 = (const float4 *)(a.gamma + (size_t)vbeg * VEC);
+        const float4 *b4 = a.beta ? (const float4 *)(a.beta + (size_t)vbeg * VEC) : nullptr;
+        const int n4 = count * (VEC / 4);
+        for (int k = threadIdx.x; k < n4; k += blockDim.x) {
+            ((float4 *)sg)[k] = g4[k];
+            if (OP == OP_LN)
+                ((float4 *)sb)[k] = b4 ? b4[k] : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+        __syncthreads();
+    }
+    const float *gg = HAS_GAMMA ? a.gamma + (size_t)vbeg * VEC : nullptr;
+    const float *gb = a.beta ? a.beta + (size_t)vbeg * VEC : nullptr;
+
+    const int64_t step = (int64_t)(gridDim.x / (unsigned)csize) * groups;
+    for (int64_t row = (int64_t)(blockIdx.x / (unsigned)csize) * groups + group; row < a.rows; row += step) {
+        const int64_t base = row * nvec + vbeg; /* vector index of the slice start */
+        float v[NV][VEC];
+        if (OP == OP_LN || OP == OP_SOFTMAX)
+            ctx.counter = 0; /* two reductions per row: fixed slots 0, 1 */
+
+        /* loads: every 16-byte load of the row is issued before the first use */
+        {
+            typename S::raw_t raw[NV];
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                const int vi = lane + i * gsize;
+                raw[i] = vi < count ? S::ldv(a.x, base + vi) : S::zero();
+            }
+            if (OP == OP_ADD_RMS) {
+                typename S::raw_t raw2[NV];
+#pragma unroll
+                for (int i = 0; i < NV; i++) {
+                    const int vi = lane + i * gsize;
+                    raw2[i] = vi < count ? S::ldv(a.r, base + vi) : S::zero();
+                }
+#pragma unroll
+                for (int i = 0; i < NV; i++) {
+                    float t[VEC];
+                    S::cvt(raw[i], v[i]);
+                    S::cvt(raw2[i], t);
+#pragma unroll
+                    for (int k = 0; k < VEC; k++)
+                        v[i][k] = S::round(v[i][k] + t[k]);
+                }
+                /* x_out may be a or r: written only after this thread read both */
+#pragma unroll
+                for (int i = 0; i < NV; i++) {
+                    const int vi = lane + i * gsize;
+                    if (vi < count)
+                        S::stv(a.xout, base + vi, v[i]);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < NV; i++)
+                    S::cvt(raw[i], v[i]);
+            }
+        }
+
+        if (OP == OP_RMS || OP == OP_ADD_RMS) {
+            /* masked-out entries are 0: they add nothing to max|x| or the sum */
+            float m = 0.0f;
+#pragma unroll
+            for (int i = 0; i < NV; i++)
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    m = fmaxf(m, fabsf(v[i][k]));
+            int e = exp_of_max(m);
+            const float sc_t = pow2_neg(e);
+            float s = 0.0f;
+#pragma unroll
+            for (int i = 0; i < NV; i++)
+#pragma unroll
+                for (int k = 0; k < VEC; k++) {
+                    const float u = v[i][k] * sc_t;
+                    s = fmaf(u, u, s);
+                }
+            block_allreduce_es<2, SCOPE>(e, s, ctx);
+            const float sc = pow2_neg(e);
+            const float inv = 1.0f / sqrtf(s / (float)a.cols + scale_pow2(a.eps, -2 * e));
+            if (OP == OP_ADD_RMS && rank == 0 && lane == 0)
+                a.rstd[row] = scale_pow2(inv, -e);
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                const int vi = lane + i * gsize;
+                if (vi < count) {
+                    float g[VEC];
+                    load_affine<VEC, STAGED>(sg, gg, vi * VEC, g);
+#pragma unroll
+                    for (int k = 0; k < VEC; k++)
+                        v[i][k] = (v[i][k] * sc) * inv * g[k];
+                    S::stv(a.y, base + vi, v[i]);
+                }
+            }
+        } else if (OP == OP_LN) {
+            float m = 0.0f;
+#pragma unroll
+            for (int i = 0; i < NV; i++)
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    m = fmaxf(m, fabsf(v[i][k]));
+            int e = exp_of_max(m);
+            const float sc_t = pow2_neg(e);
+            float s = 0.0f;
+#pragma unroll
+            for (int i = 0; i < NV; i++)
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    s = fmaf(v[i][k], sc_t, s);
+            block_allreduce_es<1, SCOPE>(e, s, ctx);
+            const float sc = pow2_neg(e);
+            const float mean = s / (float)a.cols;
+            float q = 0.0f;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                const bool valid = lane + i * gsize < count;
+#pragma unroll
+                for (int k = 0; k < VEC; k++) {
+                    v[i][k] = fmaf(v[i][k], sc, -mean); /* u - mean (x * sc is exact) */
+                    if (valid)
+                        q = fmaf(v[i][k], v[i][k], q);
+                }
+            }
+            q = block_allreduce<SumOp, SCOPE>(q, ctx);
+            const float inv = 1.0f / sqrtf(q / (float)a.cols + scale_pow2(a.eps, -2 * e));
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                const int vi = lane + i * gsize;
+                if (vi < count) {
+                    float g[VEC];
+                    load_affine<VEC, STAGED>(sg, gg, vi * VEC, g);
+                    if (STAGED || gb) {
+                        float b[VEC];
+                        load_affine<VEC, STAGED>(sb, gb, vi * VEC, b);
+#pragma unroll
+                        for (int k = 0; k < VEC; k++)
+                            v[i][k] = fmaf(v[i][k] * inv, g[k], b[k]);
+                    } else {
+#pragma unroll
+                        for (int k = 0; k < VEC; k++)
+                            v[i][k] = v[i][k] * inv * g[k];
+                    }
+                    S::stv(a.y, base + vi, v[i]);
+                }
+            }
+        } else { /* OP_SOFTMAX */
+            float m = -INFINITY;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                if (lane + i * gsize < count)
+#pragma unroll
+                    for (int k = 0; k < VEC; k++)
+                        m = fmaxf(m, v[i][k]);
+            }
+            m = block_allreduce<MaxOp, SCOPE>(m, ctx);
+            float s = 0.0f;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                if (lane + i * gsize < count)
+#pragma unroll
+                    for (int k = 0; k < VEC; k++) {
+                        v[i][k] = expf(v[i][k] - m);
+                        s += v[i][k];
+                    }
+            }
+            s = block_allreduce<SumOp, SCOPE>(s, ctx);
+            const float inv = 1.0f / s;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                const int vi = lane + i * gsize;
+                if (vi < count) {
+#pragma unroll
+                    for (int k = 0; k < VEC; k++)
+                        v[i][k] *= inv;
+                    S::stv(a.y, base + vi, v[i]);
+                }
+            }
+        }
+    }
+    /* A CTA's shared memory must outlive the cluster's last remote read of it. */
+    if (SCOPE == RED_CLUSTER)
+        cluster_sync_all();
+}
+
+/* ---- looped kernel (any cols, any alignment) ---- */
+
+#define RDG_LOOP_THREADS 1024
+
+template <class S, int OP>
+__global__ void RDG_LAUNCH_BOUNDS(RDG_LOOP_THREADS, 1) norm_loop_kernel(NormArgs a)
+{
+    __shared__ float red_f[2 * RDG_MAX_WARPS];
+    __shared__ int red_i[2 * RDG_MAX_WARPS];
+    __shared__ float2 red_cl[2];
+    RedCtx ctx;
+    ctx.f = red_f;
+    ctx.i = red_i;
+    ctx.cl = red_cl;
+    ctx.csize = 1;
+    ctx.counter = 0;
+
+    const int tid = threadIdx.x;
+    const int nthr = blockDim.x;
+    const int64_t cols = a.cols;
+    const float h = (float)cols;
+
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        const int64_t off = row * cols;
+        /* the values the statistics and the output use */
+        const void *src = OP == OP_ADD_RMS ? a.xout : a.x;
+
+        if (OP == OP_SOFTMAX) {
+            float m = -INFINITY;
+            for (int64_t c = tid; c < cols; c += nthr)
+                m = fmaxf(m, S::ld1(a.x, off + c));
+            m = block_allreduce<MaxOp, RED_BLOCK>(m, ctx);
+            float s = 0.0f;
+            for (int64_t c = tid; c < cols; c += nthr)
+                s += expf(S::ld1(a.x, off + c) - m);
+            s = block_allreduce<SumOp, RED_BLOCK>(s, ctx);
+            const float inv = 1.0f / s;
+            for (int64_t c = tid; c < cols; c += nthr)
+                S::st1(a.y, off + c, expf(S::ld1(a.x, off + c) - m) * inv);
+            continue;
+        }
+
+        /* pass 1: max|x| (add: x = round(a + r) is written to xout here, read back later by
+         * the same thread) */
+        float m = 0.0f;
+        if (OP == OP_ADD_RMS) {
+            for (int64_t c = tid; c < cols; c += nthr) {
+                const float xv = S::round(S::ld1(a.x, off + c) + S::ld1(a.r, off + c));
+                S::st1(a.xout, off + c, xv);
+                m = fmaxf(m, fabsf(xv));
+            }
+        } else {
+            for (int64_t c = tid; c < cols; c += nthr)
+                m = fmaxf(m, fabsf(S::ld1(src, off + c)));
+        }
+        m = block_allreduce<MaxOp, RED_BLOCK>(m, ctx);
+        const int e = exp_of_max(m);
+        const float sc = pow2_neg(e);
+        const float eps_s = scale_pow2(a.eps, -2 * e);
+
+        if (OP == OP_LN) {
+            float s = 0.0f;
+            for (int64_t c = tid; c < cols; c += nthr)
+                s += S::ld1(src, off + c) * sc;
+            s = block_allreduce<SumOp, RED_BLOCK>(s, ctx);
+            const float mean = s / h;
+            float q = 0.0f;
+            for (int64_t c = tid; c < cols; c += nthr) {
+                const float d = S::ld1(src, off + c) * sc - mean;
+                q = fmaf(d, d, q);
+            }
+            q = block_allreduce<SumOp, RED_BLOCK>(q, ctx);
+            const float inv = 1.0f / sqrtf(q / h + eps_s);
+            for (int64_t c = tid; c < cols; c += nthr) {
+                const float d = (S::ld1(src, off + c) * sc - mean) * inv;
+                const float yv = a.beta ? fmaf(d, a.gamma[c], a.beta[c]) : d * a.gamma[c];
+                S::st1(a.y, off + c, yv);
+            }
+        } else { /* RMS, ADD_RMS */
+            float s = 0.0f;
+            for (int64_t c = tid; c < cols; c += nthr) {
+                const float u = S::ld1(src, off + c) * sc;
+                s = fmaf(u, u, s);
+            }
+            s = block_allreduce<SumOp, RED_BLOCK>(s, ctx);
+            const float inv = 1.0f / sqrtf(s / h + eps_s);
+            if (OP == OP_ADD_RMS && tid == 0)
+                a.rstd[row] = scale_pow2(inv, -e);
+            for (int64_t c = tid; c < cols; c += nthr)
+                S::st1(a.y, off + c, (S::ld1(src, off + c) * sc) * inv * a.gamma[c]);
+        }
+    }
+}
+
+/* ---- host side: kernel selection, launch configuration, occupancy cache ---- */
+
+typedef void (*kernel_fn)(NormArgs);
+
+/* The register-kernel variants the policy uses (F floats per thread, reduction scope). */
+enum { V_WARP8, V_WARP32, V_BLOCK16, V_BLOCK32, V_CLUSTER16, V_CLUSTER32 };
+
+template <class S, int OP>
+kernel_fn reg_kernel_for(int variant)
+{
+    switch (variant) {
+    case V_WARP8:
+        return norm_reg_kernel<S, OP, 8, RED_WARP>;
+    case V_WARP32:
+        return norm_reg_kernel<S, OP, 32, RED_WARP>;
+    case V_BLOCK16:
+        return norm_reg_kernel<S, OP, 16, RED_BLOCK>;
+    case V_BLOCK32:
+        return norm_reg_kernel<S, OP, 32, RED_BLOCK>;
+#if RDG_HOST_CLUSTERS
+    case V_CLUSTER16:
+        return norm_reg_kernel<S, OP, 16, RED_CLUSTER>;
+    case V_CLUSTER32:
+        return norm_reg_kernel<S, OP, 32, RED_CLUSTER>;
+#endif
+    default:
+        return nullptr;
+    }
+}
+
+template <int OP>
+kernel_fn reg_kernel(rudnn_dtype_t dt, int variant)
+{
+    switch (dt) {
+    case RUDNN_F32:
+        return reg_kernel_for<StoreF32, OP>(variant);
+    case RUDNN_F16:
+        return reg_kernel_for<StoreF16, OP>(variant);
+    default:
+        return reg_kernel_for<StoreBF16, OP>(variant);
+    }
+}
+
+template <int OP>
+kernel_fn loop_kernel(rudnn_dtype_t dt)
+{
+    switch (dt) {
+    case RUDNN_F32:
+        return norm_loop_kernel<StoreF32, OP>;
+    case RUDNN_F16:
+        return norm_loop_kernel<StoreF16, OP>;
+    default:
+        return norm_loop_kernel<StoreBF16, OP>;
+    }
+}
+
+kernel_fn pick_reg(int op, rudnn_dtype_t dt, int variant)
+{
+    switch (op) {
+    case OP_LN:
+        return reg_kernel<OP_LN>(dt, variant);
+    case OP_RMS:
+        return reg_kernel<OP_RMS>(dt, variant);
+    case OP_SOFTMAX:
+        return reg_kernel<OP_SOFTMAX>(dt, variant);
+    default:
+        return reg_kernel<OP_ADD_RMS>(dt, variant);
+    }
+}
+
+kernel_fn pick_loop(int op, rudnn_dtype_t dt)
+{
+    switch (op) {
+    case OP_LN:
+        return loop_kernel<OP_LN>(dt);
+    case OP_RMS:
+        return loop_kernel<OP_RMS>(dt);
+    case OP_SOFTMAX:
+        return loop_kernel<OP_SOFTMAX>(dt);
+    default:
+        return loop_kernel<OP_ADD_RMS>(dt);
+    }
+}
+
+struct LaunchCfg {
+    int reg;        /* 1: register kernel, 0: looped kernel */
+    int variant;    /* register kernel: V_* */
+    int f;          /* register kernel: floats per thread (8, 16, 32) */
+    int threads;    /* per CTA */
+    int csize;      /* CTAs per row (cluster size), 1 otherwise */
+    int rows_per_cta; /* warp variants: one row per warp */
+    int slice_vec;  /* vectors per CTA slice */
+    size_t smem;    /* dynamic shared memory bytes */
+};
+
+int64_t ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+int64_t round_up(int64_t v, int64_t m)
+{
+    return ceil_div(v, m) * m;
+}
+
+/* Static shared memory of the kernels plus a margin, subtracted from the opt-in limit. */
+#define RDG_STATIC_SMEM_RESERVE 1024
+/* Elements one CTA of the register kernel holds at most: 512 threads at F = 16 and at F = 32. */
+#define RDG_CTA_ELEMS_F16 8192
+#define RDG_CTA_ELEMS_F32 16384
+#define RDG_MAX_CLUSTER 8 /* portable cluster size limit */
+#define RDG_WARP_ROWS_PER_CTA 4
+
+/* The looped kernel: one CTA of min(1024, cols rounded up to the warp size) threads per row. */
+LaunchCfg loop_cfg(const rdg_devinfo_t *d, int64_t cols)
+{
+    LaunchCfg c;
+    memset(&c, 0, sizeof c);
+    const int w = d->warp_size > 0 ? d->warp_size : 32;
+    const int max_thr = d->max_threads > 0 && d->max_threads < RDG_LOOP_THREADS ? d->max_threads : RDG_LOOP_THREADS;
+    c.csize = 1;
+    c.rows_per_cta = 1;
+    c.threads = (int)(cols < max_thr ? round_up(cols, w) : (max_thr / w) * w);
+    return c;
+}
+
+/* The launch policy (w = warp size: 32 on NVIDIA, 32 or 64 on AMD). Register kernel when every
+ * row is 16-byte aligned and cols is a multiple of the vector width (16 bytes):
+ *   cols <= 8 w (256):     one warp per row, 4 rows per CTA, F = 8
+ *   cols <= 32 w (1024):   one warp per row, 4 rows per CTA, F = 32 (1024 -> 32 lanes x 32)
+ *   cols <= 8192:          one CTA per row, F = 16, ceil(cols / 16) threads (8192 -> 512)
+ *   cols <= 65536:         cluster of ceil(cols / 8192) CTAs, F = 16, <= 512 threads each
+ *                          (65536 -> 8 x 512)
+ *   cols <= 131072:        cluster of ceil(cols / 16384) CTAs, F = 32, <= 512 threads each
+ *   without clusters (HIP, pre-Hopper): 8192 < cols <= 16384 one CTA, F = 32, <= 512 threads
+ * with gamma (and beta) staged in shared memory (CUDA) when they fit; anything else (odd sizes,
+ * misalignment, longer rows) runs the looped kernel. */
+LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols, int aligned)
+{
+    LaunchCfg c;
+    memset(&c, 0, sizeof c);
+    const int esize = dt == RUDNN_F32 ? 4 : 2;
+    const int vec = 16 / esize;
+    const int w = d->warp_size > 0 ? d->warp_size : 32;
+    const int max_thr = d->max_threads > 0 && d->max_threads < 1024 ? d->max_threads : 1024;
+
+    if (aligned && cols % vec == 0) {
+        const int64_t nvec = cols / vec;
+        int variant = -1, f = 0, csize = 1;
+        if (cols <= 8 * w) {
+            variant = V_WARP8;
+            f = 8;
+        } else if (cols <= 32 * w) {
+            variant = V_WARP32;
+            f = 32;
+        } else if (cols <= RDG_CTA_ELEMS_F16) {
+            variant = V_BLOCK16;
+            f = 16;
+        } else if (d->clusters && cols <= RDG_MAX_CLUSTER * RDG_CTA_ELEMS_F16) {
+            variant = V_CLUSTER16;
+            f = 16;
+            csize = (int)ceil_div(cols, RDG_CTA_ELEMS_F16);
+        } else if (d->clusters && cols <= RDG_MAX_CLUSTER * RDG_CTA_ELEMS_F32) {
+            variant = V_CLUSTER32;
+            f = 32;
+            csize = (int)ceil_div(cols, RDG_CTA_ELEMS_F32);
+        } else if (!d->clusters && cols <= RDG_CTA_ELEMS_F32) {
+            variant = V_BLOCK32;
+            f = 32;
+        }
+        if (variant >= 0) {
+            const int warp_rows = variant == V_WARP8 || variant == V_WARP32;
+            const int64_t slice = ceil_div(nvec, csize);
+            const int64_t thr = warp_rows ? (int64_t)RDG_WARP_ROWS_PER_CTA * w
+                                          : round_up(ceil_div(slice * vec, f), w);
+            const int64_t group = warp_rows ? w : thr;
+            if (thr <= 512 && thr <= max_thr && slice * vec <= group * f) {
+                c.reg = 1;
+                c.variant = variant;
+                c.f = f;
+                c.threads = (int)thr;
+                c.csize = csize;
+                c.rows_per_cta = warp_rows ? RDG_WARP_ROWS_PER_CTA : 1;
+                c.slice_vec = (int)slice;
+                /* gamma (and beta, zeros when absent) staged in shared memory */
+                const int ng = !RDG_AFFINE_IN_SMEM || op == OP_SOFTMAX ? 0 : op == OP_LN ? 2 : 1;
+                const size_t bytes = (size_t)slice * vec * sizeof(float) * ng;
+                if (bytes + RDG_STATIC_SMEM_RESERVE <= d->smem_optin) {
+                    c.smem = bytes;
+                    return c;
+                }
+            }
+        }
+    }
+    return loop_cfg(d, cols);
+}
+
+/* Occupancy cache: resident CTAs (or clusters) per device for a (kernel, block, smem, cluster)
+ * configuration. The first lookup of a configuration with more than 48 KiB of dynamic shared
+ * memory also raises the kernel's limit on that device. */
+struct OccEntry {
+    int device;
+    kernel_fn fn;
+    int threads;
+    size_t smem;
+    int csize;
+    int resident; /* CTAs per SM (csize 1) or clusters per device (csize > 1) */
+};
+
+#define RDG_OCC_CACHE 256
+OccEntry occ_cache[RDG_OCC_CACHE];
+int occ_count;
+pthread_mutex_t occ_lock = PTHREAD_MUTEX_INITIALIZER;
+
+rudnn_status_t occupancy(const rdg_devinfo_t *d, kernel_fn fn, int threads, size_t smem, int csize,
+                         int *resident)
+{
+    pthread_mutex_lock(&occ_lock);
+    for (int i = 0; i < occ_count; i++) {
+        const OccEntry &e = occ_cache[i];
+        if (e.device == d->index && e.fn == fn && e.threads == threads && e.smem == smem && e.csize == csize) {
+            *resident = e.resident;
+            pthread_mutex_unlock(&occ_lock);
+            return RUDNN_STATUS_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&occ_lock);
+
+    cudaError_t err;
+    if (smem > 48 * 1024) {
+        /* always the device's whole allowance, so that no configuration lowers it for another */
+        const int allow = (int)(d->smem_optin - RDG_STATIC_SMEM_RESERVE);
+        err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, allow);
+        if (err != cudaSuccess)
+            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize)");
+    }
+    int n = 0;
+    if (csize > 1) {
+#if RDG_HOST_CLUSTERS
+        cudaLaunchConfig_t cfg = cudaLaunchConfig_t();
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = (unsigned)csize;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3((unsigned)(csize * d->sm_count), 1, 1);
+        cfg.blockDim = dim3((unsigned)threads, 1, 1);
+        cfg.dynamicSmemBytes = smem;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        err = cudaOccupancyMaxActiveClusters(&n, (const void *)fn, &cfg);
+        if (err != cudaSuccess) {
+            /* a capability question: a configuration the device cannot schedule (n = 0) makes
+             * the caller use the looped kernel */
+            (void)cudaGetLastError();
+            n = 0;
+        }
+#else
+        n = 0;
+#endif
+    } else {
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, (const void *)fn, threads, smem);
+        if (err != cudaSuccess)
+            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "OccupancyMaxActiveBlocksPerMultiprocessor");
+    }
+
+    pthread_mutex_lock(&occ_lock);
+    if (occ_count < RDG_OCC_CACHE) {
+        OccEntry &e = occ_cache[occ_count++];
+        e.device = d->index;
+        e.fn = fn;
+        e.threads = threads;
+        e.smem = smem;
+        e.csize = csize;
+        e.resident = n;
+    }
+    pthread_mutex_unlock(&occ_lock);
+    *resident = n;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+const char *op_name(int op)
+{
+    switch (op) {
+    case OP_LN:
+        return "layer_norm";
+    case OP_RMS:
+        return "rms_norm";
+    case OP_SOFTMAX:
+        return "softmax";
+    default:
+        return "add_rms_norm";
+    }
+}
+
+int aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
+}
+
+const void *at(rudnn_mem_ref_t m)
+{
+    return m.mem ? (const void *)((const char *)m.mem + m.offset) : nullptr;
+}
+
+rudnn_status_t launch(void *queue, int op, const rudnn_norm_plan_t *plan, NormArgs a)
+{
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    const rdg_devinfo_t *d = &q->dev;
+    if (plan->rows <= 0 || plan->cols <= 0)
+        return RUDNN_STATUS_SUCCESS;
+
+    cudaError_t err = cudaSetDevice(d->index);
+    if (err != cudaSuccess)
+        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "SetDevice");
+
+    a.rows = plan->rows;
+    a.cols = plan->cols;
+    a.eps = plan->eps;
+    a.csize = 1;
+
+    const int aligned = aligned16(a.x) && aligned16(a.y) && (!a.r || aligned16(a.r)) &&
+                        (!a.xout || aligned16(a.xout)) && (!a.gamma || aligned16(a.gamma)) &&
+                        (!a.beta || aligned16(a.beta));
+    LaunchCfg c = choose(d, op, plan->dtype, plan->cols, aligned);
+
+    kernel_fn fn = nullptr;
+    int resident = 0;
+    rudnn_status_t st;
+    if (c.reg) {
+        fn = pick_reg(op, plan->dtype, c.variant);
+        if (!fn)
+            return rdg_error(RUDNN_STATUS_INTERNAL, "%s: %s: no kernel for variant %d", RUDNN_GPU_BACKEND_NAME,
+                             op_name(op), c.variant);
+        st = occupancy(d, fn, c.threads, c.smem, c.csize, &resident);
+        if (st != RUDNN_STATUS_SUCCESS)
+            return st;
+        if (resident <= 0)
+            c.reg = 0; /* cannot be resident (cluster, shared memory): use the looped kernel */
+    }
+    if (!c.reg) {
+        c = loop_cfg(d, plan->cols);
+        fn = pick_loop(op, plan->dtype);
+        st = occupancy(d, fn, c.threads, 0, 1, &resident);
+        if (st != RUDNN_STATUS_SUCCESS)
+            return st;
+        if (resident <= 0)
+            return rdg_error(RUDNN_STATUS_DEVICE_ERROR, "%s: %s: no CTA of %d threads fits on the device",
+                             RUDNN_GPU_BACKEND_NAME, op_name(op), c.threads);
+    }
+
+    /* persistent grid: as many CTAs as can be resident, at most one per row (slice) */
+    int64_t grid;
+    if (c.csize > 1)
+        grid = (int64_t)resident * c.csize; /* resident clusters on the whole device */
+    else
+        grid = (int64_t)resident * d->sm_count;
+    const int64_t need = ceil_div(plan->rows, c.rows_per_cta) * c.csize;
+    if (grid > need)
+        grid = need;
+    if (grid > INT_MAX - 8)
+        grid = ((int64_t)(INT_MAX - 8) / c.csize) * c.csize;
+    if (grid < c.csize)
+        grid = c.csize;
+
+    a.csize = c.csize;
+    a.slice_vec = c.slice_vec;
+
+    /* any error left from an earlier failed call was reported then: start clean, so that the
+     * check after the launch sees only this launch */
+    (void)cudaGetLastError();
+    if (c.csize > 1) {
+#if RDG_HOST_CLUSTERS
+        cudaLaunchConfig_t cfg = cudaLaunchConfig_t();
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = (unsigned)c.csize;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3((unsigned)grid, 1, 1);
+        cfg.blockDim = dim3((unsigned)c.threads, 1, 1);
+        cfg.dynamicSmemBytes = c.smem;
+        cfg.stream = q->stream;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        err = cudaLaunchKernelEx(&cfg, fn, a);
+        if (err == cudaSuccess)
+            err = cudaGetLastError();
+#else
+        return rdg_error(RUDNN_STATUS_INTERNAL, "%s: cluster launch without cluster support", RUDNN_GPU_BACKEND_NAME);
+#endif
+    } else {
+        fn<<<dim3((unsigned)grid), dim3((unsigned)c.threads), c.smem, q->stream>>>(a);
+        err = cudaGetLastError();
+    }
+    if (err != cudaSuccess) {
+        char what[160];
+        snprintf(what, sizeof what, " kernel launch (%s %s, grid %lld, block %d, cluster %d, smem %zu)",
+                 op_name(op), c.reg ? "registers" : "looped", (long long)grid, c.threads, c.csize, c.smem);
+        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, what);
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
+NormArgs empty_args()
+{
+    NormArgs a;
+    memset(&a, 0, sizeof a);
+    return a;
+}
+
+rudnn_status_t k_layer_norm(void *queue, const rudnn_norm_plan_t *plan, rudnn_mem_ref_t x, rudnn_mem_ref_t gamma,
+                            rudnn_mem_ref_t beta, rudnn_mem_ref_t y)
+{
+    NormArgs a = empty_args();
+    a.x = at(x);
+    a.gamma = (const float *)at(gamma);
+    a.beta = (const float *)at(beta);
+    a.y = (void *)at(y);
+    return launch(queue, OP_LN, plan, a);
+}
+
+rudnn_status_t k_rms_norm(void *queue, const rudnn_norm_plan_t *plan, rudnn_mem_ref_t x, rudnn_mem_ref_t gamma,
+                          rudnn_mem_ref_t y)
+{
+    NormArgs a = empty_args();
+    a.x = at(x);
+    a.gamma = (const float *)at(gamma);
+    a.y = (void *)at(y);
+    return launch(queue, OP_RMS, plan, a);
+}
+
+rudnn_status_t k_softmax(void *queue, const rudnn_norm_plan_t *plan, rudnn_mem_ref_t x, rudnn_mem_ref_t y)
+{
+    NormArgs a = empty_args();
+    a.x = at(x);
+    a.y = (void *)at(y);
+    return launch(queue, OP_SOFTMAX, plan, a);
+}
+
+rudnn_status_t k_add_rms_norm(void *queue, const rudnn_norm_plan_t *plan, rudnn_mem_ref_t a_in,
+                              rudnn_mem_ref_t r, rudnn_mem_ref_t gamma, rudnn_mem_ref_t y, rudnn_mem_ref_t rstd,
+                              rudnn_mem_ref_t x_out)
+{
+    NormArgs a = empty_args();
+    a.x = at(a_in);
+    a.r = at(r);
+    a.gamma = (const float *)at(gamma);
+    a.y = (void *)at(y);
+    a.rstd = (float *)at(rstd);
+    a.xout = (void *)at(x_out);
+    return launch(queue, OP_ADD_RMS, plan, a);
+}
+
+} // namespace
+
+/* A table inside a host function: a namespace-scope const would be promoted to device memory by
+ * HIP's compiler. */
+const rudnn_norm_kernels_t *rdg_norm_table(void)
+{
+    static const rudnn_norm_kernels_t table = {k_layer_norm, k_rms_norm, k_softmax, k_add_rms_norm};
+    return &table;
+}
+
+int rdg_norm_clusters_supported(const cudaDeviceProp *prop)
+{
+#if RDG_HOST_CLUSTERS
+    if (prop->major < 9)
+        return 0;
+    /* the code the runtime loaded for this device must come from sm_90+ source (clusters compiled
+     * in): binaryVersion is the machine code's arch, ptxVersion the virtual arch it came from */
+    cudaFuncAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    if (cudaFuncGetAttributes(&attr, (const void *)norm_reg_kernel<StoreBF16, OP_RMS, 16, RED_CLUSTER>) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return attr.binaryVersion >= 90 && attr.ptxVersion >= 90;
+#else
+    (void)prop;
+    return 0;
+#endif
+}

@@ -1,0 +1,196 @@
+/* Deterministic block and cluster all-reductions for the row kernels.
+ *
+ * Every thread of the block (and of the cluster) ends with the bit-identical result: warps
+ * reduce with an xor butterfly (each step adds the same two values in every lane), warp
+ * partials go through shared memory and are reduced again by a butterfly in every warp, and
+ * cluster partials are combined in rank order by every thread. The order is fixed by the
+ * launch configuration alone, so a run is reproducible.
+ *
+ * Rules for callers: blockDim.x is a multiple of the warp size, every thread of the block calls
+ * every reduction (no early exit), and the same sequence of reductions runs in every CTA of a
+ * cluster. Scratch slots alternate by a counter (ctx.counter) so consecutive reductions need one
+ * barrier each, not two.
+ */
+#ifndef RUDNN_REDUCE_CUH
+#define RUDNN_REDUCE_CUH
+
+#include "gpu_compat.h"
+
+#if RUDNN_HAS_CLUSTERS
+#include <cooperative_groups.h>
+#endif
+
+namespace {
+
+/* Who takes part in a reduction: one warp, the CTA, or every CTA of the cluster. */
+enum { RED_WARP = 0, RED_BLOCK = 1, RED_CLUSTER = 2 };
+
+struct RedCtx {
+    float *f;   /* [2][RDG_MAX_WARPS] warp partials (float part) */
+    int *i;     /* [2][RDG_MAX_WARPS] warp partials (exponent part) */
+    float2 *cl; /* [2] this CTA's partial, read by the cluster */
+    int csize;  /* CTAs in the cluster (RED_CLUSTER) */
+    int counter;
+};
+
+/* 2^-e for e in [0, 149] (exact, subnormal past 126). */
+__device__ __forceinline__ float pow2_neg(int e)
+{
+    return e <= 126 ? __uint_as_float((uint32_t)(127 - e) << 23)
+                    : __uint_as_float(0x00400000u >> (e > 149 ? 23 : e - 127));
+}
+
+/* s * 2^k for k <= 0 with one or two multiplies (ldexpf is much larger code). Exact unless the
+ * result is subnormal. */
+__device__ __forceinline__ float scale_pow2(float s, int k)
+{
+    if (k >= -126)
+        return s * __uint_as_float((uint32_t)(127 + k) << 23);
+    k += 126;
+    return (s * 1.17549435e-38f) * (k >= -126 ? __uint_as_float((uint32_t)(127 + k) << 23) : 0.0f);
+}
+
+/* max(0, frexp exponent of m) for m = max|x| >= 0 (inf/NaN give 129, subnormals 0). */
+__device__ __forceinline__ int exp_of_max(float m)
+{
+    int biased = (int)(__float_as_uint(m) >> 23) & 0xff;
+    return biased > 126 ? biased - 126 : 0;
+}
+
+/* Combines (e, s) with (e2, s2): s holds a sum scaled by 2^(-SHIFT*e). Symmetric in its two
+ * arguments bit for bit, which the butterfly relies on. */
+template <int SHIFT>
+__device__ __forceinline__ void es_combine(int &e, float &s, int e2, float s2)
+{
+    if (e2 > e) {
+        s = scale_pow2(s, SHIFT * (e - e2)) + s2;
+        e = e2;
+    } else {
+        s = s + scale_pow2(s2, SHIFT * (e2 - e));
+    }
+}
+
+struct SumOp {
+    __device__ static float identity() { return 0.0f; }
+    __device__ static float apply(float a, float b) { return a + b; }
+};
+struct MaxOp {
+    __device__ static float identity() { return -INFINITY; }
+    __device__ static float apply(float a, float b) { return fmaxf(a, b); }
+};
+
+template <class Op>
+__device__ __forceinline__ float warp_allreduce(float v)
+{
+#pragma unroll
+    for (int m = RDG_WARP / 2; m > 0; m >>= 1)
+        v = Op::apply(v, RDG_SHFL_XOR(v, m));
+    return v;
+}
+
+template <int SHIFT>
+__device__ __forceinline__ void warp_allreduce_es(int &e, float &s)
+{
+#pragma unroll
+    for (int m = RDG_WARP / 2; m > 0; m >>= 1) {
+        int e2 = RDG_SHFL_XOR(e, m);
+        float s2 = RDG_SHFL_XOR(s, m);
+        es_combine<SHIFT>(e, s, e2, s2);
+    }
+}
+
+#if RUDNN_HAS_CLUSTERS
+__device__ __forceinline__ void cluster_sync_all()
+{
+    cooperative_groups::this_cluster().sync();
+}
+/* Publishes this CTA's partial and returns the partials of every rank, combined in rank order
+ * by the caller through the callback. */
+template <class F>
+__device__ __forceinline__ void cluster_exchange(RedCtx &c, int slot, float2 mine, F combine)
+{
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0)
+        c.cl[slot] = mine;
+    cluster.sync();
+    for (int r = 0; r < c.csize; r++)
+        combine(*cluster.map_shared_rank(&c.cl[slot], r));
+}
+#else
+__device__ __forceinline__ void cluster_sync_all() {}
+template <class F>
+__device__ __forceinline__ void cluster_exchange(RedCtx &, int, float2, F)
+{
+    /* never launched with csize > 1 on a target without clusters */
+}
+#endif
+
+template <class Op, int SCOPE>
+__device__ __forceinline__ float block_allreduce(float v, RedCtx &c)
+{
+    const int slot = c.counter & 1;
+    c.counter++;
+    const int lane = threadIdx.x % RDG_WARP;
+    const int warp = threadIdx.x / RDG_WARP;
+    const int nwarps = blockDim.x / RDG_WARP;
+    v = warp_allreduce<Op>(v);
+    if (SCOPE == RED_WARP)
+        return v;
+    if (nwarps > 1) {
+        if (lane == 0)
+            c.f[slot * RDG_MAX_WARPS + warp] = v;
+        __syncthreads();
+        v = lane < nwarps ? c.f[slot * RDG_MAX_WARPS + lane] : Op::identity();
+        v = warp_allreduce<Op>(v);
+    }
+    if (SCOPE == RED_CLUSTER) {
+        float acc = Op::identity();
+        cluster_exchange(c, slot, make_float2(v, 0.0f),
+                         [&](float2 p) { acc = Op::apply(acc, p.x); });
+        v = acc;
+    }
+    return v;
+}
+
+/* All-reduction of (e, s) pairs, s scaled by 2^(-SHIFT*e); returns the pair for the global max e. */
+template <int SHIFT, int SCOPE>
+__device__ __forceinline__ void block_allreduce_es(int &e, float &s, RedCtx &c)
+{
+    const int slot = c.counter & 1;
+    c.counter++;
+    const int lane = threadIdx.x % RDG_WARP;
+    const int warp = threadIdx.x / RDG_WARP;
+    const int nwarps = blockDim.x / RDG_WARP;
+    warp_allreduce_es<SHIFT>(e, s);
+    if (SCOPE == RED_WARP)
+        return;
+    if (nwarps > 1) {
+        if (lane == 0) {
+            c.f[slot * RDG_MAX_WARPS + warp] = s;
+            c.i[slot * RDG_MAX_WARPS + warp] = e;
+        }
+        __syncthreads();
+        if (lane < nwarps) {
+            s = c.f[slot * RDG_MAX_WARPS + lane];
+            e = c.i[slot * RDG_MAX_WARPS + lane];
+        } else {
+            s = 0.0f;
+            e = 0;
+        }
+        warp_allreduce_es<SHIFT>(e, s);
+    }
+    if (SCOPE == RED_CLUSTER) {
+        int ea = 0;
+        float sa = 0.0f;
+        cluster_exchange(c, slot, make_float2(__int_as_float(e), s), [&](float2 p) {
+            es_combine<SHIFT>(ea, sa, __float_as_int(p.x), p.y);
+        });
+        e = ea;
+        s = sa;
+    }
+}
+
+} // namespace
+
+#endif

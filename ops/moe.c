@@ -1,0 +1,785 @@
+/* MoE on one device: contracts, plans, strategy resolution and dispatch to the
+ * backend kernels. No GPU API here. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/pool.h"
+#include "rudnn/moe.h"
+#include "validate.h"
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        rudnn_status_t try_status_ = (expr);                                                       \
+        if (try_status_ != RUDNN_STATUS_SUCCESS)                                                   \
+            return try_status_;                                                                    \
+    } while (0)
+
+#define GROUPED_MAX_EXPERTS 1024
+#define GROUPED_MAX_GROUPS 128
+#define GROUPED_MAX_TOP_K 64
+
+/* ---- objects ----------------------------------------------------------------- */
+
+struct rudnn_routing_plan {
+    atomic_int refs; /* the caller's, plus one per dispatched object using it */
+    rudnn_context_t context;
+    rudnn_queue_t pool_queue; /* non-NULL: memory comes from this queue's pool */
+    rudnn_dtype_t dtype;
+    int64_t tokens;
+    int32_t experts;
+    int32_t top_k;
+    rudnn_buffer_t indices;
+    rudnn_buffer_t weights;
+};
+
+struct rudnn_dispatched {
+    rudnn_context_t context;
+    rudnn_queue_t pool_queue;
+    rudnn_routing_plan_t plan; /* holds a reference: weights are needed by combine */
+    rudnn_dtype_t dtype;
+    int64_t hidden;
+    int64_t rows;
+    rudnn_buffer_t tokens;
+    rudnn_buffer_t counts;
+    rudnn_buffer_t offsets;
+    rudnn_buffer_t positions;
+    rudnn_buffer_t row_token;
+};
+
+struct rudnn_swiglu_experts {
+    rudnn_context_t context;
+    rudnn_tensor_t gate, up, down;
+    rudnn_dtype_t dtype;
+    int64_t experts, inter, hidden;
+};
+
+/* Device memory for plan objects: a plain buffer, or a pooled block wrapped as
+ * a buffer (one-call forms, so that a forward pays no allocation). Never 0 bytes. */
+static rudnn_status_t moe_alloc(rudnn_context_t ctx, rudnn_queue_t pool_queue, size_t bytes,
+                                rudnn_buffer_t *out)
+{
+    if (bytes < 16)
+        bytes = 16;
+    if (!pool_queue)
+        return rudnn_buffer_create(ctx, bytes, out);
+    rudnn_buffer_t b = calloc(1, sizeof *b);
+    if (!b)
+        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "out of host memory");
+    rudnn_status_t st = rudnn_pool_acquire(pool_queue, bytes, &b->mem);
+    if (st) {
+        free(b);
+        return st;
+    }
+    b->context = ctx;
+    b->size = bytes;
+    b->pool_queue = pool_queue;
+    *out = b;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static void moe_free(rudnn_buffer_t b)
+{
+    if (!b)
+        return;
+    if (b->pool_queue) {
+        rudnn_pool_release(b->pool_queue, b->mem, b->size);
+        free(b);
+    } else {
+        rudnn_buffer_destroy(b);
+    }
+}
+
+static void view(rudnn_tensor_t *t, rudnn_buffer_t b, rudnn_dtype_t dtype, int rank, int64_t d0, int64_t d1)
+{
+    int64_t dims[2] = {d0, d1};
+    rudnn_tensor_init(t, b, 0, dtype, rank, dims);
+}
+
+/* ---- routing ------------------------------------------------------------------- */
+
+static rudnn_status_t check_logits(const char *op, rudnn_queue_t queue, const rudnn_tensor_t *logits)
+{
+    TRY(rudnn_check_tensor(op, "logits", queue, logits, 2));
+    if (logits->rank != 2) {
+        char s[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: logits has shape %s, expected [tokens, experts]",
+                               op, rudnn_shape_str(logits, s, sizeof s));
+    }
+    TRY(rudnn_check_float_dtype(op, "logits", logits));
+    if (logits->dims[1] < 1)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: logits has 0 experts (last axis), expected >= 1",
+                               op);
+    if (logits->dims[1] > INT32_MAX || logits->dims[0] > INT32_MAX)
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: logits dims exceed %d", op, INT32_MAX);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static rudnn_status_t plan_create(rudnn_queue_t queue, rudnn_queue_t pool_queue,
+                                  const rudnn_tensor_t *logits, int top_k, rudnn_routing_plan_t *out)
+{
+    rudnn_routing_plan_t p = calloc(1, sizeof *p);
+    if (!p)
+        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "out of host memory");
+    atomic_init(&p->refs, 1);
+    p->context = queue->context;
+    p->pool_queue = pool_queue;
+    p->dtype = logits->dtype;
+    p->tokens = logits->dims[0];
+    p->experts = (int32_t)logits->dims[1];
+    p->top_k = top_k;
+    size_t pairs = (size_t)p->tokens * (size_t)top_k;
+    rudnn_status_t st = moe_alloc(p->context, pool_queue, pairs * 4, &p->indices);
+    if (!st)
+        st = moe_alloc(p->context, pool_queue, pairs * rudnn_dtype_size(p->dtype), &p->weights);
+    if (st) {
+        rudnn_routing_plan_destroy(p);
+        return st;
+    }
+    *out = p;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static const rudnn_moe_kernels_t *moe_kernels(rudnn_queue_t queue) { return queue->context->backend->moe; }
+
+static rudnn_status_t no_kernel(const char *op, rudnn_queue_t queue, const char *what)
+{
+    return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: backend '%s' has no %s kernel", op,
+                           queue->context->backend->name, what);
+}
+
+static rudnn_status_t route_softmax(rudnn_queue_t queue, rudnn_queue_t pool_queue, const rudnn_tensor_t *logits,
+                                    const rudnn_routing_options_t *options, rudnn_routing_plan_t *plan)
+{
+    const char *op = "moe_route";
+    TRY(rudnn_check_queue(op, queue));
+    if (!options)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: options is NULL", op);
+    if (!plan)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: plan is NULL", op);
+    TRY(check_logits(op, queue, logits));
+    int64_t experts = logits->dims[1];
+    if (options->top_k < 1 || options->top_k > experts)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: top_k = %d, expected 1 <= top_k <= experts (%lld)",
+                               op, options->top_k, (long long)experts);
+    const rudnn_moe_kernels_t *k = moe_kernels(queue);
+    if (!k || !k->route_softmax)
+        return no_kernel(op, queue, "softmax routing");
+    rudnn_routing_plan_t p;
+    TRY(plan_create(queue, pool_queue, logits, options->top_k, &p));
+    if (p->tokens > 0) {
+        rudnn_route_kernel_plan_t kp = {.dtype = p->dtype, .tokens = p->tokens, .experts = p->experts,
+                                        .top_k = p->top_k, .renormalize = options->renormalize != 0};
+        rudnn_status_t st = k->route_softmax(queue->handle, &kp, rudnn_mem_of(logits),
+                                             (rudnn_mem_ref_t){p->indices->mem, 0},
+                                             (rudnn_mem_ref_t){p->weights->mem, 0});
+        if (st) {
+            rudnn_routing_plan_destroy(p);
+            return rudnn_kernel_status(op, st);
+        }
+    }
+    *plan = p;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_moe_route(rudnn_queue_t queue, const rudnn_tensor_t *logits,
+                               const rudnn_routing_options_t *options, rudnn_routing_plan_t *plan)
+{
+    rudnn_clear_error();
+    return route_softmax(queue, NULL, logits, options, plan);
+}
+
+static rudnn_status_t check_grouped_options(const char *op, const rudnn_grouped_routing_options_t *o,
+                                            int64_t experts)
+{
+    if (experts < 1 || experts > GROUPED_MAX_EXPERTS)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: logits has %lld experts, expected 1..%d", op,
+                               (long long)experts, GROUPED_MAX_EXPERTS);
+    if (o->groups < 1 || o->groups > GROUPED_MAX_GROUPS)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: groups = %d, expected 1..%d", op, o->groups,
+                               GROUPED_MAX_GROUPS);
+    if (experts % o->groups)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: experts (%lld) is not divisible by groups (%d)", op,
+                               (long long)experts, o->groups);
+    if (o->selected_groups < 1 || o->selected_groups > o->groups)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: selected_groups = %d, expected 1..groups (%d)", op,
+                               o->selected_groups, o->groups);
+    if (o->top_k < 1 || o->top_k > GROUPED_MAX_TOP_K)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: top_k = %d, expected 1..%d", op, o->top_k,
+                               GROUPED_MAX_TOP_K);
+    int64_t per_group = experts / o->groups;
+    if (o->top_k > per_group * o->selected_groups)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                               "%s: top_k = %d exceeds the experts in the selected groups (%d x %lld = %lld)", op,
+                               o->top_k, o->selected_groups, (long long)per_group,
+                               (long long)(per_group * o->selected_groups));
+    if (o->group_top_two && per_group < 2)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                               "%s: group_top_two needs >= 2 experts per group, groups have %lld", op,
+                               (long long)per_group);
+    if (!isfinite(o->scale) || !(o->scale > 0.0f))
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: scale = %g, expected a finite value > 0", op,
+                               (double)o->scale);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static rudnn_status_t route_grouped(rudnn_queue_t queue, rudnn_queue_t pool_queue, const rudnn_tensor_t *logits,
+                                    const rudnn_tensor_t *bias, const rudnn_grouped_routing_options_t *options,
+                                    rudnn_routing_plan_t *plan)
+{
+    const char *op = "moe_route_sigmoid_grouped";
+    TRY(rudnn_check_queue(op, queue));
+    if (!options)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: options is NULL", op);
+    if (!plan)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: plan is NULL", op);
+    TRY(check_logits(op, queue, logits));
+    int64_t experts = logits->dims[1];
+    TRY(check_grouped_options(op, options, experts));
+    if (bias) {
+        TRY(rudnn_check_tensor(op, "bias", queue, bias, 1));
+        TRY(rudnn_check_vector(op, "bias", bias, experts, "one correction per expert"));
+        TRY(rudnn_check_dtype(op, "bias", bias, RUDNN_F32, "the selection bias is f32"));
+    }
+    const rudnn_moe_kernels_t *k = moe_kernels(queue);
+    if (!k || !k->route_sigmoid_grouped)
+        return no_kernel(op, queue, "grouped sigmoid routing");
+    rudnn_routing_plan_t p;
+    TRY(plan_create(queue, pool_queue, logits, options->top_k, &p));
+    if (p->tokens > 0) {
+        rudnn_route_kernel_plan_t kp = {
+            .dtype = p->dtype, .tokens = p->tokens, .experts = p->experts, .top_k = p->top_k,
+            .renormalize = options->renormalize != 0, .groups = options->groups,
+            .selected_groups = options->selected_groups, .group_top_two = options->group_top_two != 0,
+            .scale = options->scale};
+        rudnn_status_t st = k->route_sigmoid_grouped(queue->handle, &kp, rudnn_mem_of(logits), rudnn_mem_of(bias),
+                                                     (rudnn_mem_ref_t){p->indices->mem, 0},
+                                                     (rudnn_mem_ref_t){p->weights->mem, 0});
+        if (st) {
+            rudnn_routing_plan_destroy(p);
+            return rudnn_kernel_status(op, st);
+        }
+    }
+    *plan = p;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_moe_route_sigmoid_grouped(rudnn_queue_t queue, const rudnn_tensor_t *logits,
+                                               const rudnn_tensor_t *bias,
+                                               const rudnn_grouped_routing_options_t *options,
+                                               rudnn_routing_plan_t *plan)
+{
+    rudnn_clear_error();
+    return route_grouped(queue, NULL, logits, bias, options, plan);
+}
+
+void rudnn_routing_plan_destroy(rudnn_routing_plan_t p)
+{
+    if (!p || atomic_fetch_sub(&p->refs, 1) > 1)
+        return;
+    moe_free(p->indices);
+    moe_free(p->weights);
+    free(p);
+}
+
+rudnn_status_t rudnn_routing_plan_indices(rudnn_routing_plan_t p, rudnn_tensor_t *t)
+{
+    rudnn_clear_error();
+    if (!p || !t)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "routing_plan_indices: %s is NULL", p ? "tensor" : "plan");
+    view(t, p->indices, RUDNN_U32, 2, p->tokens, p->top_k);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_routing_plan_weights(rudnn_routing_plan_t p, rudnn_tensor_t *t)
+{
+    rudnn_clear_error();
+    if (!p || !t)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "routing_plan_weights: %s is NULL", p ? "tensor" : "plan");
+    view(t, p->weights, p->dtype, 2, p->tokens, p->top_k);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* ---- dispatch and combine -------------------------------------------------------- */
+
+static rudnn_moe_rows_plan_t rows_plan(rudnn_routing_plan_t p, rudnn_dtype_t dtype, int64_t hidden)
+{
+    rudnn_moe_rows_plan_t rp = {.dtype = dtype, .weight_dtype = p->dtype, .tokens = p->tokens,
+                                .top_k = p->top_k, .experts = p->experts, .hidden = hidden,
+                                .rows = p->tokens * p->top_k};
+    return rp;
+}
+
+static rudnn_status_t dispatch(rudnn_queue_t queue, rudnn_queue_t pool_queue, rudnn_routing_plan_t plan,
+                               const rudnn_tensor_t *input, rudnn_dispatched_t *out)
+{
+    const char *op = "moe_dispatch";
+    TRY(rudnn_check_queue(op, queue));
+    if (!plan)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: plan is NULL", op);
+    if (!out)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: dispatched is NULL", op);
+    if (plan->context != queue->context)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: plan was made on another context than the queue",
+                               op);
+    TRY(rudnn_check_tensor(op, "input", queue, input, 2));
+    TRY(rudnn_check_float_dtype(op, "input", input));
+    if (input->rank != 2 || input->dims[0] != plan->tokens || input->dims[1] < 1) {
+        char s[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE,
+                               "%s: input has shape %s, expected [%lld, hidden >= 1] (tokens of the plan)", op,
+                               rudnn_shape_str(input, s, sizeof s), (long long)plan->tokens);
+    }
+    const rudnn_moe_kernels_t *k = moe_kernels(queue);
+    if (!k || !k->dispatch_plan || !k->dispatch_gather)
+        return no_kernel(op, queue, "dispatch");
+
+    rudnn_dispatched_t d = calloc(1, sizeof *d);
+    if (!d)
+        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", op);
+    d->context = queue->context;
+    d->pool_queue = pool_queue;
+    d->dtype = input->dtype;
+    d->hidden = input->dims[1];
+    d->rows = plan->tokens * plan->top_k;
+    atomic_fetch_add(&plan->refs, 1);
+    d->plan = plan;
+    size_t rows = (size_t)d->rows;
+    rudnn_status_t st = moe_alloc(d->context, pool_queue, rows * (size_t)d->hidden * rudnn_dtype_size(d->dtype),
+                                  &d->tokens);
+    if (!st)
+        st = moe_alloc(d->context, pool_queue, (size_t)plan->experts * 4, &d->counts);
+    if (!st)
+        st = moe_alloc(d->context, pool_queue, ((size_t)plan->experts + 1) * 4, &d->offsets);
+    if (!st)
+        st = moe_alloc(d->context, pool_queue, rows * 4, &d->positions);
+    if (!st)
+        st = moe_alloc(d->context, pool_queue, rows * 4, &d->row_token);
+    if (!st) {
+        rudnn_moe_rows_plan_t rp = rows_plan(plan, d->dtype, d->hidden);
+        if (rp.rows > 0) {
+            st = k->dispatch_plan(queue->handle, &rp, (rudnn_mem_ref_t){plan->indices->mem, 0},
+                                  (rudnn_mem_ref_t){d->counts->mem, 0}, (rudnn_mem_ref_t){d->offsets->mem, 0},
+                                  (rudnn_mem_ref_t){d->positions->mem, 0}, (rudnn_mem_ref_t){d->row_token->mem, 0});
+            if (!st)
+                st = k->dispatch_gather(queue->handle, &rp, rudnn_mem_of(input),
+                                        (rudnn_mem_ref_t){d->row_token->mem, 0}, (rudnn_mem_ref_t){d->tokens->mem, 0});
+        } else { /* T = 0: every expert got no row */
+            st = queue->context->backend->mem_fill(queue->handle, (rudnn_mem_ref_t){d->counts->mem, 0}, 0,
+                                                   (size_t)plan->experts * 4);
+            if (!st)
+                st = queue->context->backend->mem_fill(queue->handle, (rudnn_mem_ref_t){d->offsets->mem, 0}, 0,
+                                                       ((size_t)plan->experts + 1) * 4);
+        }
+        if (st)
+            rudnn_kernel_status(op, st);
+    }
+    if (st) {
+        rudnn_dispatched_destroy(d);
+        return st;
+    }
+    *out = d;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_moe_dispatch(rudnn_queue_t queue, rudnn_routing_plan_t plan, const rudnn_tensor_t *input,
+                                  rudnn_dispatched_t *dispatched)
+{
+    rudnn_clear_error();
+    return dispatch(queue, NULL, plan, input, dispatched);
+}
+
+void rudnn_dispatched_destroy(rudnn_dispatched_t d)
+{
+    if (!d)
+        return;
+    moe_free(d->tokens);
+    moe_free(d->counts);
+    moe_free(d->offsets);
+    moe_free(d->positions);
+    moe_free(d->row_token);
+    rudnn_routing_plan_destroy(d->plan);
+    free(d);
+}
+
+static rudnn_status_t dispatched_view(const char *op, rudnn_dispatched_t d, rudnn_tensor_t *t)
+{
+    rudnn_clear_error();
+    if (!d || !t)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, d ? "tensor" : "dispatched");
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_dispatched_tokens(rudnn_dispatched_t d, rudnn_tensor_t *t)
+{
+    TRY(dispatched_view("dispatched_tokens", d, t));
+    view(t, d->tokens, d->dtype, 2, d->rows, d->hidden);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_dispatched_counts(rudnn_dispatched_t d, rudnn_tensor_t *t)
+{
+    TRY(dispatched_view("dispatched_counts", d, t));
+    view(t, d->counts, RUDNN_U32, 1, d->plan->experts, 0);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_dispatched_offsets(rudnn_dispatched_t d, rudnn_tensor_t *t)
+{
+    TRY(dispatched_view("dispatched_offsets", d, t));
+    view(t, d->offsets, RUDNN_U32, 1, (int64_t)d->plan->experts + 1, 0);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_dispatched_positions(rudnn_dispatched_t d, rudnn_tensor_t *t)
+{
+    TRY(dispatched_view("dispatched_positions", d, t));
+    view(t, d->positions, RUDNN_U32, 2, d->plan->tokens, d->plan->top_k);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* expert_output [rows, H] in the dispatched dtype. */
+static rudnn_status_t check_expert_output(const char *op, rudnn_queue_t queue, rudnn_dispatched_t d,
+                                          const rudnn_tensor_t *t)
+{
+    TRY(rudnn_check_tensor(op, "expert_output", queue, t, 2));
+    if (t->rank != 2 || t->dims[0] != d->rows || t->dims[1] != d->hidden) {
+        char s[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: expert_output has shape %s, expected [%lld, %lld] "
+                               "(dispatched rows, hidden)", op, rudnn_shape_str(t, s, sizeof s),
+                               (long long)d->rows, (long long)d->hidden);
+    }
+    if (t->dtype != d->dtype)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: expert_output has dtype %s, expected %s (dispatched dtype)",
+                               op, rudnn_dtype_name(t->dtype), rudnn_dtype_name(d->dtype));
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static rudnn_status_t combine(rudnn_queue_t queue, rudnn_dispatched_t d, const rudnn_tensor_t *expert_output,
+                              const rudnn_tensor_t *output)
+{
+    const char *op = "moe_combine";
+    TRY(rudnn_check_queue(op, queue));
+    if (!d)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: dispatched is NULL", op);
+    if (d->context != queue->context)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH,
+                               "%s: dispatched tokens were made on another context than the queue", op);
+    TRY(check_expert_output(op, queue, d, expert_output));
+    TRY(rudnn_check_tensor(op, "output", queue, output, 2));
+    if (output->rank != 2 || output->dims[0] != d->plan->tokens || output->dims[1] != d->hidden) {
+        char s[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: output has shape %s, expected [%lld, %lld] (tokens, hidden)",
+                               op, rudnn_shape_str(output, s, sizeof s), (long long)d->plan->tokens,
+                               (long long)d->hidden);
+    }
+    if (output->dtype != d->dtype)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: output has dtype %s, expected %s (dispatched dtype)", op,
+                               rudnn_dtype_name(output->dtype), rudnn_dtype_name(d->dtype));
+    TRY(rudnn_check_overlap(op, "output", output, "expert_output", expert_output));
+    if (output->buffer == expert_output->buffer && output->offset == expert_output->offset &&
+        rudnn_tensor_bytes(output) > 0)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: output must not alias expert_output", op);
+    const rudnn_moe_kernels_t *k = moe_kernels(queue);
+    if (!k || !k->combine)
+        return no_kernel(op, queue, "combine");
+    rudnn_moe_rows_plan_t rp = rows_plan(d->plan, d->dtype, d->hidden);
+    if (rp.tokens == 0)
+        return RUDNN_STATUS_SUCCESS;
+    return rudnn_kernel_status(op, k->combine(queue->handle, &rp, rudnn_mem_of(expert_output),
+                                              (rudnn_mem_ref_t){d->positions->mem, 0},
+                                              (rudnn_mem_ref_t){d->plan->weights->mem, 0}, rudnn_mem_of(output)));
+}
+
+rudnn_status_t rudnn_moe_combine(rudnn_queue_t queue, rudnn_dispatched_t d, const rudnn_tensor_t *expert_output,
+                                 const rudnn_tensor_t *output)
+{
+    rudnn_clear_error();
+    return combine(queue, d, expert_output, output);
+}
+
+/* ---- SwiGLU experts ------------------------------------------------------------------ */
+
+static rudnn_status_t check_weight(const char *op, const char *arg, rudnn_context_t ctx, const rudnn_tensor_t *t)
+{
+    if (!t)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, arg);
+    if (!t->buffer)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s has no buffer", op, arg);
+    if (t->buffer->context != ctx)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: %s is on another context/device", op, arg);
+    /* the remaining checks need a queue only for its context */
+    struct rudnn_queue probe = {.context = ctx};
+    TRY(rudnn_check_tensor(op, arg, &probe, t, 3));
+    if (t->rank != 3) {
+        char s[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has shape %s, expected rank 3", op, arg,
+                               rudnn_shape_str(t, s, sizeof s));
+    }
+    return rudnn_check_float_dtype(op, arg, t);
+}
+
+rudnn_status_t rudnn_swiglu_experts_create(rudnn_context_t ctx, const rudnn_tensor_t *gate, const rudnn_tensor_t *up,
+                                           const rudnn_tensor_t *down, rudnn_swiglu_experts_t *experts)
+{
+    const char *op = "swiglu_experts_create";
+    rudnn_clear_error();
+    if (!ctx)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: context is NULL", op);
+    if (!experts)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: experts is NULL", op);
+    TRY(check_weight(op, "gate", ctx, gate));
+    TRY(check_weight(op, "up", ctx, up));
+    TRY(check_weight(op, "down", ctx, down));
+    int64_t e = gate->dims[0], i = gate->dims[1], h = gate->dims[2];
+    if (e < 1 || i < 1 || h < 1) {
+        char s[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: gate has shape %s, expected [experts, inter, hidden] >= 1",
+                               op, rudnn_shape_str(gate, s, sizeof s));
+    }
+    TRY(rudnn_check_like(op, "up", up, "gate", gate));
+    if (down->dims[0] != e || down->dims[1] != h || down->dims[2] != i) {
+        char s[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: down has shape %s, expected [%lld, %lld, %lld] "
+                               "([experts, hidden, inter] of gate)", op, rudnn_shape_str(down, s, sizeof s),
+                               (long long)e, (long long)h, (long long)i);
+    }
+    if (down->dtype != gate->dtype)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: down has dtype %s, expected %s (dtype of gate)", op,
+                               rudnn_dtype_name(down->dtype), rudnn_dtype_name(gate->dtype));
+    if (e > INT32_MAX)
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: %lld experts exceed %d", op, (long long)e, INT32_MAX);
+    rudnn_swiglu_experts_t x = calloc(1, sizeof *x);
+    if (!x)
+        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", op);
+    x->context = ctx;
+    x->gate = *gate;
+    x->up = *up;
+    x->down = *down;
+    x->dtype = gate->dtype;
+    x->experts = e;
+    x->inter = i;
+    x->hidden = h;
+    *experts = x;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+void rudnn_swiglu_experts_destroy(rudnn_swiglu_experts_t experts) { free(experts); }
+
+static rudnn_status_t resolve(const char *op, rudnn_swiglu_experts_t x, rudnn_moe_strategy_t requested,
+                              rudnn_moe_strategy_t *resolved)
+{
+    const rudnn_moe_kernels_t *k = x->context->backend->moe;
+    const char *backend = x->context->backend->name;
+    if (requested != RUDNN_MOE_SCALAR && requested != RUDNN_MOE_AUTO && requested != RUDNN_MOE_TENSOR_CORE)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: strategy %d is not a rudnn_moe_strategy_t", op,
+                               (int)requested);
+    /* why TensorCore cannot run here, or NULL */
+    const char *why = NULL;
+    if (!k || !k->experts_tensor_core)
+        why = "the backend has no matrix-unit expert kernel";
+    else if (x->dtype != RUDNN_F16 && x->dtype != RUDNN_BF16)
+        why = "matrix units need f16 or bf16 weights";
+    if (requested == RUDNN_MOE_TENSOR_CORE) {
+        if (why)
+            return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: TensorCore strategy on backend '%s' with %s "
+                                   "weights: %s", op, backend, rudnn_dtype_name(x->dtype), why);
+        *resolved = RUDNN_MOE_TENSOR_CORE;
+    } else if (requested == RUDNN_MOE_AUTO) {
+        *resolved = why ? RUDNN_MOE_SCALAR : RUDNN_MOE_TENSOR_CORE;
+    } else {
+        *resolved = RUDNN_MOE_SCALAR;
+    }
+    if (*resolved == RUDNN_MOE_SCALAR && (!k || !k->experts_scalar))
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: backend '%s' has no scalar expert kernel", op,
+                               backend);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_swiglu_experts_resolve(rudnn_swiglu_experts_t x, rudnn_moe_strategy_t requested,
+                                            rudnn_moe_strategy_t *resolved)
+{
+    rudnn_clear_error();
+    if (!x || !resolved)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "swiglu_experts_resolve: %s is NULL",
+                               x ? "resolved" : "experts");
+    return resolve("swiglu_experts_resolve", x, requested, resolved);
+}
+
+static size_t workspace_bytes(rudnn_swiglu_experts_t x, int64_t rows)
+{
+    return (size_t)rows * (size_t)x->inter * rudnn_dtype_size(x->dtype);
+}
+
+rudnn_status_t rudnn_swiglu_experts_workspace_size(rudnn_swiglu_experts_t x, int64_t rows,
+                                                   rudnn_moe_strategy_t strategy, size_t *bytes)
+{
+    const char *op = "swiglu_experts_workspace_size";
+    rudnn_clear_error();
+    if (!x || !bytes)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, x ? "bytes" : "experts");
+    if (rows < 0)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: rows = %lld, expected >= 0", op, (long long)rows);
+    rudnn_moe_strategy_t resolved;
+    TRY(resolve(op, x, strategy, &resolved));
+    *bytes = workspace_bytes(x, rows); /* both strategies stage the activation [rows, inter] */
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_experts_t x, rudnn_dispatched_t d,
+                                         rudnn_moe_strategy_t strategy, rudnn_buffer_t workspace,
+                                         size_t workspace_size, const rudnn_tensor_t *expert_output)
+{
+    const char *op = "swiglu_experts_forward_dispatched";
+    TRY(rudnn_check_queue(op, queue));
+    if (!x)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: experts is NULL", op);
+    if (!d)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: dispatched is NULL", op);
+    if (x->context != queue->context || d->context != queue->context)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: %s on another context than the queue", op,
+                               x->context != queue->context ? "experts are" : "dispatched tokens are");
+    if (d->plan->experts != x->experts)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: routing chose among %d experts, the weights hold %lld",
+                               op, d->plan->experts, (long long)x->experts);
+    if (d->hidden != x->hidden)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: dispatched tokens have hidden %lld, the weights %lld",
+                               op, (long long)d->hidden, (long long)x->hidden);
+    if (d->dtype != x->dtype)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: dispatched tokens are %s, the weights %s (must match)",
+                               op, rudnn_dtype_name(d->dtype), rudnn_dtype_name(x->dtype));
+    TRY(check_expert_output(op, queue, d, expert_output));
+    rudnn_moe_strategy_t resolved;
+    TRY(resolve(op, x, strategy, &resolved));
+    size_t need = workspace_bytes(x, d->rows);
+    if (workspace) {
+        if (workspace->context != queue->context)
+            return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: workspace is on another context", op);
+        if (workspace_size < need || workspace_size > workspace->size)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu (buffer %zu bytes), need %zu "
+                                   "(rudnn_swiglu_experts_workspace_size)", op, workspace_size, workspace->size, need);
+    }
+    const rudnn_moe_kernels_t *k = queue->context->backend->moe;
+    if (d->rows == 0)
+        return RUDNN_STATUS_SUCCESS;
+    void *act = workspace ? workspace->mem : NULL;
+    if (!workspace)
+        TRY(rudnn_pool_acquire(queue, need, &act));
+    rudnn_moe_rows_plan_t rp = rows_plan(d->plan, d->dtype, d->hidden);
+    rp.inter = x->inter;
+    rudnn_status_t st = (resolved == RUDNN_MOE_TENSOR_CORE ? k->experts_tensor_core : k->experts_scalar)(
+        queue->handle, &rp, (rudnn_mem_ref_t){d->tokens->mem, 0},
+                           (rudnn_mem_ref_t){d->offsets->mem, 0}, rudnn_mem_of(&x->gate), rudnn_mem_of(&x->up),
+                           rudnn_mem_of(&x->down), (rudnn_mem_ref_t){act, 0}, rudnn_mem_of(expert_output));
+    if (!workspace) /* stream order makes the block safe to hand to later work on this queue */
+        rudnn_pool_release(queue, act, need);
+    return rudnn_kernel_status(op, st);
+}
+
+rudnn_status_t rudnn_swiglu_experts_forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_experts_t experts,
+                                                       rudnn_dispatched_t dispatched, rudnn_moe_strategy_t strategy,
+                                                       rudnn_buffer_t workspace, size_t workspace_bytes_,
+                                                       const rudnn_tensor_t *expert_output)
+{
+    rudnn_clear_error();
+    return forward_dispatched(queue, experts, dispatched, strategy, workspace, workspace_bytes_, expert_output);
+}
+
+/* Checks the one-call output against the input before any work is queued. */
+static rudnn_status_t check_forward_io(const char *op, rudnn_queue_t queue, rudnn_swiglu_experts_t x,
+                                       const rudnn_tensor_t *input, const rudnn_tensor_t *output)
+{
+    TRY(rudnn_check_queue(op, queue));
+    if (!x)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: experts is NULL", op);
+    if (x->context != queue->context)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: experts are on another context than the queue", op);
+    TRY(rudnn_check_tensor(op, "input", queue, input, 2));
+    if (input->rank != 2 || input->dims[1] != x->hidden) {
+        char s[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: input has shape %s, expected [tokens, %lld] (hidden of "
+                               "the weights)", op, rudnn_shape_str(input, s, sizeof s), (long long)x->hidden);
+    }
+    if (input->dtype != x->dtype)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: input has dtype %s, expected %s (dtype of the weights)",
+                               op, rudnn_dtype_name(input->dtype), rudnn_dtype_name(x->dtype));
+    TRY(rudnn_check_tensor(op, "output", queue, output, 2));
+    TRY(rudnn_check_like(op, "output", output, "input", input));
+    return rudnn_check_overlap(op, "output", output, "input", input);
+}
+
+static rudnn_status_t check_logits_tokens(const char *op, const rudnn_tensor_t *logits, const rudnn_tensor_t *input,
+                                          rudnn_swiglu_experts_t x)
+{
+    if (logits->dims[0] != input->dims[0] || logits->dims[1] != x->experts) {
+        char s[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: logits has shape %s, expected [%lld, %lld] (tokens of "
+                               "input, experts of the weights)", op, rudnn_shape_str(logits, s, sizeof s),
+                               (long long)input->dims[0], (long long)x->experts);
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* dispatch -> experts -> combine on an existing plan; temporaries from the queue's pool. */
+static rudnn_status_t forward_from_plan(const char *op, rudnn_queue_t queue, rudnn_swiglu_experts_t x,
+                                        rudnn_routing_plan_t plan, const rudnn_tensor_t *input,
+                                        rudnn_moe_strategy_t strategy, const rudnn_tensor_t *output)
+{
+    rudnn_dispatched_t d = NULL;
+    rudnn_buffer_t expert_out = NULL;
+    rudnn_status_t st = dispatch(queue, queue, plan, input, &d);
+    if (!st)
+        st = moe_alloc(queue->context, queue, (size_t)d->rows * (size_t)x->hidden * rudnn_dtype_size(x->dtype),
+                       &expert_out);
+    if (!st) {
+        rudnn_tensor_t eo;
+        view(&eo, expert_out, x->dtype, 2, d->rows, x->hidden);
+        st = forward_dispatched(queue, x, d, strategy, NULL, 0, &eo);
+        if (!st)
+            st = combine(queue, d, &eo, output);
+    }
+    moe_free(expert_out);
+    rudnn_dispatched_destroy(d);
+    if (st)
+        rudnn_error_prefix(op);
+    return st;
+}
+
+rudnn_status_t rudnn_swiglu_experts_forward(rudnn_queue_t queue, rudnn_swiglu_experts_t experts,
+                                            const rudnn_tensor_t *input, const rudnn_tensor_t *logits,
+                                            const rudnn_routing_options_t *options, const rudnn_tensor_t *output)
+{
+    const char *op = "swiglu_experts_forward";
+    rudnn_clear_error();
+    TRY(check_forward_io(op, queue, experts, input, output));
+    TRY(check_logits(op, queue, logits));
+    TRY(check_logits_tokens(op, logits, input, experts));
+    TRY(resolve(op, experts, RUDNN_MOE_SCALAR, &(rudnn_moe_strategy_t){0}));
+    rudnn_routing_plan_t plan = NULL;
+    TRY(route_softmax(queue, queue, logits, options, &plan));
+    rudnn_status_t st = forward_from_plan(op, queue, experts, plan, input, RUDNN_MOE_SCALAR, output);
+    rudnn_routing_plan_destroy(plan);
+    return st;
+}
+
+rudnn_status_t rudnn_swiglu_experts_forward_sigmoid_grouped(rudnn_queue_t queue, rudnn_swiglu_experts_t experts,
+                                                            const rudnn_tensor_t *input, const rudnn_tensor_t *logits,
+                                                            const rudnn_tensor_t *bias,
+                                                            const rudnn_grouped_routing_options_t *options,
+                                                            rudnn_moe_strategy_t strategy,
+                                                            const rudnn_tensor_t *output)
+{
+    const char *op = "swiglu_experts_forward_sigmoid_grouped";
+    rudnn_clear_error();
+    TRY(check_forward_io(op, queue, experts, input, output));
+    TRY(check_logits(op, queue, logits));
+    TRY(check_logits_tokens(op, logits, input, experts));
+    TRY(resolve(op, experts, strategy, &(rudnn_moe_strategy_t){0}));
+    rudnn_routing_plan_t plan = NULL;
+    TRY(route_grouped(queue, queue, logits, bias, options, &plan));
+    rudnn_status_t st = forward_from_plan(op, queue, experts, plan, input, strategy, output);
+    rudnn_routing_plan_destroy(plan);
+    return st;
+}

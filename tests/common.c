@@ -1,0 +1,342 @@
+/* Shared helpers for the rudnn cmocka suites (see common.h). */
+#include "common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+rudnn_context_t rt_ctx;
+rudnn_queue_t rt_queue;
+
+/* ---- context and queue ------------------------------------------------- */
+
+const char *rt_requested_backend(void)
+{
+    const char *b = getenv("RUDNN_BACKEND");
+    return b && *b ? b : "auto";
+}
+
+/* 1 when RUDNN_TEST_REQUIRE names this backend (or "all"). */
+static int backend_required(const char *backend)
+{
+    const char *req = getenv("RUDNN_TEST_REQUIRE");
+    if (!req || !*req)
+        return 0;
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", req);
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        if (strcmp(tok, "all") == 0 || strcmp(tok, backend) == 0)
+            return 1;
+    return 0;
+}
+
+/* Returns 1 on success, 0 for "skip", exits 1 on a real failure. */
+static int open_context(const char *suite)
+{
+    const char *backend = rt_requested_backend();
+    rudnn_status_t st = rudnn_context_create(&rt_ctx, NULL);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        rt_ctx = NULL;
+        if (st == RUDNN_STATUS_BACKEND_UNAVAILABLE && !backend_required(backend)) {
+            printf("backend %s: SKIPPED (%s)\n", backend, rudnn_last_error());
+            fflush(stdout);
+            return 0;
+        }
+        fprintf(stderr, "%s: backend %s: context_create failed: %s: %s\n", suite, backend,
+                rudnn_status_string(st), rudnn_last_error());
+        exit(1);
+    }
+    st = rudnn_queue_create(rt_ctx, &rt_queue);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        fprintf(stderr, "%s: backend %s: queue_create failed: %s: %s\n", suite, backend,
+                rudnn_status_string(st), rudnn_last_error());
+        rudnn_context_destroy(rt_ctx);
+        exit(1);
+    }
+    rudnn_device_info_t info;
+    st = rudnn_context_device_info(rt_ctx, &info);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        fprintf(stderr, "%s: device_info failed: %s: %s\n", suite, rudnn_status_string(st),
+                rudnn_last_error());
+        rt_close();
+        exit(1);
+    }
+    if (strcmp(backend, "auto") != 0 && strcmp(info.backend, backend) != 0) {
+        fprintf(stderr, "%s: RUDNN_BACKEND=%s but the context is on backend '%s'\n", suite, backend,
+                info.backend);
+        rt_close();
+        exit(1);
+    }
+    return 1;
+}
+
+void rt_open_or_skip(const char *suite)
+{
+    if (!open_context(suite))
+        exit(RT_EXIT_SKIP);
+    rt_print_device(suite);
+}
+
+int rt_open_optional(const char *suite)
+{
+    if (!open_context(suite))
+        return 0;
+    rt_print_device(suite);
+    return 1;
+}
+
+void rt_close(void)
+{
+    if (rt_queue)
+        rudnn_queue_destroy(rt_queue);
+    if (rt_ctx)
+        rudnn_context_destroy(rt_ctx);
+    rt_queue = NULL;
+    rt_ctx = NULL;
+}
+
+void rt_print_device(const char *suite)
+{
+    rudnn_device_info_t info;
+    if (rt_ctx && rudnn_context_device_info(rt_ctx, &info) == RUDNN_STATUS_SUCCESS)
+        printf("%s: backend %s, device %d: %s (%s)\n", suite, info.backend, info.index, info.name,
+               info.driver);
+    fflush(stdout);
+}
+
+/* ---- pseudo-random numbers (splitmix64) ----------------------------------- */
+
+uint64_t rt_hash(const char *text)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        h ^= *p;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+void rt_rng_seed(rt_rng_t *rng, uint64_t seed) { rng->state = seed ^ 0x9e3779b97f4a7c15ull; }
+
+void rt_rng_seed_case(rt_rng_t *rng, const char *test_name, int case_index)
+{
+    rt_rng_seed(rng, rt_hash(test_name) + 0x100000001b3ull * (uint64_t)(case_index + 1));
+}
+
+uint64_t rt_rng_next(rt_rng_t *rng)
+{
+    uint64_t z = (rng->state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double rt_rng_uniform(rt_rng_t *rng, double lo, double hi)
+{
+    double u = (double)(rt_rng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
+    return lo + (hi - lo) * u;
+}
+
+uint64_t rt_rng_below(rt_rng_t *rng, uint64_t n) { return n ? rt_rng_next(rng) % n : 0; }
+
+void rt_fill_uniform(rt_rng_t *rng, float *out, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = (float)rt_rng_uniform(rng, lo, hi);
+}
+
+/* ---- device tensors ----------------------------------------------------- */
+
+int64_t rt_numel(int rank, const int64_t *dims)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= dims[i];
+    return n;
+}
+
+const char *rt_dims_str(int rank, const int64_t *dims, char *buf, size_t cap)
+{
+    size_t len = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < rank && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "]");
+    return buf;
+}
+
+uint32_t rt_poison_bits(rudnn_dtype_t dtype)
+{
+    switch (dtype) {
+    case RUDNN_F32: return 0x7fa5a5a5u;
+    case RUDNN_F16: return 0x7da5u;
+    case RUDNN_BF16: return 0x7fa5u;
+    default: return 0xa5a5a5a5u;
+    }
+}
+
+void rt_poison_host(rudnn_dtype_t dtype, void *bytes, size_t n)
+{
+    uint8_t *p = bytes;
+    uint32_t bits = rt_poison_bits(dtype);
+    size_t elem = rudnn_dtype_size(dtype);
+    if (elem != 2 && elem != 4) {
+        memset(p, 0xa5, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t k = i % elem; /* little-endian byte k of the element */
+        p[i] = (uint8_t)(bits >> (8 * k));
+    }
+}
+
+void rt_tensor_create(rt_tensor_t *out, rudnn_dtype_t dtype, int rank, const int64_t *dims,
+                      size_t offset_elems, size_t tail_bytes)
+{
+    memset(out, 0, sizeof *out);
+    size_t elem = rudnn_dtype_size(dtype);
+    if (elem == 0)
+        elem = 1;
+    size_t offset = offset_elems * elem;
+    int64_t numel = rt_numel(rank, dims);
+    size_t bytes = rudnn_dtype_storage_bytes(dtype, numel > 0 ? (size_t)numel : 0);
+    out->buffer_bytes = offset + bytes + tail_bytes;
+    if (out->buffer_bytes == 0)
+        out->buffer_bytes = elem;
+    rt_assert_status(rudnn_buffer_create(rt_ctx, out->buffer_bytes, &out->buffer), RUDNN_STATUS_SUCCESS);
+    out->owns_buffer = 1;
+    rt_assert_status(rudnn_tensor_init(&out->t, out->buffer, offset, dtype, rank, dims),
+                     RUDNN_STATUS_SUCCESS);
+    rt_tensor_poison(out);
+}
+
+void rt_tensor_view(rt_tensor_t *out, const rt_tensor_t *base, rudnn_dtype_t dtype, int rank,
+                    const int64_t *dims, size_t byte_offset)
+{
+    memset(out, 0, sizeof *out);
+    out->buffer = base->buffer;
+    out->buffer_bytes = base->buffer_bytes;
+    out->owns_buffer = 0;
+    rt_assert_status(rudnn_tensor_init(&out->t, out->buffer, byte_offset, dtype, rank, dims),
+                     RUDNN_STATUS_SUCCESS);
+}
+
+void rt_tensor_destroy(rt_tensor_t *tensor)
+{
+    if (tensor->owns_buffer && tensor->buffer)
+        rudnn_buffer_destroy(tensor->buffer);
+    memset(tensor, 0, sizeof *tensor);
+}
+
+void rt_tensor_poison(const rt_tensor_t *tensor)
+{
+    uint8_t *host = malloc(tensor->buffer_bytes);
+    assert_non_null(host);
+    rt_poison_host(tensor->t.dtype, host, tensor->buffer_bytes);
+    rudnn_status_t st = rudnn_buffer_write(rt_queue, tensor->buffer, 0, host, tensor->buffer_bytes);
+    free(host);
+    rt_assert_status(st, RUDNN_STATUS_SUCCESS);
+}
+
+void rt_tensor_upload(const rt_tensor_t *tensor, const float *host)
+{
+    size_t n = (size_t)rudnn_tensor_numel(&tensor->t);
+    size_t bytes = rudnn_tensor_bytes(&tensor->t);
+    if (n == 0)
+        return;
+    void *raw = malloc(bytes);
+    assert_non_null(raw);
+    rudnn_convert_from_f32(tensor->t.dtype, host, raw, n);
+    rudnn_status_t st = rudnn_tensor_write(rt_queue, &tensor->t, raw, bytes);
+    free(raw);
+    rt_assert_status(st, RUDNN_STATUS_SUCCESS);
+}
+
+void rt_tensor_download(const rt_tensor_t *tensor, float *host)
+{
+    size_t n = (size_t)rudnn_tensor_numel(&tensor->t);
+    size_t bytes = rudnn_tensor_bytes(&tensor->t);
+    if (n == 0)
+        return;
+    void *raw = malloc(bytes);
+    assert_non_null(raw);
+    rudnn_status_t st = rudnn_tensor_read(rt_queue, &tensor->t, raw, bytes);
+    if (st == RUDNN_STATUS_SUCCESS)
+        rudnn_convert_to_f32(tensor->t.dtype, raw, host, n);
+    free(raw);
+    rt_assert_status(st, RUDNN_STATUS_SUCCESS);
+}
+
+uint8_t *rt_buffer_snapshot(rudnn_buffer_t buffer, size_t bytes)
+{
+    uint8_t *host = malloc(bytes ? bytes : 1);
+    assert_non_null(host);
+    rudnn_status_t st = rudnn_buffer_read(rt_queue, buffer, 0, host, bytes);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        free(host);
+        rt_assert_status(st, RUDNN_STATUS_SUCCESS);
+        return NULL;
+    }
+    return host;
+}
+
+uint32_t rt_element_bits(rudnn_dtype_t dtype, const void *base, size_t i)
+{
+    const uint8_t *p = base;
+    if (rudnn_dtype_size(dtype) == 4) {
+        uint32_t v;
+        memcpy(&v, p + 4 * i, 4);
+        return v;
+    }
+    if (rudnn_dtype_size(dtype) == 2) {
+        uint16_t v;
+        memcpy(&v, p + 2 * i, 2);
+        return v;
+    }
+    return p[i];
+}
+
+float rt_element_value(rudnn_dtype_t dtype, const void *base, size_t i)
+{
+    uint32_t bits = rt_element_bits(dtype, base, i);
+    switch (dtype) {
+    case RUDNN_F32: {
+        float f;
+        memcpy(&f, &bits, 4);
+        return f;
+    }
+    case RUDNN_F16: return rudnn_f16_to_f32((uint16_t)bits);
+    case RUDNN_BF16: return rudnn_bf16_to_f32((uint16_t)bits);
+    default: return (float)bits;
+    }
+}
+
+/* ---- assertions with messages -------------------------------------------- */
+
+void rt_assert_status_impl(rudnn_status_t got, rudnn_status_t want, const char *expr,
+                           const char *file, int line)
+{
+    if (got == want)
+        return;
+    print_error("%s returned %s (%d), expected %s (%d); last error: \"%s\"\n", expr,
+                rudnn_status_string(got), (int)got, rudnn_status_string(want), (int)want,
+                rudnn_last_error());
+    _fail(file, line);
+}
+
+void rt_assert_error_mentions_impl(const char *file, int line, ...)
+{
+    const char *msg = rudnn_last_error();
+    va_list args;
+    va_start(args, line);
+    for (const char *needle = va_arg(args, const char *); needle; needle = va_arg(args, const char *)) {
+        if (!msg || !strstr(msg, needle)) {
+            va_end(args);
+            print_error("last error \"%s\" does not mention \"%s\"\n", msg ? msg : "(null)", needle);
+            _fail(file, line);
+            return;
+        }
+    }
+    va_end(args);
+}

@@ -1,0 +1,805 @@
+/* Numeric tests of the normalization family against the FP64 references, run
+ * once per backend (meson registers norm-opencl, norm-cuda, norm-hip with
+ * RUDNN_BACKEND set). Every op x dtype (F32, F16, BF16) x case family:
+ *
+ *   shapes     rows of length 1, odd lengths (3, 7, 1000, 4097), power-of-two
+ *              lengths, ranks 1..4 (rows = product of the leading dims),
+ *              thousands of short rows
+ *   large      rows of 65536 and 262144 elements
+ *   empty      rows = 0 (an empty leading dim): succeeds, writes nothing
+ *   magnitude  rows near 1e30, 1e-30 and FLT_MAX (F32, BF16), near 65504 and
+ *              subnormal (F16): no overflow of the sum of squares
+ *   nonfinite  NaN, +inf, -inf, all -inf, and (add_rms_norm) a + r that
+ *              overflows the dtype
+ *   inplace    output == input; for add_rms_norm x_out == residual,
+ *              x_out == a, y == a, y == a with x_out == residual, and
+ *              y == residual (accepted and right, or rejected untouched)
+ *   offsets    tensors at element offsets inside bigger buffers, including
+ *              offsets that are not 16-byte aligned
+ *
+ * Every run poisons each output buffer with a signalling-NaN sentinel, then
+ * checks that every element of each output was written, that nothing outside
+ * the outputs changed (inputs, gamma, beta, the head and tail of each buffer),
+ * and compares with the reference using the tolerances of
+ * reference/norm_ref.c (ref_tolerance, justified there). add_rms_norm checks
+ * y, rstd and x_out (x_out bit-exact: it is defined as RNE(fp32(a + r))), and
+ * that y is bit-identical to what rms_norm gives on x_out.
+ *
+ * Usage: test_norm [glob]   runs only tests whose name matches glob.
+ * RUDNN_TEST_VERBOSE=1 prints each case's worst error as a fraction of the
+ * allowed one (the margin of the tolerances). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "reference/norm_ref.h"
+
+typedef enum op {
+    OP_LAYER_NORM,
+    OP_LAYER_NORM_NOBETA,
+    OP_RMS_NORM,
+    OP_SOFTMAX,
+    OP_ADD_RMS_NORM,
+    OP_COUNT
+} op_t;
+
+static const char *const op_names[OP_COUNT] = {"layer_norm", "layer_norm_nobeta", "rms_norm", "softmax",
+                                               "add_rms_norm"};
+
+static const rudnn_dtype_t dtypes[] = {RUDNN_F32, RUDNN_F16, RUDNN_BF16};
+#define DTYPE_COUNT 3
+
+typedef struct param {
+    op_t op;
+    rudnn_dtype_t dtype;
+} param_t;
+
+enum {
+    ALIAS_NONE = 0,
+    ALIAS_Y_IS_X = 1,  /* output (y) is the input (a for add_rms_norm) */
+    ALIAS_XO_IS_R = 2, /* add_rms_norm: x_out is residual */
+    ALIAS_XO_IS_A = 4, /* add_rms_norm: x_out is a */
+    ALIAS_Y_IS_R = 8,  /* add_rms_norm: y is residual (may be rejected) */
+};
+
+typedef struct run {
+    const char *label;
+    int rank;
+    int64_t dims[RUDNN_MAX_RANK];
+    float eps;
+    int alias;
+    /* element offsets of each tensor inside its buffer */
+    size_t off_x, off_r, off_g, off_b, off_y, off_rstd, off_xo;
+    int rstd_flat; /* add_rms_norm: rstd shaped [rows] rather than the leading dims */
+    /* host data: x, r have numel elements, gamma and beta cols */
+    const float *x, *r, *gamma, *beta;
+} run_t;
+
+/* ---- a growable failure log -------------------------------------------------- */
+
+typedef struct log {
+    char text[16384];
+    int failures;
+} log_t;
+
+static void logf_(log_t *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(log_t *log, const char *fmt, ...)
+{
+    size_t len = strlen(log->text);
+    if (len + 1 >= sizeof log->text)
+        return;
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(log->text + len, sizeof log->text - len, fmt, args);
+    va_end(args);
+}
+
+static void log_finish(log_t *log)
+{
+    if (log->failures) {
+        print_error("%s", log->text);
+        fail_msg("%d case(s) failed", log->failures);
+    }
+}
+
+/* ---- buffers to watch ----------------------------------------------------------- */
+
+/* Every distinct buffer of a run, with a snapshot taken before the op, and the
+ * byte ranges the op is allowed to write in it. */
+typedef struct watched {
+    rudnn_buffer_t buffer;
+    size_t bytes;
+    uint8_t *before;
+    uint8_t *after;
+    size_t out_begin[3], out_end[3];
+    int out_count;
+    const char *name;
+} watched_t;
+
+typedef struct watch {
+    watched_t items[8];
+    int count;
+} watch_t;
+
+static watched_t *watch_add(watch_t *w, const rt_tensor_t *t, const char *name)
+{
+    for (int i = 0; i < w->count; i++)
+        if (w->items[i].buffer == t->buffer)
+            return &w->items[i];
+    watched_t *item = &w->items[w->count++];
+    memset(item, 0, sizeof *item);
+    item->buffer = t->buffer;
+    item->bytes = t->buffer_bytes;
+    item->name = name;
+    return item;
+}
+
+static void watch_output(watch_t *w, const rt_tensor_t *t)
+{
+    watched_t *item = watch_add(w, t, "output");
+    item->out_begin[item->out_count] = t->t.offset;
+    item->out_end[item->out_count] = t->t.offset + rudnn_tensor_bytes(&t->t);
+    item->out_count++;
+}
+
+static void watch_snapshot(watch_t *w, int after)
+{
+    for (int i = 0; i < w->count; i++) {
+        uint8_t *snap = rt_buffer_snapshot(w->items[i].buffer, w->items[i].bytes);
+        if (after)
+            w->items[i].after = snap;
+        else
+            w->items[i].before = snap;
+    }
+}
+
+/* Counts bytes that changed outside the declared output ranges. */
+static size_t watch_stray_writes(const watch_t *w, log_t *log, const char *label)
+{
+    size_t stray = 0;
+    for (int i = 0; i < w->count; i++) {
+        const watched_t *item = &w->items[i];
+        size_t first = (size_t)-1;
+        size_t count = 0;
+        for (size_t b = 0; b < item->bytes; b++) {
+            int inside = 0;
+            for (int k = 0; k < item->out_count; k++)
+                inside |= b >= item->out_begin[k] && b < item->out_end[k];
+            if (!inside && item->before[b] != item->after[b]) {
+                if (first == (size_t)-1)
+                    first = b;
+                count++;
+            }
+        }
+        if (count) {
+            logf_(log, "  %s: %zu byte(s) of the %s buffer changed outside the outputs (first at byte %zu)\n",
+                  label, count, item->name, first);
+            stray += count;
+        }
+    }
+    return stray;
+}
+
+static void watch_free(watch_t *w)
+{
+    for (int i = 0; i < w->count; i++) {
+        free(w->items[i].before);
+        free(w->items[i].after);
+    }
+    w->count = 0;
+}
+
+/* Decodes tensor t from a buffer snapshot into floats; counts elements that
+ * still hold the poison sentinel. */
+static size_t decode(const rt_tensor_t *t, const uint8_t *snapshot, float *out, int check_sentinel)
+{
+    size_t n = (size_t)rudnn_tensor_numel(&t->t);
+    const uint8_t *base = snapshot + t->t.offset;
+    uint32_t poison = rt_poison_bits(t->t.dtype);
+    size_t unwritten = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = rt_element_value(t->t.dtype, base, i);
+        if (check_sentinel && rt_element_bits(t->t.dtype, base, i) == poison)
+            unwritten++;
+    }
+    return unwritten;
+}
+
+static const uint8_t *snapshot_after(const watch_t *w, const rt_tensor_t *t)
+{
+    for (int i = 0; i < w->count; i++)
+        if (w->items[i].buffer == t->buffer)
+            return w->items[i].after;
+    return NULL;
+}
+
+/* ---- one run -------------------------------------------------------------------- */
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    assert_non_null(p);
+    return p;
+}
+
+/* Runs one case; on failure appends to log and counts it. */
+static void run_case(const param_t *p, const run_t *c, log_t *log)
+{
+    const rudnn_dtype_t dt = p->dtype;
+    const op_t op = p->op;
+    const int is_add = op == OP_ADD_RMS_NORM;
+    const int has_gamma = op != OP_SOFTMAX;
+    const int has_beta = op == OP_LAYER_NORM;
+    const int64_t numel = rt_numel(c->rank, c->dims);
+    const int64_t cols = c->dims[c->rank - 1];
+    const int64_t rows = rt_numel(c->rank - 1, c->dims);
+    char dims_s[96], label[256];
+    rt_dims_str(c->rank, c->dims, dims_s, sizeof dims_s);
+    snprintf(label, sizeof label, "%s/%s %s %s alias=%d eps=%g", op_names[op], rudnn_dtype_name(dt), c->label,
+             dims_s, c->alias, (double)c->eps);
+
+    /* host side: quantized inputs and the reference */
+    float *xq = xmalloc((size_t)numel * sizeof(float));
+    float *rq = xmalloc((size_t)numel * sizeof(float));
+    float *xo_ref = xmalloc((size_t)numel * sizeof(float));
+    double *y_ref = xmalloc((size_t)numel * sizeof(double));
+    double *rstd_ref = xmalloc((size_t)rows * sizeof(double));
+    float *y_got = xmalloc((size_t)numel * sizeof(float));
+    float *y2_got = xmalloc((size_t)numel * sizeof(float));
+    float *xo_got = xmalloc((size_t)numel * sizeof(float));
+    float *rstd_got = xmalloc((size_t)rows * sizeof(float));
+    ref_quantize(dt, c->x, xq, (size_t)numel);
+    if (is_add)
+        ref_quantize(dt, c->r, rq, (size_t)numel);
+    switch (op) {
+    case OP_LAYER_NORM: ref_layer_norm(xq, c->gamma, c->beta, c->eps, rows, cols, y_ref); break;
+    case OP_LAYER_NORM_NOBETA: ref_layer_norm(xq, c->gamma, NULL, c->eps, rows, cols, y_ref); break;
+    case OP_RMS_NORM: ref_rms_norm(xq, c->gamma, c->eps, rows, cols, y_ref, NULL); break;
+    case OP_SOFTMAX: ref_softmax(xq, rows, cols, y_ref); break;
+    default: ref_add_rms_norm(dt, xq, rq, c->gamma, c->eps, rows, cols, y_ref, rstd_ref, xo_ref); break;
+    }
+
+    /* device side */
+    rt_tensor_t X = {0}, R = {0}, G = {0}, B = {0}, Y = {0}, XO = {0}, RSTD = {0}, Y2 = {0};
+    int64_t gdims[1] = {cols};
+    rt_tensor_create(&X, dt, c->rank, c->dims, c->off_x, RT_TAIL_BYTES);
+    rt_tensor_upload(&X, xq);
+    if (is_add) {
+        rt_tensor_create(&R, dt, c->rank, c->dims, c->off_r, RT_TAIL_BYTES);
+        rt_tensor_upload(&R, rq);
+    }
+    if (has_gamma) {
+        rt_tensor_create(&G, RUDNN_F32, 1, gdims, c->off_g, RT_TAIL_BYTES);
+        rt_tensor_upload(&G, c->gamma);
+    }
+    if (has_beta) {
+        rt_tensor_create(&B, RUDNN_F32, 1, gdims, c->off_b, RT_TAIL_BYTES);
+        rt_tensor_upload(&B, c->beta);
+    }
+    if (c->alias & ALIAS_Y_IS_X)
+        rt_tensor_view(&Y, &X, dt, c->rank, c->dims, X.t.offset);
+    else if (c->alias & ALIAS_Y_IS_R)
+        rt_tensor_view(&Y, &R, dt, c->rank, c->dims, R.t.offset);
+    else
+        rt_tensor_create(&Y, dt, c->rank, c->dims, c->off_y, RT_TAIL_BYTES);
+    if (is_add) {
+        if (c->alias & ALIAS_XO_IS_R)
+            rt_tensor_view(&XO, &R, dt, c->rank, c->dims, R.t.offset);
+        else if (c->alias & ALIAS_XO_IS_A)
+            rt_tensor_view(&XO, &X, dt, c->rank, c->dims, X.t.offset);
+        else
+            rt_tensor_create(&XO, dt, c->rank, c->dims, c->off_xo, RT_TAIL_BYTES);
+        int64_t rdims[RUDNN_MAX_RANK];
+        int rrank;
+        if (c->rstd_flat) {
+            rrank = 1;
+            rdims[0] = rows;
+        } else {
+            rrank = c->rank - 1;
+            memcpy(rdims, c->dims, sizeof(int64_t) * (size_t)rrank);
+        }
+        rt_tensor_create(&RSTD, RUDNN_F32, rrank, rdims, c->off_rstd, RT_TAIL_BYTES);
+    }
+
+    watch_t w = {0};
+    watch_add(&w, &X, is_add ? "a" : "input");
+    if (is_add)
+        watch_add(&w, &R, "residual");
+    if (has_gamma)
+        watch_add(&w, &G, "gamma");
+    if (has_beta)
+        watch_add(&w, &B, "beta");
+    watch_output(&w, &Y);
+    if (is_add) {
+        watch_output(&w, &XO);
+        watch_output(&w, &RSTD);
+    }
+    watch_snapshot(&w, 0);
+
+    rudnn_status_t st;
+    switch (op) {
+    case OP_LAYER_NORM: st = rudnn_layer_norm(rt_queue, &X.t, &G.t, &B.t, c->eps, &Y.t); break;
+    case OP_LAYER_NORM_NOBETA: st = rudnn_layer_norm(rt_queue, &X.t, &G.t, NULL, c->eps, &Y.t); break;
+    case OP_RMS_NORM: st = rudnn_rms_norm(rt_queue, &X.t, &G.t, c->eps, &Y.t); break;
+    case OP_SOFTMAX: st = rudnn_softmax_last_axis(rt_queue, &X.t, &Y.t); break;
+    default: st = rudnn_add_rms_norm(rt_queue, &X.t, &R.t, &G.t, c->eps, &Y.t, &RSTD.t, &XO.t); break;
+    }
+    int failed = 0;
+    int rejected_ok = 0;
+    if (st == RUDNN_STATUS_SUCCESS && strcmp(rudnn_last_error(), "") != 0) {
+        logf_(log, "  %s: succeeded but rudnn_last_error() is \"%s\", expected \"\"\n", label, rudnn_last_error());
+        failed = 1;
+    }
+    if (st != RUDNN_STATUS_SUCCESS) {
+        if ((c->alias & ALIAS_Y_IS_R) && st == RUDNN_STATUS_BAD_PARAM) {
+            rejected_ok = 1; /* y == residual: rejecting it is allowed; then nothing may change */
+        } else {
+            logf_(log, "  %s: returned %s: %s\n", label, rudnn_status_string(st), rudnn_last_error());
+            failed = 1;
+            goto done;
+        }
+    }
+    rudnn_status_t sync = rudnn_queue_synchronize(rt_queue);
+    if (sync != RUDNN_STATUS_SUCCESS) {
+        logf_(log, "  %s: queue_synchronize returned %s: %s\n", label, rudnn_status_string(sync),
+              rudnn_last_error());
+        failed = 1;
+        goto done;
+    }
+    watch_snapshot(&w, 1);
+    if (rejected_ok) {
+        for (int i = 0; i < w.count; i++)
+            w.items[i].out_count = 0; /* a rejected call writes nothing at all */
+        failed |= watch_stray_writes(&w, log, label) != 0;
+        goto done;
+    }
+    failed |= watch_stray_writes(&w, log, label) != 0;
+
+    ref_report_t rep;
+    ref_report_init(&rep);
+    int y_aliased = (c->alias & (ALIAS_Y_IS_X | ALIAS_Y_IS_R)) != 0;
+    size_t unwritten = decode(&Y, snapshot_after(&w, &Y), y_got, !y_aliased);
+    if (unwritten) {
+        logf_(log, "  %s: %zu element(s) of y were never written (still the poison sentinel)\n", label, unwritten);
+        failed = 1;
+    }
+    ref_compare(&rep, "y", y_got, y_ref, rows, cols, ref_tolerance(dt));
+    if (is_add) {
+        int xo_aliased = (c->alias & (ALIAS_XO_IS_R | ALIAS_XO_IS_A)) != 0;
+        unwritten = decode(&XO, snapshot_after(&w, &XO), xo_got, !xo_aliased);
+        unwritten += decode(&RSTD, snapshot_after(&w, &RSTD), rstd_got, 1);
+        if (unwritten) {
+            logf_(log, "  %s: %zu element(s) of x_out/rstd were never written\n", label, unwritten);
+            failed = 1;
+        }
+        ref_compare_exact(&rep, "x_out", xo_got, xo_ref, (size_t)numel);
+        ref_compare(&rep, "rstd", rstd_got, rstd_ref, rows, 1, ref_tolerance(RUDNN_F32));
+        if (numel > 0) {
+            /* y must be exactly what rms_norm computes from x_out */
+            rt_tensor_create(&Y2, dt, c->rank, c->dims, 0, RT_TAIL_BYTES);
+            rudnn_status_t st2 = rudnn_rms_norm(rt_queue, &XO.t, &G.t, c->eps, &Y2.t);
+            if (st2 != RUDNN_STATUS_SUCCESS) {
+                logf_(log, "  %s: rms_norm(x_out) returned %s: %s\n", label, rudnn_status_string(st2),
+                      rudnn_last_error());
+                failed = 1;
+            } else {
+                rt_tensor_download(&Y2, y2_got);
+                ref_compare_exact(&rep, "y vs rms_norm(x_out)", y_got, y2_got, (size_t)numel);
+            }
+        }
+    }
+    if (getenv("RUDNN_TEST_VERBOSE"))
+        print_message("  %s: worst error %.3f of allowed (%zu values)\n", label, rep.worst_excess, rep.checked);
+    if (rep.mismatches) {
+        logf_(log, "  %s: %zu of %zu values outside tolerance (worst finite error %.3g x allowed):\n%s", label,
+              rep.mismatches, rep.checked, rep.worst_excess, rep.text);
+        failed = 1;
+    }
+
+done:
+    watch_free(&w);
+    rt_tensor_destroy(&Y2);
+    rt_tensor_destroy(&RSTD);
+    rt_tensor_destroy(&XO);
+    rt_tensor_destroy(&Y);
+    rt_tensor_destroy(&B);
+    rt_tensor_destroy(&G);
+    rt_tensor_destroy(&R);
+    rt_tensor_destroy(&X);
+    free(xq);
+    free(rq);
+    free(xo_ref);
+    free(y_ref);
+    free(rstd_ref);
+    free(y_got);
+    free(y2_got);
+    free(xo_got);
+    free(rstd_got);
+    if (failed)
+        log->failures++;
+}
+
+/* ---- data ------------------------------------------------------------------------- */
+
+typedef struct data {
+    float *x, *r, *gamma, *beta;
+} data_t;
+
+/* Random data for one case: inputs uniform in [-2, 3) (softmax: [-8, 8))
+ * scaled per row by 2^((row % 7) - 3), residual in [-2, 2), gamma in
+ * [-1.5, 1.5), beta in [-1, 1). Seeded by test name and case index. */
+static void data_make(data_t *d, const param_t *p, const char *test, int case_index, int rank,
+                      const int64_t *dims)
+{
+    int64_t numel = rt_numel(rank, dims);
+    int64_t cols = dims[rank - 1];
+    rt_rng_t rng;
+    rt_rng_seed_case(&rng, test, case_index);
+    d->x = xmalloc((size_t)numel * sizeof(float));
+    d->r = xmalloc((size_t)numel * sizeof(float));
+    d->gamma = xmalloc((size_t)(cols ? cols : 1) * sizeof(float));
+    d->beta = xmalloc((size_t)(cols ? cols : 1) * sizeof(float));
+    for (int64_t i = 0; i < numel; i++) {
+        int64_t row = cols ? i / cols : 0;
+        double scale = ldexp(1.0, (int)(row % 7) - 3);
+        d->x[i] = p->op == OP_SOFTMAX ? (float)rt_rng_uniform(&rng, -8.0, 8.0)
+                                      : (float)(rt_rng_uniform(&rng, -2.0, 3.0) * scale);
+        d->r[i] = (float)(rt_rng_uniform(&rng, -2.0, 2.0) * scale);
+    }
+    rt_fill_uniform(&rng, d->gamma, (size_t)cols, -1.5, 1.5);
+    rt_fill_uniform(&rng, d->beta, (size_t)cols, -1.0, 1.0);
+}
+
+static void data_free(data_t *d)
+{
+    free(d->x);
+    free(d->r);
+    free(d->gamma);
+    free(d->beta);
+}
+
+static run_t run_init(const char *label, int rank, const int64_t *dims, float eps, const data_t *d)
+{
+    run_t c;
+    memset(&c, 0, sizeof c);
+    c.label = label;
+    c.rank = rank;
+    memcpy(c.dims, dims, sizeof(int64_t) * (size_t)rank);
+    c.eps = eps;
+    c.x = d->x;
+    c.r = d->r;
+    c.gamma = d->gamma;
+    c.beta = d->beta;
+    return c;
+}
+
+typedef struct shape_case {
+    const char *label;
+    int rank;
+    int64_t dims[4];
+    float eps;
+} shape_case_t;
+
+static void run_shape_list(void **state, const char *family, const shape_case_t *cases, size_t count)
+{
+    const param_t *p = *state;
+    char test[128];
+    snprintf(test, sizeof test, "%s/%s/%s", op_names[p->op], rudnn_dtype_name(p->dtype), family);
+    log_t *log = xmalloc(sizeof *log);
+    memset(log, 0, sizeof *log);
+    for (size_t i = 0; i < count; i++) {
+        data_t d;
+        data_make(&d, p, test, (int)i, cases[i].rank, cases[i].dims);
+        run_t c = run_init(cases[i].label, cases[i].rank, cases[i].dims, cases[i].eps, &d);
+        /* add_rms_norm: one rank >= 3 case takes rstd as a flat [rows] */
+        c.rstd_flat = p->op == OP_ADD_RMS_NORM && cases[i].rank >= 3 && (i % 2);
+        run_case(p, &c, log);
+        data_free(&d);
+    }
+    log_t copy = *log;
+    free(log);
+    log_finish(&copy);
+}
+
+/* ---- test families -------------------------------------------------------------- */
+
+static void test_shapes(void **state)
+{
+    static const shape_case_t cases[] = {
+        {"rows of length 1", 2, {5, 1}, 1e-5f},
+        {"length 3, large eps", 2, {4, 3}, 0.5f},
+        {"length 7", 2, {3, 7}, 1e-6f},
+        {"length 1000", 2, {2, 1000}, 1e-5f},
+        {"length 4097", 2, {2, 4097}, 1e-5f},
+        {"length 1024", 2, {3, 1024}, 1e-5f},
+        {"length 4096", 2, {2, 4096}, 1e-6f},
+        {"rank 1, one element", 1, {1}, 1e-5f},
+        {"rank 1", 1, {257}, 1e-5f},
+        {"rank 2, many rows", 2, {67, 128}, 1e-5f},
+        {"many short rows", 2, {5000, 3}, 1e-5f},
+        {"rank 3, many rows", 3, {16, 64, 32}, 1e-5f},
+        {"rank 3", 3, {2, 3, 33}, 1e-5f},
+        {"rank 3 (flat rstd for add)", 3, {3, 2, 40}, 1e-5f},
+        {"rank 4", 4, {2, 2, 3, 17}, 1e-5f},
+        {"rank 4 (flat rstd for add)", 4, {1, 3, 2, 64}, 1e-5f},
+    };
+    run_shape_list(state, "shapes", cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_large(void **state)
+{
+    static const shape_case_t cases[] = {
+        {"length 65536", 2, {2, 65536}, 1e-5f},
+        {"length 262144", 2, {1, 262144}, 1e-6f},
+    };
+    run_shape_list(state, "large", cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_empty(void **state)
+{
+    static const shape_case_t cases[] = {
+        {"no rows", 2, {0, 16}, 1e-5f},
+        {"empty middle dim", 3, {2, 0, 16}, 1e-5f},
+        {"no rows of length 1", 2, {0, 1}, 1e-5f},
+    };
+    run_shape_list(state, "empty", cases, sizeof cases / sizeof cases[0]);
+}
+
+/* Rows of extreme magnitude. The kernels scale by an exact power of two so the
+ * sum of squares cannot overflow; eps (1e-5) dominates mean(x^2) for the tiny
+ * rows, as it does in the reference, so FP32 underflow of their squares does
+ * not change the result. Inputs stay above 1e-30 so that no backend's
+ * flush-to-zero of FP32 denormals matters. */
+static void test_magnitude(void **state)
+{
+    const param_t *p = *state;
+    const rudnn_dtype_t dt = p->dtype;
+    char test[128];
+    snprintf(test, sizeof test, "%s/%s/magnitude", op_names[p->op], rudnn_dtype_name(dt));
+    /* per row: scale of uniform(-1, 1) values, and whether one element is a
+     * spike of that scale among values of order 1 */
+    typedef struct {
+        const char *label;
+        double scale;
+        int spike;
+    } row_kind_t;
+    static const row_kind_t f32_rows[] = {{"~1e30", 1e30, 0},    {"~1e-30", 1e-30, 0}, {"one 1e30 among ~1", 1e30, 1},
+                                          {"~3e38", 3.0e38, 0},  {"~1e20", 1e20, 0},   {"~1", 1.0, 0}};
+    static const row_kind_t bf16_rows[] = {{"~1e30", 1e30, 0},   {"~1e-30", 1e-30, 0}, {"one 1e30 among ~1", 1e30, 1},
+                                           {"~3e38", 3.0e38, 0}, {"~1", 1.0, 0}};
+    static const row_kind_t f16_rows[] = {{"~6e4", 65000.0, 0},  {"~1e-3", 1e-3, 0},  {"subnormal ~1e-6", 1e-6, 0},
+                                          {"one 6e4 among ~1", 60000.0, 1}, {"~1", 1.0, 0}};
+    const row_kind_t *kinds = dt == RUDNN_F32 ? f32_rows : dt == RUDNN_BF16 ? bf16_rows : f16_rows;
+    size_t nkinds = dt == RUDNN_F32 ? sizeof f32_rows / sizeof f32_rows[0]
+                    : dt == RUDNN_BF16 ? sizeof bf16_rows / sizeof bf16_rows[0]
+                                       : sizeof f16_rows / sizeof f16_rows[0];
+    static const int64_t lengths[] = {97, 4097};
+    log_t *log = xmalloc(sizeof *log);
+    memset(log, 0, sizeof *log);
+    for (size_t li = 0; li < 2; li++) {
+        int64_t dims[2] = {(int64_t)nkinds, lengths[li]};
+        int64_t cols = dims[1];
+        data_t d;
+        data_make(&d, p, test, (int)li, 2, dims);
+        rt_rng_t rng;
+        rt_rng_seed_case(&rng, test, 100 + (int)li);
+        for (size_t k = 0; k < nkinds; k++) {
+            /* add_rms_norm: a and residual each half the scale, so the FP32
+             * sum stays inside the dtype's range */
+            double s = p->op == OP_ADD_RMS_NORM ? kinds[k].scale * 0.5 : kinds[k].scale;
+            for (int64_t c = 0; c < cols; c++) {
+                float *x = &d.x[k * (size_t)cols + (size_t)c];
+                float *r = &d.r[k * (size_t)cols + (size_t)c];
+                if (kinds[k].spike) {
+                    *x = (float)rt_rng_uniform(&rng, -1.0, 1.0);
+                    *r = (float)rt_rng_uniform(&rng, -1.0, 1.0);
+                } else {
+                    *x = (float)(rt_rng_uniform(&rng, -1.0, 1.0) * s);
+                    *r = (float)(rt_rng_uniform(&rng, -1.0, 1.0) * s);
+                }
+            }
+            if (kinds[k].spike) {
+                size_t at = k * (size_t)cols + (size_t)rt_rng_below(&rng, (uint64_t)cols);
+                d.x[at] = (float)s;
+                d.r[at] = (float)s;
+            }
+        }
+        char label[64];
+        snprintf(label, sizeof label, "extreme rows (length %lld)", (long long)cols);
+        run_t c = run_init(label, 2, dims, 1e-5f, &d);
+        run_case(p, &c, log);
+        data_free(&d);
+    }
+    log_t copy = *log;
+    free(log);
+    log_finish(&copy);
+}
+
+/* NaN and infinities. Expected values come from the references in double:
+ * a NaN in a row makes the row NaN for every op; layer_norm rows with an inf
+ * are NaN (mean is inf); rms_norm rows with an inf give NaN at the inf and 0
+ * elsewhere (x * rsqrt(inf), as PyTorch); softmax rows with NaN or +inf, or
+ * all -inf, are NaN, and a -inf among finite values gives 0 there.
+ * add_rms_norm gets the non-finite values through residual, and one row where
+ * a + r overflows the dtype, so that x_out holds an inf. */
+static void test_nonfinite(void **state)
+{
+    const param_t *p = *state;
+    const rudnn_dtype_t dt = p->dtype;
+    char test[128];
+    snprintf(test, sizeof test, "%s/%s/nonfinite", op_names[p->op], rudnn_dtype_name(dt));
+    enum { K_NORMAL, K_NAN, K_PINF, K_NINF, K_ALL_NINF, K_BOTH_INF, K_NAN_PINF, K_OVERFLOW, K_COUNT };
+    static const int64_t lengths[] = {37, 4097};
+    log_t *log = xmalloc(sizeof *log);
+    memset(log, 0, sizeof *log);
+    for (size_t li = 0; li < 2; li++) {
+        int64_t rows = K_COUNT + 1; /* a normal row at the end too */
+        int64_t dims[2] = {rows, lengths[li]};
+        int64_t cols = dims[1];
+        data_t d;
+        data_make(&d, p, test, (int)li, 2, dims);
+        rt_rng_t rng;
+        rt_rng_seed_case(&rng, test, 100 + (int)li);
+        float big = dt == RUDNN_F16 ? 40000.0f : 3.0e38f; /* big + big overflows the dtype */
+        for (int k = 0; k < K_COUNT; k++) {
+            /* add_rms_norm: non-finite values go into residual; a stays finite */
+            float *v = p->op == OP_ADD_RMS_NORM ? d.r : d.x;
+            float *row = v + (size_t)k * (size_t)cols;
+            size_t i1 = (size_t)rt_rng_below(&rng, (uint64_t)cols);
+            size_t i2 = (i1 + 1 + (size_t)rt_rng_below(&rng, (uint64_t)(cols - 1))) % (size_t)cols;
+            switch (k) {
+            case K_NAN: row[i1] = NAN; break;
+            case K_PINF: row[i1] = INFINITY; break;
+            case K_NINF: row[i1] = -INFINITY; break;
+            case K_ALL_NINF:
+                for (int64_t c = 0; c < cols; c++)
+                    row[c] = -INFINITY;
+                break;
+            case K_BOTH_INF:
+                row[i1] = INFINITY;
+                row[i2] = -INFINITY;
+                break;
+            case K_NAN_PINF:
+                row[i1] = NAN;
+                row[i2] = INFINITY;
+                break;
+            case K_OVERFLOW:
+                d.x[(size_t)k * (size_t)cols + i1] = big;
+                d.r[(size_t)k * (size_t)cols + i1] = big;
+                break;
+            default: break;
+            }
+        }
+        char label[96];
+        snprintf(label, sizeof label,
+                 "rows: normal, NaN, +inf, -inf, all -inf, +-inf, NaN&+inf, big+big, normal (length %lld)",
+                 (long long)cols);
+        run_t c = run_init(label, 2, dims, 1e-5f, &d);
+        run_case(p, &c, log);
+        data_free(&d);
+    }
+    log_t copy = *log;
+    free(log);
+    log_finish(&copy);
+}
+
+static void test_inplace(void **state)
+{
+    const param_t *p = *state;
+    char test[128];
+    snprintf(test, sizeof test, "%s/%s/inplace", op_names[p->op], rudnn_dtype_name(p->dtype));
+    static const int64_t shapes[][2] = {{3, 1000}, {2, 4097}, {1, 65536}};
+    static const struct {
+        int alias;
+        const char *label;
+    } add_aliases[] = {
+        {ALIAS_XO_IS_R, "x_out == residual"},
+        {ALIAS_XO_IS_A, "x_out == a"},
+        {ALIAS_Y_IS_X, "y == a"},
+        {ALIAS_Y_IS_X | ALIAS_XO_IS_R, "y == a, x_out == residual"},
+        {ALIAS_Y_IS_R, "y == residual (accepted and right, or BAD_PARAM and untouched)"},
+    };
+    log_t *log = xmalloc(sizeof *log);
+    memset(log, 0, sizeof *log);
+    int index = 0;
+    for (size_t s = 0; s < 3; s++) {
+        size_t nalias = p->op == OP_ADD_RMS_NORM ? sizeof add_aliases / sizeof add_aliases[0] : 1;
+        for (size_t a = 0; a < nalias; a++) {
+            data_t d;
+            data_make(&d, p, test, index++, 2, shapes[s]);
+            run_t c = run_init(p->op == OP_ADD_RMS_NORM ? add_aliases[a].label : "output == input", 2, shapes[s],
+                               1e-5f, &d);
+            c.alias = p->op == OP_ADD_RMS_NORM ? add_aliases[a].alias : ALIAS_Y_IS_X;
+            c.off_x = 2; /* in place at an offset too */
+            run_case(p, &c, log);
+            data_free(&d);
+        }
+    }
+    log_t copy = *log;
+    free(log);
+    log_finish(&copy);
+}
+
+static void test_offsets(void **state)
+{
+    const param_t *p = *state;
+    char test[128];
+    snprintf(test, sizeof test, "%s/%s/offsets", op_names[p->op], rudnn_dtype_name(p->dtype));
+    static const struct {
+        const char *label;
+        int64_t dims[2];
+        size_t x, r, g, b, y, rstd, xo;
+    } cases[] = {
+        {"all tensors 4 elements in", {3, 67}, 4, 4, 4, 4, 4, 4, 4},
+        {"odd offsets (not 16-byte aligned)", {2, 1000}, 1, 5, 1, 2, 3, 1, 7},
+        {"odd offsets, length 4097", {2, 4097}, 3, 1, 3, 1, 5, 3, 1},
+        {"odd offsets, length 4096", {3, 4096}, 1, 3, 2, 3, 7, 2, 5},
+    };
+    log_t *log = xmalloc(sizeof *log);
+    memset(log, 0, sizeof *log);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        data_t d;
+        data_make(&d, p, test, (int)i, 2, cases[i].dims);
+        run_t c = run_init(cases[i].label, 2, cases[i].dims, 1e-5f, &d);
+        c.off_x = cases[i].x;
+        c.off_r = cases[i].r;
+        c.off_g = cases[i].g;
+        c.off_b = cases[i].b;
+        c.off_y = cases[i].y;
+        c.off_rstd = cases[i].rstd;
+        c.off_xo = cases[i].xo;
+        run_case(p, &c, log);
+        data_free(&d);
+    }
+    log_t copy = *log;
+    free(log);
+    log_finish(&copy);
+}
+
+/* ---- main ------------------------------------------------------------------------ */
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    rt_close();
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        CMUnitTestFunction fn;
+    } families[] = {
+        {"shapes", test_shapes},       {"large", test_large},     {"empty", test_empty},
+        {"magnitude", test_magnitude}, {"nonfinite", test_nonfinite}, {"inplace", test_inplace},
+        {"offsets", test_offsets},
+    };
+    enum { NFAM = sizeof families / sizeof families[0] };
+    static param_t params[OP_COUNT * DTYPE_COUNT];
+    static char names[OP_COUNT * DTYPE_COUNT * NFAM][96];
+    static struct CMUnitTest tests[OP_COUNT * DTYPE_COUNT * NFAM];
+    size_t n = 0;
+    for (int op = 0; op < OP_COUNT; op++) {
+        for (int d = 0; d < DTYPE_COUNT; d++) {
+            param_t *p = &params[op * DTYPE_COUNT + d];
+            p->op = (op_t)op;
+            p->dtype = dtypes[d];
+            for (int f = 0; f < NFAM; f++) {
+                snprintf(names[n], sizeof names[n], "%s/%s/%s", op_names[op], rudnn_dtype_name(dtypes[d]),
+                         families[f].name);
+                tests[n] = (struct CMUnitTest){names[n], families[f].fn, NULL, NULL, p};
+                n++;
+            }
+        }
+    }
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+
+    char group[64];
+    snprintf(group, sizeof group, "norm-%s", rt_requested_backend());
+    rt_open_or_skip(group);
+    return rt_exit_code(_cmocka_run_group_tests(group, tests, n, NULL, group_teardown));
+}
