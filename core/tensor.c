@@ -17,10 +17,16 @@ rudnn_status_t rudnn_tensor_init(rudnn_tensor_t *t, rudnn_buffer_t buffer, size_
     if ((unsigned)dtype >= RUDNN_DTYPE_COUNT)
         return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "tensor_init: dtype %d is not a rudnn dtype",
                                (int)dtype);
-    for (int i = 0; i < rank; i++)
+    int64_t numel = 1;
+    for (int i = 0; i < rank; i++) {
         if (dims[i] < 0)
             return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "tensor_init: dims[%d] = %lld is negative", i,
                                    (long long)dims[i]);
+        if (dims[i] > 1 && numel > INT64_MAX / dims[i])
+            return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE,
+                                   "tensor_init: the element count overflows 64 bits at dims[%d]", i);
+        numel *= dims[i] ? dims[i] : 1;
+    }
     memset(t, 0, sizeof *t);
     t->dtype = dtype;
     t->rank = rank;
@@ -39,10 +45,10 @@ int64_t rudnn_tensor_numel(const rudnn_tensor_t *t)
 {
     if (!t)
         return 0;
-    int64_t n = 1;
+    uint64_t n = 1; /* unsigned: a hand-filled descriptor must not overflow into UB */
     for (int i = 0; i < t->rank; i++)
-        n *= t->dims[i];
-    return n;
+        n *= (uint64_t)t->dims[i];
+    return (int64_t)n;
 }
 
 size_t rudnn_tensor_bytes(const rudnn_tensor_t *t)
@@ -58,11 +64,11 @@ int rudnn_tensor_is_contiguous(const rudnn_tensor_t *t)
         return 0;
     if (rudnn_tensor_numel(t) == 0)
         return 1; /* an empty tensor has no layout to violate */
-    int64_t stride = 1;
+    uint64_t stride = 1;
     for (int i = t->rank - 1; i >= 0; i--) {
-        if (t->dims[i] != 1 && t->strides[i] != stride)
+        if (t->dims[i] != 1 && (uint64_t)t->strides[i] != stride)
             return 0;
-        stride *= t->dims[i];
+        stride *= (uint64_t)t->dims[i];
     }
     return 1;
 }

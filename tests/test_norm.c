@@ -377,7 +377,8 @@ static void run_case(const param_t *p, const run_t *c, log_t *log)
         ref_compare_exact(&rep, "x_out", xo_got, xo_ref, (size_t)numel);
         ref_compare(&rep, "rstd", rstd_got, rstd_ref, rows, 1, ref_tolerance(RUDNN_F32));
         if (numel > 0) {
-            /* y must be exactly what rms_norm computes from x_out */
+            /* y is rms_norm of x_out: rms_norm run on x_out must meet the same reference
+             * (bit equality is not promised: the two kernels may reduce in another order) */
             rt_tensor_create(&Y2, dt, c->rank, c->dims, 0, RT_TAIL_BYTES);
             rudnn_status_t st2 = rudnn_rms_norm(rt_queue, &XO.t, &G.t, c->eps, &Y2.t);
             if (st2 != RUDNN_STATUS_SUCCESS) {
@@ -386,7 +387,7 @@ static void run_case(const param_t *p, const run_t *c, log_t *log)
                 failed = 1;
             } else {
                 rt_tensor_download(&Y2, y2_got);
-                ref_compare_exact(&rep, "y vs rms_norm(x_out)", y_got, y2_got, (size_t)numel);
+                ref_compare(&rep, "rms_norm(x_out) vs reference y", y2_got, y_ref, rows, cols, ref_tolerance(dt));
             }
         }
     }

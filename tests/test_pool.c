@@ -102,6 +102,34 @@ static void test_destroy_with_cached_blocks(void **state)
     rudnn_context_destroy(ctx);
 }
 
+/* Pools are per queue: a block released on one queue is not handed to
+ * another (the other queue's work is not ordered after the first's). */
+static void test_per_queue(void **state)
+{
+    (void)state;
+    rudnn_queue_t q2 = NULL;
+    rt_assert_status(rudnn_queue_create(rt_ctx, &q2), RUDNN_STATUS_SUCCESS);
+    rudnn_pool_trim(rt_queue);
+    void *a = NULL, *b = NULL;
+    rt_assert_status(rudnn_pool_acquire(rt_queue, 1000, &a), RUDNN_STATUS_SUCCESS);
+    rudnn_pool_release(rt_queue, a, 1000);
+    assert_true(rudnn_pool_cached_bytes(rt_queue) >= 1000);
+    assert_int_equal(rudnn_pool_cached_bytes(q2), 0);
+    rt_assert_status(rudnn_pool_acquire(q2, 1000, &b), RUDNN_STATUS_SUCCESS);
+    assert_non_null(b);
+    assert_ptr_not_equal(b, a);
+    assert_true(rudnn_pool_cached_bytes(rt_queue) >= 1000); /* still cached on the first queue */
+    rudnn_pool_release(q2, b, 1000);
+    assert_true(rudnn_pool_cached_bytes(q2) >= 1000);
+    rudnn_queue_destroy(q2); /* frees q2's cached block */
+    void *c = NULL;
+    rt_assert_status(rudnn_pool_acquire(rt_queue, 1000, &c), RUDNN_STATUS_SUCCESS);
+    assert_ptr_equal(c, a);
+    rudnn_pool_release(rt_queue, c, 1000);
+    rudnn_pool_trim(rt_queue);
+    assert_int_equal(rudnn_pool_cached_bytes(rt_queue), 0);
+}
+
 static int group_teardown(void **state)
 {
     (void)state;
@@ -115,6 +143,7 @@ int main(void)
         cmocka_unit_test(test_reuse),
         cmocka_unit_test(test_edges),
         cmocka_unit_test(test_destroy_with_cached_blocks),
+        cmocka_unit_test(test_per_queue),
     };
     rt_open_or_skip("pool");
     return rt_exit_code(cmocka_run_group_tests_name("pool", tests, NULL, group_teardown));
