@@ -117,9 +117,13 @@ static rudnn_status_t check_logits(const char *op, rudnn_queue_t queue, const ru
     return RUDNN_STATUS_SUCCESS;
 }
 
-static rudnn_status_t plan_create(rudnn_queue_t queue, rudnn_queue_t pool_queue,
+static rudnn_status_t plan_create(const char *op, rudnn_queue_t queue, rudnn_queue_t pool_queue,
                                   const rudnn_tensor_t *logits, int top_k, rudnn_routing_plan_t *out)
 {
+    if ((uint64_t)logits->dims[0] * (uint64_t)top_k > UINT32_MAX)
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED,
+                               "%s: tokens x top_k = %lld x %d exceeds the u32 row indices of dispatch (%u)",
+                               op, (long long)logits->dims[0], top_k, UINT32_MAX);
     rudnn_routing_plan_t p = calloc(1, sizeof *p);
     if (!p)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "out of host memory");
@@ -135,6 +139,7 @@ static rudnn_status_t plan_create(rudnn_queue_t queue, rudnn_queue_t pool_queue,
     if (!st)
         st = moe_alloc(p->context, pool_queue, pairs * rudnn_dtype_size(p->dtype), &p->weights);
     if (st) {
+        rudnn_error_prefix(op);
         rudnn_routing_plan_destroy(p);
         return st;
     }
@@ -168,7 +173,7 @@ static rudnn_status_t route_softmax(rudnn_queue_t queue, rudnn_queue_t pool_queu
     if (!k || !k->route_softmax)
         return no_kernel(op, queue, "softmax routing");
     rudnn_routing_plan_t p;
-    TRY(plan_create(queue, pool_queue, logits, options->top_k, &p));
+    TRY(plan_create(op, queue, pool_queue, logits, options->top_k, &p));
     if (p->tokens > 0) {
         rudnn_route_kernel_plan_t kp = {.dtype = p->dtype, .tokens = p->tokens, .experts = p->experts,
                                         .top_k = p->top_k, .renormalize = options->renormalize != 0};
@@ -188,7 +193,7 @@ rudnn_status_t rudnn_moe_route(rudnn_queue_t queue, const rudnn_tensor_t *logits
                                const rudnn_routing_options_t *options, rudnn_routing_plan_t *plan)
 {
     rudnn_clear_error();
-    return route_softmax(queue, NULL, logits, options, plan);
+    return route_softmax(queue, queue, logits, options, plan);
 }
 
 static rudnn_status_t check_grouped_options(const char *op, const rudnn_grouped_routing_options_t *o,
@@ -247,7 +252,7 @@ static rudnn_status_t route_grouped(rudnn_queue_t queue, rudnn_queue_t pool_queu
     if (!k || !k->route_sigmoid_grouped)
         return no_kernel(op, queue, "grouped sigmoid routing");
     rudnn_routing_plan_t p;
-    TRY(plan_create(queue, pool_queue, logits, options->top_k, &p));
+    TRY(plan_create(op, queue, pool_queue, logits, options->top_k, &p));
     if (p->tokens > 0) {
         rudnn_route_kernel_plan_t kp = {
             .dtype = p->dtype, .tokens = p->tokens, .experts = p->experts, .top_k = p->top_k,
@@ -272,7 +277,7 @@ rudnn_status_t rudnn_moe_route_sigmoid_grouped(rudnn_queue_t queue, const rudnn_
                                                rudnn_routing_plan_t *plan)
 {
     rudnn_clear_error();
-    return route_grouped(queue, NULL, logits, bias, options, plan);
+    return route_grouped(queue, queue, logits, bias, options, plan);
 }
 
 void rudnn_routing_plan_destroy(rudnn_routing_plan_t p)
@@ -388,7 +393,7 @@ rudnn_status_t rudnn_moe_dispatch(rudnn_queue_t queue, rudnn_routing_plan_t plan
                                   rudnn_dispatched_t *dispatched)
 {
     rudnn_clear_error();
-    return dispatch(queue, NULL, plan, input, dispatched);
+    return dispatch(queue, queue, plan, input, dispatched);
 }
 
 void rudnn_dispatched_destroy(rudnn_dispatched_t d)
@@ -660,6 +665,10 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
         if (workspace_size < need || workspace_size > workspace->size)
             return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu (buffer %zu bytes), need %zu "
                                    "(rudnn_swiglu_experts_workspace_size)", op, workspace_size, workspace->size, need);
+        if (workspace == expert_output->buffer && expert_output->offset < workspace_size &&
+            rudnn_tensor_bytes(expert_output) > 0)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                                   "%s: expert_output overlaps the first workspace_bytes of workspace", op);
     }
     const rudnn_moe_kernels_t *k = queue->context->backend->moe;
     if (d->rows == 0)
@@ -707,7 +716,16 @@ static rudnn_status_t check_forward_io(const char *op, rudnn_queue_t queue, rudn
                                op, rudnn_dtype_name(input->dtype), rudnn_dtype_name(x->dtype));
     TRY(rudnn_check_tensor(op, "output", queue, output, 2));
     TRY(rudnn_check_like(op, "output", output, "input", input));
-    return rudnn_check_overlap(op, "output", output, "input", input);
+    TRY(rudnn_check_overlap(op, "output", output, "input", input));
+    const rudnn_tensor_t *weights[3] = {&x->gate, &x->up, &x->down};
+    static const char *const names[3] = {"gate", "up", "down"};
+    for (int i = 0; i < 3; i++) {
+        const rudnn_tensor_t *w = weights[i];
+        if (output->buffer == w->buffer && output->offset < w->offset + rudnn_tensor_bytes(w) &&
+            w->offset < output->offset + rudnn_tensor_bytes(output))
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: output overlaps the %s weights", op, names[i]);
+    }
+    return RUDNN_STATUS_SUCCESS;
 }
 
 static rudnn_status_t check_logits_tokens(const char *op, const rudnn_tensor_t *logits, const rudnn_tensor_t *input,
@@ -758,7 +776,11 @@ rudnn_status_t rudnn_swiglu_experts_forward(rudnn_queue_t queue, rudnn_swiglu_ex
     TRY(check_logits_tokens(op, logits, input, experts));
     TRY(resolve(op, experts, RUDNN_MOE_SCALAR, &(rudnn_moe_strategy_t){0}));
     rudnn_routing_plan_t plan = NULL;
-    TRY(route_softmax(queue, queue, logits, options, &plan));
+    rudnn_status_t rst = route_softmax(queue, queue, logits, options, &plan);
+    if (rst) {
+        rudnn_error_prefix(op);
+        return rst;
+    }
     rudnn_status_t st = forward_from_plan(op, queue, experts, plan, input, RUDNN_MOE_SCALAR, output);
     rudnn_routing_plan_destroy(plan);
     return st;
@@ -778,7 +800,11 @@ rudnn_status_t rudnn_swiglu_experts_forward_sigmoid_grouped(rudnn_queue_t queue,
     TRY(check_logits_tokens(op, logits, input, experts));
     TRY(resolve(op, experts, strategy, &(rudnn_moe_strategy_t){0}));
     rudnn_routing_plan_t plan = NULL;
-    TRY(route_grouped(queue, queue, logits, bias, options, &plan));
+    rudnn_status_t rst = route_grouped(queue, queue, logits, bias, options, &plan);
+    if (rst) {
+        rudnn_error_prefix(op);
+        return rst;
+    }
     rudnn_status_t st = forward_from_plan(op, queue, experts, plan, input, strategy, output);
     rudnn_routing_plan_destroy(plan);
     return st;

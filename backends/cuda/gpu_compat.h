@@ -75,10 +75,16 @@
 
 /* gamma/beta are read through the caches (LDS is 64 KiB: a row's gamma and beta may not fit). */
 #define RDG_AFFINE_IN_SMEM 0
+/* No asynchronous prefetch of the next row into LDS (see the CUDA side). */
+#define RDG_NORM_PREFETCH 0
+#define RDG_PREFETCH_SMEM 0
 
 /* No thread-block clusters on AMD (neither in device code nor in the host launch path). */
 #define RUDNN_HAS_CLUSTERS 0
 #define RDG_HOST_CLUSTERS 0
+
+/* The MoE tensor-core experts use NVIDIA's mma.sync PTX: none under HIP (the table entry is NULL). */
+#define RDG_MOE_TENSOR_CORES 0
 
 #define RDG_SMEM_OPTIN(prop) ((prop).sharedMemPerBlock)
 
@@ -138,6 +144,13 @@ static inline void rdg_matrix_units(const hipDeviceProp_t *p, int *fp16, int *bf
 
 /* The register kernels stage a row's gamma/beta slice in shared memory (up to 227 KiB/block). */
 #define RDG_AFFINE_IN_SMEM 1
+/* ... and copy the next row into shared memory asynchronously (cp.async, sm_80+) while they
+ * reduce the current one, where norm.cu's policy wants it. For measurements,
+ * -DRDG_NORM_PREFETCH=0 turns it off and =2 on wherever it fits. */
+#ifndef RDG_NORM_PREFETCH
+#define RDG_NORM_PREFETCH 1
+#endif
+#define RDG_PREFETCH_SMEM RDG_NORM_PREFETCH
 
 /* Thread-block clusters and distributed shared memory: device code compiled for sm_90+. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -154,6 +167,10 @@ static inline void rdg_matrix_units(const hipDeviceProp_t *p, int *fp16, int *bf
 #endif
 
 #define RDG_SMEM_OPTIN(prop) ((prop).sharedMemPerBlockOptin)
+
+/* MoE tensor-core experts (mma.sync, sm_80+ at run time; older devices fall back to the scalar
+ * kernels). */
+#define RDG_MOE_TENSOR_CORES 1
 
 static inline int rdg_arch_number(const cudaDeviceProp *p)
 {
@@ -181,6 +198,32 @@ __device__ __forceinline__ float rdg_f16_to_f32(uint16_t h)
 __device__ __forceinline__ uint16_t rdg_f32_to_f16(float f)
 {
     return __half_as_ushort(__float2half_rn(f));
+}
+
+/* 16-byte asynchronous global -> shared copies (cp.async.cg, sm_80+); elsewhere a plain copy. */
+__device__ __forceinline__ void rdg_copy16_async(void *smem, const void *gmem)
+{
+#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+#else
+    *(uint4 *)smem = *(const uint4 *)gmem;
+#endif
+}
+
+__device__ __forceinline__ void rdg_copy_async_commit(void)
+{
+#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+/* Waits for every copy this thread issued. */
+__device__ __forceinline__ void rdg_copy_async_wait(void)
+{
+#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
 }
 
 /* bf16 bits <-> float. bf16 is the top half of an fp32. */
@@ -214,6 +257,37 @@ __device__ __forceinline__ uint16_t rdg_f32_to_bf16(float f)
 {
     return (uint16_t)(rdg_pack_bf16x2(f, 0.0f) & 0xffffu);
 }
+
+/* Warp-wide u32 max / min, the result in every lane (moe.cu's top-k rounds): one redux.sync on
+ * sm_80+, xor butterflies elsewhere (HIP: over the 32- or 64-wide wavefront). */
+__device__ __forceinline__ uint32_t rdg_warp_max_u32(uint32_t v)
+{
+#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_max_sync(0xffffffffu, v);
+#else
+    for (int m = RDG_WARP / 2; m > 0; m >>= 1)
+        v = max(v, (uint32_t)RDG_SHFL_XOR(v, m));
+    return v;
+#endif
+}
+__device__ __forceinline__ uint32_t rdg_warp_min_u32(uint32_t v)
+{
+#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_min_sync(0xffffffffu, v);
+#else
+    for (int m = RDG_WARP / 2; m > 0; m >>= 1)
+        v = min(v, (uint32_t)RDG_SHFL_XOR(v, m));
+    return v;
+#endif
+}
+
+/* Device code compiled for sm_90a (Hopper's wgmma): moe_experts.cu's tensor-core kernel uses it
+ * there and mma.sync elsewhere, under one kernel symbol and launch configuration. */
+#if !RDG_HIP && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define RDG_HAS_WGMMA 1
+#else
+#define RDG_HAS_WGMMA 0
+#endif
 
 /* ------------------------------------- plugin-internal shared declarations */
 

@@ -44,6 +44,7 @@ struct NormArgs {
     float eps;
     int csize;      /* CTAs per row (cluster size); 1 without a cluster */
     int slice_vec;  /* register kernel: vectors per CTA slice */
+    int prefetch;   /* register kernel: next row copied to shared memory while this one reduces */
 };
 
 /* ---- storage types: vector (16-byte) and scalar access, F32 conversions ---- */
@@ -138,8 +139,9 @@ struct StoreF16 {
  *   CTA or cluster (512 threads), F = 16: 3 CTAs -> 40      F = 32: 2 CTAs -> 64
  * add_rms_norm holds two inputs in flight, and layer_norm reads gamma and beta per vector, so
  * they get more registers (fewer threads per SM) where the base budget would spill:
- * add_rms_norm one step down (half at F = 32), layer_norm one step down except for 16-bit data at
- * F = 8 and F = 16. (ptxas -v reports no spills for any instantiation.) */
+ * add_rms_norm one step down (half at F = 32), layer_norm one step down for F32 data. 16-bit
+ * layer_norm keeps the base budget (a few bytes spill, but the extra CTA per SM measured faster
+ * on the H200: 53% -> 60% of copy bandwidth at [16384, 8192] bf16). */
 template <int F, int SCOPE, int OP, int ESIZE>
 struct RegBounds {
     enum {
@@ -147,7 +149,7 @@ struct RegBounds {
         BASE = SCOPE == RED_WARP ? (F == 8 ? 8 : 4) : (F == 16 ? 3 : 2),
         DOWN = BASE > 4 ? BASE * 3 / 4 : BASE > 1 ? BASE - 1 : 1,
         BLOCKS = OP == OP_ADD_RMS ? (F == 32 ? BASE / 2 : DOWN)
-               : OP == OP_LN && !(ESIZE == 2 && F <= 16) ? DOWN
+               : OP == OP_LN && ESIZE == 4 ? DOWN
                : BASE
     };
 };
@@ -164,6 +166,20 @@ __device__ __forceinline__ void load_affine(const float *sm, const float *gl, in
         out[k + 1] = g.y;
         out[k + 2] = g.z;
         out[k + 3] = g.w;
+    }
+}
+
+/* Asynchronous copies of this thread's vectors lane + i * gsize (i < NV, < count) of the slice
+ * starting at vector base into buf (same vector index). */
+template <class S, int NV>
+__device__ __forceinline__ void issue_prefetch(typename S::raw_t *buf, const void *src, int64_t base, int lane,
+                                               int gsize, int count)
+{
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        const int vi = lane + i * gsize;
+        if (vi < count)
+            rdg_copy16_async(buf + vi, (const typename S::raw_t *)src + base + vi);
     }
 }
 
@@ -226,7 +242,27 @@ norm_reg_kernel(NormArgs a)
     const float *gb = a.beta ? a.beta + (size_t)vbeg * VEC : nullptr;
 
     const int64_t step = (int64_t)(gridDim.x / (unsigned)csize) * groups;
-    for (int64_t row = (int64_t)(blockIdx.x / (unsigned)csize) * groups + group; row < a.rows; row += step) {
+    int64_t row = (int64_t)(blockIdx.x / (unsigned)csize) * groups + group;
+
+    /* Prefetch: each thread copies its own vectors of the group's next row into shared memory
+     * (after the staged gamma/beta) while the group reduces the current row, so loads stay in
+     * flight across the synchronisations. A thread reads back only what it copied itself, and
+     * converts it to registers before it issues the next copy, so no barrier is needed. Rows
+     * are disjoint, so this holds in place too. */
+    constexpr int NIN = OP == OP_ADD_RMS ? 2 : 1;
+    const int nstaged = STAGED ? (OP == OP_LN ? 2 : 1) : 0;
+    typename S::raw_t *pf_x = (typename S::raw_t *)(sg + (size_t)nstaged * a.slice_vec * VEC) +
+                              (size_t)group * NIN * a.slice_vec;
+    typename S::raw_t *pf_r = pf_x + a.slice_vec;
+    const bool prefetch = RDG_PREFETCH_SMEM && a.prefetch;
+    if (prefetch && row < a.rows) {
+        issue_prefetch<S, NV>(pf_x, a.x, row * nvec + vbeg, lane, gsize, count);
+        if (OP == OP_ADD_RMS)
+            issue_prefetch<S, NV>(pf_r, a.r, row * nvec + vbeg, lane, gsize, count);
+        rdg_copy_async_commit();
+    }
+
+    for (; row < a.rows; row += step) {
         const int64_t base = row * nvec + vbeg; /* vector index of the slice start */
         float v[NV][VEC];
         if (OP == OP_LN || OP == OP_SOFTMAX)
@@ -234,19 +270,26 @@ norm_reg_kernel(NormArgs a)
 
         /* loads: every 16-byte load of the row is issued before the first use */
         {
-            typename S::raw_t raw[NV];
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                const int vi = lane + i * gsize;
-                raw[i] = vi < count ? S::ldv(a.x, base + vi) : S::zero();
-            }
-            if (OP == OP_ADD_RMS) {
-                typename S::raw_t raw2[NV];
+            typename S::raw_t raw[NV], raw2[NV];
+            if (prefetch) {
+                rdg_copy_async_wait();
 #pragma unroll
                 for (int i = 0; i < NV; i++) {
                     const int vi = lane + i * gsize;
-                    raw2[i] = vi < count ? S::ldv(a.r, base + vi) : S::zero();
+                    raw[i] = vi < count ? pf_x[vi] : S::zero();
+                    if (OP == OP_ADD_RMS)
+                        raw2[i] = vi < count ? pf_r[vi] : S::zero();
                 }
+            } else {
+#pragma unroll
+                for (int i = 0; i < NV; i++) {
+                    const int vi = lane + i * gsize;
+                    raw[i] = vi < count ? S::ldv(a.x, base + vi) : S::zero();
+                    if (OP == OP_ADD_RMS)
+                        raw2[i] = vi < count ? S::ldv(a.r, base + vi) : S::zero();
+                }
+            }
+            if (OP == OP_ADD_RMS) {
 #pragma unroll
                 for (int i = 0; i < NV; i++) {
                     float t[VEC];
@@ -256,17 +299,28 @@ norm_reg_kernel(NormArgs a)
                     for (int k = 0; k < VEC; k++)
                         v[i][k] = S::round(v[i][k] + t[k]);
                 }
-                /* x_out may be a or r: written only after this thread read both */
-#pragma unroll
-                for (int i = 0; i < NV; i++) {
-                    const int vi = lane + i * gsize;
-                    if (vi < count)
-                        S::stv(a.xout, base + vi, v[i]);
-                }
             } else {
 #pragma unroll
                 for (int i = 0; i < NV; i++)
                     S::cvt(raw[i], v[i]);
+            }
+        }
+        if (prefetch) {
+            const int64_t next = row + step;
+            if (next < a.rows) {
+                issue_prefetch<S, NV>(pf_x, a.x, next * nvec + vbeg, lane, gsize, count);
+                if (OP == OP_ADD_RMS)
+                    issue_prefetch<S, NV>(pf_r, a.r, next * nvec + vbeg, lane, gsize, count);
+            }
+            rdg_copy_async_commit();
+        }
+        if (OP == OP_ADD_RMS) {
+            /* x_out may be a or r: written only after this thread read both */
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                const int vi = lane + i * gsize;
+                if (vi < count)
+                    S::stv(a.xout, base + vi, v[i]);
             }
         }
 
@@ -390,6 +444,8 @@ norm_reg_kernel(NormArgs a)
             }
         }
     }
+    if (prefetch)
+        rdg_copy_async_wait();
     /* A CTA's shared memory must outlive the cluster's last remote read of it. */
     if (SCOPE == RED_CLUSTER)
         cluster_sync_all();
@@ -582,6 +638,7 @@ struct LaunchCfg {
     int rows_per_cta; /* warp variants: one row per warp */
     int slice_vec;  /* vectors per CTA slice */
     size_t smem;    /* dynamic shared memory bytes */
+    int prefetch;   /* next row copied asynchronously into shared memory (after gamma/beta) */
 };
 
 int64_t ceil_div(int64_t a, int64_t b)
@@ -638,19 +695,24 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
     if (aligned && cols % vec == 0) {
         const int64_t nvec = cols / vec;
         int variant = -1, f = 0, csize = 1;
+        /* 16-bit data gets twice the elements per thread, so that every thread moves 64 bytes
+         * per row in the CTA and cluster variants whatever the dtype: per-row synchronisation
+         * costs the same, so fewer, fuller threads hide it better (measured on the H200). */
+        const int wide = esize == 2;
+        const int64_t cta_elems = wide ? RDG_CTA_ELEMS_F32 : RDG_CTA_ELEMS_F16;
         if (cols <= 8 * w) {
             variant = V_WARP8;
             f = 8;
         } else if (cols <= 32 * w) {
             variant = V_WARP32;
             f = 32;
-        } else if (cols <= RDG_CTA_ELEMS_F16) {
-            variant = V_BLOCK16;
-            f = 16;
-        } else if (d->clusters && cols <= RDG_MAX_CLUSTER * RDG_CTA_ELEMS_F16) {
-            variant = V_CLUSTER16;
-            f = 16;
-            csize = (int)ceil_div(cols, RDG_CTA_ELEMS_F16);
+        } else if (cols <= cta_elems) {
+            variant = wide ? V_BLOCK32 : V_BLOCK16;
+            f = wide ? 32 : 16;
+        } else if (d->clusters && cols <= RDG_MAX_CLUSTER * cta_elems) {
+            variant = wide ? V_CLUSTER32 : V_CLUSTER16;
+            f = wide ? 32 : 16;
+            csize = (int)ceil_div(cols, cta_elems);
         } else if (d->clusters && cols <= RDG_MAX_CLUSTER * RDG_CTA_ELEMS_F32) {
             variant = V_CLUSTER32;
             f = 32;
@@ -676,6 +738,16 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
                 /* gamma (and beta, zeros when absent) staged in shared memory */
                 const int ng = !RDG_AFFINE_IN_SMEM || op == OP_SOFTMAX ? 0 : op == OP_LN ? 2 : 1;
                 const size_t bytes = (size_t)slice * vec * sizeof(float) * ng;
+                /* the next row's slice per row group (a and residual for add_rms_norm) */
+                const size_t pf_bytes = (size_t)slice * 16 * (op == OP_ADD_RMS ? 2 : 1) * c.rows_per_cta;
+                /* Measured on the H200: the prefetch pays for F32 rows held by one CTA and costs
+                 * elsewhere (RDG_NORM_PREFETCH=2 turns it on wherever it fits, for measuring). */
+                const int want_pf = RDG_NORM_PREFETCH == 2 || (!wide && csize == 1 && !warp_rows);
+                if (RDG_PREFETCH_SMEM && want_pf && bytes + pf_bytes + RDG_STATIC_SMEM_RESERVE <= d->smem_optin) {
+                    c.smem = bytes + pf_bytes;
+                    c.prefetch = 1;
+                    return c;
+                }
                 if (bytes + RDG_STATIC_SMEM_RESERVE <= d->smem_optin) {
                     c.smem = bytes;
                     return c;
@@ -856,6 +928,7 @@ rudnn_status_t launch(void *queue, int op, const rudnn_norm_plan_t *plan, NormAr
 
     a.csize = c.csize;
     a.slice_vec = c.slice_vec;
+    a.prefetch = c.prefetch;
 
     /* any error left from an earlier failed call was reported then: start clean, so that the
      * check after the launch sees only this launch */

@@ -31,6 +31,9 @@ rudnn_status_t rdg_fail(rudnn_status_t status, cudaError_t err, const char *what
     return rdg_error(status, "%s: %s%s failed: %s", RUDNN_GPU_BACKEND_NAME, RDG_API, what, cudaGetErrorString(err));
 }
 
+/* moe.cu */
+const rudnn_moe_kernels_t *rdg_moe_table(void);
+
 namespace {
 
 struct Device {
@@ -332,6 +335,7 @@ rudnn_backend_t make_backend()
     b.event_record = b_event_record;
     b.event_elapsed_ms = b_event_elapsed_ms;
     b.norm = rdg_norm_table();
+    b.moe = rdg_moe_table();
     return b;
 }
 

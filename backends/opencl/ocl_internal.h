@@ -76,9 +76,12 @@ const char *ocl_cache_dir(void);
 
 extern const char rudnn_ocl_src_norm[];
 extern const size_t rudnn_ocl_src_norm_size;
+extern const char rudnn_ocl_src_moe[];
+extern const size_t rudnn_ocl_src_moe_size;
 
 /* ---- kernel tables -------------------------------------------------------- */
 
 extern const rudnn_norm_kernels_t ocl_norm_kernels;
+extern const rudnn_moe_kernels_t ocl_moe_kernels;
 
 #endif

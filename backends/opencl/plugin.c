@@ -1,5 +1,5 @@
 /* The OpenCL backend plugin (librudnn-opencl.so): devices, memory, queues,
- * events and the vtable. Kernel launchers live in norm.c, programs in
+ * events and the vtable. Kernel launchers live in norm.c and moe.c, programs in
  * program_cache.c. OpenCL 1.2 host API only. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -788,6 +788,7 @@ static const rudnn_backend_t g_backend = {
     .event_record = ocl_event_record,
     .event_elapsed_ms = ocl_event_elapsed_ms,
     .norm = &ocl_norm_kernels,
+    .moe = &ocl_moe_kernels,
 };
 
 RUDNN_PLUGIN_EXPORT const rudnn_backend_t *rudnn_backend_entry_v1(void);

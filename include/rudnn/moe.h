@@ -5,8 +5,9 @@
  *   dispatched rows -> SwiGLU experts -> expert output [T*k, H]
  *   expert output + plan -> combine (weighted, token order restored) -> [T, H]
  *
- * Plans and dispatched tokens are opaque objects owning device memory of the
- * queue's context; the views they hand out stay valid until they are destroyed.
+ * Plans and dispatched tokens are opaque objects owning device memory taken from
+ * the queue's workspace pool (no allocation per call once warm): destroy them
+ * before that queue. The views they hand out stay valid until they are destroyed.
  * Bad arguments return a status, set rudnn_last_error() and write nothing. */
 #ifndef RUDNN_MOE_H
 #define RUDNN_MOE_H

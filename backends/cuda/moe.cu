@@ -1,0 +1,1016 @@
+/* Mixture-of-experts kernels, part 1: routing (softmax top-k, grouped sigmoid), the dispatch
+ * plan, the row gather and the weighted combine, and the rudnn_moe_kernels_t table. The SwiGLU
+ * expert GEMMs are in moe_experts.cu.
+ *
+ * Numerics and orderings follow backends/README.md ("Numeric contract of the MoE kernels"):
+ * FP32 math, F16/BF16 storage rounded to nearest even through gpu_compat.h.
+ *
+ * Ranking. Scores are ranked through 64-bit composites  key(v) << 32 | ~id : key() is a
+ * monotone map of floats to u32 in which NaN maps to 1, below every number (the smallest number,
+ * -inf, maps to 0x007fffff) and -0 is +0; ~id makes the lower id win a tie. Every composite is
+ * distinct, so the selection order is a strict total order and round j of top-k picks the largest
+ * composite below the one picked in round j - 1: nothing has to be marked as taken.
+ *
+ * Routing: one warp per token, lane l holding experts l, l + W, ... (W = warp size) in registers;
+ * each top-k round is a per-lane scan plus one xor-butterfly max. Sums are xor butterflies too,
+ * so every lane holds the bit-identical value and the result does not depend on timing.
+ *
+ * Dispatch plan (no host synchronisation): a stable counting sort of the pairs by expert.
+ *   K1 hist:     block b counts the experts of its chunk of pairs -> M[b][e]
+ *   K2 scan:     one block: counts, offsets, and M[b][e] := offsets[e] + sum_{b' < b} M[b'][e]
+ *   K3 rank:     block b walks its chunk in pair order, batch by batch; a pair's rank among the
+ *                equal experts of its batch comes from shared memory, its base from M[b][e] (the
+ *                block's own cursor row, advanced after each batch) -> positions
+ *   K4 finish:   row_token[positions[p]] = p / k
+ * M lives in the row_token buffer (block count nb is chosen so that nb * E <= T * k), which K4
+ * overwrites last; with one block, M is the counts buffer itself (K4 restores the counts).
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu_compat.h"
+
+/* moe_experts.cu */
+rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
+                                      rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
+                                      rudnn_mem_ref_t down, rudnn_mem_ref_t act, rudnn_mem_ref_t out);
+rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                           rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
+                                           rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
+                                           rudnn_mem_ref_t act, rudnn_mem_ref_t out);
+const rudnn_moe_kernels_t *rdg_moe_table(void);
+
+namespace {
+
+/* ---- element access ---- */
+
+template <int DT>
+struct Elem;
+template <>
+struct Elem<RUDNN_F32> {
+    __device__ static float ld(const void *p, int64_t i) { return ((const float *)p)[i]; }
+    __device__ static void st(void *p, int64_t i, float v) { ((float *)p)[i] = v; }
+};
+template <>
+struct Elem<RUDNN_F16> {
+    __device__ static float ld(const void *p, int64_t i) { return rdg_f16_to_f32(((const uint16_t *)p)[i]); }
+    __device__ static void st(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = rdg_f32_to_f16(v); }
+};
+template <>
+struct Elem<RUDNN_BF16> {
+    __device__ static float ld(const void *p, int64_t i) { return rdg_bf16_to_f32(((const uint16_t *)p)[i]); }
+    __device__ static void st(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = rdg_f32_to_bf16(v); }
+};
+
+/* run-time dtype (the routing weights in combine) */
+__device__ __forceinline__ float ld_any(int dt, const void *p, int64_t i)
+{
+    return dt == RUDNN_F32 ? Elem<RUDNN_F32>::ld(p, i)
+         : dt == RUDNN_F16 ? Elem<RUDNN_F16>::ld(p, i)
+                           : Elem<RUDNN_BF16>::ld(p, i);
+}
+
+/* ---- ranking keys ---- */
+
+__device__ __forceinline__ uint32_t order_key(float v)
+{
+    if (v != v)
+        return 1u;
+    uint32_t u = __float_as_uint(v);
+    if (u == 0x80000000u)
+        u = 0u; /* -0 ties with +0 */
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ float key_value(uint32_t k)
+{
+    if (k <= 1u)
+        return __uint_as_float(0x7fc00000u); /* NaN (0: no value) */
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+__device__ __forceinline__ uint64_t composite(uint32_t key, uint32_t id)
+{
+    return ((uint64_t)key << 32) | (uint64_t)(~id);
+}
+
+__device__ __forceinline__ uint64_t shfl_xor_u64(uint64_t v, int m)
+{
+    const uint32_t lo = RDG_SHFL_XOR((uint32_t)v, m);
+    const uint32_t hi = RDG_SHFL_XOR((uint32_t)(v >> 32), m);
+    return ((uint64_t)hi << 32) | lo;
+}
+
+__device__ __forceinline__ uint64_t warp_max_u64(uint64_t v)
+{
+#pragma unroll
+    for (int m = RDG_WARP / 2; m > 0; m >>= 1) {
+        const uint64_t o = shfl_xor_u64(v, m);
+        v = o > v ? o : v;
+    }
+    return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int m = RDG_WARP / 2; m > 0; m >>= 1)
+        v += RDG_SHFL_XOR(v, m);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+    for (int m = RDG_WARP / 2; m > 0; m >>= 1)
+        v = fmaxf(v, RDG_SHFL_XOR(v, m));
+    return v;
+}
+
+__device__ __forceinline__ float sigmoid_stable(float x)
+{
+    if (x >= 0.0f)
+        return 1.0f / (1.0f + expf(-x));
+    const float e = expf(x);
+    return e / (1.0f + e);
+}
+
+#define ROUTE_THREADS 128
+
+/* ---- top-k rounds over keys in registers ----
+ *
+ * keys[i] of lane l belongs to id l + i * W (0: absent or taken, NaN is 1, numbers above). Each
+ * lane caches its best (key, i), the lowest i on equal keys; a round is a warp max of the cached
+ * keys, a warp min of the ids of the lanes holding that key, and the owner lane drops the entry and
+ * rescans its registers. Two redux.sync per round on sm_80+. */
+template <int EPT>
+struct TopK {
+    uint32_t key[EPT];
+    uint32_t best;
+    int best_i;
+
+    __device__ __forceinline__ void rescan()
+    {
+        best = 0u;
+        best_i = 0;
+#pragma unroll
+        for (int i = 0; i < EPT; i++)
+            if (key[i] > best) {
+                best = key[i];
+                best_i = i;
+            }
+    }
+    /* the next (key, id) in ranking order, the same in every lane */
+    __device__ __forceinline__ uint32_t next(int lane, uint32_t *id_out)
+    {
+        const uint32_t m = rdg_warp_max_u32(best);
+        const uint32_t id = rdg_warp_min_u32(best == m ? (uint32_t)(lane + best_i * RDG_WARP) : 0xffffffffu);
+        if ((int)(id % RDG_WARP) == lane) { /* the owner: id = lane + best_i * W */
+#pragma unroll
+            for (int i = 0; i < EPT; i++)
+                if (i == best_i)
+                    key[i] = 0u;
+            rescan();
+        }
+        *id_out = id;
+        return m;
+    }
+};
+
+/* ---- softmax top-k: E <= W * EPT, scores in registers ---- */
+
+template <int DT, int EPT>
+__global__ void RDG_LAUNCH_BOUNDS(ROUTE_THREADS, 4)
+route_softmax_kernel(const void *__restrict__ logits, uint32_t *__restrict__ indices, void *__restrict__ weights,
+                     int64_t tokens, int experts, int top_k, int renormalize)
+{
+    const int lane = (int)(threadIdx.x % RDG_WARP);
+    const int64_t t = (int64_t)blockIdx.x * (ROUTE_THREADS / RDG_WARP) + threadIdx.x / RDG_WARP;
+    if (t >= tokens)
+        return; /* whole warps */
+    const size_t esize = DT == RUDNN_F32 ? 4 : 2;
+    const void *x = (const char *)logits + (size_t)t * experts * esize;
+
+    float v[EPT];
+#pragma unroll
+    for (int i = 0; i < EPT; i++) {
+        const int e = lane + i * RDG_WARP;
+        v[i] = e < experts ? Elem<DT>::ld(x, e) : -INFINITY;
+    }
+    float m = v[0];
+#pragma unroll
+    for (int i = 1; i < EPT; i++)
+        m = fmaxf(m, v[i]);
+    m = warp_max(m);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < EPT; i++) {
+        const int e = lane + i * RDG_WARP;
+        v[i] = e < experts ? expf(v[i] - m) : 0.0f;
+        s += v[i];
+    }
+    s = warp_sum(s);
+    TopK<EPT> tk;
+#pragma unroll
+    for (int i = 0; i < EPT; i++) {
+        const int e = lane + i * RDG_WARP;
+        tk.key[i] = e < experts ? order_key(v[i] / s) : 0u;
+    }
+    tk.rescan();
+
+    uint32_t *idx = indices + t * top_k;
+    float sel_sum = 0.0f;
+    for (int j = 0; j < top_k; j++) {
+        uint32_t id;
+        const float p = key_value(tk.next(lane, &id));
+        sel_sum += p; /* slot order, the same in every lane */
+        if (lane == j % RDG_WARP) {
+            idx[j] = id;
+            if (!renormalize)
+                Elem<DT>::st(weights, t * top_k + j, p);
+        }
+    }
+    if (renormalize) {
+        /* each lane re-reads the slots it wrote and recomputes p bit for bit */
+        for (int j = lane; j < top_k; j += RDG_WARP) {
+            const float p = expf(Elem<DT>::ld(x, idx[j]) - m) / s;
+            Elem<DT>::st(weights, t * top_k + j, p / sel_sum);
+        }
+    }
+}
+
+/* ---- softmax top-k, any E: the same with the scores re-read from memory ---- */
+
+template <int DT>
+__global__ void RDG_LAUNCH_BOUNDS(ROUTE_THREADS, 4)
+route_softmax_loop_kernel(const void *__restrict__ logits, uint32_t *__restrict__ indices, void *__restrict__ weights,
+                          int64_t tokens, int experts, int top_k, int renormalize)
+{
+    const int lane = (int)(threadIdx.x % RDG_WARP);
+    const int64_t t = (int64_t)blockIdx.x * (ROUTE_THREADS / RDG_WARP) + threadIdx.x / RDG_WARP;
+    if (t >= tokens)
+        return;
+    const size_t esize = DT == RUDNN_F32 ? 4 : 2;
+    const void *x = (const char *)logits + (size_t)t * experts * esize;
+
+    float m = -INFINITY;
+    for (int e = lane; e < experts; e += RDG_WARP)
+        m = fmaxf(m, Elem<DT>::ld(x, e));
+    m = warp_max(m);
+    float s = 0.0f;
+    for (int e = lane; e < experts; e += RDG_WARP)
+        s += expf(Elem<DT>::ld(x, e) - m);
+    s = warp_sum(s);
+
+    uint32_t *idx = indices + t * top_k;
+    uint64_t prev = ~0ull;
+    float sel_sum = 0.0f;
+    for (int j = 0; j < top_k; j++) {
+        uint64_t best = 0;
+        for (int e = lane; e < experts; e += RDG_WARP) {
+            const uint64_t c = composite(order_key(expf(Elem<DT>::ld(x, e) - m) / s), (uint32_t)e);
+            best = (c < prev && c > best) ? c : best;
+        }
+        best = warp_max_u64(best);
+        prev = best;
+        const float p = key_value((uint32_t)(best >> 32));
+        sel_sum += p;
+        if (lane == j % RDG_WARP) {
+            idx[j] = ~(uint32_t)best;
+            if (!renormalize)
+                Elem<DT>::st(weights, t * top_k + j, p);
+        }
+    }
+    if (renormalize) {
+        for (int j = lane; j < top_k; j += RDG_WARP) {
+            const float p = expf(Elem<DT>::ld(x, idx[j]) - m) / s;
+            Elem<DT>::st(weights, t * top_k + j, p / sel_sum);
+        }
+    }
+}
+
+/* ---- grouped sigmoid top-k (E <= 1024, G <= 128, k <= 64) ----
+ *
+ * The selection keys of s = p + bias go to shared memory (one row per warp) for the group
+ * scores; lanes split the groups (several lanes per group when G < W, merged by butterflies).
+ * The selected groups are the selected_groups largest group composites: a group is eligible
+ * when its composite is >= the last one picked. */
+
+#define GROUPED_MAX_GROUPS 128
+#define GROUPED_MAX_TOP_K 64
+#define GROUPS_PER_LANE ((GROUPED_MAX_GROUPS + RDG_WARP - 1) / RDG_WARP)
+#define SLOTS_PER_LANE ((GROUPED_MAX_TOP_K + RDG_WARP - 1) / RDG_WARP)
+
+template <int DT, int EPT>
+__global__ void RDG_LAUNCH_BOUNDS(ROUTE_THREADS, 4)
+route_grouped_kernel(const void *__restrict__ logits, const float *__restrict__ bias,
+                     uint32_t *__restrict__ indices, void *__restrict__ weights, int64_t tokens, int experts,
+                     int top_k, int renormalize, int groups, int selected_groups, int top_two, float scale)
+{
+    extern __shared__ uint32_t route_smem[];
+    const int lane = (int)(threadIdx.x % RDG_WARP);
+    const int warp = (int)(threadIdx.x / RDG_WARP);
+    const int64_t t = (int64_t)blockIdx.x * (ROUTE_THREADS / RDG_WARP) + warp;
+    const bool active = t < tokens; /* whole warps; every thread reaches the two barriers */
+    uint32_t *ks = route_smem + (size_t)warp * (experts + groups); /* expert keys [E] */
+    uint32_t *gk = ks + experts;                                   /* group keys [G] */
+    const size_t esize = DT == RUDNN_F32 ? 4 : 2;
+    const void *x = (const char *)logits + (size_t)(active ? t : 0) * experts * esize;
+
+    uint32_t key[EPT];
+#pragma unroll
+    for (int i = 0; i < EPT; i++) {
+        const int e = lane + i * RDG_WARP;
+        key[i] = 0u;
+        if (active && e < experts) {
+            const float p = sigmoid_stable(Elem<DT>::ld(x, e));
+            key[i] = order_key(bias ? p + bias[e] : p);
+            ks[e] = key[i];
+        }
+    }
+    __syncthreads();
+
+    /* group scores */
+    const int gsize = experts / groups;
+    if (active) {
+        int lpg = 1; /* lanes per group: a power of two, lpg * groups <= W */
+        while (lpg * 2 * groups <= RDG_WARP)
+            lpg *= 2;
+        const int gpp = RDG_WARP / lpg; /* groups per pass */
+        for (int g0 = 0; g0 < groups; g0 += gpp) {
+            const int g = g0 + lane / lpg;
+            const int sub = lane % lpg;
+            uint32_t k1 = 0u, k2 = 0u;
+            if (g < groups) {
+                for (int e = g * gsize + sub; e < (g + 1) * gsize; e += lpg) {
+                    const uint32_t kk = ks[e];
+                    if (kk > k1) {
+                        k2 = k1;
+                        k1 = kk;
+                    } else if (kk > k2) {
+                        k2 = kk;
+                    }
+                }
+            }
+            for (int msk = 1; msk < lpg; msk <<= 1) {
+                const uint32_t o1 = RDG_SHFL_XOR(k1, msk);
+                const uint32_t o2 = RDG_SHFL_XOR(k2, msk);
+                const uint32_t lo = min(k1, o1);
+                k1 = max(k1, o1);
+                k2 = max(lo, max(k2, o2));
+            }
+            if (g < groups && sub == 0)
+                gk[g] = top_two ? order_key(key_value(k1) + key_value(k2)) : k1;
+        }
+    }
+    __syncthreads();
+    if (!active)
+        return;
+
+    /* selected groups -> a 128-bit mask in every lane */
+    TopK<GROUPS_PER_LANE> gt;
+#pragma unroll
+    for (int c = 0; c < GROUPS_PER_LANE; c++) {
+        const int g = lane + c * RDG_WARP;
+        gt.key[c] = g < groups ? gk[g] : 0u;
+    }
+    gt.rescan();
+    uint32_t gmask[4] = {0u, 0u, 0u, 0u};
+    for (int r = 0; r < selected_groups; r++) {
+        uint32_t g;
+        (void)gt.next(lane, &g);
+#pragma unroll
+        for (int w = 0; w < 4; w++)
+            gmask[w] |= (g >> 5) == (uint32_t)w ? 1u << (g & 31u) : 0u;
+    }
+
+    /* experts of the selected groups; group of e = e / gsize by a multiply (exact for e < 1024,
+     * gsize <= 1024: the error of the rounded-up reciprocal stays below 1 / gsize) */
+    const uint32_t magic = ((1u << 20) + (uint32_t)gsize - 1u) / (uint32_t)gsize;
+    TopK<EPT> tk;
+#pragma unroll
+    for (int i = 0; i < EPT; i++) {
+        const uint32_t e = (uint32_t)(lane + i * RDG_WARP);
+        const uint32_t g = (e * magic) >> 20;
+        const uint32_t w = g >> 5;
+        const uint32_t word = w == 0 ? gmask[0] : w == 1 ? gmask[1] : w == 2 ? gmask[2] : gmask[3];
+        tk.key[i] = (word >> (g & 31u)) & 1u ? key[i] : 0u; /* key[i] is 0 for e >= E */
+    }
+    tk.rescan();
+    uint32_t my_id[SLOTS_PER_LANE];
+#pragma unroll
+    for (int c = 0; c < SLOTS_PER_LANE; c++) {
+        my_id[c] = 0u;
+        for (int jj = 0; jj < RDG_WARP; jj++) {
+            const int j = c * RDG_WARP + jj;
+            if (j >= top_k)
+                break;
+            uint32_t id;
+            (void)tk.next(lane, &id);
+            if (lane == jj)
+                my_id[c] = id;
+        }
+    }
+
+    /* weights: p of the selected experts (recomputed from the logits), slot j in lane j % W */
+    float p[SLOTS_PER_LANE];
+    float part = 0.0f;
+#pragma unroll
+    for (int c = 0; c < SLOTS_PER_LANE; c++) {
+        const int j = lane + c * RDG_WARP;
+        p[c] = 0.0f;
+        if (j < top_k) {
+            p[c] = sigmoid_stable(Elem<DT>::ld(x, my_id[c]));
+            part += p[c];
+        }
+    }
+    const float sum = renormalize ? warp_sum(part) : 1.0f;
+#pragma unroll
+    for (int c = 0; c < SLOTS_PER_LANE; c++) {
+        const int j = lane + c * RDG_WARP;
+        if (j < top_k) {
+            indices[t * top_k + j] = my_id[c];
+            const float w = renormalize ? p[c] / sum : p[c];
+            Elem<DT>::st(weights, t * top_k + j, w * scale);
+        }
+    }
+}
+
+/* ---- dispatch plan ---- */
+
+#define PLAN_HIST_THREADS 256
+#define PLAN_RANK_THREADS 128
+#define PLAN_SCAN_THREADS 1024
+#define PLAN_SMEM_BINS 12288 /* experts counted in shared memory (48 KiB); beyond: global atomics */
+
+/* K1: m[b * E + e] = pairs of chunk b routed to e. Shared-memory bins when E fits (every entry of
+ * the row is written), else global atomics into a zeroed m. */
+__global__ void RDG_LAUNCH_BOUNDS(PLAN_HIST_THREADS, 4)
+plan_hist_kernel(const uint32_t *__restrict__ idx, uint32_t *__restrict__ m, int64_t pairs, int64_t chunk,
+                 int experts, int smem_bins)
+{
+    extern __shared__ uint32_t hist_smem[];
+    const int64_t b = blockIdx.x;
+    const int64_t beg = b * chunk;
+    const int64_t end = min(pairs, beg + chunk);
+    uint32_t *row = m + b * experts;
+    if (smem_bins) {
+        for (int e = threadIdx.x; e < experts; e += blockDim.x)
+            hist_smem[e] = 0u;
+        __syncthreads();
+        for (int64_t p = beg + threadIdx.x; p < end; p += blockDim.x)
+            atomicAdd(&hist_smem[idx[p]], 1u);
+        __syncthreads();
+        for (int e = threadIdx.x; e < experts; e += blockDim.x)
+            row[e] = hist_smem[e];
+    } else {
+        for (int64_t p = beg + threadIdx.x; p < end; p += blockDim.x)
+            atomicAdd(&row[idx[p]], 1u);
+    }
+}
+
+/* Exclusive block-wide scan of one value per thread (blockDim a multiple of the warp size); the
+ * xor butterfly gives inclusive warp prefixes. Returns the exclusive prefix, *total the block sum.
+ * Ends with a barrier, so the scratch can be reused at once. */
+__device__ uint32_t block_exclusive_scan(uint32_t v, uint32_t *scratch, uint32_t *total)
+{
+    const int lane = threadIdx.x % RDG_WARP;
+    const int warp = threadIdx.x / RDG_WARP;
+    const int nwarps = blockDim.x / RDG_WARP;
+    uint32_t incl = v, sum = v;
+#pragma unroll
+    for (int msk = 1; msk < RDG_WARP; msk <<= 1) {
+        const uint32_t o = RDG_SHFL_XOR(sum, msk);
+        if (lane & msk)
+            incl += o;
+        sum += o;
+    }
+    if (lane == RDG_WARP - 1)
+        scratch[warp] = sum;
+    __syncthreads();
+    uint32_t before = 0, all = 0;
+    for (int w = 0; w < nwarps; w++) {
+        const uint32_t s = scratch[w];
+        before += w < warp ? s : 0u;
+        all += s;
+    }
+    __syncthreads();
+    *total = all;
+    return before + incl - v;
+}
+
+/* K2 (one block): counts, offsets and the per-chunk bases m[b][e] := offsets[e] + sum of the
+ * chunks before b. Threads split into `slices` groups of chunk rows per expert, so that a few
+ * experts still use the whole block: thread (sl, el) handles expert e0 + el, rows of slice sl. */
+__global__ void RDG_LAUNCH_BOUNDS(PLAN_SCAN_THREADS, 1)
+plan_scan_kernel(uint32_t *__restrict__ m, uint32_t *__restrict__ counts, uint32_t *__restrict__ offsets,
+                 int64_t nb, int experts, int slices, int counts_alias)
+{
+    __shared__ uint32_t part[PLAN_SCAN_THREADS];
+    __shared__ uint32_t base[PLAN_SCAN_THREADS];
+    __shared__ uint32_t scratch[RDG_MAX_WARPS];
+    const int per = blockDim.x / slices; /* experts per step */
+    const int el = threadIdx.x % per;
+    const int sl = threadIdx.x / per;
+    const int64_t rb = nb * sl / slices, re = nb * (sl + 1) / slices;
+    uint32_t carry = 0;
+    for (int e0 = 0; e0 < experts; e0 += per) {
+        const int e = e0 + el;
+        uint32_t s = 0;
+        if (e < experts) {
+#pragma unroll 8
+            for (int64_t b = rb; b < re; b++)
+                s += m[b * experts + e];
+        }
+        part[threadIdx.x] = s;
+        __syncthreads();
+        /* the scan runs over threads 0..per-1 (slice 0), the others add zeros */
+        uint32_t total = 0;
+        if (sl == 0)
+            for (int q = 0; q < slices; q++)
+                total += part[q * per + el];
+        uint32_t block_sum;
+        const uint32_t excl = block_exclusive_scan(sl == 0 ? total : 0u, scratch, &block_sum);
+        if (sl == 0) {
+            base[el] = carry + excl;
+            if (e < experts) {
+                offsets[e] = carry + excl;
+                if (!counts_alias)
+                    counts[e] = total;
+            }
+        }
+        __syncthreads();
+        if (e < experts) {
+            uint32_t run = base[el];
+            for (int q = 0; q < sl; q++)
+                run += part[q * per + el];
+            for (int64_t b = rb; b < re; b++) {
+                const uint32_t v = m[b * experts + e];
+                m[b * experts + e] = run;
+                run += v;
+            }
+        }
+        carry += block_sum;
+        __syncthreads(); /* part and base are rewritten by the next step */
+    }
+    if (threadIdx.x == 0)
+        offsets[experts] = carry;
+}
+
+/* K3: block b walks its chunk in pair order, PLAN_RANK_THREADS pairs at a time. A pair's position
+ * is the cursor of its expert (m[b][e], this block's own row) plus the number of earlier pairs of
+ * the batch with the same expert; the last such pair of the batch advances the cursor. */
+__global__ void RDG_LAUNCH_BOUNDS(PLAN_RANK_THREADS, 8)
+plan_rank_kernel(const uint32_t *__restrict__ idx, uint32_t *__restrict__ m, uint32_t *__restrict__ positions,
+                 int64_t pairs, int64_t chunk, int experts)
+{
+    __shared__ __align__(16) uint32_t se[PLAN_RANK_THREADS];
+    const int64_t b = blockIdx.x;
+    const int64_t beg = b * chunk;
+    const int64_t end = min(pairs, beg + chunk);
+    uint32_t *cursor = m + b * experts;
+    const int tid = threadIdx.x;
+    for (int64_t base = beg; base < end; base += PLAN_RANK_THREADS) {
+        const int64_t p = base + tid;
+        const bool valid = p < end;
+        const uint32_t e = valid ? idx[p] : 0xffffffffu;
+        se[tid] = e;
+        __syncthreads();
+        int before = 0, same = 0;
+#pragma unroll 4
+        for (int i = 0; i < PLAN_RANK_THREADS; i += 4) {
+            const uint4 q = *(const uint4 *)&se[i];
+            before += (q.x == e && i < tid) + (q.y == e && i + 1 < tid) + (q.z == e && i + 2 < tid) +
+                      (q.w == e && i + 3 < tid);
+            same += (q.x == e) + (q.y == e) + (q.z == e) + (q.w == e);
+        }
+        uint32_t pos = 0;
+        if (valid) {
+            pos = cursor[e] + (uint32_t)before;
+            positions[p] = pos;
+        }
+        __syncthreads(); /* every cursor read of the batch is done */
+        if (valid && before == same - 1)
+            cursor[e] = pos + 1;
+        __syncthreads(); /* cursor writes visible, se free */
+    }
+}
+
+/* K4: row_token[positions[p]] = p / k; with the counts as cursors, restores counts = end - start. */
+__global__ void plan_finish_kernel(const uint32_t *__restrict__ positions, uint32_t *__restrict__ row_token,
+                                   uint32_t *__restrict__ counts, const uint32_t *__restrict__ offsets,
+                                   int64_t pairs, int top_k, int experts, int counts_alias)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < pairs)
+        row_token[positions[i]] = (uint32_t)(i / top_k);
+    if (counts_alias && i < experts)
+        counts[i] -= offsets[i];
+}
+
+/* ---- gather and combine ---- */
+
+#define ROWS_THREADS 256
+
+/* tokens[r, :] = input[row_token[r], :], U-sized units (16, 8, 4 or 2 bytes), rows of `units`. */
+template <class U>
+__global__ void RDG_LAUNCH_BOUNDS(ROWS_THREADS, 4)
+gather_kernel(const U *__restrict__ input, const uint32_t *__restrict__ row_token, U *__restrict__ tokens,
+              int64_t rows, int64_t units, int tpr)
+{
+    const int64_t r = (int64_t)blockIdx.x * (ROWS_THREADS / tpr) + threadIdx.x / tpr;
+    if (r >= rows)
+        return;
+    const U *src = input + (int64_t)row_token[r] * units;
+    U *dst = tokens + r * units;
+    for (int64_t u = threadIdx.x % tpr; u < units; u += tpr)
+        dst[u] = src[u];
+}
+
+/* out[t, h] = round(sum_j w[t, j] * x[pos[t*k + j], h]), FP32, slot order. VEC elements per thread
+ * (16-byte accesses; VEC = 1: scalar). */
+template <int DT, int VEC>
+__device__ __forceinline__ void load_vec(const void *x, int64_t i, float (&v)[VEC])
+{
+    if constexpr (VEC == 1) {
+        v[0] = Elem<DT>::ld(x, i);
+    } else if constexpr (DT == RUDNN_F32) {
+        const float4 q = *(const float4 *)((const float *)x + i);
+        v[0] = q.x;
+        v[1] = q.y;
+        v[2] = q.z;
+        v[3] = q.w;
+    } else {
+        const uint4 q = *(const uint4 *)((const uint16_t *)x + i);
+        const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+            if constexpr (DT == RUDNN_BF16) {
+                v[2 * h] = __uint_as_float(u[h] << 16);
+                v[2 * h + 1] = __uint_as_float(u[h] & 0xffff0000u);
+            } else {
+                v[2 * h] = rdg_f16_to_f32((uint16_t)(u[h] & 0xffffu));
+                v[2 * h + 1] = rdg_f16_to_f32((uint16_t)(u[h] >> 16));
+            }
+        }
+    }
+}
+
+template <int DT, int VEC>
+__device__ __forceinline__ void store_vec(void *y, int64_t i, const float (&v)[VEC])
+{
+    if constexpr (VEC == 1) {
+        Elem<DT>::st(y, i, v[0]);
+    } else if constexpr (DT == RUDNN_F32) {
+        *(float4 *)((float *)y + i) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+        uint32_t u[4];
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+            if constexpr (DT == RUDNN_BF16)
+                u[h] = rdg_pack_bf16x2(v[2 * h], v[2 * h + 1]);
+            else
+                u[h] = (uint32_t)rdg_f32_to_f16(v[2 * h]) | ((uint32_t)rdg_f32_to_f16(v[2 * h + 1]) << 16);
+        }
+        *(uint4 *)((uint16_t *)y + i) = make_uint4(u[0], u[1], u[2], u[3]);
+    }
+}
+
+template <int DT, int VEC>
+__global__ void RDG_LAUNCH_BOUNDS(ROWS_THREADS, 4)
+combine_kernel(const void *__restrict__ x, const uint32_t *__restrict__ positions, const void *__restrict__ w,
+               int wdt, void *__restrict__ out, int64_t tokens, int64_t hidden, int top_k, int tpr)
+{
+    const int64_t t = (int64_t)blockIdx.x * (ROWS_THREADS / tpr) + threadIdx.x / tpr;
+    if (t >= tokens)
+        return;
+    const int64_t nv = hidden / VEC;
+    const uint32_t *pos = positions + t * top_k;
+    for (int64_t v = threadIdx.x % tpr; v < nv; v += tpr) {
+        float acc[VEC];
+#pragma unroll
+        for (int q = 0; q < VEC; q++)
+            acc[q] = 0.0f;
+        for (int j = 0; j < top_k; j++) {
+            const float wj = ld_any(wdt, w, t * top_k + j);
+            float xv[VEC];
+            load_vec<DT, VEC>(x, (int64_t)pos[j] * hidden + v * VEC, xv);
+#pragma unroll
+            for (int q = 0; q < VEC; q++)
+                acc[q] = fmaf(wj, xv[q], acc[q]);
+        }
+        store_vec<DT, VEC>(out, t * hidden + v * VEC, acc);
+    }
+}
+
+/* ---- host side ---- */
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        rudnn_status_t try_st_ = (expr);                                                           \
+        if (try_st_ != RUDNN_STATUS_SUCCESS)                                                       \
+            return try_st_;                                                                        \
+    } while (0)
+
+inline void *at(rudnn_mem_ref_t m)
+{
+    return m.mem ? (void *)((char *)m.mem + m.offset) : nullptr;
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+rudnn_status_t begin(rdg_queue_t *q)
+{
+    cudaError_t err = cudaSetDevice(q->dev.index);
+    if (err != cudaSuccess)
+        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "SetDevice");
+    /* an error left from an earlier failed call was reported then: start clean, so that the
+     * checks after the launches see only this call's */
+    (void)cudaGetLastError();
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t launched(const char *kernel)
+{
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) {
+        char what[96];
+        snprintf(what, sizeof what, " kernel launch (moe %s)", kernel);
+        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, what);
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
+int warp_size(const rdg_queue_t *q)
+{
+    return q->dev.warp_size > 0 ? q->dev.warp_size : 32;
+}
+
+/* registers per lane for E experts: the smallest of 1, 2, 4, ..., 32 with E <= W * EPT; 0 if none */
+int pick_ept(int64_t experts, int w)
+{
+    for (int ept = 1; ept <= 32; ept *= 2)
+        if (experts <= (int64_t)w * ept)
+            return ept;
+    return 0;
+}
+
+typedef void (*softmax_fn)(const void *, uint32_t *, void *, int64_t, int, int, int);
+typedef void (*grouped_fn)(const void *, const float *, uint32_t *, void *, int64_t, int, int, int, int, int, int,
+                           float);
+
+template <int DT>
+softmax_fn softmax_kernel_for(int ept)
+{
+    switch (ept) {
+    case 1:
+        return route_softmax_kernel<DT, 1>;
+    case 2:
+        return route_softmax_kernel<DT, 2>;
+    case 4:
+        return route_softmax_kernel<DT, 4>;
+    case 8:
+        return route_softmax_kernel<DT, 8>;
+    case 16:
+        return route_softmax_kernel<DT, 16>;
+    case 32:
+        return route_softmax_kernel<DT, 32>;
+    default:
+        return route_softmax_loop_kernel<DT>;
+    }
+}
+
+template <int DT>
+grouped_fn grouped_kernel_for(int ept)
+{
+    switch (ept) {
+    case 1:
+        return route_grouped_kernel<DT, 1>;
+    case 2:
+        return route_grouped_kernel<DT, 2>;
+    case 4:
+        return route_grouped_kernel<DT, 4>;
+    case 8:
+        return route_grouped_kernel<DT, 8>;
+    case 16:
+        return route_grouped_kernel<DT, 16>;
+    default:
+        return route_grouped_kernel<DT, 32>;
+    }
+}
+
+rudnn_status_t k_route_softmax(void *queue, const rudnn_route_kernel_plan_t *plan, rudnn_mem_ref_t logits,
+                               rudnn_mem_ref_t indices, rudnn_mem_ref_t weights)
+{
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    if (plan->tokens <= 0)
+        return RUDNN_STATUS_SUCCESS;
+    TRY(begin(q));
+    const int w = warp_size(q);
+    const int ept = pick_ept(plan->experts, w);
+    softmax_fn fn = plan->dtype == RUDNN_F32   ? softmax_kernel_for<RUDNN_F32>(ept)
+                    : plan->dtype == RUDNN_F16 ? softmax_kernel_for<RUDNN_F16>(ept)
+                                               : softmax_kernel_for<RUDNN_BF16>(ept);
+    const int64_t per_block = ROUTE_THREADS / w;
+    fn<<<dim3((unsigned)ceil_div(plan->tokens, per_block)), dim3(ROUTE_THREADS), 0, q->stream>>>(
+        at(logits), (uint32_t *)at(indices), at(weights), plan->tokens, plan->experts, plan->top_k,
+        plan->renormalize);
+    return launched("route_softmax");
+}
+
+rudnn_status_t k_route_sigmoid_grouped(void *queue, const rudnn_route_kernel_plan_t *plan, rudnn_mem_ref_t logits,
+                                       rudnn_mem_ref_t bias, rudnn_mem_ref_t indices, rudnn_mem_ref_t weights)
+{
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    if (plan->tokens <= 0)
+        return RUDNN_STATUS_SUCCESS;
+    TRY(begin(q));
+    const int w = warp_size(q);
+    const int ept = pick_ept(plan->experts, w);
+    if (ept == 0 || plan->groups < 1 || plan->groups > GROUPED_MAX_GROUPS || plan->top_k > GROUPED_MAX_TOP_K)
+        return rdg_error(RUDNN_STATUS_INTERNAL, "%s: moe route_sigmoid_grouped: %d experts, %d groups, top_k %d "
+                         "outside the kernel's limits", RUDNN_GPU_BACKEND_NAME, plan->experts, plan->groups,
+                         plan->top_k);
+    grouped_fn fn = plan->dtype == RUDNN_F32   ? grouped_kernel_for<RUDNN_F32>(ept)
+                    : plan->dtype == RUDNN_F16 ? grouped_kernel_for<RUDNN_F16>(ept)
+                                               : grouped_kernel_for<RUDNN_BF16>(ept);
+    const int64_t per_block = ROUTE_THREADS / w;
+    const size_t smem = (size_t)per_block * (size_t)(plan->experts + plan->groups) * sizeof(uint32_t);
+    fn<<<dim3((unsigned)ceil_div(plan->tokens, per_block)), dim3(ROUTE_THREADS), smem, q->stream>>>(
+        at(logits), (const float *)at(bias), (uint32_t *)at(indices), at(weights), plan->tokens, plan->experts,
+        plan->top_k, plan->renormalize, plan->groups, plan->selected_groups, plan->group_top_two, plan->scale);
+    return launched("route_sigmoid_grouped");
+}
+
+rudnn_status_t k_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t indices,
+                               rudnn_mem_ref_t counts, rudnn_mem_ref_t offsets, rudnn_mem_ref_t positions,
+                               rudnn_mem_ref_t row_token)
+{
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    const int64_t pairs = plan->rows;
+    const int64_t experts = plan->experts;
+    if (pairs <= 0)
+        return RUDNN_STATUS_SUCCESS;
+    TRY(begin(q));
+    const uint32_t *idx = (const uint32_t *)at(indices);
+    uint32_t *cnt = (uint32_t *)at(counts);
+    uint32_t *off = (uint32_t *)at(offsets);
+    uint32_t *pos = (uint32_t *)at(positions);
+    uint32_t *rtok = (uint32_t *)at(row_token);
+
+    /* chunk >= 2E keeps nb * E <= pairs whenever nb >= 2 (then pairs > chunk, so E < pairs / 2 and
+     * nb * E <= (pairs / chunk + 1) * E <= pairs / 2 + E); about two chunks per SM */
+    const int sms = q->dev.sm_count > 0 ? q->dev.sm_count : 1;
+    int64_t chunk = 512;
+    if (chunk < 2 * experts)
+        chunk = 2 * experts;
+    if (chunk < ceil_div(pairs, 2 * (int64_t)sms))
+        chunk = ceil_div(pairs, 2 * (int64_t)sms);
+    chunk = ceil_div(chunk, PLAN_RANK_THREADS) * PLAN_RANK_THREADS;
+    int64_t nb = ceil_div(pairs, chunk);
+    const int alias = nb < 2;
+    if (alias) {
+        nb = 1;
+        chunk = pairs;
+    }
+    uint32_t *m = alias ? cnt : rtok; /* nb x E */
+    const int smem_bins = experts <= PLAN_SMEM_BINS;
+    if (!smem_bins) {
+        cudaError_t err = cudaMemsetAsync(m, 0, (size_t)nb * (size_t)experts * sizeof(uint32_t), q->stream);
+        if (err != cudaSuccess)
+            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "MemsetAsync (moe dispatch plan)");
+    }
+    plan_hist_kernel<<<dim3((unsigned)nb), dim3(PLAN_HIST_THREADS),
+                       smem_bins ? (size_t)experts * sizeof(uint32_t) : 0, q->stream>>>(idx, m, pairs, chunk,
+                                                                                     (int)experts, smem_bins);
+    TRY(launched("dispatch_plan histogram"));
+
+    int slices = 1;
+    while (slices < 32 && (int64_t)(PLAN_SCAN_THREADS / (slices * 2)) >= experts && slices * 2 <= nb)
+        slices *= 2;
+    plan_scan_kernel<<<dim3(1), dim3(PLAN_SCAN_THREADS), 0, q->stream>>>(m, cnt, off, nb, (int)experts, slices,
+                                                                       alias);
+    TRY(launched("dispatch_plan scan"));
+
+    plan_rank_kernel<<<dim3((unsigned)nb), dim3(PLAN_RANK_THREADS), 0, q->stream>>>(idx, m, pos, pairs, chunk,
+                                                                                   (int)experts);
+    TRY(launched("dispatch_plan rank"));
+
+    const int64_t n = pairs > experts ? pairs : experts;
+    plan_finish_kernel<<<dim3((unsigned)ceil_div(n, 256)), dim3(256), 0, q->stream>>>(
+        pos, rtok, cnt, off, pairs, plan->top_k, (int)experts, alias);
+    return launched("dispatch_plan finish");
+}
+
+/* threads per row: a power of two covering `units` up to the block */
+int threads_per_row(int64_t units, int w)
+{
+    int tpr = w < ROWS_THREADS ? w : ROWS_THREADS;
+    while (tpr < ROWS_THREADS && tpr < units)
+        tpr *= 2;
+    return tpr;
+}
+
+int aligned(const void *p, size_t a)
+{
+    return ((uintptr_t)p % a) == 0;
+}
+
+rudnn_status_t k_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t input,
+                                 rudnn_mem_ref_t row_token, rudnn_mem_ref_t tokens)
+{
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    if (plan->rows <= 0)
+        return RUDNN_STATUS_SUCCESS;
+    TRY(begin(q));
+    const void *src = at(input);
+    void *dst = at(tokens);
+    const size_t esize = plan->dtype == RUDNN_F32 ? 4 : 2;
+    const size_t row_bytes = (size_t)plan->hidden * esize;
+    size_t unit = 16;
+    while (unit > esize && !(row_bytes % unit == 0 && aligned(src, unit) && aligned(dst, unit)))
+        unit /= 2;
+    const int64_t units = (int64_t)(row_bytes / unit);
+    const int tpr = threads_per_row(units, warp_size(q));
+    const dim3 grid((unsigned)ceil_div(plan->rows, ROWS_THREADS / tpr));
+    const uint32_t *rt = (const uint32_t *)at(row_token);
+    switch (unit) {
+    case 16:
+        gather_kernel<uint4><<<grid, ROWS_THREADS, 0, q->stream>>>((const uint4 *)src, rt, (uint4 *)dst, plan->rows,
+                                                                 units, tpr);
+        break;
+    case 8:
+        gather_kernel<uint2><<<grid, ROWS_THREADS, 0, q->stream>>>((const uint2 *)src, rt, (uint2 *)dst, plan->rows,
+                                                                 units, tpr);
+        break;
+    case 4:
+        gather_kernel<uint32_t><<<grid, ROWS_THREADS, 0, q->stream>>>((const uint32_t *)src, rt, (uint32_t *)dst,
+                                                                    plan->rows, units, tpr);
+        break;
+    default:
+        gather_kernel<uint16_t><<<grid, ROWS_THREADS, 0, q->stream>>>((const uint16_t *)src, rt, (uint16_t *)dst,
+                                                                    plan->rows, units, tpr);
+        break;
+    }
+    return launched("dispatch_gather");
+}
+
+typedef void (*combine_fn)(const void *, const uint32_t *, const void *, int, void *, int64_t, int64_t, int, int);
+
+rudnn_status_t k_combine(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t expert_out,
+                         rudnn_mem_ref_t positions, rudnn_mem_ref_t weights, rudnn_mem_ref_t out)
+{
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    if (plan->tokens <= 0)
+        return RUDNN_STATUS_SUCCESS;
+    TRY(begin(q));
+    const void *x = at(expert_out);
+    void *y = at(out);
+    const int vec_elems = plan->dtype == RUDNN_F32 ? 4 : 8;
+    const int vec = plan->hidden % vec_elems == 0 && aligned(x, 16) && aligned(y, 16);
+    combine_fn fn;
+    switch (plan->dtype) {
+    case RUDNN_F32:
+        fn = vec ? combine_kernel<RUDNN_F32, 4> : combine_kernel<RUDNN_F32, 1>;
+        break;
+    case RUDNN_F16:
+        fn = vec ? combine_kernel<RUDNN_F16, 8> : combine_kernel<RUDNN_F16, 1>;
+        break;
+    default:
+        fn = vec ? combine_kernel<RUDNN_BF16, 8> : combine_kernel<RUDNN_BF16, 1>;
+        break;
+    }
+    const int64_t nv = vec ? plan->hidden / vec_elems : plan->hidden;
+    const int tpr = threads_per_row(nv, warp_size(q));
+    fn<<<dim3((unsigned)ceil_div(plan->tokens, ROWS_THREADS / tpr)), dim3(ROWS_THREADS), 0, q->stream>>>(
+        x, (const uint32_t *)at(positions), at(weights), (int)plan->weight_dtype, y, plan->tokens, plan->hidden,
+        plan->top_k, tpr);
+    return launched("combine");
+}
+
+} // namespace
+
+/* A table inside a host function: a namespace-scope const would be promoted to device memory by
+ * HIP's compiler. */
+const rudnn_moe_kernels_t *rdg_moe_table(void)
+{
+    static const rudnn_moe_kernels_t table = {
+        k_route_softmax,
+        k_route_sigmoid_grouped,
+        k_dispatch_plan,
+        k_dispatch_gather,
+        rdg_moe_experts_scalar,
+#if RDG_MOE_TENSOR_CORES
+        rdg_moe_experts_tensor_core,
+#else
+        nullptr,
+#endif
+        k_combine,
+    };
+    return &table;
+}

@@ -1,0 +1,686 @@
+/* Mixture-of-experts kernels, part 2: the SwiGLU experts over dispatched rows.
+ *
+ *   act[r, i] = round(silu(x_r . gate[e, i, :]) * (x_r . up[e, i, :]))     (GEMM 1, fused)
+ *   out[r, h] = round(act_r . down[e, h, :])                                (GEMM 2)
+ *
+ * for each dispatched row r of expert e (offsets[e] <= r < offsets[e + 1]), FP32 accumulation,
+ * act staged in the workspace (rows x inter, the dtype). Both GEMMs are C = A B^T with A [rows, K]
+ * and B [N, K] row-major (K contiguous in both), so one kernel shape serves both; GEMM 1 computes
+ * the gate and up tiles of the same columns side by side and applies silu(g) * u in its epilogue.
+ *
+ * Tiles without host synchronisation. Every block owns BM rows of ONE expert. Expert e gets the
+ * virtual tile slots [s(e), s(e + 1)) with s(e) = floor((offsets[e] + e (BM - 1)) / BM): at least
+ * ceil(count_e / BM) slots (an extra slot finds no rows and is skipped), and s(E) =
+ * floor((rows + E (BM - 1)) / BM) slots in all, which the host knows. A block finds the expert of
+ * slot v as (number of e in 0..E with s(e) <= v) - 1, one __syncthreads_count per blockDim experts.
+ * grid.x runs over the column tiles (fastest, so the blocks of one row tile run together and
+ * share its rows in L2), grid.y over the slots (grid-stride past 65535).
+ *
+ * experts_scalar: CUDA-core kernels, 64 x 64 tiles of 256 threads, K in steps of 16 through
+ * shared memory (FP32), any H, I and alignment.
+ *
+ * experts_tensor_core (CUDA, sm_80+): mma.sync m16n8k16 (f16/bf16 in, f32 accumulate), 128 x 128
+ * block tiles of 8 warps (64 x 32 each), K in steps of 64 through a 3-stage cp.async pipeline with
+ * XOR-swizzled 128-byte shared rows read by ldmatrix. GEMM 1's 128 B-rows are 64 gate rows and the
+ * 64 up rows of the same columns; each warp takes 16 of each, so a thread holds g and u of the same
+ * elements. Needs H % 8 == 0, I % 8 == 0 and 16-byte aligned operands (16-byte cp.async rows); any
+ * other case, or a device older than sm_80, runs the scalar kernels instead (documented fallback).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu_compat.h"
+
+rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
+                                      rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
+                                      rudnn_mem_ref_t down, rudnn_mem_ref_t act, rudnn_mem_ref_t out);
+rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                           rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
+                                           rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
+                                           rudnn_mem_ref_t act, rudnn_mem_ref_t out);
+
+namespace {
+
+template <int DT>
+struct Elem;
+template <>
+struct Elem<RUDNN_F32> {
+    __device__ static float ld(const void *p, int64_t i) { return ((const float *)p)[i]; }
+    __device__ static void st(void *p, int64_t i, float v) { ((float *)p)[i] = v; }
+};
+template <>
+struct Elem<RUDNN_F16> {
+    __device__ static float ld(const void *p, int64_t i) { return rdg_f16_to_f32(((const uint16_t *)p)[i]); }
+    __device__ static void st(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = rdg_f32_to_f16(v); }
+};
+template <>
+struct Elem<RUDNN_BF16> {
+    __device__ static float ld(const void *p, int64_t i) { return rdg_bf16_to_f32(((const uint16_t *)p)[i]); }
+    __device__ static void st(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = rdg_f32_to_bf16(v); }
+};
+
+__device__ __forceinline__ float silu_mul(float g, float u)
+{
+    return g / (1.0f + expf(-g)) * u;
+}
+
+/* ---- tile slots ---- */
+
+__device__ __forceinline__ int64_t slot_start(uint32_t offset, int64_t e, int bm)
+{
+    return ((int64_t)offset + e * (bm - 1)) / bm;
+}
+
+/* Expert, first row and row count of slot v; false when the slot has no rows. Every thread of the
+ * block must call it (it contains barriers) and gets the same answer. */
+__device__ bool find_tile(const uint32_t *__restrict__ offsets, int experts, int64_t v, int bm, int *expert,
+                          int64_t *row0, int *rows)
+{
+    int cnt = 0;
+    for (int base = 0; base <= experts; base += blockDim.x) {
+        const int i = base + (int)threadIdx.x;
+        const bool pred = i <= experts && slot_start(offsets[i], i, bm) <= v;
+        cnt += __syncthreads_count(pred);
+    }
+    const int e = cnt - 1; /* s(0) = 0 <= v, so cnt >= 1 */
+    if (e >= experts)
+        return false;
+    const uint32_t o0 = offsets[e], o1 = offsets[e + 1];
+    const int64_t r0 = (int64_t)o0 + (v - slot_start(o0, e, bm)) * bm;
+    if (r0 >= (int64_t)o1)
+        return false;
+    *expert = e;
+    *row0 = r0;
+    *rows = (int)min((int64_t)bm, (int64_t)o1 - r0);
+    return true;
+}
+
+int64_t slot_count(int64_t rows, int64_t experts, int bm)
+{
+    return (rows + experts * (bm - 1)) / bm;
+}
+
+/* ---- scalar kernels ---- */
+
+#define SG_BM 64
+#define SG_BN 64
+#define SG_BK 16
+#define SG_THREADS 256
+
+/* C[r, n] = A[r, :] . B0[e, n, :] (DUAL: act = silu(A . B0) * (A . B1)) for the rows of each slot. */
+template <int DT, bool DUAL>
+__global__ void RDG_LAUNCH_BOUNDS(SG_THREADS, 2)
+scalar_gemm_kernel(const void *__restrict__ a, const void *__restrict__ b0, const void *__restrict__ b1,
+                   const uint32_t *__restrict__ offsets, void *__restrict__ c, int experts, int64_t n_total,
+                   int64_t k_total, int64_t slots)
+{
+    __shared__ float as[SG_BK][SG_BM + 1];
+    __shared__ float bs[DUAL ? 2 : 1][SG_BK][SG_BN + 1];
+    const int tid = threadIdx.x;
+    const int tx = tid % 16, ty = tid / 16;
+    const int64_t n0 = (int64_t)blockIdx.x * SG_BN;
+
+    for (int64_t v = blockIdx.y; v < slots; v += gridDim.y) {
+        int e, rows;
+        int64_t row0;
+        if (!find_tile(offsets, experts, v, SG_BM, &e, &row0, &rows))
+            continue; /* uniform */
+        const int64_t wbase = (int64_t)e * n_total; /* first weight row of expert e */
+        float acc[DUAL ? 2 : 1][4][4];
+#pragma unroll
+        for (int d = 0; d < (DUAL ? 2 : 1); d++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[d][i][j] = 0.0f;
+
+        for (int64_t k0 = 0; k0 < k_total; k0 += SG_BK) {
+#pragma unroll
+            for (int q = 0; q < (SG_BM * SG_BK) / SG_THREADS; q++) {
+                const int l = tid + q * SG_THREADS;
+                const int m = l / SG_BK, kk = l % SG_BK;
+                const int64_t k = k0 + kk;
+                as[kk][m] = (m < rows && k < k_total) ? Elem<DT>::ld(a, (row0 + m) * k_total + k) : 0.0f;
+                const bool nv = n0 + m < n_total && k < k_total; /* m doubles as the column here */
+                const int64_t bi = (wbase + n0 + m) * k_total + k;
+                bs[0][kk][m] = nv ? Elem<DT>::ld(b0, bi) : 0.0f;
+                if (DUAL)
+                    bs[DUAL ? 1 : 0][kk][m] = nv ? Elem<DT>::ld(b1, bi) : 0.0f;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < SG_BK; kk++) {
+                float av[4], bv[DUAL ? 2 : 1][4];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    av[i] = as[kk][ty + 16 * i];
+#pragma unroll
+                for (int d = 0; d < (DUAL ? 2 : 1); d++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        bv[d][j] = bs[d][kk][tx + 16 * j];
+#pragma unroll
+                for (int d = 0; d < (DUAL ? 2 : 1); d++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+#pragma unroll
+                        for (int j = 0; j < 4; j++)
+                            acc[d][i][j] = fmaf(av[i], bv[d][j], acc[d][i][j]);
+            }
+            __syncthreads();
+        }
+
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int m = ty + 16 * i;
+            if (m >= rows)
+                continue;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int64_t n = n0 + tx + 16 * j;
+                if (n < n_total) {
+                    const float r = DUAL ? silu_mul(acc[0][i][j], acc[DUAL ? 1 : 0][i][j]) : acc[0][i][j];
+                    Elem<DT>::st(c, (row0 + m) * n_total + n, r);
+                }
+            }
+        }
+    }
+}
+
+/* ---- tensor-core kernels ---- */
+
+#if RDG_MOE_TENSOR_CORES
+
+#define TC_BM 128
+#define TC_BN 128 /* B rows per tile; GEMM 1: 64 gate + 64 up rows (64 output columns) */
+#define TC_BK 64  /* 128-byte shared rows */
+#ifndef TC_STAGES
+#define TC_STAGES 3
+#endif
+/* Tiles in flight ahead of the one being multiplied, and wgmma groups left running across an
+ * iteration: a stage is refilled only after every read of it finished, so with a group left
+ * running the prefetch distance is one less. */
+#ifndef TC_INFLIGHT
+#define TC_INFLIGHT 0
+#endif
+#define TC_DIST (TC_STAGES - 1 - TC_INFLIGHT)
+#define TC_THREADS 256
+#define TC_MIN_BLOCKS (TC_STAGES <= 3 ? 2 : 1)
+#define TC_STAGE_BYTES ((TC_BM + TC_BN) * TC_BK * 2)
+#define TC_SMEM (TC_STAGES * TC_STAGE_BYTES + 1024) /* + alignment of the stages to 1024 bytes */
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, zero-filled when !valid (src is then not read) */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* byte offset of 16-byte chunk `ch` (0..7) of shared row `row` (128 bytes): the 128-byte swizzle
+ * of wgmma's K-major layout (8-row atoms of 1024 bytes), also conflict-free for ldmatrix */
+__device__ __forceinline__ uint32_t swz(int row, int ch)
+{
+    return (uint32_t)(row * 128 + ((ch ^ (row & 7)) << 4));
+}
+
+__device__ __forceinline__ uint32_t pack2(int dt, float lo, float hi)
+{
+    if (dt == RUDNN_BF16)
+        return rdg_pack_bf16x2(lo, hi);
+    return (uint32_t)rdg_f32_to_f16(lo) | ((uint32_t)rdg_f32_to_f16(hi) << 16);
+}
+
+#if RDG_HAS_WGMMA
+/* ---- sm_90a: warpgroup MMA, operands in shared memory ---- */
+
+/* K-major operand, 128-byte swizzle: start address, LBO unused (1), SBO = 1024 bytes (8 rows) */
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3ffffu) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+template <int DT>
+__device__ __forceinline__ void wgmma_128(float (&d)[64], uint64_t da, uint64_t db)
+{
+    if constexpr (DT == RUDNN_BF16)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "l"(da), "l"(db), "r"(1));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "l"(da), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_operands(float (&d)[64])
+{
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        asm volatile("" : "+f"(d[i])::"memory");
+}
+/* cp.async wrote the stage through the generic proxy; wgmma reads it through the async proxy */
+__device__ __forceinline__ void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+#else
+/* ---- sm_80+: mma.sync m16n8k16 with ldmatrix ---- */
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4])
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+template <int DT>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (DT == RUDNN_BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)d;
+    (void)a;
+    (void)b0;
+    (void)b1;
+    __trap(); /* the host never launches these below sm_80 */
+#endif
+}
+#endif
+
+/* C = A B^T over the slots' rows, see the file comment. a: [rows, K]; b0 (b1): [E, N, K]; c: [rows, N].
+ * Shared stage: A tile [128 rows][64 k], then B tile [128 rows][64 k] (DUAL: 64 gate rows, then the
+ * 64 up rows of the same columns), swizzled 128-byte rows.
+ *   wgmma (sm_90a): warpgroup g multiplies A rows g*64 .. +64 by all 128 B rows (m64n128k16);
+ *     accumulator block j (0..15) holds B rows j*8 .. +8, so DUAL pairs gate block j with up j + 8.
+ *   mma.sync: warp (wm, wn) = (warp / 4, warp % 4) multiplies A rows wm*64 .. +64 by B rows wn*32 ..
+ *     +32 (DUAL: gate rows wn*16 .. +16 and up rows 64 + wn*16 .. +16); fragment (i, j): A rows
+ *     i*16 .. +16, B rows of n8 block j.
+ * Both accumulator layouts give a thread rows r0 + lane/4 (+8) and columns 2 (lane % 4) + 0, 1 of a
+ * 16 x 8 block. */
+template <int DT, bool DUAL>
+__global__ void __launch_bounds__(TC_THREADS, TC_MIN_BLOCKS)
+tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, const uint16_t *__restrict__ b1,
+               const uint32_t *__restrict__ offsets, uint16_t *__restrict__ c, int experts, int64_t n_total,
+               int64_t k_total, int64_t slots)
+{
+    extern __shared__ __align__(128) uint8_t tc_smem[];
+    const int tid = threadIdx.x;
+    const int lane = tid % 32;
+    const int warp = tid / 32;
+    constexpr int NCOLS = DUAL ? TC_BN / 2 : TC_BN; /* output columns per tile */
+    const int64_t n0 = (int64_t)blockIdx.x * NCOLS;
+    const uint32_t smem0 = (smem_u32(tc_smem) + 1023u) & ~1023u;
+    const int ktiles = (int)((k_total + TC_BK - 1) / TC_BK);
+
+    for (int64_t v = blockIdx.y; v < slots; v += gridDim.y) {
+        int e, rows;
+        int64_t row0;
+        if (!find_tile(offsets, experts, v, TC_BM, &e, &row0, &rows))
+            continue; /* uniform */
+        const uint16_t *ga = a + row0 * k_total;
+        const uint16_t *gb0 = b0 + ((int64_t)e * n_total) * k_total;
+        const uint16_t *gb1 = DUAL ? b1 + ((int64_t)e * n_total) * k_total : gb0;
+
+        /* Each thread copies 4 chunks of A and 4 of B per stage: chunk q * 256 + tid is row
+         * tid / 8 + 32 q, 16-byte column tid % 8; the swizzle of those rows is the same. */
+        const int lrow = tid / 8, lch = tid % 8;
+        const uint32_t ldst = swz(lrow, lch);
+        const uint16_t *pa = ga + (int64_t)lrow * k_total + lch * 8;
+        /* B rows: q = 0, 1 (DUAL: gate) from pb0, q = 2, 3 (DUAL: up) from pb1, 32 rows apart */
+        const int64_t bn = n0 + lrow; /* column of q = 0 */
+        const uint16_t *pb0 = gb0 + bn * k_total + lch * 8;
+        const uint16_t *pb1 = DUAL ? gb1 + bn * k_total + lch * 8 : pb0 + 64 * k_total;
+        const int64_t b_stride = 32 * k_total;
+        auto load_stage = [&](int stage, int kt) {
+            const uint32_t sa = smem0 + stage * TC_STAGE_BYTES + ldst;
+            const uint32_t sb = sa + TC_BM * TC_BK * 2;
+            const int64_t k0 = (int64_t)kt * TC_BK;
+            const bool k_ok = k0 + lch * 8 < k_total;
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const bool ok = k_ok && lrow + 32 * q < rows;
+                cp_async16(sa + q * 32 * 128, ok ? (const void *)(pa + (int64_t)q * 32 * k_total + k0) : (const void *)a,
+                           ok);
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int64_t n = bn + (DUAL ? 32 * (q % 2) : 32 * q);
+                const bool ok = k_ok && n < n_total;
+                const uint16_t *src = (q < 2 ? pb0 : pb1) + (q % 2) * b_stride + k0;
+                cp_async16(sb + q * 32 * 128, ok ? (const void *)src : (const void *)a, ok);
+            }
+        };
+
+#pragma unroll
+        for (int s = 0; s < TC_DIST; s++) {
+            if (s < ktiles)
+                load_stage(s, s);
+            cp_async_commit();
+        }
+
+#if RDG_HAS_WGMMA
+        const int wg = warp / 4;
+        float acc[64];
+#pragma unroll
+        for (int i = 0; i < 64; i++)
+            acc[i] = 0.0f;
+        for (int kt = 0; kt < ktiles; kt++) {
+            cp_async_wait<TC_DIST - 1>();
+            fence_proxy_async();
+            __syncthreads();
+            {
+                const int nk = kt + TC_DIST;
+                if (nk < ktiles)
+                    load_stage(nk % TC_STAGES, nk);
+                cp_async_commit();
+            }
+            const uint32_t sa = smem0 + (kt % TC_STAGES) * TC_STAGE_BYTES + wg * 64 * 128;
+            const uint32_t sb = smem0 + (kt % TC_STAGES) * TC_STAGE_BYTES + TC_BM * TC_BK * 2;
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < TC_BK / 16; ks++)
+                wgmma_128<DT>(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
+            wgmma_commit();
+            wgmma_wait<TC_INFLIGHT>();
+            fence_operands(acc);
+        }
+        wgmma_wait<0>();
+        fence_operands(acc);
+        cp_async_wait<0>();
+        __syncthreads(); /* the next slot's prologue overwrites the stages */
+
+        /* epilogue: block j of row half h: rows wg*64 + (warp%4)*16 + lane/4 + 8h */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int m = wg * 64 + (warp % 4) * 16 + lane / 4 + h * 8;
+            if (m >= rows)
+                continue;
+            uint16_t *crow = c + (row0 + m) * n_total;
+#pragma unroll
+            for (int j = 0; j < (DUAL ? 8 : 16); j++) {
+                const int64_t n = n0 + j * 8 + (lane % 4) * 2;
+                if (n < n_total) {
+                    float lo = acc[j * 4 + 2 * h], hi = acc[j * 4 + 2 * h + 1];
+                    if (DUAL) {
+                        lo = silu_mul(lo, acc[(j + 8) * 4 + 2 * h]);
+                        hi = silu_mul(hi, acc[(j + 8) * 4 + 2 * h + 1]);
+                    }
+                    *(uint32_t *)(crow + n) = pack2(DT, lo, hi);
+                }
+            }
+        }
+#else
+        const int wm = warp / 4, wn = warp % 4;
+        float acc[4][4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+                    acc[i][j][r] = 0.0f;
+        /* ldmatrix row/chunk of this lane: A (16 x 16 at rows r0..): row r0 + lane % 16, chunk
+         * 2 ks + lane / 16. B (two n8 x k16): row r0 + (lane / 16) * 8 + lane % 8, chunk
+         * 2 ks + (lane / 8) % 2. */
+        const int a_row = wm * 64 + lane % 16;
+        const int a_ch = lane / 16;
+        const int b_row0 = DUAL ? wn * 16 : wn * 32;
+        const int b_row1 = DUAL ? TC_BN / 2 + wn * 16 : wn * 32 + 16;
+        const int b_sub = (lane / 16) * 8 + lane % 8;
+        const int b_ch = (lane / 8) % 2;
+        for (int kt = 0; kt < ktiles; kt++) {
+            cp_async_wait<TC_DIST - 1>();
+            __syncthreads();
+            {
+                const int nk = kt + TC_DIST;
+                if (nk < ktiles)
+                    load_stage(nk % TC_STAGES, nk);
+                cp_async_commit();
+            }
+            const uint32_t sa = smem0 + (kt % TC_STAGES) * TC_STAGE_BYTES;
+            const uint32_t sb = sa + TC_BM * TC_BK * 2;
+#pragma unroll
+            for (int ks = 0; ks < TC_BK / 16; ks++) {
+                uint32_t af[4][4], bf[2][4];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    ldmatrix_x4(sa + swz(a_row + i * 16, 2 * ks + a_ch), af[i]);
+                ldmatrix_x4(sb + swz(b_row0 + b_sub, 2 * ks + b_ch), bf[0]);
+                ldmatrix_x4(sb + swz(b_row1 + b_sub, 2 * ks + b_ch), bf[1]);
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        mma16816<DT>(acc[i][j], af[i], bf[j / 2][(j % 2) * 2], bf[j / 2][(j % 2) * 2 + 1]);
+            }
+        }
+        cp_async_wait<0>();
+        __syncthreads(); /* the next slot's prologue overwrites the stages */
+
+        /* epilogue: fragment (i, j) holds rows wm*64 + i*16 + lane/4 (+8), columns 2 (lane % 4) + 0, 1 */
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int m = wm * 64 + i * 16 + lane / 4 + h * 8;
+                if (m >= rows)
+                    continue;
+                uint16_t *crow = c + (row0 + m) * n_total;
+                if (DUAL) {
+#pragma unroll
+                    for (int j = 0; j < 2; j++) {
+                        const int64_t n = n0 + wn * 16 + j * 8 + (lane % 4) * 2;
+                        if (n < n_total) {
+                            const float lo = silu_mul(acc[i][j][2 * h], acc[i][j + 2][2 * h]);
+                            const float hi = silu_mul(acc[i][j][2 * h + 1], acc[i][j + 2][2 * h + 1]);
+                            *(uint32_t *)(crow + n) = pack2(DT, lo, hi);
+                        }
+                    }
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        const int64_t n = n0 + wn * 32 + j * 8 + (lane % 4) * 2;
+                        if (n < n_total)
+                            *(uint32_t *)(crow + n) = pack2(DT, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+                    }
+                }
+            }
+        }
+#endif
+    }
+}
+
+#endif /* RDG_MOE_TENSOR_CORES */
+
+/* ---- host side ---- */
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        rudnn_status_t try_st_ = (expr);                                                           \
+        if (try_st_ != RUDNN_STATUS_SUCCESS)                                                       \
+            return try_st_;                                                                        \
+    } while (0)
+
+inline void *at(rudnn_mem_ref_t m)
+{
+    return m.mem ? (void *)((char *)m.mem + m.offset) : nullptr;
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+rudnn_status_t begin(rdg_queue_t *q)
+{
+    cudaError_t err = cudaSetDevice(q->dev.index);
+    if (err != cudaSuccess)
+        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "SetDevice");
+    (void)cudaGetLastError(); /* start clean: see norm.cu */
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t launched(const char *kernel)
+{
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) {
+        char what[96];
+        snprintf(what, sizeof what, " kernel launch (moe %s)", kernel);
+        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, what);
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
+typedef void (*scalar_fn)(const void *, const void *, const void *, const uint32_t *, void *, int, int64_t, int64_t,
+                          int64_t);
+
+template <bool DUAL>
+scalar_fn scalar_kernel(rudnn_dtype_t dt)
+{
+    switch (dt) {
+    case RUDNN_F32:
+        return scalar_gemm_kernel<RUDNN_F32, DUAL>;
+    case RUDNN_F16:
+        return scalar_gemm_kernel<RUDNN_F16, DUAL>;
+    default:
+        return scalar_gemm_kernel<RUDNN_BF16, DUAL>;
+    }
+}
+
+dim3 slot_grid(int64_t n_tiles, int64_t slots)
+{
+    return dim3((unsigned)n_tiles, (unsigned)(slots < 65535 ? (slots > 0 ? slots : 1) : 65535));
+}
+
+#if RDG_MOE_TENSOR_CORES
+typedef void (*tc_fn)(const uint16_t *, const uint16_t *, const uint16_t *, const uint32_t *, uint16_t *, int,
+                      int64_t, int64_t, int64_t);
+
+/* Raises a kernel's dynamic shared memory limit once per device (racing threads set the same value). */
+rudnn_status_t allow_smem(tc_fn fn, int slot, int device)
+{
+    static volatile int done[4][64];
+    if (device >= 0 && device < 64 && done[slot][device])
+        return RUDNN_STATUS_SUCCESS;
+    cudaError_t err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM);
+    if (err != cudaSuccess)
+        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize) (moe experts)");
+    if (device >= 0 && device < 64)
+        done[slot][device] = 1;
+    return RUDNN_STATUS_SUCCESS;
+}
+#endif
+
+} // namespace
+
+rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
+                                      rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
+                                      rudnn_mem_ref_t down, rudnn_mem_ref_t act, rudnn_mem_ref_t out)
+{
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    if (plan->rows <= 0)
+        return RUDNN_STATUS_SUCCESS;
+    TRY(begin(q));
+    const uint32_t *off = (const uint32_t *)at(offsets);
+    const int64_t slots = slot_count(plan->rows, plan->experts, SG_BM);
+    scalar_fn f1 = scalar_kernel<true>(plan->dtype);
+    f1<<<slot_grid(ceil_div(plan->inter, SG_BN), slots), SG_THREADS, 0, q->stream>>>(
+        at(tokens), at(gate), at(up), off, at(act), plan->experts, plan->inter, plan->hidden, slots);
+    TRY(launched("experts_scalar gate/up"));
+    scalar_fn f2 = scalar_kernel<false>(plan->dtype);
+    f2<<<slot_grid(ceil_div(plan->hidden, SG_BN), slots), SG_THREADS, 0, q->stream>>>(
+        at(act), at(down), nullptr, off, at(out), plan->experts, plan->hidden, plan->inter, slots);
+    return launched("experts_scalar down");
+}
+
+rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                           rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
+                                           rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
+                                           rudnn_mem_ref_t act, rudnn_mem_ref_t out)
+{
+#if RDG_MOE_TENSOR_CORES
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    if (plan->rows <= 0)
+        return RUDNN_STATUS_SUCCESS;
+    const void *ptrs[6] = {at(tokens), at(gate), at(up), at(down), at(act), at(out)};
+    int ok = q->dev.arch >= 80 && (plan->dtype == RUDNN_F16 || plan->dtype == RUDNN_BF16) &&
+             plan->hidden % 8 == 0 && plan->inter % 8 == 0 &&
+             (size_t)(TC_SMEM) <= q->dev.smem_optin;
+    for (int i = 0; i < 6; i++)
+        ok = ok && ((uintptr_t)ptrs[i] % 16) == 0;
+    if (!ok) /* documented fallback: the scalar kernels compute the same function */
+        return rdg_moe_experts_scalar(queue, plan, tokens, offsets, gate, up, down, act, out);
+    TRY(begin(q));
+    const bool bf16 = plan->dtype == RUDNN_BF16;
+    tc_fn f1 = bf16 ? tc_gemm_kernel<RUDNN_BF16, true> : tc_gemm_kernel<RUDNN_F16, true>;
+    tc_fn f2 = bf16 ? tc_gemm_kernel<RUDNN_BF16, false> : tc_gemm_kernel<RUDNN_F16, false>;
+    TRY(allow_smem(f1, bf16 ? 0 : 1, q->dev.index));
+    TRY(allow_smem(f2, bf16 ? 2 : 3, q->dev.index));
+    const uint32_t *off = (const uint32_t *)at(offsets);
+    const int64_t slots = slot_count(plan->rows, plan->experts, TC_BM);
+    f1<<<slot_grid(ceil_div(plan->inter, TC_BN / 2), slots), TC_THREADS, TC_SMEM, q->stream>>>(
+        (const uint16_t *)ptrs[0], (const uint16_t *)ptrs[1], (const uint16_t *)ptrs[2], off, (uint16_t *)ptrs[4],
+        plan->experts, plan->inter, plan->hidden, slots);
+    TRY(launched("experts_tensor_core gate/up"));
+    f2<<<slot_grid(ceil_div(plan->hidden, TC_BN), slots), TC_THREADS, TC_SMEM, q->stream>>>(
+        (const uint16_t *)ptrs[4], (const uint16_t *)ptrs[3], nullptr, off, (uint16_t *)ptrs[5], plan->experts,
+        plan->hidden, plan->inter, slots);
+    return launched("experts_tensor_core down");
+#else
+    (void)queue;
+    (void)plan;
+    (void)tokens;
+    (void)offsets;
+    (void)gate;
+    (void)up;
+    (void)down;
+    (void)act;
+    (void)out;
+    return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: no tensor-core MoE experts on this backend",
+                     RUDNN_GPU_BACKEND_NAME);
+#endif
+}

@@ -1,0 +1,791 @@
+/* rudnn OpenCL mixture-of-experts kernels: routing (softmax top-k, grouped
+ * sigmoid), dispatch (plan + gather), Scalar SwiGLU experts, combine.
+ *
+ * Numerics follow backends/README.md exactly ("Numeric contract of the MoE
+ * kernels"). OpenCL C 1.2; no extension is required.
+ *
+ * The file holds four programs, picked with -DRUDNN_MOE_PART (a program cache
+ * entry holds at most 8 kernels, and each part needs only its own dtypes):
+ *   1  route     -DRUDNN_DTYPE (logits = weights)       route_softmax, route_sigmoid_grouped
+ *   2  dispatch  (no dtype: U32 indices only)           dispatch_rank, dispatch_scan, dispatch_finish
+ *   3  experts   -DRUDNN_DTYPE, -DMOE_TILE              gather, gate_up, down (tiled, GPUs),
+ *                                                      gate_up_dot, down_dot (CPUs)
+ *   4  combine   -DRUDNN_DTYPE (activations), -DRUDNN_WDTYPE (routing weights)
+ * Dtype codes: 0 F32, 1 F16 (vload_half / vstore_half_rte, no cl_khr_fp16
+ * needed), 2 BF16 (ushort bits, round to nearest even, NaN stays NaN).
+ *
+ * Arguments: buffers and element offsets are separate (no sub-buffers). Every
+ * kernel takes group0, the first work-group of this launch: the host splits
+ * launches so that one NDRange stays below 2^31 work-items. All launches are
+ * one-dimensional (NVIDIA limits the other grid dimensions to 65535).
+ */
+
+/* Keep the arithmetic exactly as written (no a*b+c contraction); the expert
+ * dot products use MOE_MAC, an fma where the device says it is fast. */
+#pragma OPENCL FP_CONTRACT OFF
+
+#ifndef RUDNN_MOE_PART
+#error "RUDNN_MOE_PART must be defined: 1 (route), 2 (dispatch), 3 (experts), 4 (combine)"
+#endif
+
+/* ---- storage ------------------------------------------------------------------ */
+
+float bf16_to_f32(ushort b) { return as_float((uint)b << 16); }
+
+ushort f32_to_bf16(float v)
+{
+    uint u = as_uint(v);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (ushort)((u >> 16) | 0x0040u); /* NaN stays (quiet) NaN */
+    }
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even */
+    return (ushort)(u >> 16);
+}
+
+/* act_t / LOAD_A / STORE_A: the RUDNN_DTYPE storage (logits, tokens, expert
+ * weights, activations, outputs). raw_t: same-size bits for plain copies. */
+#if defined(RUDNN_DTYPE)
+#if RUDNN_DTYPE == 0
+#define act_t float
+#define raw_t uint
+#define LOAD_A(p, i) ((p)[i])
+#define LOAD8_A(p, i8) vload8((i8), (p))
+#define STORE_A(p, i, v) ((p)[i] = (v))
+#elif RUDNN_DTYPE == 1
+#define act_t half
+#define raw_t ushort
+#define LOAD_A(p, i) vload_half((i), (p))
+#define LOAD8_A(p, i8) vload_half8((i8), (p))
+#define STORE_A(p, i, v) vstore_half_rte((v), (i), (p))
+#elif RUDNN_DTYPE == 2
+#define act_t ushort
+#define raw_t ushort
+#define LOAD_A(p, i) bf16_to_f32((p)[i])
+#define LOAD8_A(p, i8) as_float8(convert_uint8(vload8((i8), (p))) << 16)
+#define STORE_A(p, i, v) ((p)[i] = f32_to_bf16(v))
+#else
+#error "RUDNN_DTYPE must be 0 (F32), 1 (F16) or 2 (BF16)"
+#endif
+#endif
+
+/* w_t / LOAD_W: the routing weights' storage in combine. */
+#if defined(RUDNN_WDTYPE)
+#if RUDNN_WDTYPE == 0
+#define w_t float
+#define LOAD_W(p, i) ((p)[i])
+#elif RUDNN_WDTYPE == 1
+#define w_t half
+#define LOAD_W(p, i) vload_half((i), (p))
+#elif RUDNN_WDTYPE == 2
+#define w_t ushort
+#define LOAD_W(p, i) bf16_to_f32((p)[i])
+#else
+#error "RUDNN_WDTYPE must be 0 (F32), 1 (F16) or 2 (BF16)"
+#endif
+#endif
+
+/* ================================================================================
+ * Part 1: routing. One work-group per token row; local size L is a power of two
+ * (<= MOE_ROUTE_MAX_LOCAL), the same for every row of a launch.
+ * ================================================================================ */
+#if RUDNN_MOE_PART == 1
+
+#ifndef RUDNN_DTYPE
+#error "the route program needs RUDNN_DTYPE"
+#endif
+
+#define MOE_NONE 0xffffffffu
+#define MOE_ROUTE_MAX_LOCAL 256
+#define MOE_GROUPED_MAX_EXPERTS 1024
+#define MOE_GROUPED_MAX_GROUPS 128
+#define MOE_GROUPED_MAX_TOP_K 64
+
+/* The selection order: a before b iff a has the larger score, NaN below every
+ * number, equal scores (and two NaNs) by the lower id. id MOE_NONE is "no
+ * candidate" and comes after everything. A strict total order on (score, id). */
+int moe_before(float av, uint ai, float bv, uint bi)
+{
+    if (ai == MOE_NONE) {
+        return 0;
+    }
+    if (bi == MOE_NONE) {
+        return 1;
+    }
+    const int an = isnan(av) ? 1 : 0;
+    const int bn = isnan(bv) ? 1 : 0;
+    if (an != bn) {
+        return bn;
+    }
+    if (!an && av != bv) {
+        return av > bv;
+    }
+    return ai < bi;
+}
+
+/* Fixed-tree work-group reductions (deterministic for a given L). The trailing
+ * barrier lets the scratch be reused at once. */
+float group_sum(float v, __local float *scratch)
+{
+    const uint lid = get_local_id(0);
+    scratch[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = (uint)get_local_size(0) >> 1; h > 0; h >>= 1) {
+        if (lid < h) {
+            scratch[lid] = scratch[lid] + scratch[lid + h];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    v = scratch[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return v;
+}
+
+/* fmax drops NaN; the softmax arithmetic carries NaN by itself (see below). */
+float group_max(float v, __local float *scratch)
+{
+    const uint lid = get_local_id(0);
+    scratch[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = (uint)get_local_size(0) >> 1; h > 0; h >>= 1) {
+        if (lid < h) {
+            scratch[lid] = fmax(scratch[lid], scratch[lid + h]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    v = scratch[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return v;
+}
+
+/* The first (score, id) of the work-group in moe_before order; every
+ * work-item gets it. */
+void group_argbest(float *v, uint *id, __local float *sv, __local uint *si)
+{
+    const uint lid = get_local_id(0);
+    sv[lid] = *v;
+    si[lid] = *id;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = (uint)get_local_size(0) >> 1; h > 0; h >>= 1) {
+        if (lid < h && moe_before(sv[lid + h], si[lid + h], sv[lid], si[lid])) {
+            sv[lid] = sv[lid + h];
+            si[lid] = si[lid + h];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    *v = sv[0];
+    *id = si[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* p_i of a softmax row; one expression, so the local-memory path and the
+ * recompute path give the same bits. */
+float softmax_p(const __global act_t *x, uint i, float m, float sum)
+{
+    return exp(LOAD_A(x, i) - m) / sum;
+}
+
+/* Top-k selection without a "chosen" set: the order is strict and total, so
+ * the j-th pick is the first element strictly after pick j-1. Each round scans
+ * the row once (L-strided) and reduces; k rounds. */
+__kernel void rudnn_moe_route_softmax(const __global act_t *logits, ulong logits_off,
+                                      __global uint *indices, ulong indices_off,
+                                      __global act_t *weights, ulong weights_off,
+                                      ulong group0, uint experts, uint top_k, uint renormalize,
+                                      uint p_in_local, __local float *pl, __local float *sv,
+                                      __local uint *si)
+{
+    const uint lid = get_local_id(0);
+    const uint L = (uint)get_local_size(0);
+    const ulong t = group0 + get_group_id(0);
+    const __global act_t *x = logits + logits_off + t * experts;
+    __global uint *idx = indices + indices_off + t * top_k;
+    __global act_t *w = weights + weights_off + t * top_k;
+
+    /* NaN, +inf or an all -inf row: x - m is NaN somewhere, so the sum and
+     * every p are NaN, by the arithmetic alone. */
+    float m = -INFINITY;
+    for (uint i = lid; i < experts; i += L) {
+        m = fmax(m, LOAD_A(x, i));
+    }
+    m = group_max(m, sv);
+    float acc = 0.0f;
+    for (uint i = lid; i < experts; i += L) {
+        acc = acc + exp(LOAD_A(x, i) - m);
+    }
+    const float sum = group_sum(acc, sv);
+    if (p_in_local) {
+        for (uint i = lid; i < experts; i += L) {
+            pl[i] = softmax_p(x, i, m, sum);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    float prev_v = 0.0f;
+    uint prev_i = MOE_NONE;
+    float psum = 0.0f; /* work-item 0 only: selected p, FP32, slot order */
+    for (uint j = 0; j < top_k; j++) {
+        float bv = 0.0f;
+        uint bi = MOE_NONE;
+        for (uint i = lid; i < experts; i += L) {
+            const float v = p_in_local ? pl[i] : softmax_p(x, i, m, sum);
+            if ((prev_i == MOE_NONE || moe_before(prev_v, prev_i, v, i)) &&
+                moe_before(v, i, bv, bi)) {
+                bv = v;
+                bi = i;
+            }
+        }
+        group_argbest(&bv, &bi, sv, si);
+        prev_v = bv;
+        prev_i = bi;
+        if (lid == 0) {
+            idx[j] = bi;
+            psum = psum + bv;
+        }
+    }
+
+    /* Weights need the sum of all picks first: work-item 0 reads back its own
+     * index writes and the same p bits. */
+    if (lid == 0) {
+        for (uint j = 0; j < top_k; j++) {
+            const uint i = idx[j];
+            float v = p_in_local ? pl[i] : softmax_p(x, i, m, sum);
+            if (renormalize) {
+                v = v / psum;
+            }
+            STORE_A(w, j, v);
+        }
+    }
+}
+
+/* E <= 1024, groups <= 128, top_k <= 64 (checked by ops/moe.c and the host
+ * launcher): everything of a row lives in local memory. */
+__kernel void rudnn_moe_route_sigmoid_grouped(const __global act_t *logits, ulong logits_off,
+                                              const __global float *bias, ulong bias_off,
+                                              uint has_bias, __global uint *indices,
+                                              ulong indices_off, __global act_t *weights,
+                                              ulong weights_off, ulong group0, uint experts,
+                                              uint top_k, uint renormalize, uint groups,
+                                              uint selected_groups, uint top_two, float scale)
+{
+    __local float p[MOE_GROUPED_MAX_EXPERTS];
+    __local float s[MOE_GROUPED_MAX_EXPERTS];
+    __local float gscore[MOE_GROUPED_MAX_GROUPS];
+    __local uint gsel[MOE_GROUPED_MAX_GROUPS];
+    __local uint sel[MOE_GROUPED_MAX_TOP_K];
+    __local float sv[MOE_ROUTE_MAX_LOCAL];
+    __local uint si[MOE_ROUTE_MAX_LOCAL];
+    __local float psum_shared;
+
+    const uint lid = get_local_id(0);
+    const uint L = (uint)get_local_size(0);
+    const ulong t = group0 + get_group_id(0);
+    const __global act_t *x = logits + logits_off + t * experts;
+    __global uint *idx = indices + indices_off + t * top_k;
+    __global act_t *w = weights + weights_off + t * top_k;
+    const __global float *b = bias + bias_off;
+
+    /* p = sigmoid(x) in the stable form (NaN x: the else branch, NaN p);
+     * s = p + bias, used for selection only. */
+    for (uint i = lid; i < experts; i += L) {
+        const float xv = LOAD_A(x, i);
+        float pv;
+        if (xv >= 0.0f) {
+            pv = 1.0f / (1.0f + exp(-xv));
+        } else {
+            const float ex = exp(xv);
+            pv = ex / (1.0f + ex);
+        }
+        p[i] = pv;
+        s[i] = has_bias ? pv + b[i] : pv;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* Group scores: the first s in selection order, plus the second one when
+     * top_two (so a NaN counts only when a group has fewer numbers than it
+     * needs). */
+    const uint per_group = experts / groups;
+    for (uint g = lid; g < groups; g += L) {
+        float v1 = 0.0f, v2 = 0.0f;
+        uint i1 = MOE_NONE, i2 = MOE_NONE;
+        for (uint i = g * per_group; i < (g + 1) * per_group; i++) {
+            const float v = s[i];
+            if (moe_before(v, i, v1, i1)) {
+                v2 = v1;
+                i2 = i1;
+                v1 = v;
+                i1 = i;
+            } else if (moe_before(v, i, v2, i2)) {
+                v2 = v;
+                i2 = i;
+            }
+        }
+        gscore[g] = top_two ? v1 + v2 : v1;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* Group g is selected iff fewer than selected_groups groups come before
+     * it (score descending, NaN lowest, lower group id first). */
+    for (uint g = lid; g < groups; g += L) {
+        const float gs = gscore[g];
+        uint rank = 0;
+        for (uint h = 0; h < groups; h++) {
+            rank += moe_before(gscore[h], h, gs, g) ? 1u : 0u;
+        }
+        gsel[g] = rank < selected_groups ? 1u : 0u;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* top_k experts of the selected groups by s, as in route_softmax. */
+    float prev_v = 0.0f;
+    uint prev_i = MOE_NONE;
+    float psum = 0.0f;
+    for (uint j = 0; j < top_k; j++) {
+        float bv = 0.0f;
+        uint bi = MOE_NONE;
+        for (uint i = lid; i < experts; i += L) {
+            const float v = s[i];
+            if (gsel[i / per_group] &&
+                (prev_i == MOE_NONE || moe_before(prev_v, prev_i, v, i)) &&
+                moe_before(v, i, bv, bi)) {
+                bv = v;
+                bi = i;
+            }
+        }
+        group_argbest(&bv, &bi, sv, si);
+        prev_v = bv;
+        prev_i = bi;
+        if (lid == 0) {
+            sel[j] = bi;
+            psum = psum + p[bi];
+        }
+    }
+    if (lid == 0) {
+        psum_shared = psum;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    const float total = psum_shared;
+    for (uint j = lid; j < top_k; j += L) {
+        const uint i = sel[j];
+        float v = p[i];
+        if (renormalize) {
+            v = v / total;
+        }
+        v = v * scale;
+        idx[j] = i;
+        STORE_A(w, j, v);
+    }
+}
+
+/* ================================================================================
+ * Part 2: dispatch plan from indices [pairs] (pairs = T*k <= 2^32 - 1).
+ *   dispatch_rank   one work-group per expert e: walks the pairs in order in
+ *                   chunks of L * MOE_SCAN_V, ranks its matches with a
+ *                   work-group prefix sum: positions[p] = rank of p within e;
+ *                   counts[e] = its total.
+ *   dispatch_scan   one work-group: offsets = exclusive scan of counts.
+ *   dispatch_finish one work-item per pair: positions[p] += offsets[e];
+ *                   row_token[positions[p]] = p / k.
+ * Integer only, so the result is exact and does not depend on timing.
+ * ================================================================================ */
+#elif RUDNN_MOE_PART == 2
+
+#define MOE_SCAN_V 4u
+
+/* Exclusive prefix sum of v over the work-group (Hillis-Steele, L uints of
+ * scratch); *total gets the sum of all v. */
+uint group_scan_exclusive(uint v, __local uint *buf, uint *total)
+{
+    const uint lid = get_local_id(0);
+    const uint L = (uint)get_local_size(0);
+    buf[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint d = 1; d < L; d <<= 1) {
+        const uint add = lid >= d ? buf[lid - d] : 0u;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        buf[lid] += add;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const uint inclusive = buf[lid];
+    *total = buf[L - 1];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return inclusive - v;
+}
+
+__kernel void rudnn_moe_dispatch_rank(const __global uint *indices, ulong indices_off,
+                                      __global uint *counts, ulong counts_off,
+                                      __global uint *positions, ulong positions_off,
+                                      ulong group0, uint pairs, __local uint *buf)
+{
+    const uint lid = get_local_id(0);
+    const uint L = (uint)get_local_size(0);
+    const uint e = (uint)(group0 + get_group_id(0));
+    const __global uint *idx = indices + indices_off;
+    __global uint *pos = positions + positions_off;
+    const ulong chunk = (ulong)L * MOE_SCAN_V;
+
+    uint base = 0;
+    for (ulong c0 = 0; c0 < pairs; c0 += chunk) {
+        const ulong first = c0 + (ulong)lid * MOE_SCAN_V;
+        uint c = 0;
+        for (uint v = 0; v < MOE_SCAN_V; v++) {
+            const ulong q = first + v;
+            c += (q < pairs && idx[q] == e) ? 1u : 0u;
+        }
+        uint total;
+        uint r = base + group_scan_exclusive(c, buf, &total);
+        for (uint v = 0; v < MOE_SCAN_V; v++) {
+            const ulong q = first + v;
+            if (q < pairs && idx[q] == e) {
+                pos[q] = r++;
+            }
+        }
+        base += total;
+    }
+    if (lid == 0) {
+        counts[counts_off + e] = base;
+    }
+}
+
+__kernel void rudnn_moe_dispatch_scan(const __global uint *counts, ulong counts_off,
+                                      __global uint *offsets, ulong offsets_off,
+                                      ulong group0, uint experts, __local uint *buf)
+{
+    (void)group0;
+    const uint lid = get_local_id(0);
+    const uint L = (uint)get_local_size(0);
+    const __global uint *cnt = counts + counts_off;
+    __global uint *off = offsets + offsets_off;
+    const ulong chunk = (ulong)L * MOE_SCAN_V;
+
+    uint base = 0;
+    for (ulong c0 = 0; c0 < experts; c0 += chunk) {
+        const ulong first = c0 + (ulong)lid * MOE_SCAN_V;
+        uint c = 0;
+        for (uint v = 0; v < MOE_SCAN_V; v++) {
+            const ulong q = first + v;
+            c += q < experts ? cnt[q] : 0u;
+        }
+        uint total;
+        uint r = base + group_scan_exclusive(c, buf, &total);
+        for (uint v = 0; v < MOE_SCAN_V; v++) {
+            const ulong q = first + v;
+            if (q < experts) {
+                off[q] = r;
+                r += cnt[q];
+            }
+        }
+        base += total;
+    }
+    if (lid == 0) {
+        off[experts] = base;
+    }
+}
+
+__kernel void rudnn_moe_dispatch_finish(const __global uint *indices, ulong indices_off,
+                                        const __global uint *offsets, ulong offsets_off,
+                                        __global uint *positions, ulong positions_off,
+                                        __global uint *row_token, ulong row_token_off,
+                                        ulong group0, uint pairs, uint top_k)
+{
+    const ulong q = (group0 + get_group_id(0)) * get_local_size(0) + get_local_id(0);
+    if (q >= pairs) {
+        return;
+    }
+    const uint e = indices[indices_off + q];
+    const uint r = offsets[offsets_off + e] + positions[positions_off + q];
+    positions[positions_off + q] = r;
+    row_token[row_token_off + r] = (uint)(q / top_k);
+}
+
+/* ================================================================================
+ * Part 3: gather and the Scalar SwiGLU experts.
+ * ================================================================================ */
+#elif RUDNN_MOE_PART == 3
+
+#ifndef RUDNN_DTYPE
+#error "the experts program needs RUDNN_DTYPE"
+#endif
+#ifndef MOE_TILE
+#define MOE_TILE 16
+#endif
+#define T_ MOE_TILE
+
+/* acc + a * b: fused where fma is fast (FP_FAST_FMAF), else multiply then add.
+ * Fixed per device, so results stay deterministic. */
+#ifdef FP_FAST_FMAF
+#define MOE_MAC(acc, a, b) fma((a), (b), (acc))
+#else
+#define MOE_MAC(acc, a, b) ((acc) + (a) * (b))
+#endif
+
+/* tokens[r, :] = input[row_token[r], :], one work-group per row (a bit copy). */
+__kernel void rudnn_moe_gather(const __global raw_t *input, ulong input_off,
+                               const __global uint *row_token, ulong row_token_off,
+                               __global raw_t *tokens, ulong tokens_off, ulong group0,
+                               uint hidden)
+{
+    const uint lid = get_local_id(0);
+    const uint L = (uint)get_local_size(0);
+    const ulong r = group0 + get_group_id(0);
+    const __global raw_t *src = input + input_off + (ulong)row_token[row_token_off + r] * hidden;
+    __global raw_t *dst = tokens + tokens_off + r * hidden;
+    for (uint h = lid; h < hidden; h += L) {
+        dst[h] = src[h];
+    }
+}
+
+/* The expert of dispatched row r: the largest e < E with offsets[e] <= r
+ * (offsets[0] = 0 <= r < offsets[E] = rows; empty experts are skipped). */
+uint expert_of_row(const __global uint *off, uint experts, uint r)
+{
+    uint lo = 0, hi = experts;
+    while (hi - lo > 1) {
+        const uint mid = lo + (hi - lo) / 2;
+        if (off[mid] <= r) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+/* Both expert kernels are tiled matrix products over the dispatched rows, one
+ * work-group (T_ x T_ work-items, 1-D) per tile of T_ rows x T_ outputs. A row
+ * tile may straddle experts: it is processed as segments, one per expert
+ * (uniform control flow: every work-item finds the same expert), so most
+ * tiles are one segment when experts get many rows. The reduction axis goes
+ * in chunks of T_ through local memory; work-item (ty, tx) loads element
+ * (ty, tx) of each tile (consecutive along the contiguous axis) and computes
+ * output (row ty, column tx). Out-of-range loads are 0 and only feed outputs
+ * that are not written. Dot products accumulate in FP32 in axis order
+ * (MOE_MAC).
+ *
+ * There is no matrix-unit (TensorCore) path on OpenCL: experts_tensor_core is
+ * NULL. A CLBlast batched GEMM could serve larger shapes later. */
+__kernel void rudnn_moe_gate_up(const __global act_t *tokens, ulong tokens_off,
+                                const __global uint *offsets, ulong offsets_off,
+                                const __global act_t *gate, ulong gate_off,
+                                const __global act_t *up, ulong up_off,
+                                __global act_t *act, ulong act_off, ulong group0, uint rows,
+                                uint experts, uint hidden, uint inter, uint out_tiles)
+{
+    __local float xs[T_][T_ + 1];
+    __local float gs[T_][T_ + 1];
+    __local float us[T_][T_ + 1];
+
+    const uint lid = get_local_id(0);
+    const uint tx = lid % T_;
+    const uint ty = lid / T_;
+    const ulong grp = group0 + get_group_id(0);
+    const uint o0 = (uint)(grp % out_tiles) * T_;
+    const ulong r_first = (grp / out_tiles) * T_;
+    const uint r_begin = (uint)r_first;
+    const uint r_end = (uint)min(r_first + T_, (ulong)rows);
+    const __global uint *off = offsets + offsets_off;
+
+    for (uint seg = r_begin; seg < r_end;) {
+        const uint e = expert_of_row(off, experts, seg);
+        const uint seg_end = min(off[e + 1], r_end);
+        const uint r_ld = seg + ty; /* row this work-item loads */
+        const uint o_ld = o0 + ty;  /* output (weight row) this work-item loads */
+        const int row_ok = r_ld < seg_end;
+        const int w_ok = o_ld < inter;
+        const __global act_t *xr = tokens + tokens_off + (ulong)(row_ok ? r_ld : seg) * hidden;
+        const ulong wrow = ((ulong)e * inter + (w_ok ? o_ld : 0u)) * hidden;
+        const __global act_t *gr = gate + gate_off + wrow;
+        const __global act_t *ur = up + up_off + wrow;
+
+        float ag = 0.0f, au = 0.0f;
+        for (uint k0 = 0; k0 < hidden; k0 += T_) {
+            const uint k = k0 + tx;
+            const int k_ok = k < hidden;
+            xs[ty][tx] = (row_ok && k_ok) ? LOAD_A(xr, k) : 0.0f;
+            gs[tx][ty] = (w_ok && k_ok) ? LOAD_A(gr, k) : 0.0f;
+            us[tx][ty] = (w_ok && k_ok) ? LOAD_A(ur, k) : 0.0f;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (uint kk = 0; kk < T_; kk++) {
+                const float xv = xs[ty][kk];
+                ag = MOE_MAC(ag, xv, gs[kk][tx]);
+                au = MOE_MAC(au, xv, us[kk][tx]);
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        const uint r = seg + ty;
+        const uint o = o0 + tx;
+        if (r < seg_end && o < inter) {
+            const float silu = ag / (1.0f + exp(-ag));
+            STORE_A(act + act_off + (ulong)r * inter, o, silu * au);
+        }
+        seg = seg_end;
+    }
+}
+
+/* out[r, h] = round(sum_i act[r, i] * down[e, h, i]) */
+__kernel void rudnn_moe_down(const __global act_t *act, ulong act_off,
+                             const __global uint *offsets, ulong offsets_off,
+                             const __global act_t *down, ulong down_off,
+                             __global act_t *out, ulong out_off, ulong group0, uint rows,
+                             uint experts, uint hidden, uint inter, uint out_tiles)
+{
+    __local float as[T_][T_ + 1];
+    __local float ds[T_][T_ + 1];
+
+    const uint lid = get_local_id(0);
+    const uint tx = lid % T_;
+    const uint ty = lid / T_;
+    const ulong grp = group0 + get_group_id(0);
+    const uint o0 = (uint)(grp % out_tiles) * T_;
+    const ulong r_first = (grp / out_tiles) * T_;
+    const uint r_begin = (uint)r_first;
+    const uint r_end = (uint)min(r_first + T_, (ulong)rows);
+    const __global uint *off = offsets + offsets_off;
+
+    for (uint seg = r_begin; seg < r_end;) {
+        const uint e = expert_of_row(off, experts, seg);
+        const uint seg_end = min(off[e + 1], r_end);
+        const uint r_ld = seg + ty;
+        const uint o_ld = o0 + ty;
+        const int row_ok = r_ld < seg_end;
+        const int w_ok = o_ld < hidden;
+        const __global act_t *ar = act + act_off + (ulong)(row_ok ? r_ld : seg) * inter;
+        const __global act_t *dr =
+            down + down_off + ((ulong)e * hidden + (w_ok ? o_ld : 0u)) * inter;
+
+        float acc = 0.0f;
+        for (uint k0 = 0; k0 < inter; k0 += T_) {
+            const uint k = k0 + tx;
+            const int k_ok = k < inter;
+            as[ty][tx] = (row_ok && k_ok) ? LOAD_A(ar, k) : 0.0f;
+            ds[tx][ty] = (w_ok && k_ok) ? LOAD_A(dr, k) : 0.0f;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (uint kk = 0; kk < T_; kk++) {
+                acc = MOE_MAC(acc, as[ty][kk], ds[kk][tx]);
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        const uint r = seg + ty;
+        const uint o = o0 + tx;
+        if (r < seg_end && o < hidden) {
+            STORE_A(out + out_off + (ulong)r * hidden, o, acc);
+        }
+        seg = seg_end;
+    }
+}
+
+/* CPU devices (PoCL): one work-item per output, the dot product along the
+ * contiguous axis with 8-wide vectors (PoCL runs work-items as loops, so the
+ * tiled kernels' barriers and local copies cost more than they save there:
+ * about 9x slower on PoCL). Lane sums, then a fixed pairwise sum of the 8
+ * lanes, then the tail in order. Same arguments as the tiled kernels
+ * (out_tiles unused); the launch has ceil(rows * outputs / L) groups. */
+float hsum8(float8 a)
+{
+    return ((a.s0 + a.s1) + (a.s2 + a.s3)) + ((a.s4 + a.s5) + (a.s6 + a.s7));
+}
+
+__kernel void rudnn_moe_gate_up_dot(const __global act_t *tokens, ulong tokens_off,
+                                    const __global uint *offsets, ulong offsets_off,
+                                    const __global act_t *gate, ulong gate_off,
+                                    const __global act_t *up, ulong up_off,
+                                    __global act_t *act, ulong act_off, ulong group0,
+                                    uint rows, uint experts, uint hidden, uint inter,
+                                    uint out_tiles)
+{
+    (void)out_tiles;
+    const ulong id = (group0 + get_group_id(0)) * get_local_size(0) + get_local_id(0);
+    if (id >= (ulong)rows * inter) {
+        return;
+    }
+    const uint r = (uint)(id / inter);
+    const uint o = (uint)(id % inter);
+    const uint e = expert_of_row(offsets + offsets_off, experts, r);
+    const ulong wrow = ((ulong)e * inter + o) * hidden;
+    const __global act_t *x = tokens + tokens_off + (ulong)r * hidden;
+    const __global act_t *g = gate + gate_off + wrow;
+    const __global act_t *u = up + up_off + wrow;
+
+    float8 ag = (float8)(0.0f), au = (float8)(0.0f);
+    const uint n8 = hidden / 8u;
+    for (uint v = 0; v < n8; v++) {
+        const float8 xv = LOAD8_A(x, v);
+        ag = MOE_MAC(ag, xv, LOAD8_A(g, v));
+        au = MOE_MAC(au, xv, LOAD8_A(u, v));
+    }
+    float sg = hsum8(ag), su = hsum8(au);
+    for (uint k = n8 * 8u; k < hidden; k++) {
+        const float xv = LOAD_A(x, k);
+        sg = MOE_MAC(sg, xv, LOAD_A(g, k));
+        su = MOE_MAC(su, xv, LOAD_A(u, k));
+    }
+    const float silu = sg / (1.0f + exp(-sg));
+    STORE_A(act + act_off + (ulong)r * inter, o, silu * su);
+}
+
+__kernel void rudnn_moe_down_dot(const __global act_t *act, ulong act_off,
+                                 const __global uint *offsets, ulong offsets_off,
+                                 const __global act_t *down, ulong down_off,
+                                 __global act_t *out, ulong out_off, ulong group0, uint rows,
+                                 uint experts, uint hidden, uint inter, uint out_tiles)
+{
+    (void)out_tiles;
+    const ulong id = (group0 + get_group_id(0)) * get_local_size(0) + get_local_id(0);
+    if (id >= (ulong)rows * hidden) {
+        return;
+    }
+    const uint r = (uint)(id / hidden);
+    const uint o = (uint)(id % hidden);
+    const uint e = expert_of_row(offsets + offsets_off, experts, r);
+    const __global act_t *a = act + act_off + (ulong)r * inter;
+    const __global act_t *d = down + down_off + ((ulong)e * hidden + o) * inter;
+
+    float8 acc8 = (float8)(0.0f);
+    const uint n8 = inter / 8u;
+    for (uint v = 0; v < n8; v++) {
+        acc8 = MOE_MAC(acc8, LOAD8_A(a, v), LOAD8_A(d, v));
+    }
+    float acc = hsum8(acc8);
+    for (uint k = n8 * 8u; k < inter; k++) {
+        acc = MOE_MAC(acc, LOAD_A(a, k), LOAD_A(d, k));
+    }
+    STORE_A(out + out_off + (ulong)r * hidden, o, acc);
+}
+
+/* ================================================================================
+ * Part 4: combine, one work-group per token:
+ *   out[t, h] = round(sum_j w[t, j] * expert_out[positions[t*k + j], h]),
+ * FP32, slot order j = 0..k-1, no contraction.
+ * ================================================================================ */
+#elif RUDNN_MOE_PART == 4
+
+#if !defined(RUDNN_DTYPE) || !defined(RUDNN_WDTYPE)
+#error "the combine program needs RUDNN_DTYPE and RUDNN_WDTYPE"
+#endif
+
+__kernel void rudnn_moe_combine(const __global act_t *expert_out, ulong expert_out_off,
+                                const __global uint *positions, ulong positions_off,
+                                const __global w_t *weights, ulong weights_off,
+                                __global act_t *out, ulong out_off, ulong group0, uint top_k,
+                                uint hidden)
+{
+    const uint lid = get_local_id(0);
+    const uint L = (uint)get_local_size(0);
+    const ulong t = group0 + get_group_id(0);
+    const __global uint *pos = positions + positions_off + t * top_k;
+    const __global w_t *w = weights + weights_off + t * top_k;
+    const __global act_t *eo = expert_out + expert_out_off;
+    __global act_t *y = out + out_off + t * hidden;
+
+    for (uint h = lid; h < hidden; h += L) {
+        float acc = LOAD_W(w, 0) * LOAD_A(eo + (ulong)pos[0] * hidden, h);
+        for (uint j = 1; j < top_k; j++) {
+            acc = acc + LOAD_W(w, j) * LOAD_A(eo + (ulong)pos[j] * hidden, h);
+        }
+        STORE_A(y, h, acc);
+    }
+}
+
+#else
+#error "RUDNN_MOE_PART must be 1, 2, 3 or 4"
+#endif

@@ -1,0 +1,593 @@
+/* Host launchers of the mixture-of-experts kernels (kernels/moe.cl).
+ *
+ * moe.cl is built as four programs (RUDNN_MOE_PART), each per dtype it needs:
+ * route (logits dtype), dispatch (no dtype), experts (token dtype and tile
+ * size; also holds gather) and combine (token dtype x routing-weight dtype).
+ * Every launch is one-dimensional and split so that one NDRange stays below
+ * 2^31 work-items; the kernels take the first work-group of the launch. */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ocl_internal.h"
+#include "program_cache.h"
+
+/* ---- programs ------------------------------------------------------------------ */
+
+enum { PART_ROUTE = 1, PART_DISPATCH = 2, PART_EXPERTS = 3, PART_COMBINE = 4 };
+
+enum { K_ROUTE_SOFTMAX, K_ROUTE_GROUPED, K_ROUTE_COUNT };
+static const char *const k_route_names[K_ROUTE_COUNT] = {
+    "rudnn_moe_route_softmax",
+    "rudnn_moe_route_sigmoid_grouped",
+};
+
+enum { K_DISPATCH_RANK, K_DISPATCH_SCAN, K_DISPATCH_FINISH, K_DISPATCH_COUNT };
+static const char *const k_dispatch_names[K_DISPATCH_COUNT] = {
+    "rudnn_moe_dispatch_rank",
+    "rudnn_moe_dispatch_scan",
+    "rudnn_moe_dispatch_finish",
+};
+
+enum { K_GATHER, K_GATE_UP, K_DOWN, K_GATE_UP_DOT, K_DOWN_DOT, K_EXPERTS_COUNT };
+static const char *const k_experts_names[K_EXPERTS_COUNT] = {
+    "rudnn_moe_gather",      "rudnn_moe_gate_up",  "rudnn_moe_down",
+    "rudnn_moe_gate_up_dot", "rudnn_moe_down_dot",
+};
+
+enum { K_COMBINE, K_COMBINE_COUNT };
+static const char *const k_combine_names[K_COMBINE_COUNT] = {"rudnn_moe_combine"};
+
+/* Must match moe.cl. */
+#define MOE_ROUTE_MAX_LOCAL 256u /* static reduction scratch of the grouped router */
+#define MOE_GROUPED_MAX_EXPERTS 1024
+#define MOE_GROUPED_MAX_GROUPS 128
+#define MOE_GROUPED_MAX_TOP_K 64
+#define MOE_TILE_MAX 16u
+
+/* Upper bound of the local size of the row-wise kernels. */
+#define MOE_MAX_LOCAL 256u
+/* CPU devices (PoCL) run a work-group as a loop over its work-items: narrow
+ * groups, about one work-item per MOE_CPU_ITEMS_PER_LANE elements, at least
+ * one AVX-512 vector of floats. */
+#define MOE_CPU_MIN_LOCAL 16u
+#define MOE_CPU_ITEMS_PER_LANE 64u
+
+/* Expert kernels: 0 picks by device (CPU: vectorised per-output dot products,
+ * else local-memory tiles), 1 forces the tiles, 2 the dot products (tests). */
+#ifndef OCL_MOE_EXPERTS_PATH
+#define OCL_MOE_EXPERTS_PATH 0
+#endif
+/* Work-items per group of the CPU dot-product kernels. */
+#define MOE_CPU_DOT_LOCAL 16u
+
+/* Work-items per launch stay below 2^31 (NVIDIA's grid limit). */
+#ifndef OCL_MOE_MAX_GLOBAL
+#define OCL_MOE_MAX_GLOBAL ((size_t)INT32_MAX)
+#endif
+
+/* Bytes of local memory route_softmax may use to keep a row's probabilities;
+ * bigger rows recompute them from the logits each selection round (same
+ * bits). Overridable at build time to test the recompute path. */
+#ifndef OCL_MOE_LOCAL_P_MAX_BYTES
+#define OCL_MOE_LOCAL_P_MAX_BYTES ((cl_ulong)1 << 40)
+#endif
+
+static rudnn_status_t dtype_code(rudnn_dtype_t dtype, const char *op, const char *what, int *code,
+                                 size_t *elem)
+{
+    *code = 0;
+    *elem = 1;
+    switch (dtype) {
+    case RUDNN_F32: *code = 0; *elem = 4; return RUDNN_STATUS_SUCCESS;
+    case RUDNN_F16: *code = 1; *elem = 2; return RUDNN_STATUS_SUCCESS;
+    case RUDNN_BF16: *code = 2; *elem = 2; return RUDNN_STATUS_SUCCESS;
+    default:
+        return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED, "%s: opencl: %s dtype %d not supported", op,
+                        what, (int)dtype);
+    }
+}
+
+static size_t pow2_floor(size_t v)
+{
+    size_t p = 1;
+    while (p <= v / 2) {
+        p *= 2;
+    }
+    return p;
+}
+
+static size_t pow2_ceil(size_t v)
+{
+    size_t p = 1;
+    while (p < v) {
+        p *= 2;
+    }
+    return p;
+}
+
+/* Largest power-of-two local size <= cap that the device and the program allow. */
+static size_t local_cap(const ocl_device_t *dev, const ocl_kernel_set_t *ks, size_t cap)
+{
+    if (dev->max_group_size > 0 && dev->max_group_size < cap) {
+        cap = dev->max_group_size;
+    }
+    if (dev->max_item_size0 > 0 && dev->max_item_size0 < cap) {
+        cap = dev->max_item_size0;
+    }
+    if (ks->max_group > 0 && ks->max_group < cap) {
+        cap = ks->max_group;
+    }
+    return pow2_floor(cap ? cap : 1);
+}
+
+/* Power-of-two local size for a work-group that walks `work` elements. */
+static size_t pick_local(const ocl_device_t *dev, const ocl_kernel_set_t *ks, uint64_t work,
+                         size_t cap)
+{
+    size_t want = pow2_ceil(work > cap ? cap : (size_t)(work ? work : 1));
+    if (dev->is_cpu) {
+        const uint64_t lanes = (work + MOE_CPU_ITEMS_PER_LANE - 1) / MOE_CPU_ITEMS_PER_LANE;
+        size_t cpu = pow2_ceil(lanes > cap ? cap : (size_t)lanes);
+        if (cpu < MOE_CPU_MIN_LOCAL) {
+            cpu = MOE_CPU_MIN_LOCAL;
+        }
+        if (cpu < want) {
+            want = cpu;
+        }
+    }
+    const size_t lmax = local_cap(dev, ks, cap);
+    return want < lmax ? want : lmax;
+}
+
+static rudnn_status_t get_program(ocl_queue_t *q, int part, int dtype, int wdtype, unsigned tile,
+                                  ocl_kernel_set_t **ks)
+{
+    char options[128];
+    const char *const *names;
+    size_t count;
+    const char *label;
+    switch (part) {
+    case PART_ROUTE:
+        snprintf(options, sizeof options, "-DRUDNN_MOE_PART=1 -DRUDNN_DTYPE=%d", dtype);
+        names = k_route_names;
+        count = K_ROUTE_COUNT;
+        label = "moe.cl (route)";
+        break;
+    case PART_DISPATCH:
+        snprintf(options, sizeof options, "-DRUDNN_MOE_PART=2");
+        names = k_dispatch_names;
+        count = K_DISPATCH_COUNT;
+        label = "moe.cl (dispatch)";
+        break;
+    case PART_EXPERTS:
+        snprintf(options, sizeof options, "-DRUDNN_MOE_PART=3 -DRUDNN_DTYPE=%d -DMOE_TILE=%u",
+                 dtype, tile);
+        names = k_experts_names;
+        count = K_EXPERTS_COUNT;
+        label = "moe.cl (experts)";
+        break;
+    default:
+        snprintf(options, sizeof options, "-DRUDNN_MOE_PART=4 -DRUDNN_DTYPE=%d -DRUDNN_WDTYPE=%d",
+                 dtype, wdtype);
+        names = k_combine_names;
+        count = K_COMBINE_COUNT;
+        label = "moe.cl (combine)";
+        break;
+    }
+    return ocl_program_get(q->dev, label, rudnn_ocl_src_moe, options, names, count, ks);
+}
+
+/* The experts program with the largest tile (T x T work-items per group) that
+ * the device and the built kernels accept. */
+static rudnn_status_t experts_program(ocl_queue_t *q, int dtype, const char *op,
+                                      ocl_kernel_set_t **ks, unsigned *tile)
+{
+    size_t limit = q->dev->max_group_size;
+    if (q->dev->max_item_size0 > 0 && q->dev->max_item_size0 < limit) {
+        limit = q->dev->max_item_size0;
+    }
+    for (unsigned t = MOE_TILE_MAX; t >= 1; t /= 2) {
+        if ((size_t)t * t > limit) {
+            continue;
+        }
+        rudnn_status_t st = get_program(q, PART_EXPERTS, dtype, 0, t, ks);
+        if (st != RUDNN_STATUS_SUCCESS) {
+            return st;
+        }
+        if ((*ks)->max_group >= (size_t)t * t) {
+            *tile = t;
+            return RUDNN_STATUS_SUCCESS;
+        }
+    }
+    return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED,
+                    "%s: opencl: %s allows no work-group for the expert kernels", op,
+                    q->dev->name);
+}
+
+/* ---- launching ------------------------------------------------------------------ */
+
+typedef struct karg {
+    size_t size;
+    const void *value; /* NULL: local memory of size bytes */
+} karg_t;
+
+#define ARG(v) {sizeof(v), &(v)}
+#define LOCAL_ARG(bytes) {(bytes), NULL}
+
+/* Sets args[0..nargs) except args[group0_index] (the first work-group of each
+ * launch, cl_ulong), and enqueues `groups` work-groups of `local` work-items
+ * in as many launches as OCL_MOE_MAX_GLOBAL needs. */
+static rudnn_status_t moe_enqueue(ocl_queue_t *q, ocl_kernel_set_t *ks, int k,
+                                  const char *const *names, const char *op, const karg_t *args,
+                                  cl_uint nargs, cl_uint group0_index, uint64_t groups,
+                                  size_t local)
+{
+    cl_kernel kernel = ks->kernels[k];
+    char call[128];
+    cl_int err = CL_SUCCESS;
+
+    pthread_mutex_lock(&ks->launch_lock);
+    for (cl_uint i = 0; i < nargs && err == CL_SUCCESS; i++) {
+        if (i != group0_index) {
+            err = clSetKernelArg(kernel, i, args[i].size, args[i].value);
+            if (err != CL_SUCCESS) {
+                snprintf(call, sizeof call, "clSetKernelArg(%s, %u)", names[k], (unsigned)i);
+            }
+        }
+    }
+    uint64_t chunk = (uint64_t)(OCL_MOE_MAX_GLOBAL / local);
+    if (chunk == 0) {
+        chunk = 1;
+    }
+    for (uint64_t g0 = 0; err == CL_SUCCESS && g0 < groups; g0 += chunk) {
+        const uint64_t left = groups - g0;
+        const uint64_t n = left < chunk ? left : chunk;
+        const cl_ulong first = (cl_ulong)g0;
+        err = clSetKernelArg(kernel, group0_index, sizeof first, &first);
+        if (err != CL_SUCCESS) {
+            snprintf(call, sizeof call, "clSetKernelArg(%s, group0)", names[k]);
+            break;
+        }
+        const size_t global = (size_t)n * local;
+        err = clEnqueueNDRangeKernel(q->q, kernel, 1, NULL, &global, &local, 0, NULL, NULL);
+        if (err != CL_SUCCESS) {
+            snprintf(call, sizeof call, "clEnqueueNDRangeKernel(%s, global %zu, local %zu)",
+                     names[k], global, local);
+        }
+    }
+    pthread_mutex_unlock(&ks->launch_lock);
+    if (err != CL_SUCCESS) {
+        const rudnn_status_t code =
+            (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY)
+                ? RUDNN_STATUS_ALLOC_FAILED
+                : RUDNN_STATUS_DEVICE_ERROR;
+        return ocl_fail(code, "%s: opencl: %s failed: %s (%d)", op, call, ocl_error_name(err),
+                        (int)err);
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static rudnn_status_t too_big(const char *op, const char *what, long long v)
+{
+    return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED, "%s: opencl: %s = %lld exceeds %u", op, what, v,
+                    (unsigned)UINT32_MAX);
+}
+
+/* ---- routing -------------------------------------------------------------------- */
+
+static rudnn_status_t ocl_route_softmax(void *queue, const rudnn_route_kernel_plan_t *plan,
+                                        rudnn_mem_ref_t logits, rudnn_mem_ref_t indices,
+                                        rudnn_mem_ref_t weights)
+{
+    const char *op = "moe_route";
+    ocl_queue_t *q = (ocl_queue_t *)queue;
+    int code;
+    size_t elem;
+    rudnn_status_t st = dtype_code(plan->dtype, op, "logits", &code, &elem);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
+    }
+    if (plan->experts < 1 || plan->top_k < 1 || plan->top_k > plan->experts) {
+        return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: experts %d, top_k %d", op,
+                        (int)plan->experts, (int)plan->top_k);
+    }
+    ocl_kernel_set_t *ks;
+    st = get_program(q, PART_ROUTE, code, 0, 0, &ks);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
+    }
+    const size_t local = pick_local(q->dev, ks, (uint64_t)plan->experts, MOE_ROUTE_MAX_LOCAL);
+    const cl_ulong scratch = (cl_ulong)local * 8u;
+    const cl_ulong p_bytes = (cl_ulong)plan->experts * 4u;
+    cl_uint p_in_local = p_bytes <= OCL_MOE_LOCAL_P_MAX_BYTES &&
+                         p_bytes + scratch <= q->dev->local_mem / 2;
+
+    cl_mem lm = (cl_mem)logits.mem, im = (cl_mem)indices.mem, wm = (cl_mem)weights.mem;
+    cl_ulong lo = logits.offset / elem, io = indices.offset / 4u, wo = weights.offset / elem;
+    cl_ulong group0 = 0;
+    cl_uint experts = (cl_uint)plan->experts, top_k = (cl_uint)plan->top_k;
+    cl_uint renormalize = plan->renormalize != 0;
+    karg_t args[] = {ARG(lm),          ARG(lo),
+                     ARG(im),          ARG(io),
+                     ARG(wm),          ARG(wo),
+                     ARG(group0),      ARG(experts),
+                     ARG(top_k),       ARG(renormalize),
+                     ARG(p_in_local),  LOCAL_ARG(p_in_local ? (size_t)p_bytes : 4u),
+                     LOCAL_ARG(local * 4u), LOCAL_ARG(local * 4u)};
+    return moe_enqueue(q, ks, K_ROUTE_SOFTMAX, k_route_names, op, args, 14, 6,
+                       (uint64_t)plan->tokens, local);
+}
+
+static rudnn_status_t ocl_route_sigmoid_grouped(void *queue, const rudnn_route_kernel_plan_t *plan,
+                                                rudnn_mem_ref_t logits, rudnn_mem_ref_t bias,
+                                                rudnn_mem_ref_t indices, rudnn_mem_ref_t weights)
+{
+    const char *op = "moe_route_sigmoid_grouped";
+    ocl_queue_t *q = (ocl_queue_t *)queue;
+    int code;
+    size_t elem;
+    rudnn_status_t st = dtype_code(plan->dtype, op, "logits", &code, &elem);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
+    }
+    /* the kernel's local arrays are sized for ops/moe.c's limits */
+    if (plan->experts < 1 || plan->experts > MOE_GROUPED_MAX_EXPERTS || plan->groups < 1 ||
+        plan->groups > MOE_GROUPED_MAX_GROUPS || plan->experts % plan->groups != 0 ||
+        plan->top_k < 1 || plan->top_k > MOE_GROUPED_MAX_TOP_K) {
+        return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED,
+                        "%s: opencl: experts %d, groups %d, top_k %d outside 1..%d, 1..%d "
+                        "(dividing experts), 1..%d",
+                        op, (int)plan->experts, (int)plan->groups, (int)plan->top_k,
+                        MOE_GROUPED_MAX_EXPERTS, MOE_GROUPED_MAX_GROUPS, MOE_GROUPED_MAX_TOP_K);
+    }
+    ocl_kernel_set_t *ks;
+    st = get_program(q, PART_ROUTE, code, 0, 0, &ks);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
+    }
+    const size_t local = pick_local(q->dev, ks, (uint64_t)plan->experts, MOE_ROUTE_MAX_LOCAL);
+
+    cl_mem lm = (cl_mem)logits.mem, im = (cl_mem)indices.mem, wm = (cl_mem)weights.mem;
+    const cl_uint has_bias = bias.mem != NULL;
+    cl_mem bm = has_bias ? (cl_mem)bias.mem : lm; /* placeholder, never read */
+    cl_ulong lo = logits.offset / elem, bo = has_bias ? bias.offset / 4u : 0;
+    cl_ulong io = indices.offset / 4u, wo = weights.offset / elem;
+    cl_ulong group0 = 0;
+    cl_uint experts = (cl_uint)plan->experts, top_k = (cl_uint)plan->top_k;
+    cl_uint renormalize = plan->renormalize != 0, groups = (cl_uint)plan->groups;
+    cl_uint selected = (cl_uint)plan->selected_groups, top_two = plan->group_top_two != 0;
+    float scale = plan->scale;
+    karg_t args[] = {ARG(lm),     ARG(lo),          ARG(bm),      ARG(bo),      ARG(has_bias),
+                     ARG(im),     ARG(io),          ARG(wm),      ARG(wo),      ARG(group0),
+                     ARG(experts), ARG(top_k),      ARG(renormalize), ARG(groups), ARG(selected),
+                     ARG(top_two), ARG(scale)};
+    return moe_enqueue(q, ks, K_ROUTE_GROUPED, k_route_names, op, args, 17, 9,
+                       (uint64_t)plan->tokens, local);
+}
+
+/* ---- dispatch ------------------------------------------------------------------- */
+
+static rudnn_status_t ocl_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                        rudnn_mem_ref_t indices, rudnn_mem_ref_t counts,
+                                        rudnn_mem_ref_t offsets, rudnn_mem_ref_t positions,
+                                        rudnn_mem_ref_t row_token)
+{
+    const char *op = "moe_dispatch";
+    ocl_queue_t *q = (ocl_queue_t *)queue;
+    if (plan->rows < 1 || (uint64_t)plan->rows > UINT32_MAX) {
+        return too_big(op, "rows (tokens x top_k)", (long long)plan->rows);
+    }
+    if (plan->experts < 1 || plan->top_k < 1) {
+        return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: experts %d, top_k %d", op,
+                        (int)plan->experts, (int)plan->top_k);
+    }
+    ocl_kernel_set_t *ks;
+    rudnn_status_t st = get_program(q, PART_DISPATCH, 0, 0, 0, &ks);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
+    }
+    cl_mem im = (cl_mem)indices.mem, cm = (cl_mem)counts.mem, om = (cl_mem)offsets.mem;
+    cl_mem pm = (cl_mem)positions.mem, rm = (cl_mem)row_token.mem;
+    cl_ulong io = indices.offset / 4u, co = counts.offset / 4u, oo = offsets.offset / 4u;
+    cl_ulong po = positions.offset / 4u, ro = row_token.offset / 4u;
+    cl_ulong group0 = 0;
+    cl_uint pairs = (cl_uint)plan->rows, experts = (cl_uint)plan->experts;
+    cl_uint top_k = (cl_uint)plan->top_k;
+
+    /* ranks within each expert and counts: one work-group per expert */
+    size_t local = pick_local(q->dev, ks, (uint64_t)pairs / 4u, MOE_MAX_LOCAL);
+    {
+        karg_t args[] = {ARG(im), ARG(io), ARG(cm), ARG(co), ARG(pm), ARG(po),
+                         ARG(group0), ARG(pairs), LOCAL_ARG(local * 4u)};
+        st = moe_enqueue(q, ks, K_DISPATCH_RANK, k_dispatch_names, op, args, 9, 6,
+                         (uint64_t)experts, local);
+        if (st != RUDNN_STATUS_SUCCESS) {
+            return st;
+        }
+    }
+    /* offsets: one work-group */
+    local = pick_local(q->dev, ks, (uint64_t)experts / 4u, MOE_MAX_LOCAL);
+    {
+        karg_t args[] = {ARG(cm), ARG(co), ARG(om), ARG(oo), ARG(group0), ARG(experts),
+                         LOCAL_ARG(local * 4u)};
+        st = moe_enqueue(q, ks, K_DISPATCH_SCAN, k_dispatch_names, op, args, 7, 4, 1, local);
+        if (st != RUDNN_STATUS_SUCCESS) {
+            return st;
+        }
+    }
+    /* global rows and row_token: one work-item per pair */
+    local = local_cap(q->dev, ks, 64u);
+    {
+        karg_t args[] = {ARG(im), ARG(io), ARG(om), ARG(oo), ARG(pm), ARG(po),
+                         ARG(rm), ARG(ro), ARG(group0), ARG(pairs), ARG(top_k)};
+        return moe_enqueue(q, ks, K_DISPATCH_FINISH, k_dispatch_names, op, args, 11, 8,
+                           ((uint64_t)pairs + local - 1) / local, local);
+    }
+}
+
+static rudnn_status_t ocl_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                          rudnn_mem_ref_t input, rudnn_mem_ref_t row_token,
+                                          rudnn_mem_ref_t tokens)
+{
+    const char *op = "moe_dispatch";
+    ocl_queue_t *q = (ocl_queue_t *)queue;
+    int code;
+    size_t elem;
+    rudnn_status_t st = dtype_code(plan->dtype, op, "input", &code, &elem);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
+    }
+    if (plan->hidden < 1 || (uint64_t)plan->hidden > UINT32_MAX) {
+        return too_big(op, "hidden", (long long)plan->hidden);
+    }
+    ocl_kernel_set_t *ks;
+    unsigned tile;
+    st = experts_program(q, code, op, &ks, &tile);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
+    }
+    const size_t local = pick_local(q->dev, ks, (uint64_t)plan->hidden, MOE_MAX_LOCAL);
+    cl_mem xm = (cl_mem)input.mem, rm = (cl_mem)row_token.mem, tm = (cl_mem)tokens.mem;
+    cl_ulong xo = input.offset / elem, ro = row_token.offset / 4u, to = tokens.offset / elem;
+    cl_ulong group0 = 0;
+    cl_uint hidden = (cl_uint)plan->hidden;
+    karg_t args[] = {ARG(xm), ARG(xo), ARG(rm), ARG(ro), ARG(tm), ARG(to), ARG(group0),
+                     ARG(hidden)};
+    return moe_enqueue(q, ks, K_GATHER, k_experts_names, op, args, 8, 6, (uint64_t)plan->rows,
+                       local);
+}
+
+/* ---- experts -------------------------------------------------------------------- */
+
+static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                         rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
+                                         rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
+                                         rudnn_mem_ref_t down, rudnn_mem_ref_t act,
+                                         rudnn_mem_ref_t out)
+{
+    const char *op = "swiglu_experts_forward_dispatched";
+    ocl_queue_t *q = (ocl_queue_t *)queue;
+    int code;
+    size_t elem;
+    rudnn_status_t st = dtype_code(plan->dtype, op, "weight", &code, &elem);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
+    }
+    if ((uint64_t)plan->rows > UINT32_MAX) {
+        return too_big(op, "rows (tokens x top_k)", (long long)plan->rows);
+    }
+    if ((uint64_t)plan->hidden > UINT32_MAX) {
+        return too_big(op, "hidden", (long long)plan->hidden);
+    }
+    if ((uint64_t)plan->inter > UINT32_MAX) {
+        return too_big(op, "inter", (long long)plan->inter);
+    }
+    if (plan->rows < 1 || plan->hidden < 1 || plan->inter < 1 || plan->experts < 1) {
+        return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: rows %lld, hidden %lld, inter %lld",
+                        op, (long long)plan->rows, (long long)plan->hidden,
+                        (long long)plan->inter);
+    }
+    ocl_kernel_set_t *ks;
+    unsigned tile;
+    st = experts_program(q, code, op, &ks, &tile);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
+    }
+    const int dot = OCL_MOE_EXPERTS_PATH == 2 || (OCL_MOE_EXPERTS_PATH == 0 && q->dev->is_cpu);
+    const size_t local = dot ? local_cap(q->dev, ks, MOE_CPU_DOT_LOCAL) : (size_t)tile * tile;
+    cl_mem xm = (cl_mem)tokens.mem, om = (cl_mem)offsets.mem, gm = (cl_mem)gate.mem;
+    cl_mem um = (cl_mem)up.mem, dm = (cl_mem)down.mem, am = (cl_mem)act.mem;
+    cl_mem ym = (cl_mem)out.mem;
+    cl_ulong xo = tokens.offset / elem, oo = offsets.offset / 4u, go = gate.offset / elem;
+    cl_ulong uo = up.offset / elem, dof = down.offset / elem, ao = act.offset / elem;
+    cl_ulong yo = out.offset / elem;
+    cl_ulong group0 = 0;
+    cl_uint rows = (cl_uint)plan->rows, experts = (cl_uint)plan->experts;
+    cl_uint hidden = (cl_uint)plan->hidden, inter = (cl_uint)plan->inter;
+    const uint64_t row_tiles = ((uint64_t)rows + tile - 1) / tile;
+
+    /* act = round(silu(x gate^T) * (x up^T)) */
+    cl_uint out_tiles = (cl_uint)(((uint64_t)inter + tile - 1) / tile);
+    {
+        karg_t args[] = {ARG(xm),    ARG(xo),     ARG(om),     ARG(oo),    ARG(gm),
+                         ARG(go),    ARG(um),     ARG(uo),     ARG(am),    ARG(ao),
+                         ARG(group0), ARG(rows),  ARG(experts), ARG(hidden), ARG(inter),
+                         ARG(out_tiles)};
+        if (dot) {
+            st = moe_enqueue(q, ks, K_GATE_UP_DOT, k_experts_names, op, args, 16, 10,
+                             ((uint64_t)rows * inter + local - 1) / local, local);
+        } else {
+            st = moe_enqueue(q, ks, K_GATE_UP, k_experts_names, op, args, 16, 10,
+                             row_tiles * out_tiles, local);
+        }
+        if (st != RUDNN_STATUS_SUCCESS) {
+            return st;
+        }
+    }
+    /* out = round(act down^T) */
+    out_tiles = (cl_uint)(((uint64_t)hidden + tile - 1) / tile);
+    {
+        karg_t args[] = {ARG(am),     ARG(ao),    ARG(om),      ARG(oo),     ARG(dm),
+                         ARG(dof),    ARG(ym),    ARG(yo),      ARG(group0), ARG(rows),
+                         ARG(experts), ARG(hidden), ARG(inter), ARG(out_tiles)};
+        if (dot) {
+            return moe_enqueue(q, ks, K_DOWN_DOT, k_experts_names, op, args, 14, 8,
+                               ((uint64_t)rows * hidden + local - 1) / local, local);
+        }
+        return moe_enqueue(q, ks, K_DOWN, k_experts_names, op, args, 14, 8,
+                           row_tiles * out_tiles, local);
+    }
+}
+
+/* ---- combine -------------------------------------------------------------------- */
+
+static rudnn_status_t ocl_combine(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                  rudnn_mem_ref_t expert_out, rudnn_mem_ref_t positions,
+                                  rudnn_mem_ref_t weights, rudnn_mem_ref_t out)
+{
+    const char *op = "moe_combine";
+    ocl_queue_t *q = (ocl_queue_t *)queue;
+    int code, wcode;
+    size_t elem, welem;
+    rudnn_status_t st = dtype_code(plan->dtype, op, "expert output", &code, &elem);
+    if (st == RUDNN_STATUS_SUCCESS) {
+        st = dtype_code(plan->weight_dtype, op, "routing weight", &wcode, &welem);
+    }
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
+    }
+    if (plan->hidden < 1 || (uint64_t)plan->hidden > UINT32_MAX) {
+        return too_big(op, "hidden", (long long)plan->hidden);
+    }
+    if (plan->top_k < 1) {
+        return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: top_k %d", op, (int)plan->top_k);
+    }
+    ocl_kernel_set_t *ks;
+    st = get_program(q, PART_COMBINE, code, wcode, 0, &ks);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
+    }
+    const size_t local = pick_local(q->dev, ks, (uint64_t)plan->hidden, MOE_MAX_LOCAL);
+    cl_mem em = (cl_mem)expert_out.mem, pm = (cl_mem)positions.mem, wm = (cl_mem)weights.mem;
+    cl_mem ym = (cl_mem)out.mem;
+    cl_ulong eo = expert_out.offset / elem, po = positions.offset / 4u;
+    cl_ulong wo = weights.offset / welem, yo = out.offset / elem;
+    cl_ulong group0 = 0;
+    cl_uint top_k = (cl_uint)plan->top_k, hidden = (cl_uint)plan->hidden;
+    karg_t args[] = {ARG(em), ARG(eo), ARG(pm), ARG(po),     ARG(wm),    ARG(wo),
+                     ARG(ym), ARG(yo), ARG(group0), ARG(top_k), ARG(hidden)};
+    return moe_enqueue(q, ks, K_COMBINE, k_combine_names, op, args, 11, 8,
+                       (uint64_t)plan->tokens, local);
+}
+
+const rudnn_moe_kernels_t ocl_moe_kernels = {
+    .route_softmax = ocl_route_softmax,
+    .route_sigmoid_grouped = ocl_route_sigmoid_grouped,
+    .dispatch_plan = ocl_dispatch_plan,
+    .dispatch_gather = ocl_dispatch_gather,
+    .experts_scalar = ocl_experts_scalar,
+    /* No matrix-unit path in OpenCL; a CLBlast batched GEMM could be added. */
+    .experts_tensor_core = NULL,
+    .combine = ocl_combine,
+};

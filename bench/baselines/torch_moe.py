@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""PyTorch MoE forward baseline, the same cases as rudnn-bench-moe (bf16 on one GPU).
+
+What a user would write with stock PyTorch: softmax + topk (renormalized), argsort by expert,
+torch._grouped_mm for gate, up and down, silu(gate) * up, and a weighted index_add back to
+token order. Routing alone is softmax + topk. Prints one JSON line per case.
+"""
+import json
+import math
+
+import torch
+import torch.nn.functional as F
+
+CASES = [
+    # name, E, top_k, H, I, T
+    ("mixtral", 8, 2, 4096, 14336, 4096),
+    ("deepseek_v3_t4096", 256, 8, 7168, 2048, 4096),
+    ("deepseek_v3_t128", 256, 8, 7168, 2048, 128),
+    ("qwen3", 128, 8, 2048, 768, 4096),
+]
+
+
+def route(logits, k):
+    probs = torch.softmax(logits.float(), dim=-1)
+    w, idx = torch.topk(probs, k, dim=-1)
+    return w / w.sum(dim=-1, keepdim=True), idx
+
+
+def moe_forward(x, logits, gate_t, up_t, down_t, k):
+    """gate_t, up_t: [E, H, I] and down_t: [E, I, H], column-major views (transposes of the
+    [E, I, H] / [E, H, I] weights), as torch._grouped_mm wants its second operand."""
+    e = gate_t.shape[0]
+    w, idx = route(logits, k)
+    flat = idx.flatten()
+    order = torch.argsort(flat, stable=True)
+    tok = order // k
+    xs = x[tok]
+    offs = torch.cumsum(torch.bincount(flat, minlength=e), 0, dtype=torch.int32)
+    g = torch._grouped_mm(xs, gate_t, offs=offs)
+    u = torch._grouped_mm(xs, up_t, offs=offs)
+    o = torch._grouped_mm(F.silu(g) * u, down_t, offs=offs)
+    out = torch.zeros_like(x)
+    out.index_add_(0, tok, o * w.flatten()[order].unsqueeze(1).to(o.dtype))
+    return out
+
+
+def time_ms(fn, reps):
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2], times[0]
+
+
+def main():
+    dev = torch.device("cuda")
+    name = torch.cuda.get_device_name()
+    torch.manual_seed(0)
+    for case, e, k, h, i, t in CASES:
+        gate = torch.randn(e, i, h, device=dev, dtype=torch.bfloat16) / math.sqrt(h)
+        up = torch.randn(e, i, h, device=dev, dtype=torch.bfloat16) / math.sqrt(h)
+        down = torch.randn(e, h, i, device=dev, dtype=torch.bfloat16) / math.sqrt(i)
+        x = torch.randn(t, h, device=dev, dtype=torch.bfloat16)
+        logits = torch.randn(t, e, device=dev, dtype=torch.bfloat16) * 2
+        gate_t, up_t, down_t = gate.transpose(1, 2), up.transpose(1, 2), down.transpose(1, 2)
+        med, mn = time_ms(lambda: moe_forward(x, logits, gate_t, up_t, down_t, k), 10)
+        flops = 6.0 * t * k * h * i
+        wbytes = 3.0 * e * h * i * 2
+        print(json.dumps({"op": "moe_forward", "case": case, "shape": {"T": t, "E": e, "top_k": k, "H": h, "I": i},
+                          "dtype": "bf16", "backend": "torch", "device": name, "strategy": "grouped_mm",
+                          "median_ms": round(med, 4), "min_ms": round(mn, 4),
+                          "tflops": round(flops / (med * 1e9), 1), "weight_gbps": round(wbytes / (med * 1e6), 1)}),
+              flush=True)
+        if t == 4096:
+            med, mn = time_ms(lambda: route(logits, k), 50)
+            print(json.dumps({"op": "moe_route", "case": case, "shape": {"T": t, "E": e, "top_k": k},
+                              "dtype": "bf16", "backend": "torch", "device": name, "strategy": "softmax_topk",
+                              "median_ms": round(med, 4), "min_ms": round(mn, 4)}), flush=True)
+        del gate, up, down, gate_t, up_t, down_t
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1127 @@
+/* Numeric tests of the MoE family (include/rudnn/moe.h) against the FP64
+ * references of reference/moe_ref.c, run once per backend (meson registers
+ * moe-opencl, moe-cuda, moe-hip with RUDNN_BACKEND set). Each family runs for
+ * F32, F16 and BF16 (logits, tokens and expert weights in that dtype, except
+ * the cases marked "F32 logits"):
+ *
+ *   route_softmax  ties (grid logits, all equal), NaN / +inf / all -inf /
+ *                  -inf among finite rows (NaN weights, experts 0..k-1),
+ *                  top_k = 1 and E, E = 1, T = 0 and 1, renormalize on/off,
+ *                  E = 256 and 1024 rows
+ *   route_grouped  the worked example of DESIGN.md section 8 (also checked
+ *                  against its literal result), group_top_two on/off, with
+ *                  and without bias, many (E, groups, selected, k) including
+ *                  one expert per group, selected = groups, top_k = 64,
+ *                  E = 1024; ties, NaN and +-inf rows; T = 0 and 1
+ *   dispatch       counts / offsets / positions exact (pair order), tokens
+ *                  bit-identical to the input rows, experts that receive no
+ *                  token, one expert that receives every token, top_k = E,
+ *                  T = 0, T = 1, H = 1, E = 1, E = 256, 8192 pairs, E = 16384
+ *   pipeline       route, dispatch, SwiGLU experts, combine with H and I not
+ *                  multiples of 8; each stage is checked against the
+ *                  reference computed from what the previous stage left on
+ *                  the device; Scalar, Auto (bit-identical to the strategy it
+ *                  resolves to) and TensorCore (NOT_SUPPORTED with a message
+ *                  and nothing written on opencl and for F32; must run on
+ *                  cuda for F16/BF16); explicit workspace of
+ *                  rudnn_swiglu_experts_workspace_size bytes bit-identical to
+ *                  the NULL workspace; the one-call forms bit-identical to
+ *                  the split path; NaN routing rows giving NaN output rows;
+ *                  the plan destroyed before combine (the dispatched object
+ *                  keeps it alive); one expert with 160 rows (several row
+ *                  tiles of the GPU kernels)
+ *
+ * Every call's outputs are poisoned first: every element must be written,
+ * nothing outside them may change, and the inputs (logits, bias, input,
+ * expert weights, earlier stages' outputs) stay byte-identical. Plan and
+ * dispatched views are checked for dtype and shape.
+ *
+ * Routing test data are on a grid (k/8 or k/64, bias k/16) so that distinct
+ * keys are far apart compared to FP32 error and ties are exact; a row whose
+ * deciding keys come closer than 1e-4 to a tie is redrawn (reference gap).
+ *
+ * Usage: test_moe [glob]   runs only tests whose name matches glob
+ * (e.g. "pipeline/f16"). RUDNN_TEST_VERBOSE=1 prints each case's worst
+ * error as a fraction of the allowed one. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "reference/moe_ref.h"
+
+#define GAP_MIN 1e-4
+
+static const rudnn_dtype_t dtypes[] = {RUDNN_F32, RUDNN_F16, RUDNN_BF16};
+#define DTYPE_COUNT 3
+
+static char backend_name[32];
+
+/* ---- cases ------------------------------------------------------------------------- */
+
+typedef enum { R_SOFTMAX, R_GROUPED } routing_t;
+
+enum data_kind {
+    D_GRID,       /* logits k/8 in [-4, 4]: ties are frequent */
+    D_GRID_FINE,  /* k/64 in [-4, 4] */
+    D_EQUAL,      /* every logit 0 */
+    D_NONFINITE,  /* softmax rows by t % 8: grid, NaN, +inf, all -inf, all -inf but two,
+                     NaN and +inf, +inf and -inf, grid */
+    D_GNONFINITE, /* grouped rows by t % 5: grid, all NaN, one NaN, two +inf and three -inf, grid */
+    D_NO_TOKEN,   /* experts e % 5 == 1 at -4, the others in [-2, 4]: never selected */
+    D_ONE_EXPERT, /* expert 5 (mod E) at 4, the others in [-4, 0] */
+    D_WORKED,     /* x_i = i, bias [10, 0, ...] */
+};
+
+enum stage { S_ROUTE, S_DISPATCH, S_ALL };
+
+typedef struct mcase {
+    const char *label;
+    routing_t routing;
+    int64_t T, E;
+    int top_k, renorm;
+    int groups, selected, top_two, bias;
+    float scale;
+    int data;
+    int stage;
+    int64_t H, I;
+    int logits_f32;   /* logits (and so routing weights) F32 whatever the dtype */
+    int destroy_plan; /* destroy the plan right after dispatch */
+} mcase_t;
+
+#define SOFT(label, T, E, k, renorm, data, stage, H, I)                                                       \
+    {label, R_SOFTMAX, T, E, k, renorm, 0, 0, 0, 0, 1.0f, data, stage, H, I, 0, 0}
+#define GROUPED(label, T, E, k, renorm, groups, selected, top_two, bias, scale, data, stage, H, I)             \
+    {label, R_GROUPED, T, E, k, renorm, groups, selected, top_two, bias, scale, data, stage, H, I, 0, 0}
+
+/* ---- a failure log ------------------------------------------------------------------------- */
+
+typedef struct log {
+    char text[32768];
+    int failures;
+} log_t;
+
+static void logf_(log_t *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(log_t *log, const char *fmt, ...)
+{
+    size_t len = strlen(log->text);
+    if (len + 1 >= sizeof log->text)
+        return;
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(log->text + len, sizeof log->text - len, fmt, args);
+    va_end(args);
+}
+
+/* cmocka's print_error formats into a fixed buffer (about 1 KB): long logs
+ * are printed one line at a time. */
+static void print_log(const char *text)
+{
+    const char *p = text;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        print_error("%.*s\n", len, p);
+        p += len + (nl ? 1 : 0);
+    }
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    assert_non_null(p);
+    return p;
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    assert_non_null(p);
+    return p;
+}
+
+/* ---- small device helpers ---------------------------------------------------------------------- */
+
+/* 1 when st is SUCCESS and the error string is empty; logs otherwise. */
+static int check_ok(log_t *log, const char *label, const char *what, rudnn_status_t st)
+{
+    if (st != RUDNN_STATUS_SUCCESS) {
+        logf_(log, "  %s: %s returned %s: %s\n", label, what, rudnn_status_string(st), rudnn_last_error());
+        return 0;
+    }
+    if (strcmp(rudnn_last_error(), "") != 0) {
+        logf_(log, "  %s: %s succeeded but rudnn_last_error() is \"%s\"\n", label, what, rudnn_last_error());
+        return 0;
+    }
+    return 1;
+}
+
+static int check_view(log_t *log, const char *label, const char *what, const rudnn_tensor_t *t,
+                      rudnn_dtype_t dtype, int rank, int64_t d0, int64_t d1)
+{
+    int64_t want[2] = {d0, d1};
+    int ok = t->dtype == dtype && t->rank == rank && t->buffer != NULL && rudnn_tensor_is_contiguous(t);
+    for (int i = 0; ok && i < rank; i++)
+        ok = t->dims[i] == want[i];
+    if (!ok) {
+        char got_s[96], want_s[96];
+        logf_(log, "  %s: %s view is %s %s, expected %s %s\n", label, what, rudnn_dtype_name(t->dtype),
+              rt_dims_str(t->rank, t->dims, got_s, sizeof got_s), rudnn_dtype_name(dtype),
+              rt_dims_str(rank, want, want_s, sizeof want_s));
+    }
+    return ok;
+}
+
+/* Reads a (view) tensor into host memory; nothing for an empty tensor. */
+static int read_raw(log_t *log, const char *label, const rudnn_tensor_t *t, void *host)
+{
+    size_t bytes = rudnn_tensor_bytes(t);
+    if (!bytes)
+        return 1;
+    return check_ok(log, label, "tensor_read", rudnn_tensor_read(rt_queue, t, host, bytes));
+}
+
+static void decode(rudnn_dtype_t dtype, const void *raw, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = rt_element_value(dtype, raw, i);
+}
+
+/* An output: poisoned, the whole buffer snapshot before the call. */
+typedef struct out_watch {
+    const rt_tensor_t *t;
+    uint8_t *before;
+} out_watch_t;
+
+static void out_begin(out_watch_t *w, const rt_tensor_t *t)
+{
+    w->t = t;
+    rt_tensor_poison(t);
+    w->before = rt_buffer_snapshot(t->buffer, t->buffer_bytes);
+}
+
+/* After the call: with written, every element of the tensor must have been
+ * written and no byte outside it changed; without (a rejected call, or an
+ * empty tensor), no byte at all changed. Decodes the tensor into values. */
+static int out_end(out_watch_t *w, int written, float *values, log_t *log, const char *label, const char *what)
+{
+    int ok = 1;
+    rudnn_status_t sync = rudnn_queue_synchronize(rt_queue);
+    if (sync != RUDNN_STATUS_SUCCESS) {
+        logf_(log, "  %s: %s: queue_synchronize returned %s: %s\n", label, what, rudnn_status_string(sync),
+              rudnn_last_error());
+        ok = 0;
+    }
+    const rt_tensor_t *t = w->t;
+    uint8_t *after = rt_buffer_snapshot(t->buffer, t->buffer_bytes);
+    size_t begin = written ? t->t.offset : 0, end = written ? t->t.offset + rudnn_tensor_bytes(&t->t) : 0;
+    size_t changed = 0, first = 0;
+    for (size_t b = 0; b < t->buffer_bytes; b++) {
+        if ((b < begin || b >= end) && after[b] != w->before[b]) {
+            if (!changed)
+                first = b;
+            changed++;
+        }
+    }
+    if (changed) {
+        logf_(log, "  %s: %s: %zu byte(s) of the buffer changed %s (first at byte %zu)\n", label, what, changed,
+              written ? "outside the output" : "by a call that must write nothing", first);
+        ok = 0;
+    }
+    size_t n = (size_t)rudnn_tensor_numel(&t->t);
+    if (written) {
+        const uint8_t *base = after + t->t.offset;
+        uint32_t poison = rt_poison_bits(t->t.dtype);
+        size_t unwritten = 0;
+        for (size_t i = 0; i < n; i++)
+            unwritten += rt_element_bits(t->t.dtype, base, i) == poison;
+        if (unwritten) {
+            logf_(log, "  %s: %s: %zu of %zu element(s) never written (still the poison sentinel)\n", label, what,
+                  unwritten, n);
+            ok = 0;
+        }
+    }
+    if (values)
+        decode(t->t.dtype, after + t->t.offset, values, n);
+    free(after);
+    free(w->before);
+    w->before = NULL;
+    return ok;
+}
+
+/* Inputs that no call may change: whole buffers compared at the end. */
+typedef struct in_guard {
+    const rt_tensor_t *t[12];
+    const char *name[12];
+    uint8_t *before[12];
+    int count;
+} in_guard_t;
+
+static void in_add(in_guard_t *g, const rt_tensor_t *t, const char *name)
+{
+    g->t[g->count] = t;
+    g->name[g->count] = name;
+    g->before[g->count] = rt_buffer_snapshot(t->buffer, t->buffer_bytes);
+    g->count++;
+}
+
+static int in_check(in_guard_t *g, log_t *log, const char *label)
+{
+    int ok = 1;
+    rudnn_queue_synchronize(rt_queue);
+    for (int i = 0; i < g->count; i++) {
+        uint8_t *now = rt_buffer_snapshot(g->t[i]->buffer, g->t[i]->buffer_bytes);
+        if (memcmp(now, g->before[i], g->t[i]->buffer_bytes) != 0) {
+            logf_(log, "  %s: the %s buffer was modified (it is only read)\n", label, g->name[i]);
+            ok = 0;
+        }
+        free(now);
+    }
+    return ok;
+}
+
+static void in_free(in_guard_t *g)
+{
+    for (int i = 0; i < g->count; i++)
+        free(g->before[i]);
+    g->count = 0;
+}
+
+/* ---- data --------------------------------------------------------------------------------------- */
+
+static float grid(rt_rng_t *rng, int lo_steps, int hi_steps, int per_unit)
+{
+    return (float)((double)((int64_t)rt_rng_below(rng, (uint64_t)(hi_steps - lo_steps + 1)) + lo_steps) / per_unit);
+}
+
+/* Fills row t of the logits for the case's data kind. */
+static void make_row(const mcase_t *c, rt_rng_t *rng, int64_t t, float *x)
+{
+    const int64_t E = c->E;
+    for (int64_t e = 0; e < E; e++)
+        x[e] = grid(rng, -32, 32, 8);
+    switch (c->data) {
+    case D_GRID_FINE:
+        for (int64_t e = 0; e < E; e++)
+            x[e] = grid(rng, -256, 256, 64);
+        break;
+    case D_EQUAL:
+        for (int64_t e = 0; e < E; e++)
+            x[e] = 0.0f;
+        break;
+    case D_WORKED:
+        for (int64_t e = 0; e < E; e++)
+            x[e] = (float)e;
+        break;
+    case D_NO_TOKEN:
+        for (int64_t e = 0; e < E; e++)
+            x[e] = e % 5 == 1 ? -4.0f : grid(rng, -16, 32, 8);
+        break;
+    case D_ONE_EXPERT:
+        for (int64_t e = 0; e < E; e++)
+            x[e] = e == 5 % E ? 4.0f : grid(rng, -32, 0, 8);
+        break;
+    case D_NONFINITE: {
+        size_t i1 = (size_t)rt_rng_below(rng, (uint64_t)E);
+        size_t i2 = (i1 + 1 + (size_t)rt_rng_below(rng, (uint64_t)(E > 1 ? E - 1 : 1))) % (size_t)E;
+        switch (t % 8) {
+        case 1: x[i1] = NAN; break;
+        case 2: x[i1] = INFINITY; break;
+        case 3:
+            for (int64_t e = 0; e < E; e++)
+                x[e] = -INFINITY;
+            break;
+        case 4:
+            for (int64_t e = 0; e < E; e++)
+                if ((size_t)e != i1 && (size_t)e != i2)
+                    x[e] = -INFINITY;
+            break;
+        case 5:
+            x[i1] = NAN;
+            x[i2] = INFINITY;
+            break;
+        case 6:
+            x[i1] = INFINITY;
+            x[i2] = -INFINITY;
+            break;
+        default: break;
+        }
+        break;
+    }
+    case D_GNONFINITE: {
+        switch (t % 5) {
+        case 1:
+            for (int64_t e = 0; e < E; e++)
+                x[e] = NAN;
+            break;
+        case 2: x[rt_rng_below(rng, (uint64_t)E)] = NAN; break;
+        case 3:
+            for (int n = 0; n < 5; n++)
+                x[rt_rng_below(rng, (uint64_t)E)] = n < 2 ? INFINITY : -INFINITY;
+            break;
+        default: break;
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+/* 1 for softmax rows that must come out NaN (NaN or +inf present, or all -inf). */
+static int softmax_row_is_nan(const float *x, int64_t E)
+{
+    int all_ninf = 1;
+    for (int64_t e = 0; e < E; e++) {
+        if (isnan(x[e]) || (isinf(x[e]) && x[e] > 0))
+            return 1;
+        all_ninf &= isinf(x[e]) && x[e] < 0;
+    }
+    return all_ninf;
+}
+
+static moe_ref_grouped_t ref_grouped_options(const mcase_t *c)
+{
+    moe_ref_grouped_t o = {c->top_k, c->groups, c->selected, c->top_two, c->renorm, (double)c->scale};
+    return o;
+}
+
+/* Logits (quantized to ldt), bias and the reference routing; rows whose
+ * deciding keys are nearly tied are redrawn. Also checks the reference
+ * against the contract's literal statements (worked example, NaN rows). */
+static int make_routing(const mcase_t *c, rudnn_dtype_t ldt, rt_rng_t *rng, float *logits, float *bias,
+                        uint32_t *idx, double *w, log_t *log, const char *label)
+{
+    const int64_t E = c->E;
+    const int k = c->top_k;
+    moe_ref_grouped_t go = ref_grouped_options(c);
+    if (bias)
+        for (int64_t e = 0; e < E; e++)
+            bias[e] = c->data == D_WORKED ? (e == 0 ? 10.0f : 0.0f) : grid(rng, -8, 8, 16);
+    for (int64_t t = 0; t < c->T; t++) {
+        float *x = logits + t * E;
+        double gap = 0.0;
+        for (int attempt = 0; attempt < 500 && !(gap >= GAP_MIN); attempt++) {
+            make_row(c, rng, t, x);
+            ref_quantize(ldt, x, x, (size_t)E);
+            gap = c->routing == R_SOFTMAX ? moe_ref_route_softmax_row(x, E, k, c->renorm, idx + t * k, w + t * k)
+                                          : moe_ref_route_grouped_row(x, bias, E, &go, idx + t * k, w + t * k);
+        }
+        if (!(gap >= GAP_MIN)) {
+            logf_(log, "  %s: test data: row %lld keeps keys %.3g apart from a tie (need %g)\n", label,
+                  (long long)t, gap, GAP_MIN);
+            return 0;
+        }
+        /* the reference against the contract's own words */
+        if (c->routing == R_SOFTMAX && softmax_row_is_nan(x, E)) {
+            for (int j = 0; j < k; j++)
+                if (idx[t * k + j] != (uint32_t)j || !isnan(w[t * k + j])) {
+                    logf_(log, "  %s: reference self-check: NaN row %lld slot %d gives expert %u weight %g\n",
+                          label, (long long)t, j, idx[t * k + j], w[t * k + j]);
+                    return 0;
+                }
+        }
+        if (c->data == D_WORKED && c->routing == R_GROUPED && E == 8 && k == 2 && c->scale == 2.0f &&
+            c->renorm) {
+            double s3 = 1.0 / (1.0 + exp(-3.0));
+            double w0 = 2.0 * 0.5 / (0.5 + s3), w1 = 2.0 * s3 / (0.5 + s3);
+            if (idx[t * k] != 0 || idx[t * k + 1] != 3 || fabs(w[t * k] - w0) > 1e-14 ||
+                fabs(w[t * k + 1] - w1) > 1e-14) {
+                logf_(log, "  %s: reference self-check: worked example gives [%u, %u] [%.17g, %.17g]\n", label,
+                      idx[t * k], idx[t * k + 1], w[t * k], w[t * k + 1]);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* ---- one case ------------------------------------------------------------------------------------ */
+
+/* What TensorCore must do here: 1 run, 0 NOT_SUPPORTED, -1 either. */
+static int tensor_core_expected(rudnn_dtype_t dt)
+{
+    if (dt == RUDNN_F32 || strcmp(backend_name, "opencl") == 0)
+        return 0;
+    if (strcmp(backend_name, "cuda") == 0)
+        return 1;
+    return -1;
+}
+
+typedef struct state {
+    /* device */
+    rt_tensor_t L, B, X, G, U, D, EO, EO_WS, EO_AUTO, EO_TC, OUT, OUT_ONE, OUT_AUTO, OUT_ONE_AUTO;
+    rudnn_routing_plan_t plan;
+    rudnn_dispatched_t disp;
+    rudnn_swiglu_experts_t experts;
+    rudnn_buffer_t ws;
+    in_guard_t inputs;
+    /* host */
+    float *logits, *bias, *x, *gate, *up, *down;
+    uint32_t *ref_idx, *ref_counts, *ref_offsets, *ref_pos;
+    double *ref_w;
+    uint32_t *idx, *counts, *offsets, *pos;
+    float *w, *tokens, *eo, *eo2, *out, *out2;
+    uint8_t *raw_x, *raw_tokens;
+    double *ref, *tol, *scratch;
+} state_t;
+
+static void state_free(state_t *s)
+{
+    in_free(&s->inputs);
+    rudnn_dispatched_destroy(s->disp);
+    rudnn_routing_plan_destroy(s->plan);
+    rudnn_swiglu_experts_destroy(s->experts);
+    if (s->ws)
+        rudnn_buffer_destroy(s->ws);
+    rt_tensor_t *all[] = {&s->L, &s->B, &s->X, &s->G, &s->U, &s->D, &s->EO, &s->EO_WS, &s->EO_AUTO, &s->EO_TC,
+                          &s->OUT, &s->OUT_ONE, &s->OUT_AUTO, &s->OUT_ONE_AUTO};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        rt_tensor_destroy(all[i]);
+    void *host[] = {s->logits, s->bias, s->x, s->gate, s->up, s->down, s->ref_idx, s->ref_counts,
+                    s->ref_offsets, s->ref_pos, s->ref_w, s->idx, s->counts, s->offsets, s->pos, s->w,
+                    s->tokens, s->eo, s->eo2, s->out, s->out2, s->raw_x, s->raw_tokens, s->ref, s->tol,
+                    s->scratch};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        free(host[i]);
+}
+
+static rudnn_status_t call_route(const mcase_t *c, state_t *s)
+{
+    if (c->routing == R_SOFTMAX) {
+        rudnn_routing_options_t o = {c->top_k, c->renorm};
+        return rudnn_moe_route(rt_queue, &s->L.t, &o, &s->plan);
+    }
+    rudnn_grouped_routing_options_t o = {c->top_k, c->groups, c->selected, c->top_two, c->renorm, c->scale};
+    return rudnn_moe_route_sigmoid_grouped(rt_queue, &s->L.t, c->bias ? &s->B.t : NULL, &o, &s->plan);
+}
+
+static rudnn_status_t call_one(const mcase_t *c, state_t *s, rudnn_moe_strategy_t strategy, const rt_tensor_t *out)
+{
+    if (c->routing == R_SOFTMAX) {
+        rudnn_routing_options_t o = {c->top_k, c->renorm};
+        return rudnn_swiglu_experts_forward(rt_queue, s->experts, &s->X.t, &s->L.t, &o, &out->t);
+    }
+    rudnn_grouped_routing_options_t o = {c->top_k, c->groups, c->selected, c->top_two, c->renorm, c->scale};
+    return rudnn_swiglu_experts_forward_sigmoid_grouped(rt_queue, s->experts, &s->X.t, &s->L.t,
+                                                        c->bias ? &s->B.t : NULL, &o, strategy, &out->t);
+}
+
+/* expert_output of one strategy: NULL workspace or ws/ws_bytes. Checks the
+ * outputs' bytes and, when values is given, decodes them. */
+static int run_experts(state_t *s, rudnn_moe_strategy_t strategy, rudnn_buffer_t ws, size_t ws_bytes,
+                       const rt_tensor_t *eo, float *values, log_t *log, const char *label, const char *what)
+{
+    out_watch_t w;
+    out_begin(&w, eo);
+    rudnn_status_t st = rudnn_swiglu_experts_forward_dispatched(rt_queue, s->experts, s->disp, strategy, ws, ws_bytes,
+                                                               &eo->t);
+    int ok = check_ok(log, label, what, st);
+    ok &= out_end(&w, ok && rudnn_tensor_numel(&eo->t) > 0, values, log, label, what);
+    return ok;
+}
+
+/* Expert output against the reference computed from the device's tokens. */
+static int check_experts(const mcase_t *c, rudnn_dtype_t dt, state_t *s, const float *eo, log_t *log,
+                         const char *label, const char *what, double *worst)
+{
+    const int64_t H = c->H, I = c->I;
+    ref_report_t rep;
+    ref_report_init(&rep);
+    for (int64_t e = 0; e < c->E; e++) {
+        for (uint32_t r = s->ref_offsets[e]; r < s->ref_offsets[e + 1]; r++) {
+            moe_ref_expert_row(dt, s->tokens + (size_t)r * H, s->gate + e * I * H, s->up + e * I * H,
+                               s->down + e * H * I, H, I, s->scratch, s->ref + (size_t)r * H, s->tol + (size_t)r * H);
+        }
+    }
+    size_t n = (size_t)(c->T * c->top_k * H);
+    moe_ref_compare(&rep, what, eo, s->ref, s->tol, n, H);
+    if (rep.worst_excess > *worst)
+        *worst = rep.worst_excess;
+    if (rep.mismatches) {
+        logf_(log, "  %s: %s: %zu of %zu values outside tolerance (worst %.3g x allowed):\n%s", label, what,
+              rep.mismatches, rep.checked, rep.worst_excess, rep.text);
+        return 0;
+    }
+    return 1;
+}
+
+static int compare_exact(const float *got, const float *want, size_t n, log_t *log, const char *label,
+                         const char *what)
+{
+    ref_report_t rep;
+    ref_report_init(&rep);
+    ref_compare_exact(&rep, what, got, want, n);
+    if (rep.mismatches) {
+        logf_(log, "  %s: %s: %zu of %zu values differ:\n%s", label, what, rep.mismatches, rep.checked, rep.text);
+        return 0;
+    }
+    return 1;
+}
+
+static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int case_index, log_t *log)
+{
+    const rudnn_dtype_t ldt = c->logits_f32 ? RUDNN_F32 : dt;
+    const int64_t T = c->T, E = c->E, H = c->H, I = c->I;
+    const int k = c->top_k;
+    const int64_t pairs = T * k;
+    char label[256];
+    snprintf(label, sizeof label, "%s [%s] T=%lld E=%lld k=%d%s%s", test, c->label, (long long)T, (long long)E, k,
+             c->renorm ? " renorm" : "", c->logits_f32 ? " f32-logits" : "");
+    int failed = 0;
+    double worst = 0.0;
+    state_t st_, *s = &st_;
+    memset(s, 0, sizeof *s);
+    rt_rng_t rng;
+    rt_rng_seed_case(&rng, test, case_index);
+
+    /* ---- routing ---- */
+    s->logits = xmalloc((size_t)(T * E) * sizeof(float));
+    s->bias = c->bias ? xmalloc((size_t)E * sizeof(float)) : NULL;
+    s->ref_idx = xmalloc((size_t)pairs * sizeof(uint32_t));
+    s->ref_w = xmalloc((size_t)pairs * sizeof(double));
+    s->idx = xmalloc((size_t)pairs * sizeof(uint32_t));
+    s->w = xmalloc((size_t)pairs * sizeof(float));
+    if (!make_routing(c, ldt, &rng, s->logits, s->bias, s->ref_idx, s->ref_w, log, label)) {
+        failed = 1;
+        goto done;
+    }
+    int64_t ldims[2] = {T, E};
+    rt_tensor_create(&s->L, ldt, 2, ldims, 3, RT_TAIL_BYTES);
+    rt_tensor_upload(&s->L, s->logits);
+    in_add(&s->inputs, &s->L, "logits");
+    if (c->bias) {
+        int64_t bdims[1] = {E};
+        rt_tensor_create(&s->B, RUDNN_F32, 1, bdims, 1, RT_TAIL_BYTES);
+        rt_tensor_upload(&s->B, s->bias);
+        in_add(&s->inputs, &s->B, "bias");
+    }
+    if (!check_ok(log, label, c->routing == R_SOFTMAX ? "moe_route" : "moe_route_sigmoid_grouped",
+                  call_route(c, s))) {
+        failed = 1;
+        goto done;
+    }
+    rudnn_tensor_t vi, vw;
+    if (!check_ok(log, label, "routing_plan_indices", rudnn_routing_plan_indices(s->plan, &vi)) ||
+        !check_ok(log, label, "routing_plan_weights", rudnn_routing_plan_weights(s->plan, &vw)) ||
+        !check_view(log, label, "plan indices", &vi, RUDNN_U32, 2, T, k) ||
+        !check_view(log, label, "plan weights", &vw, ldt, 2, T, k)) {
+        failed = 1;
+        goto done;
+    }
+    {
+        uint8_t *raw = xmalloc((size_t)pairs * 4);
+        int ok = read_raw(log, label, &vi, s->idx) && read_raw(log, label, &vw, raw);
+        decode(ldt, raw, s->w, (size_t)pairs);
+        free(raw);
+        if (!ok) {
+            failed = 1;
+            goto done;
+        }
+    }
+    {
+        size_t bad = 0;
+        for (int64_t i = 0; i < pairs; i++) {
+            if (s->idx[i] != s->ref_idx[i]) {
+                if (bad < 6) {
+                    int64_t t = i / k;
+                    logf_(log, "  %s: indices[%lld, %lld] = %u, expected %u; row:", label, (long long)t,
+                          (long long)(i % k), s->idx[i], s->ref_idx[i]);
+                    for (int64_t e = 0; e < E && e < 16; e++)
+                        logf_(log, " %g", (double)s->logits[t * E + e]);
+                    logf_(log, "%s\n", E > 16 ? " ..." : "");
+                }
+                bad++;
+            }
+        }
+        ref_report_t rep;
+        ref_report_init(&rep);
+        ref_compare(&rep, "weights", s->w, s->ref_w, T, k, moe_ref_weight_tolerance(ldt));
+        if (rep.worst_excess > worst)
+            worst = rep.worst_excess;
+        if (bad || rep.mismatches) {
+            if (bad)
+                logf_(log, "  %s: %zu of %lld expert indices differ from the reference\n", label, bad,
+                      (long long)pairs);
+            if (rep.mismatches)
+                logf_(log, "  %s: %zu of %zu routing weights outside tolerance:\n%s", label, rep.mismatches,
+                      rep.checked, rep.text);
+            failed = 1;
+            goto done;
+        }
+    }
+    if (c->stage == S_ROUTE)
+        goto inputs;
+
+    /* ---- dispatch ---- */
+    s->x = xmalloc((size_t)(T * H) * sizeof(float));
+    rt_fill_uniform(&rng, s->x, (size_t)(T * H), -2.0, 2.0);
+    ref_quantize(dt, s->x, s->x, (size_t)(T * H));
+    int64_t xdims[2] = {T, H};
+    rt_tensor_create(&s->X, dt, 2, xdims, 5, RT_TAIL_BYTES);
+    rt_tensor_upload(&s->X, s->x);
+    in_add(&s->inputs, &s->X, "input");
+    if (!check_ok(log, label, "moe_dispatch", rudnn_moe_dispatch(rt_queue, s->plan, &s->X.t, &s->disp))) {
+        failed = 1;
+        goto done;
+    }
+    if (c->destroy_plan) {
+        rudnn_routing_plan_destroy(s->plan); /* the dispatched object keeps what it needs */
+        s->plan = NULL;
+    }
+    {
+        rudnn_tensor_t vt, vc, vo, vp;
+        if (!check_ok(log, label, "dispatched_tokens", rudnn_dispatched_tokens(s->disp, &vt)) ||
+            !check_ok(log, label, "dispatched_counts", rudnn_dispatched_counts(s->disp, &vc)) ||
+            !check_ok(log, label, "dispatched_offsets", rudnn_dispatched_offsets(s->disp, &vo)) ||
+            !check_ok(log, label, "dispatched_positions", rudnn_dispatched_positions(s->disp, &vp)) ||
+            !check_view(log, label, "dispatched tokens", &vt, dt, 2, pairs, H) ||
+            !check_view(log, label, "dispatched counts", &vc, RUDNN_U32, 1, E, 0) ||
+            !check_view(log, label, "dispatched offsets", &vo, RUDNN_U32, 1, E + 1, 0) ||
+            !check_view(log, label, "dispatched positions", &vp, RUDNN_U32, 2, T, k)) {
+            failed = 1;
+            goto done;
+        }
+        s->counts = xmalloc((size_t)E * 4);
+        s->offsets = xmalloc((size_t)(E + 1) * 4);
+        s->pos = xmalloc((size_t)pairs * 4);
+        s->ref_counts = xmalloc((size_t)E * 4);
+        s->ref_offsets = xmalloc((size_t)(E + 1) * 4);
+        s->ref_pos = xmalloc((size_t)pairs * 4);
+        size_t esz = rudnn_dtype_size(dt);
+        s->raw_tokens = xmalloc((size_t)(pairs * H) * esz);
+        s->raw_x = xmalloc((size_t)(T * H) * esz);
+        s->tokens = xmalloc((size_t)(pairs * H) * sizeof(float));
+        if (!read_raw(log, label, &vc, s->counts) || !read_raw(log, label, &vo, s->offsets) ||
+            !read_raw(log, label, &vp, s->pos) || !read_raw(log, label, &vt, s->raw_tokens) ||
+            !read_raw(log, label, &s->X.t, s->raw_x)) {
+            failed = 1;
+            goto done;
+        }
+        decode(dt, s->raw_tokens, s->tokens, (size_t)(pairs * H));
+        moe_ref_dispatch(s->ref_idx, T, k, E, s->ref_counts, s->ref_offsets, s->ref_pos);
+        int bad = 0;
+        for (int64_t e = 0; e < E; e++)
+            if (s->counts[e] != s->ref_counts[e]) {
+                if (bad++ < 4)
+                    logf_(log, "  %s: counts[%lld] = %u, expected %u\n", label, (long long)e, s->counts[e],
+                          s->ref_counts[e]);
+            }
+        for (int64_t e = 0; e <= E; e++)
+            if (s->offsets[e] != s->ref_offsets[e]) {
+                if (bad++ < 8)
+                    logf_(log, "  %s: offsets[%lld] = %u, expected %u\n", label, (long long)e, s->offsets[e],
+                          s->ref_offsets[e]);
+            }
+        for (int64_t i = 0; i < pairs; i++)
+            if (s->pos[i] != s->ref_pos[i]) {
+                if (bad++ < 12)
+                    logf_(log, "  %s: positions[%lld, %lld] = %u, expected %u (pair order within the expert)\n",
+                          label, (long long)(i / k), (long long)(i % k), s->pos[i], s->ref_pos[i]);
+            }
+        if (!bad) {
+            /* each dispatched row is its token's input row, bit for bit */
+            size_t row_bytes = (size_t)H * esz;
+            for (int64_t i = 0; i < pairs; i++) {
+                int64_t t = i / k;
+                if (memcmp(s->raw_tokens + (size_t)s->ref_pos[i] * row_bytes, s->raw_x + (size_t)t * row_bytes,
+                           row_bytes) != 0) {
+                    if (bad++ < 4)
+                        logf_(log, "  %s: dispatched row %u is not input row %lld (pair %lld, slot %lld)\n", label,
+                              s->ref_pos[i], (long long)t, (long long)i, (long long)(i % k));
+                }
+            }
+        }
+        /* what the crafted data promise */
+        for (int64_t e = 0; e < E && !bad; e++) {
+            if (c->data == D_NO_TOKEN && e % 5 == 1 && s->counts[e] != 0) {
+                logf_(log, "  %s: expert %lld should receive no token, counts = %u\n", label, (long long)e,
+                      s->counts[e]);
+                bad++;
+            }
+            if (c->data == D_ONE_EXPERT && k == 1 && s->counts[e] != (e == 5 % E ? (uint32_t)T : 0u)) {
+                logf_(log, "  %s: expert %lld: counts = %u, expected every token to go to expert %lld\n", label,
+                      (long long)e, s->counts[e], (long long)(5 % E));
+                bad++;
+            }
+        }
+        if (bad) {
+            failed = 1;
+            goto done;
+        }
+    }
+    if (c->stage == S_DISPATCH)
+        goto inputs;
+
+    /* ---- SwiGLU experts ---- */
+    {
+        size_t nw = (size_t)(E * I * H);
+        s->gate = xmalloc(nw * sizeof(float));
+        s->up = xmalloc(nw * sizeof(float));
+        s->down = xmalloc(nw * sizeof(float));
+        double gs = 1.5 / sqrt((double)H), ds = 1.5 / sqrt((double)I);
+        rt_fill_uniform(&rng, s->gate, nw, -gs, gs);
+        rt_fill_uniform(&rng, s->up, nw, -gs, gs);
+        rt_fill_uniform(&rng, s->down, nw, -ds, ds);
+        ref_quantize(dt, s->gate, s->gate, nw);
+        ref_quantize(dt, s->up, s->up, nw);
+        ref_quantize(dt, s->down, s->down, nw);
+        int64_t gdims[3] = {E, I, H}, ddims[3] = {E, H, I};
+        rt_tensor_create(&s->G, dt, 3, gdims, 0, RT_TAIL_BYTES);
+        rt_tensor_create(&s->U, dt, 3, gdims, 2, RT_TAIL_BYTES);
+        rt_tensor_create(&s->D, dt, 3, ddims, 1, RT_TAIL_BYTES);
+        rt_tensor_upload(&s->G, s->gate);
+        rt_tensor_upload(&s->U, s->up);
+        rt_tensor_upload(&s->D, s->down);
+        in_add(&s->inputs, &s->G, "gate");
+        in_add(&s->inputs, &s->U, "up");
+        in_add(&s->inputs, &s->D, "down");
+    }
+    if (!check_ok(log, label, "swiglu_experts_create",
+                  rudnn_swiglu_experts_create(rt_ctx, &s->G.t, &s->U.t, &s->D.t, &s->experts))) {
+        failed = 1;
+        goto done;
+    }
+    {
+        int64_t eodims[2] = {pairs, H};
+        size_t neo = (size_t)(pairs * H);
+        rt_tensor_create(&s->EO, dt, 2, eodims, 2, RT_TAIL_BYTES);
+        rt_tensor_create(&s->EO_WS, dt, 2, eodims, 0, RT_TAIL_BYTES);
+        rt_tensor_create(&s->EO_AUTO, dt, 2, eodims, 1, RT_TAIL_BYTES);
+        rt_tensor_create(&s->EO_TC, dt, 2, eodims, 3, RT_TAIL_BYTES);
+        s->eo = xmalloc(neo * sizeof(float));
+        s->eo2 = xmalloc(neo * sizeof(float));
+        s->ref = xmalloc(neo * sizeof(double));
+        s->tol = xmalloc(neo * sizeof(double));
+        s->scratch = xmalloc((size_t)(2 * I) * sizeof(double));
+
+        /* Scalar, pool workspace */
+        if (!run_experts(s, RUDNN_MOE_SCALAR, NULL, 0, &s->EO, s->eo, log, label, "experts (Scalar)") ||
+            !check_experts(c, dt, s, s->eo, log, label, "expert_output (Scalar)", &worst)) {
+            failed = 1;
+            goto done;
+        }
+        /* Scalar, explicit workspace of the size asked for */
+        size_t ws_bytes = 0;
+        if (!check_ok(log, label, "swiglu_experts_workspace_size",
+                      rudnn_swiglu_experts_workspace_size(s->experts, pairs, RUDNN_MOE_SCALAR, &ws_bytes)) ||
+            !check_ok(log, label, "buffer_create (workspace)",
+                      rudnn_buffer_create(rt_ctx, ws_bytes ? ws_bytes : 1, &s->ws))) {
+            failed = 1;
+            goto done;
+        }
+        rudnn_buffer_fill(rt_queue, s->ws, 0, 0xa5, ws_bytes ? ws_bytes : 1);
+        if (!run_experts(s, RUDNN_MOE_SCALAR, s->ws, ws_bytes, &s->EO_WS, s->eo2, log, label,
+                         "experts (Scalar, explicit workspace)") ||
+            !compare_exact(s->eo2, s->eo, neo, log, label, "explicit workspace vs NULL workspace")) {
+            failed = 1;
+        }
+
+        /* Auto: resolves per backend and dtype, and equals what it resolves to */
+        int tc = tensor_core_expected(dt);
+        rudnn_moe_strategy_t resolved = (rudnn_moe_strategy_t)-1;
+        if (!check_ok(log, label, "swiglu_experts_resolve(Auto)",
+                      rudnn_swiglu_experts_resolve(s->experts, RUDNN_MOE_AUTO, &resolved))) {
+            failed = 1;
+            goto done;
+        }
+        if ((tc == 1 && resolved != RUDNN_MOE_TENSOR_CORE) || (tc == 0 && resolved != RUDNN_MOE_SCALAR) ||
+            (resolved != RUDNN_MOE_SCALAR && resolved != RUDNN_MOE_TENSOR_CORE)) {
+            logf_(log, "  %s: Auto resolved to %d on backend %s with %s weights\n", label, (int)resolved,
+                  backend_name, rudnn_dtype_name(dt));
+            failed = 1;
+        }
+        if (!run_experts(s, RUDNN_MOE_AUTO, NULL, 0, &s->EO_AUTO, s->eo2, log, label, "experts (Auto)")) {
+            failed = 1;
+            goto done;
+        }
+        if (resolved == RUDNN_MOE_SCALAR)
+            failed |= !compare_exact(s->eo2, s->eo, neo, log, label, "Auto (resolved Scalar) vs Scalar");
+        else
+            failed |= !check_experts(c, dt, s, s->eo2, log, label, "expert_output (Auto)", &worst);
+
+        /* TensorCore: runs, or NOT_SUPPORTED naming the strategy and writing nothing */
+        rudnn_moe_strategy_t tc_resolved;
+        rudnn_status_t rs = rudnn_swiglu_experts_resolve(s->experts, RUDNN_MOE_TENSOR_CORE, &tc_resolved);
+        int tc_runs = rs == RUDNN_STATUS_SUCCESS;
+        if ((tc == 1 && !tc_runs) || (tc == 0 && rs != RUDNN_STATUS_NOT_SUPPORTED) ||
+            (rs != RUDNN_STATUS_SUCCESS && rs != RUDNN_STATUS_NOT_SUPPORTED)) {
+            logf_(log, "  %s: resolve(TensorCore) on %s with %s weights returned %s: %s\n", label, backend_name,
+                  rudnn_dtype_name(dt), rudnn_status_string(rs), rudnn_last_error());
+            failed = 1;
+        }
+        if (tc_runs && resolved != RUDNN_MOE_TENSOR_CORE) {
+            logf_(log, "  %s: TensorCore is supported but Auto resolved to Scalar\n", label);
+            failed = 1;
+        }
+        out_watch_t w;
+        out_begin(&w, &s->EO_TC);
+        rs = rudnn_swiglu_experts_forward_dispatched(rt_queue, s->experts, s->disp, RUDNN_MOE_TENSOR_CORE, NULL, 0,
+                                                     &s->EO_TC.t);
+        if (tc_runs) {
+            int ok = check_ok(log, label, "experts (TensorCore)", rs);
+            ok &= out_end(&w, ok && neo > 0, s->eo2, log, label, "experts (TensorCore)");
+            if (ok)
+                ok = check_experts(c, dt, s, s->eo2, log, label, "expert_output (TensorCore)", &worst);
+            if (ok && resolved == RUDNN_MOE_TENSOR_CORE) {
+                float *auto_vals = xmalloc(neo * sizeof(float));
+                rt_tensor_download(&s->EO_AUTO, auto_vals);
+                ok = compare_exact(auto_vals, s->eo2, neo, log, label, "Auto (resolved TensorCore) vs TensorCore");
+                free(auto_vals);
+            }
+            failed |= !ok;
+        } else {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", rudnn_last_error());
+            if (rs != RUDNN_STATUS_NOT_SUPPORTED || !strstr(msg, "TensorCore")) {
+                logf_(log, "  %s: experts (TensorCore) on %s with %s weights returned %s: \"%s\", expected "
+                           "NOT_SUPPORTED naming TensorCore\n", label, backend_name, rudnn_dtype_name(dt),
+                      rudnn_status_string(rs), msg);
+                failed = 1;
+            }
+            failed |= !out_end(&w, 0, NULL, log, label, "experts (TensorCore, rejected)");
+            size_t tc_bytes;
+            rs = rudnn_swiglu_experts_workspace_size(s->experts, pairs, RUDNN_MOE_TENSOR_CORE, &tc_bytes);
+            if (rs != RUDNN_STATUS_NOT_SUPPORTED) {
+                logf_(log, "  %s: workspace_size(TensorCore) returned %s where TensorCore cannot run\n", label,
+                      rudnn_status_string(rs));
+                failed = 1;
+            }
+        }
+    }
+
+    /* ---- combine ---- */
+    {
+        int64_t odims[2] = {T, H};
+        size_t nout = (size_t)(T * H);
+        rt_tensor_create(&s->OUT, dt, 2, odims, 1, RT_TAIL_BYTES);
+        rt_tensor_create(&s->OUT_ONE, dt, 2, odims, 4, RT_TAIL_BYTES);
+        rt_tensor_create(&s->OUT_AUTO, dt, 2, odims, 0, RT_TAIL_BYTES);
+        rt_tensor_create(&s->OUT_ONE_AUTO, dt, 2, odims, 2, RT_TAIL_BYTES);
+        s->out = xmalloc(nout * sizeof(float));
+        s->out2 = xmalloc(nout * sizeof(float));
+        in_guard_t eo_guard = {0};
+        in_add(&eo_guard, &s->EO, "expert_output");
+        out_watch_t w;
+        out_begin(&w, &s->OUT);
+        int ok = check_ok(log, label, "moe_combine", rudnn_moe_combine(rt_queue, s->disp, &s->EO.t, &s->OUT.t));
+        ok &= out_end(&w, ok && nout > 0, s->out, log, label, "combine");
+        ok &= in_check(&eo_guard, log, label);
+        in_free(&eo_guard);
+        if (!ok) {
+            failed = 1;
+            goto done;
+        }
+        ref_report_t rep;
+        ref_report_init(&rep);
+        const float **rows = xmalloc((size_t)k * sizeof *rows);
+        for (int64_t t = 0; t < T; t++) {
+            for (int j = 0; j < k; j++)
+                rows[j] = s->eo + (size_t)s->ref_pos[t * k + j] * H;
+            moe_ref_combine_row(dt, s->w + t * k, rows, k, H, s->ref + t * H, s->tol + t * H);
+        }
+        free(rows);
+        moe_ref_compare(&rep, "output", s->out, s->ref, s->tol, nout, H);
+        if (rep.worst_excess > worst)
+            worst = rep.worst_excess;
+        if (rep.mismatches) {
+            logf_(log, "  %s: combine: %zu of %zu values outside tolerance (worst %.3g x allowed):\n%s", label,
+                  rep.mismatches, rep.checked, rep.worst_excess, rep.text);
+            failed = 1;
+        }
+
+        /* the one-call form equals the split path (Scalar) bit for bit */
+        out_begin(&w, &s->OUT_ONE);
+        ok = check_ok(log, label, c->routing == R_SOFTMAX ? "swiglu_experts_forward"
+                                                          : "swiglu_experts_forward_sigmoid_grouped (Scalar)",
+                      call_one(c, s, RUDNN_MOE_SCALAR, &s->OUT_ONE));
+        ok &= out_end(&w, ok && nout > 0, s->out2, log, label, "one-call (Scalar)");
+        if (ok)
+            ok = compare_exact(s->out2, s->out, nout, log, label, "one-call vs route+dispatch+experts+combine");
+        failed |= !ok;
+
+        /* grouped one-call with Auto equals the split path with Auto */
+        if (c->routing == R_GROUPED) {
+            out_begin(&w, &s->OUT_AUTO);
+            ok = check_ok(log, label, "moe_combine (Auto experts)",
+                          rudnn_moe_combine(rt_queue, s->disp, &s->EO_AUTO.t, &s->OUT_AUTO.t));
+            ok &= out_end(&w, ok && nout > 0, s->out, log, label, "combine (Auto experts)");
+            out_begin(&w, &s->OUT_ONE_AUTO);
+            ok &= check_ok(log, label, "swiglu_experts_forward_sigmoid_grouped (Auto)",
+                           call_one(c, s, RUDNN_MOE_AUTO, &s->OUT_ONE_AUTO));
+            ok &= out_end(&w, ok && nout > 0, s->out2, log, label, "one-call (Auto)");
+            if (ok)
+                ok = compare_exact(s->out2, s->out, nout, log, label, "one-call (Auto) vs split path (Auto)");
+            failed |= !ok;
+        }
+    }
+
+inputs:
+    failed |= !in_check(&s->inputs, log, label);
+done:
+    if (getenv("RUDNN_TEST_VERBOSE"))
+        print_message("  %s: worst error %.3f of allowed\n", label, worst);
+    state_free(s);
+    if (failed)
+        log->failures++;
+}
+
+/* ---- case lists ----------------------------------------------------------------------------------- */
+
+static const mcase_t route_softmax_cases[] = {
+    SOFT("grid, ties likely", 64, 16, 4, 0, D_GRID, S_ROUTE, 0, 0),
+    SOFT("grid, ties likely", 64, 16, 4, 1, D_GRID, S_ROUTE, 0, 0),
+    SOFT("fine grid", 64, 64, 6, 1, D_GRID_FINE, S_ROUTE, 0, 0),
+    SOFT("all logits equal", 5, 8, 3, 0, D_EQUAL, S_ROUTE, 0, 0),
+    SOFT("all logits equal", 5, 8, 3, 1, D_EQUAL, S_ROUTE, 0, 0),
+    SOFT("NaN, +inf, all -inf, -inf rows", 16, 8, 3, 0, D_NONFINITE, S_ROUTE, 0, 0),
+    SOFT("NaN, +inf, all -inf, -inf rows", 16, 8, 3, 1, D_NONFINITE, S_ROUTE, 0, 0),
+    SOFT("NaN, +inf, all -inf, -inf rows, top_k = E", 8, 8, 8, 0, D_NONFINITE, S_ROUTE, 0, 0),
+    SOFT("top_k = 1", 33, 16, 1, 0, D_GRID, S_ROUTE, 0, 0),
+    SOFT("top_k = 1", 33, 16, 1, 1, D_GRID, S_ROUTE, 0, 0),
+    SOFT("top_k = E", 17, 16, 16, 0, D_GRID, S_ROUTE, 0, 0),
+    SOFT("top_k = E", 17, 16, 16, 1, D_GRID, S_ROUTE, 0, 0),
+    SOFT("E = 1", 9, 1, 1, 0, D_GRID, S_ROUTE, 0, 0),
+    SOFT("E = 1", 9, 1, 1, 1, D_GRID, S_ROUTE, 0, 0),
+    SOFT("T = 0", 0, 16, 4, 1, D_GRID, S_ROUTE, 0, 0),
+    SOFT("T = 1", 1, 16, 2, 0, D_GRID, S_ROUTE, 0, 0),
+    SOFT("E = 256", 64, 256, 8, 1, D_GRID, S_ROUTE, 0, 0),
+    SOFT("E = 256, top_k = E", 4, 256, 256, 0, D_GRID, S_ROUTE, 0, 0),
+    SOFT("E = 1024", 8, 1024, 8, 0, D_GRID_FINE, S_ROUTE, 0, 0),
+};
+
+static const mcase_t route_grouped_cases[] = {
+    GROUPED("worked example (DESIGN.md 8)", 1, 8, 2, 1, 2, 1, 0, 1, 2.0f, D_WORKED, S_ROUTE, 0, 0),
+    GROUPED("worked example, group_top_two", 1, 8, 2, 1, 2, 1, 1, 1, 2.0f, D_WORKED, S_ROUTE, 0, 0),
+    GROUPED("E8 G2 sel1", 64, 8, 2, 1, 2, 1, 0, 1, 2.0f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("E16 G4 sel2 top-two", 64, 16, 4, 1, 4, 2, 1, 1, 1.0f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("E16 G4 sel2 no bias", 64, 16, 4, 0, 4, 2, 0, 0, 2.5f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("E16 G4 sel2 top-two no bias", 64, 16, 4, 0, 4, 2, 1, 0, 1.0f, D_GRID_FINE, S_ROUTE, 0, 0),
+    GROUPED("E16 one group, top_k = E", 17, 16, 16, 1, 1, 1, 0, 1, 1.0f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("E16 G16: one expert per group", 32, 16, 4, 1, 16, 4, 0, 1, 1.0f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("E12 G3 sel2 k5 top-two", 32, 12, 5, 0, 3, 2, 1, 1, 0.5f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("E32 G4 selected = groups", 32, 32, 8, 0, 4, 4, 1, 0, 1.0f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("E64 G8 sel3 k6 top-two", 64, 64, 6, 1, 8, 3, 1, 1, 2.5f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("E256 G8 sel4 k8 top-two (DeepSeek-V3)", 64, 256, 8, 1, 8, 4, 1, 1, 2.5f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("E256 G128 sel32 k64 top-two", 16, 256, 64, 1, 128, 32, 1, 1, 1.0f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("E1024 G128 sel8 k64: top_k = experts of the selected groups", 8, 1024, 64, 1, 128, 8, 1, 1, 1.0f,
+            D_GRID_FINE, S_ROUTE, 0, 0),
+    GROUPED("E1024 one group k64 no bias", 8, 1024, 64, 0, 1, 1, 0, 0, 1.0f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("E = 1", 9, 1, 1, 1, 1, 1, 0, 1, 1.0f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("E = 1", 9, 1, 1, 0, 1, 1, 0, 0, 3.0f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("all logits equal, no bias: ties", 4, 16, 4, 1, 4, 2, 1, 0, 1.0f, D_EQUAL, S_ROUTE, 0, 0),
+    GROUPED("all logits equal, no bias: ties", 4, 16, 6, 0, 4, 3, 0, 0, 1.0f, D_EQUAL, S_ROUTE, 0, 0),
+    GROUPED("NaN, +-inf rows, top-two", 20, 16, 4, 1, 4, 2, 1, 1, 1.0f, D_GNONFINITE, S_ROUTE, 0, 0),
+    GROUPED("NaN, +-inf rows, max score no bias", 20, 16, 6, 0, 4, 2, 0, 0, 2.0f, D_GNONFINITE, S_ROUTE, 0, 0),
+    GROUPED("T = 0", 0, 16, 4, 1, 4, 2, 1, 1, 1.0f, D_GRID, S_ROUTE, 0, 0),
+    GROUPED("T = 1", 1, 16, 4, 1, 4, 2, 1, 1, 1.0f, D_GRID, S_ROUTE, 0, 0),
+};
+
+static const mcase_t dispatch_cases[] = {
+    SOFT("softmax", 64, 16, 4, 1, D_GRID, S_DISPATCH, 67, 0),
+    GROUPED("grouped", 64, 16, 4, 1, 4, 2, 1, 1, 1.0f, D_GRID, S_DISPATCH, 33, 0),
+    SOFT("experts 1, 6, 11 receive no token", 64, 16, 3, 0, D_NO_TOKEN, S_DISPATCH, 40, 0),
+    SOFT("expert 5 receives every token", 64, 8, 1, 0, D_ONE_EXPERT, S_DISPATCH, 24, 0),
+    GROUPED("expert 5 receives every token (grouped)", 64, 8, 1, 1, 2, 1, 0, 0, 1.0f, D_ONE_EXPERT, S_DISPATCH,
+            24, 0),
+    SOFT("top_k = E: every expert receives every token", 10, 8, 8, 1, D_GRID, S_DISPATCH, 19, 0),
+    SOFT("T = 0", 0, 8, 2, 0, D_GRID, S_DISPATCH, 16, 0),
+    SOFT("T = 1, H = 1", 1, 4, 2, 0, D_GRID, S_DISPATCH, 1, 0),
+    SOFT("E = 1", 7, 1, 1, 0, D_GRID, S_DISPATCH, 9, 0),
+    SOFT("E = 256, H = 1", 64, 256, 8, 1, D_GRID, S_DISPATCH, 1, 0),
+    SOFT("8192 pairs (many scan chunks and blocks), H = 3", 1024, 64, 8, 0, D_GRID, S_DISPATCH, 3, 0),
+    SOFT("E = 16384 (beyond a shared-memory histogram)", 3, 16384, 3, 1, D_GRID, S_DISPATCH, 5, 0),
+};
+
+static const mcase_t pipeline_cases[] = {
+    SOFT("softmax, H 67, I 45", 64, 16, 4, 1, D_GRID, S_ALL, 67, 45),
+    SOFT("softmax, H 200, I 130", 32, 8, 2, 0, D_GRID, S_ALL, 200, 130),
+    GROUPED("grouped top-two, H 131, I 77", 48, 16, 4, 1, 4, 2, 1, 1, 2.5f, D_GRID, S_ALL, 131, 77),
+    GROUPED("grouped no bias, H 45, I 199", 24, 8, 2, 0, 2, 1, 0, 0, 1.0f, D_GRID, S_ALL, 45, 199),
+    GROUPED("worked example routing, H 13, I 7", 1, 8, 2, 1, 2, 1, 0, 1, 2.0f, D_WORKED, S_ALL, 13, 7),
+    SOFT("experts without tokens", 16, 16, 3, 1, D_NO_TOKEN, S_ALL, 40, 24),
+    SOFT("one expert takes every token", 20, 8, 1, 0, D_ONE_EXPERT, S_ALL, 50, 30),
+    SOFT("one expert takes 160 rows (more than one row tile)", 160, 8, 1, 1, D_ONE_EXPERT, S_ALL, 70, 33),
+    SOFT("top_k = E", 9, 8, 8, 1, D_GRID, S_ALL, 19, 23),
+    SOFT("E = 1", 7, 1, 1, 0, D_GRID, S_ALL, 33, 17),
+    SOFT("T = 1, H = 1, I = 1", 1, 4, 2, 1, D_GRID, S_ALL, 1, 1),
+    SOFT("T = 0", 0, 8, 2, 1, D_GRID, S_ALL, 24, 16),
+    GROUPED("T = 0 grouped", 0, 8, 2, 1, 2, 1, 1, 1, 1.0f, D_GRID, S_ALL, 24, 16),
+    SOFT("NaN, +inf, -inf routing rows: NaN output rows", 16, 8, 3, 1, D_NONFINITE, S_ALL, 21, 11),
+    {"F32 logits", R_SOFTMAX, 32, 8, 2, 1, 0, 0, 0, 0, 1.0f, D_GRID, S_ALL, 37, 29, 1, 0},
+    {"F32 logits, grouped", R_GROUPED, 32, 16, 4, 1, 4, 2, 1, 1, 2.5f, D_GRID, S_ALL, 37, 29, 1, 0},
+    {"plan destroyed before experts and combine", R_SOFTMAX, 16, 8, 2, 1, 0, 0, 0, 0, 1.0f, D_GRID, S_ALL, 24,
+     16, 0, 1},
+    {"plan destroyed before experts and combine, grouped", R_GROUPED, 16, 8, 2, 1, 2, 1, 0, 1, 1.0f, D_GRID,
+     S_ALL, 24, 16, 0, 1},
+};
+
+typedef struct family {
+    const char *name;
+    const mcase_t *cases;
+    size_t count;
+} family_t;
+
+#define FAMILY(name, list) {name, list, sizeof list / sizeof list[0]}
+static const family_t families[] = {
+    FAMILY("route_softmax", route_softmax_cases),
+    FAMILY("route_grouped", route_grouped_cases),
+    FAMILY("dispatch", dispatch_cases),
+    FAMILY("pipeline", pipeline_cases),
+};
+#define FAMILY_COUNT (sizeof families / sizeof families[0])
+
+typedef struct param {
+    const family_t *family;
+    rudnn_dtype_t dtype;
+    char name[64];
+} param_t;
+
+static void test_family(void **state)
+{
+    const param_t *p = *state;
+    log_t *log = xcalloc(1, sizeof *log);
+    for (size_t i = 0; i < p->family->count; i++)
+        run_case(p->dtype, &p->family->cases[i], p->name, (int)i, log);
+    if (log->failures) {
+        print_log(log->text);
+        int n = log->failures;
+        free(log);
+        fail_msg("%d case(s) failed", n);
+    }
+    free(log);
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    rt_close();
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static param_t params[FAMILY_COUNT * DTYPE_COUNT];
+    static struct CMUnitTest tests[FAMILY_COUNT * DTYPE_COUNT];
+    size_t n = 0;
+    for (size_t f = 0; f < FAMILY_COUNT; f++) {
+        for (int d = 0; d < DTYPE_COUNT; d++) {
+            param_t *p = &params[n];
+            p->family = &families[f];
+            p->dtype = dtypes[d];
+            snprintf(p->name, sizeof p->name, "%s/%s", families[f].name, rudnn_dtype_name(dtypes[d]));
+            tests[n] = (struct CMUnitTest){p->name, test_family, NULL, NULL, p};
+            n++;
+        }
+    }
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+
+    char group[64];
+    snprintf(group, sizeof group, "moe-%s", rt_requested_backend());
+    rt_open_or_skip(group);
+    rudnn_device_info_t info;
+    if (rudnn_context_device_info(rt_ctx, &info) == RUDNN_STATUS_SUCCESS)
+        snprintf(backend_name, sizeof backend_name, "%s", info.backend);
+    return rt_exit_code(_cmocka_run_group_tests(group, tests, n, NULL, group_teardown));
+}
