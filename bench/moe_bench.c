@@ -51,8 +51,10 @@ static float uniform(float lo, float hi)
 static void fill(rudnn_queue_t q, rudnn_buffer_t b, size_t n, float scale)
 {
     const size_t block = (size_t)16 << 20; /* elements: 32 MiB of bf16 */
+    if (n == 0)
+        return;
     size_t first = n < block ? n : block;
-    float *f = malloc(first * sizeof *f);
+    float *f = calloc(first, sizeof *f);
     uint16_t *h = malloc(first * sizeof *h);
     if (!f || !h) {
         fprintf(stderr, "rudnn-bench-moe: out of host memory\n");
@@ -104,7 +106,8 @@ static void run_once(const run_args_t *a, what_t what)
 {
     rudnn_routing_plan_t plan = NULL;
     if (what == WHAT_ROUTE_GROUPED) {
-        rudnn_grouped_routing_options_t go = {.top_k = a->c->top_k, .groups = 8, .selected_groups = 4,
+        const int groups = a->c->experts >= 64 ? 8 : a->c->experts / 2; /* DeepSeek-V3: 8 groups, 4 chosen */
+        rudnn_grouped_routing_options_t go = {.top_k = a->c->top_k, .groups = groups, .selected_groups = groups / 2,
                                               .group_top_two = 1, .renormalize = 1, .scale = 2.5f};
         check(rudnn_moe_route_sigmoid_grouped(a->q, a->logits, a->bias, &go, &plan), "route_sigmoid_grouped");
         rudnn_routing_plan_destroy(plan);

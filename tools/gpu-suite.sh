@@ -15,6 +15,7 @@
 #   baseline  bench/baselines/torch_norm.py (same shapes/ops/dtypes; torch.compile of
 #             add+rms_norm unless TORCH_COMPILE=0)
 #   compare   bench/compare.py -> $OUT/compare.md, printed at the very end
+#   moe       rudnn-bench-moe and bench/baselines/torch_moe.py -> $OUT/compare-moe.md
 #   example   installs into a scratch DESTDIR and builds examples/ through pkg-config
 #
 # The image has CUDA (nvcc), PyTorch, pip meson+ninja and the NVIDIA driver, but no
@@ -54,7 +55,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
 
-all_stages=(build test info bench baseline compare example)
+all_stages=(build test info bench baseline compare moe example)
 if (( $# == 0 )) || [[ "$*" == all ]]; then
   stages=("${all_stages[@]}")
 else
@@ -250,6 +251,13 @@ stage_baseline() {
 
 stage_compare() {
   python3 bench/compare.py "$OUT/rudnn-$BENCH_BACKEND.jsonl" "$OUT/torch.jsonl" > "$OUT/compare.md"
+}
+
+# MoE forward and routing (bf16, the model shapes) side by side with torch._grouped_mm.
+stage_moe() {
+  "$BUILD/bench/rudnn-bench-moe" --backend "$BENCH_BACKEND" | tee "$OUT/moe-rudnn.jsonl" || return 1
+  python3 bench/baselines/torch_moe.py | tee "$OUT/moe-torch.jsonl" || return 1
+  python3 bench/compare_moe.py "$OUT/moe-rudnn.jsonl" "$OUT/moe-torch.jsonl" | tee "$OUT/compare-moe.md"
 }
 
 stage_example() {

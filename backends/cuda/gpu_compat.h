@@ -83,7 +83,8 @@
 #define RUDNN_HAS_CLUSTERS 0
 #define RDG_HOST_CLUSTERS 0
 
-/* The MoE tensor-core experts use NVIDIA's mma.sync PTX: none under HIP (the table entry is NULL). */
+/* The MoE tensor-core experts use NVIDIA's mma.sync / wgmma PTX: none under HIP (the table entry is
+ * NULL). */
 #define RDG_MOE_TENSOR_CORES 0
 
 #define RDG_SMEM_OPTIN(prop) ((prop).sharedMemPerBlock)
@@ -168,8 +169,8 @@ static inline void rdg_matrix_units(const hipDeviceProp_t *p, int *fp16, int *bf
 
 #define RDG_SMEM_OPTIN(prop) ((prop).sharedMemPerBlockOptin)
 
-/* MoE tensor-core experts (mma.sync, sm_80+ at run time; older devices fall back to the scalar
- * kernels). */
+/* MoE tensor-core experts: wgmma in sm_90a binaries, mma.sync elsewhere (sm_80+ at run time;
+ * older devices fall back to the scalar kernels). */
 #define RDG_MOE_TENSOR_CORES 1
 
 static inline int rdg_arch_number(const cudaDeviceProp *p)

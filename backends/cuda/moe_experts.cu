@@ -13,18 +13,26 @@
  * ceil(count_e / BM) slots (an extra slot finds no rows and is skipped), and s(E) =
  * floor((rows + E (BM - 1)) / BM) slots in all, which the host knows. A block finds the expert of
  * slot v as (number of e in 0..E with s(e) <= v) - 1, one __syncthreads_count per blockDim experts.
- * grid.x runs over the column tiles (fastest, so the blocks of one row tile run together and
- * share its rows in L2), grid.y over the slots (grid-stride past 65535).
+ * experts_scalar: grid.x runs over the column tiles (fastest, so the blocks of one row tile run
+ * together and share its rows in L2), grid.y over the slots (grid-stride past 65535).
  *
  * experts_scalar: CUDA-core kernels, 64 x 64 tiles of 256 threads, K in steps of 16 through
  * shared memory (FP32), any H, I and alignment.
  *
- * experts_tensor_core (CUDA, sm_80+): mma.sync m16n8k16 (f16/bf16 in, f32 accumulate), 128 x 128
- * block tiles of 8 warps (64 x 32 each), K in steps of 64 through a 3-stage cp.async pipeline with
- * XOR-swizzled 128-byte shared rows read by ldmatrix. GEMM 1's 128 B-rows are 64 gate rows and the
- * 64 up rows of the same columns; each warp takes 16 of each, so a thread holds g and u of the same
- * elements. Needs H % 8 == 0, I % 8 == 0 and 16-byte aligned operands (16-byte cp.async rows); any
- * other case, or a device older than sm_80, runs the scalar kernels instead (documented fallback).
+ * experts_tensor_core (CUDA): 128-row tiles, K in steps of 64 through a cp.async pipeline of
+ * 128-byte shared rows with the 128-byte XOR swizzle (wgmma's K-major layout; conflict-free for
+ * ldmatrix too), FP32 accumulators, silu(g) * u in GEMM 1's epilogue (the tile holds the gate rows
+ * and the up rows of the same columns, so a thread holds g and u of the same elements):
+ *   - sm_90a binaries: wgmma m64n256k16, 128 x 256 tiles, 4 stages, 1 CTA/SM;
+ *   - otherwise (sm_80+, PTX for newer GPUs): mma.sync m16n8k16 + ldmatrix, 128 x 128 tiles,
+ *     3 stages, 2 CTAs/SM.
+ * The host learns which one the loaded binary has from a probe kernel's launch bound (no launch,
+ * no synchronisation). Blocks take work items (column group of 8 tiles, slot, column): the CTAs
+ * running together share a few row tiles and each expert's weight tiles in L2, so weights are read
+ * from DRAM about once per pass instead of once per row tile.
+ * Needs H % 8 == 0, I % 8 == 0 and 16-byte aligned operands (16-byte cp.async rows), and a device
+ * of sm_80 or later; any other case runs the scalar kernels instead (documented fallback, same
+ * function).
  */
 #include <math.h>
 #include <stdio.h>
@@ -193,23 +201,34 @@ scalar_gemm_kernel(const void *__restrict__ a, const void *__restrict__ b0, cons
 
 #if RDG_MOE_TENSOR_CORES
 
+/* Two tile shapes, one kernel template (BN = B rows per tile; GEMM 1's tile is BN/2 gate rows then
+ * the BN/2 up rows of the same columns):
+ *   BN = 256: wgmma m64n256k16 (sm_90a), 4 stages, a wgmma group left running across iterations,
+ *             1 CTA per SM (128 accumulators per thread)
+ *   BN = 128: mma.sync m16n8k16 (sm_80+), 3 stages, 2 CTAs per SM
+ * The host launches BN = 256 only where the loaded binary has wgmma (tc_probe_kernel). */
 #define TC_BM 128
-#define TC_BN 128 /* B rows per tile; GEMM 1: 64 gate + 64 up rows (64 output columns) */
-#define TC_BK 64  /* 128-byte shared rows */
-#ifndef TC_STAGES
-#define TC_STAGES 3
-#endif
-/* Tiles in flight ahead of the one being multiplied, and wgmma groups left running across an
- * iteration: a stage is refilled only after every read of it finished, so with a group left
- * running the prefetch distance is one less. */
-#ifndef TC_INFLIGHT
-#define TC_INFLIGHT 0
-#endif
-#define TC_DIST (TC_STAGES - 1 - TC_INFLIGHT)
+#define TC_BK 64 /* 128-byte shared rows */
 #define TC_THREADS 256
-#define TC_MIN_BLOCKS (TC_STAGES <= 3 ? 2 : 1)
-#define TC_STAGE_BYTES ((TC_BM + TC_BN) * TC_BK * 2)
-#define TC_SMEM (TC_STAGES * TC_STAGE_BYTES + 1024) /* + alignment of the stages to 1024 bytes */
+#define TC_GROUP_N 8 /* column tiles per raster group */
+
+template <int BN>
+struct TcCfg {
+    enum {
+        STAGES = BN == 256 ? 4 : 3,
+        INFLIGHT = BN == 256 ? 1 : 0,
+        /* tiles in flight ahead of the one being multiplied: a stage is refilled only after every
+         * read of it finished, so a wgmma group left running costs one stage */
+        DIST = STAGES - 1 - INFLIGHT,
+        MIN_BLOCKS = BN == 256 ? 1 : 2,
+        STAGE_BYTES = (TC_BM + BN) * TC_BK * 2,
+        SMEM = STAGES * STAGE_BYTES + 1024 /* + alignment of the stages to 1024 bytes */
+    };
+};
+
+/* Its launch bound tells the host (cudaFuncGetAttributes, no launch) whether the binary loaded for
+ * the device was compiled with wgmma. */
+__global__ void __launch_bounds__(RDG_HAS_WGMMA ? 96 : 64) tc_probe_kernel() {}
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p)
 {
@@ -258,17 +277,17 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
 }
 
 template <int DT>
-__device__ __forceinline__ void wgmma_128(float (&d)[64], uint64_t da, uint64_t db)
+__device__ __forceinline__ void wgmma_256(float (&d)[128], uint64_t da, uint64_t db)
 {
     if constexpr (DT == RUDNN_BF16)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                      : "l"(da), "l"(db), "r"(1));
     else
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                      : "l"(da), "l"(db), "r"(1));
 }
 
@@ -285,10 +304,10 @@ __device__ __forceinline__ void wgmma_wait()
 {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-__device__ __forceinline__ void fence_operands(float (&d)[64])
+__device__ __forceinline__ void fence_operands(float (&d)[128])
 {
 #pragma unroll
-    for (int i = 0; i < 64; i++)
+    for (int i = 0; i < 128; i++)
         asm volatile("" : "+f"(d[i])::"memory");
 }
 /* cp.async wrote the stage through the generic proxy; wgmma reads it through the async proxy */
@@ -296,8 +315,8 @@ __device__ __forceinline__ void fence_proxy_async()
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+#endif
 
-#else
 /* ---- sm_80+: mma.sync m16n8k16 with ldmatrix ---- */
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4])
@@ -329,34 +348,46 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
     __trap(); /* the host never launches these below sm_80 */
 #endif
 }
-#endif
 
 /* C = A B^T over the slots' rows, see the file comment. a: [rows, K]; b0 (b1): [E, N, K]; c: [rows, N].
- * Shared stage: A tile [128 rows][64 k], then B tile [128 rows][64 k] (DUAL: 64 gate rows, then the
- * 64 up rows of the same columns), swizzled 128-byte rows.
- *   wgmma (sm_90a): warpgroup g multiplies A rows g*64 .. +64 by all 128 B rows (m64n128k16);
- *     accumulator block j (0..15) holds B rows j*8 .. +8, so DUAL pairs gate block j with up j + 8.
- *   mma.sync: warp (wm, wn) = (warp / 4, warp % 4) multiplies A rows wm*64 .. +64 by B rows wn*32 ..
- *     +32 (DUAL: gate rows wn*16 .. +16 and up rows 64 + wn*16 .. +16); fragment (i, j): A rows
- *     i*16 .. +16, B rows of n8 block j.
+ * Shared stage: A tile [128 rows][64 k], then B tile [BN rows][64 k] (DUAL: BN/2 gate rows, then
+ * the BN/2 up rows of the same columns), swizzled 128-byte rows.
+ *   BN = 256, wgmma: warpgroup g multiplies A rows g*64 .. +64 by all 256 B rows (m64n256k16);
+ *     accumulator block j (0..31) holds B rows j*8 .. +8, so DUAL pairs gate block j with up j + 16.
+ *   BN = 128, mma.sync: warp (wm, wn) = (warp / 4, warp % 4) multiplies A rows wm*64 .. +64 by B
+ *     rows wn*32 .. +32 (DUAL: gate rows wn*16 .. +16 and up rows 64 + wn*16 .. +16); fragment
+ *     (i, j): A rows i*16 .. +16, B rows of n8 block j.
  * Both accumulator layouts give a thread rows r0 + lane/4 (+8) and columns 2 (lane % 4) + 0, 1 of a
- * 16 x 8 block. */
-template <int DT, bool DUAL>
-__global__ void __launch_bounds__(TC_THREADS, TC_MIN_BLOCKS)
+ * 16 x 8 block.
+ * Raster: work item L = (column group, slot, column in group), TC_GROUP_N column tiles per group,
+ * so the CTAs running together share a few A row tiles and the weight tiles of a few experts. */
+template <int DT, bool DUAL, int BN>
+__global__ void __launch_bounds__(TC_THREADS, TcCfg<BN>::MIN_BLOCKS)
 tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, const uint16_t *__restrict__ b1,
                const uint32_t *__restrict__ offsets, uint16_t *__restrict__ c, int experts, int64_t n_total,
-               int64_t k_total, int64_t slots)
+               int64_t k_total, int64_t slots, int64_t n_tiles)
 {
+    typedef TcCfg<BN> Cfg;
     extern __shared__ __align__(128) uint8_t tc_smem[];
     const int tid = threadIdx.x;
     const int lane = tid % 32;
     const int warp = tid / 32;
-    constexpr int NCOLS = DUAL ? TC_BN / 2 : TC_BN; /* output columns per tile */
-    const int64_t n0 = (int64_t)blockIdx.x * NCOLS;
+    constexpr int NCOLS = DUAL ? BN / 2 : BN; /* output columns per tile */
+    constexpr int BQ = BN / 32;               /* B chunks per thread and stage */
+    constexpr int HQ = DUAL ? BQ / 2 : BQ;    /* ... from the first matrix */
     const uint32_t smem0 = (smem_u32(tc_smem) + 1023u) & ~1023u;
     const int ktiles = (int)((k_total + TC_BK - 1) / TC_BK);
+    const int64_t per_group = (int64_t)TC_GROUP_N * slots;
+    const int64_t items = ((n_tiles + TC_GROUP_N - 1) / TC_GROUP_N) * per_group;
 
-    for (int64_t v = blockIdx.y; v < slots; v += gridDim.y) {
+    for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+        const int64_t grp = item / per_group;
+        const int64_t within = item - grp * per_group;
+        const int64_t gw = min((int64_t)TC_GROUP_N, n_tiles - grp * TC_GROUP_N); /* columns in group */
+        if (within >= gw * slots)
+            continue; /* uniform */
+        const int64_t v = within / gw;
+        const int64_t n0 = (grp * TC_GROUP_N + within % gw) * NCOLS;
         int e, rows;
         int64_t row0;
         if (!find_tile(offsets, experts, v, TC_BM, &e, &row0, &rows))
@@ -365,18 +396,18 @@ tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, 
         const uint16_t *gb0 = b0 + ((int64_t)e * n_total) * k_total;
         const uint16_t *gb1 = DUAL ? b1 + ((int64_t)e * n_total) * k_total : gb0;
 
-        /* Each thread copies 4 chunks of A and 4 of B per stage: chunk q * 256 + tid is row
+        /* Each thread copies 4 chunks of A and BQ of B per stage: chunk q * 256 + tid is row
          * tid / 8 + 32 q, 16-byte column tid % 8; the swizzle of those rows is the same. */
         const int lrow = tid / 8, lch = tid % 8;
         const uint32_t ldst = swz(lrow, lch);
         const uint16_t *pa = ga + (int64_t)lrow * k_total + lch * 8;
-        /* B rows: q = 0, 1 (DUAL: gate) from pb0, q = 2, 3 (DUAL: up) from pb1, 32 rows apart */
+        /* B rows: q < HQ from pb0 (DUAL: gate), the others from pb1 (DUAL: up), 32 rows apart */
         const int64_t bn = n0 + lrow; /* column of q = 0 */
         const uint16_t *pb0 = gb0 + bn * k_total + lch * 8;
-        const uint16_t *pb1 = DUAL ? gb1 + bn * k_total + lch * 8 : pb0 + 64 * k_total;
+        const uint16_t *pb1 = DUAL ? gb1 + bn * k_total + lch * 8 : pb0;
         const int64_t b_stride = 32 * k_total;
         auto load_stage = [&](int stage, int kt) {
-            const uint32_t sa = smem0 + stage * TC_STAGE_BYTES + ldst;
+            const uint32_t sa = smem0 + stage * Cfg::STAGE_BYTES + ldst;
             const uint32_t sb = sa + TC_BM * TC_BK * 2;
             const int64_t k0 = (int64_t)kt * TC_BK;
             const bool k_ok = k0 + lch * 8 < k_total;
@@ -387,150 +418,155 @@ tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, 
                            ok);
             }
 #pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int64_t n = bn + (DUAL ? 32 * (q % 2) : 32 * q);
-                const bool ok = k_ok && n < n_total;
-                const uint16_t *src = (q < 2 ? pb0 : pb1) + (q % 2) * b_stride + k0;
+            for (int q = 0; q < BQ; q++) {
+                const int qq = q % HQ;
+                const bool ok = k_ok && bn + 32 * qq < n_total;
+                const uint16_t *src = (q < HQ ? pb0 : pb1) + qq * b_stride + k0;
                 cp_async16(sb + q * 32 * 128, ok ? (const void *)src : (const void *)a, ok);
             }
         };
 
 #pragma unroll
-        for (int s = 0; s < TC_DIST; s++) {
+        for (int s = 0; s < Cfg::DIST; s++) {
             if (s < ktiles)
                 load_stage(s, s);
             cp_async_commit();
         }
 
+        if constexpr (BN == 256) {
 #if RDG_HAS_WGMMA
-        const int wg = warp / 4;
-        float acc[64];
+            const int wg = warp / 4;
+            float acc[128];
 #pragma unroll
-        for (int i = 0; i < 64; i++)
-            acc[i] = 0.0f;
-        for (int kt = 0; kt < ktiles; kt++) {
-            cp_async_wait<TC_DIST - 1>();
-            fence_proxy_async();
-            __syncthreads();
-            {
-                const int nk = kt + TC_DIST;
-                if (nk < ktiles)
-                    load_stage(nk % TC_STAGES, nk);
-                cp_async_commit();
-            }
-            const uint32_t sa = smem0 + (kt % TC_STAGES) * TC_STAGE_BYTES + wg * 64 * 128;
-            const uint32_t sb = smem0 + (kt % TC_STAGES) * TC_STAGE_BYTES + TC_BM * TC_BK * 2;
-            wgmma_fence();
-#pragma unroll
-            for (int ks = 0; ks < TC_BK / 16; ks++)
-                wgmma_128<DT>(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
-            wgmma_commit();
-            wgmma_wait<TC_INFLIGHT>();
-            fence_operands(acc);
-        }
-        wgmma_wait<0>();
-        fence_operands(acc);
-        cp_async_wait<0>();
-        __syncthreads(); /* the next slot's prologue overwrites the stages */
-
-        /* epilogue: block j of row half h: rows wg*64 + (warp%4)*16 + lane/4 + 8h */
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int m = wg * 64 + (warp % 4) * 16 + lane / 4 + h * 8;
-            if (m >= rows)
-                continue;
-            uint16_t *crow = c + (row0 + m) * n_total;
-#pragma unroll
-            for (int j = 0; j < (DUAL ? 8 : 16); j++) {
-                const int64_t n = n0 + j * 8 + (lane % 4) * 2;
-                if (n < n_total) {
-                    float lo = acc[j * 4 + 2 * h], hi = acc[j * 4 + 2 * h + 1];
-                    if (DUAL) {
-                        lo = silu_mul(lo, acc[(j + 8) * 4 + 2 * h]);
-                        hi = silu_mul(hi, acc[(j + 8) * 4 + 2 * h + 1]);
-                    }
-                    *(uint32_t *)(crow + n) = pack2(DT, lo, hi);
+            for (int i = 0; i < 128; i++)
+                acc[i] = 0.0f;
+            for (int kt = 0; kt < ktiles; kt++) {
+                cp_async_wait<Cfg::DIST - 1>();
+                fence_proxy_async();
+                __syncthreads();
+                {
+                    const int nk = kt + Cfg::DIST;
+                    if (nk < ktiles)
+                        load_stage(nk % Cfg::STAGES, nk);
+                    cp_async_commit();
                 }
+                const uint32_t st = smem0 + (kt % Cfg::STAGES) * Cfg::STAGE_BYTES;
+                const uint32_t sa = st + wg * 64 * 128;
+                const uint32_t sb = st + TC_BM * TC_BK * 2;
+                wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < TC_BK / 16; ks++)
+                    wgmma_256<DT>(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
+                wgmma_commit();
+                wgmma_wait<Cfg::INFLIGHT>();
+                fence_operands(acc);
             }
-        }
-#else
-        const int wm = warp / 4, wn = warp % 4;
-        float acc[4][4][4];
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-#pragma unroll
-                for (int r = 0; r < 4; r++)
-                    acc[i][j][r] = 0.0f;
-        /* ldmatrix row/chunk of this lane: A (16 x 16 at rows r0..): row r0 + lane % 16, chunk
-         * 2 ks + lane / 16. B (two n8 x k16): row r0 + (lane / 16) * 8 + lane % 8, chunk
-         * 2 ks + (lane / 8) % 2. */
-        const int a_row = wm * 64 + lane % 16;
-        const int a_ch = lane / 16;
-        const int b_row0 = DUAL ? wn * 16 : wn * 32;
-        const int b_row1 = DUAL ? TC_BN / 2 + wn * 16 : wn * 32 + 16;
-        const int b_sub = (lane / 16) * 8 + lane % 8;
-        const int b_ch = (lane / 8) % 2;
-        for (int kt = 0; kt < ktiles; kt++) {
-            cp_async_wait<TC_DIST - 1>();
-            __syncthreads();
-            {
-                const int nk = kt + TC_DIST;
-                if (nk < ktiles)
-                    load_stage(nk % TC_STAGES, nk);
-                cp_async_commit();
-            }
-            const uint32_t sa = smem0 + (kt % TC_STAGES) * TC_STAGE_BYTES;
-            const uint32_t sb = sa + TC_BM * TC_BK * 2;
-#pragma unroll
-            for (int ks = 0; ks < TC_BK / 16; ks++) {
-                uint32_t af[4][4], bf[2][4];
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    ldmatrix_x4(sa + swz(a_row + i * 16, 2 * ks + a_ch), af[i]);
-                ldmatrix_x4(sb + swz(b_row0 + b_sub, 2 * ks + b_ch), bf[0]);
-                ldmatrix_x4(sb + swz(b_row1 + b_sub, 2 * ks + b_ch), bf[1]);
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        mma16816<DT>(acc[i][j], af[i], bf[j / 2][(j % 2) * 2], bf[j / 2][(j % 2) * 2 + 1]);
-            }
-        }
-        cp_async_wait<0>();
-        __syncthreads(); /* the next slot's prologue overwrites the stages */
+            wgmma_wait<0>();
+            fence_operands(acc);
+            cp_async_wait<0>();
+            __syncthreads(); /* the next item's prologue overwrites the stages */
 
-        /* epilogue: fragment (i, j) holds rows wm*64 + i*16 + lane/4 (+8), columns 2 (lane % 4) + 0, 1 */
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
+            /* epilogue: block j of row half h: rows wg*64 + (warp%4)*16 + lane/4 + 8h */
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const int m = wm * 64 + i * 16 + lane / 4 + h * 8;
+                const int m = wg * 64 + (warp % 4) * 16 + lane / 4 + h * 8;
                 if (m >= rows)
                     continue;
                 uint16_t *crow = c + (row0 + m) * n_total;
-                if (DUAL) {
 #pragma unroll
-                    for (int j = 0; j < 2; j++) {
-                        const int64_t n = n0 + wn * 16 + j * 8 + (lane % 4) * 2;
-                        if (n < n_total) {
-                            const float lo = silu_mul(acc[i][j][2 * h], acc[i][j + 2][2 * h]);
-                            const float hi = silu_mul(acc[i][j][2 * h + 1], acc[i][j + 2][2 * h + 1]);
-                            *(uint32_t *)(crow + n) = pack2(DT, lo, hi);
+                for (int j = 0; j < NCOLS / 8; j++) {
+                    const int64_t n = n0 + j * 8 + (lane % 4) * 2;
+                    if (n < n_total) {
+                        float lo = acc[j * 4 + 2 * h], hi = acc[j * 4 + 2 * h + 1];
+                        if (DUAL) {
+                            lo = silu_mul(lo, acc[(j + 16) * 4 + 2 * h]);
+                            hi = silu_mul(hi, acc[(j + 16) * 4 + 2 * h + 1]);
                         }
+                        *(uint32_t *)(crow + n) = pack2(DT, lo, hi);
                     }
-                } else {
+                }
+            }
+#else
+            __trap(); /* the host launches BN = 256 only where tc_probe_kernel reports wgmma */
+#endif
+        } else {
+            const int wm = warp / 4, wn = warp % 4;
+            float acc[4][4][4];
 #pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        const int64_t n = n0 + wn * 32 + j * 8 + (lane % 4) * 2;
-                        if (n < n_total)
-                            *(uint32_t *)(crow + n) = pack2(DT, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int r = 0; r < 4; r++)
+                        acc[i][j][r] = 0.0f;
+            /* ldmatrix row/chunk of this lane: A (16 x 16 at rows r0..): row r0 + lane % 16, chunk
+             * 2 ks + lane / 16. B (two n8 x k16): row r0 + (lane / 16) * 8 + lane % 8, chunk
+             * 2 ks + (lane / 8) % 2. */
+            const int a_row = wm * 64 + lane % 16;
+            const int a_ch = lane / 16;
+            const int b_row0 = DUAL ? wn * 16 : wn * 32;
+            const int b_row1 = DUAL ? BN / 2 + wn * 16 : wn * 32 + 16;
+            const int b_sub = (lane / 16) * 8 + lane % 8;
+            const int b_ch = (lane / 8) % 2;
+            for (int kt = 0; kt < ktiles; kt++) {
+                cp_async_wait<Cfg::DIST - 1>();
+                __syncthreads();
+                {
+                    const int nk = kt + Cfg::DIST;
+                    if (nk < ktiles)
+                        load_stage(nk % Cfg::STAGES, nk);
+                    cp_async_commit();
+                }
+                const uint32_t sa = smem0 + (kt % Cfg::STAGES) * Cfg::STAGE_BYTES;
+                const uint32_t sb = sa + TC_BM * TC_BK * 2;
+#pragma unroll
+                for (int ks = 0; ks < TC_BK / 16; ks++) {
+                    uint32_t af[4][4], bf[2][4];
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        ldmatrix_x4(sa + swz(a_row + i * 16, 2 * ks + a_ch), af[i]);
+                    ldmatrix_x4(sb + swz(b_row0 + b_sub, 2 * ks + b_ch), bf[0]);
+                    ldmatrix_x4(sb + swz(b_row1 + b_sub, 2 * ks + b_ch), bf[1]);
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+#pragma unroll
+                        for (int j = 0; j < 4; j++)
+                            mma16816<DT>(acc[i][j], af[i], bf[j / 2][(j % 2) * 2], bf[j / 2][(j % 2) * 2 + 1]);
+                }
+            }
+            cp_async_wait<0>();
+            __syncthreads(); /* the next item's prologue overwrites the stages */
+
+            /* epilogue: fragment (i, j) holds rows wm*64 + i*16 + lane/4 (+8), columns 2 (lane % 4) + 0, 1 */
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int m = wm * 64 + i * 16 + lane / 4 + h * 8;
+                    if (m >= rows)
+                        continue;
+                    uint16_t *crow = c + (row0 + m) * n_total;
+                    if (DUAL) {
+#pragma unroll
+                        for (int j = 0; j < 2; j++) {
+                            const int64_t n = n0 + wn * 16 + j * 8 + (lane % 4) * 2;
+                            if (n < n_total) {
+                                const float lo = silu_mul(acc[i][j][2 * h], acc[i][j + 2][2 * h]);
+                                const float hi = silu_mul(acc[i][j][2 * h + 1], acc[i][j + 2][2 * h + 1]);
+                                *(uint32_t *)(crow + n) = pack2(DT, lo, hi);
+                            }
+                        }
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            const int64_t n = n0 + wn * 32 + j * 8 + (lane % 4) * 2;
+                            if (n < n_total)
+                                *(uint32_t *)(crow + n) = pack2(DT, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+                        }
                     }
                 }
             }
         }
-#endif
     }
 }
 
@@ -598,20 +634,68 @@ dim3 slot_grid(int64_t n_tiles, int64_t slots)
 
 #if RDG_MOE_TENSOR_CORES
 typedef void (*tc_fn)(const uint16_t *, const uint16_t *, const uint16_t *, const uint32_t *, uint16_t *, int,
-                      int64_t, int64_t, int64_t);
+                      int64_t, int64_t, int64_t, int64_t);
+
+/* Per device: 0 unknown, 1 no wgmma, 2 wgmma (racing threads store the same value). */
+volatile int g_wgmma[64];
+
+int has_wgmma(const rdg_queue_t *q)
+{
+    const int d = q->dev.index;
+    if (q->dev.arch != 90)
+        return 0;
+    if (d >= 0 && d < 64 && g_wgmma[d])
+        return g_wgmma[d] == 2;
+    cudaFuncAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    int yes = 0;
+    if (cudaFuncGetAttributes(&attr, (const void *)tc_probe_kernel) == cudaSuccess)
+        yes = attr.maxThreadsPerBlock == 96;
+    else
+        (void)cudaGetLastError();
+    if (d >= 0 && d < 64)
+        g_wgmma[d] = yes ? 2 : 1;
+    return yes;
+}
 
 /* Raises a kernel's dynamic shared memory limit once per device (racing threads set the same value). */
-rudnn_status_t allow_smem(tc_fn fn, int slot, int device)
+rudnn_status_t allow_smem(tc_fn fn, int slot, int device, int bytes)
 {
-    static volatile int done[4][64];
+    static volatile int done[8][64];
     if (device >= 0 && device < 64 && done[slot][device])
         return RUDNN_STATUS_SUCCESS;
-    cudaError_t err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_SMEM);
+    cudaError_t err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (err != cudaSuccess)
         return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize) (moe experts)");
     if (device >= 0 && device < 64)
         done[slot][device] = 1;
     return RUDNN_STATUS_SUCCESS;
+}
+
+template <int BN>
+rudnn_status_t tc_launch(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
+                         const uint32_t *off)
+{
+    typedef TcCfg<BN> Cfg;
+    const bool bf16 = plan->dtype == RUDNN_BF16;
+    tc_fn f1 = bf16 ? tc_gemm_kernel<RUDNN_BF16, true, BN> : tc_gemm_kernel<RUDNN_F16, true, BN>;
+    tc_fn f2 = bf16 ? tc_gemm_kernel<RUDNN_BF16, false, BN> : tc_gemm_kernel<RUDNN_F16, false, BN>;
+    const int slot = (BN == 256 ? 4 : 0) + (bf16 ? 0 : 2);
+    TRY(allow_smem(f1, slot, q->dev.index, Cfg::SMEM));
+    TRY(allow_smem(f2, slot + 1, q->dev.index, Cfg::SMEM));
+    const int64_t slots = slot_count(plan->rows, plan->experts, TC_BM);
+    const int64_t nt1 = ceil_div(plan->inter, BN / 2), nt2 = ceil_div(plan->hidden, BN);
+    const int64_t max_grid = 0x7fffffff;
+    const int64_t items1 = ceil_div(nt1, TC_GROUP_N) * TC_GROUP_N * slots;
+    const int64_t items2 = ceil_div(nt2, TC_GROUP_N) * TC_GROUP_N * slots;
+    f1<<<dim3((unsigned)(items1 < max_grid ? items1 : max_grid)), TC_THREADS, Cfg::SMEM, q->stream>>>(
+        (const uint16_t *)ptrs[0], (const uint16_t *)ptrs[1], (const uint16_t *)ptrs[2], off, (uint16_t *)ptrs[4],
+        plan->experts, plan->inter, plan->hidden, slots, nt1);
+    TRY(launched("experts_tensor_core gate/up"));
+    f2<<<dim3((unsigned)(items2 < max_grid ? items2 : max_grid)), TC_THREADS, Cfg::SMEM, q->stream>>>(
+        (const uint16_t *)ptrs[4], (const uint16_t *)ptrs[3], nullptr, off, (uint16_t *)ptrs[5], plan->experts,
+        plan->hidden, plan->inter, slots, nt2);
+    return launched("experts_tensor_core down");
 }
 #endif
 
@@ -646,30 +730,18 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
     rdg_queue_t *q = (rdg_queue_t *)queue;
     if (plan->rows <= 0)
         return RUDNN_STATUS_SUCCESS;
+    TRY(begin(q));
     const void *ptrs[6] = {at(tokens), at(gate), at(up), at(down), at(act), at(out)};
+    const int wide = has_wgmma(q);
     int ok = q->dev.arch >= 80 && (plan->dtype == RUDNN_F16 || plan->dtype == RUDNN_BF16) &&
              plan->hidden % 8 == 0 && plan->inter % 8 == 0 &&
-             (size_t)(TC_SMEM) <= q->dev.smem_optin;
+             (wide ? (size_t)TcCfg<256>::SMEM : (size_t)TcCfg<128>::SMEM) <= q->dev.smem_optin;
     for (int i = 0; i < 6; i++)
         ok = ok && ((uintptr_t)ptrs[i] % 16) == 0;
     if (!ok) /* documented fallback: the scalar kernels compute the same function */
         return rdg_moe_experts_scalar(queue, plan, tokens, offsets, gate, up, down, act, out);
-    TRY(begin(q));
-    const bool bf16 = plan->dtype == RUDNN_BF16;
-    tc_fn f1 = bf16 ? tc_gemm_kernel<RUDNN_BF16, true> : tc_gemm_kernel<RUDNN_F16, true>;
-    tc_fn f2 = bf16 ? tc_gemm_kernel<RUDNN_BF16, false> : tc_gemm_kernel<RUDNN_F16, false>;
-    TRY(allow_smem(f1, bf16 ? 0 : 1, q->dev.index));
-    TRY(allow_smem(f2, bf16 ? 2 : 3, q->dev.index));
     const uint32_t *off = (const uint32_t *)at(offsets);
-    const int64_t slots = slot_count(plan->rows, plan->experts, TC_BM);
-    f1<<<slot_grid(ceil_div(plan->inter, TC_BN / 2), slots), TC_THREADS, TC_SMEM, q->stream>>>(
-        (const uint16_t *)ptrs[0], (const uint16_t *)ptrs[1], (const uint16_t *)ptrs[2], off, (uint16_t *)ptrs[4],
-        plan->experts, plan->inter, plan->hidden, slots);
-    TRY(launched("experts_tensor_core gate/up"));
-    f2<<<slot_grid(ceil_div(plan->hidden, TC_BN), slots), TC_THREADS, TC_SMEM, q->stream>>>(
-        (const uint16_t *)ptrs[4], (const uint16_t *)ptrs[3], nullptr, off, (uint16_t *)ptrs[5], plan->experts,
-        plan->hidden, plan->inter, slots);
-    return launched("experts_tensor_core down");
+    return wide ? tc_launch<256>(q, plan, ptrs, off) : tc_launch<128>(q, plan, ptrs, off);
 #else
     (void)queue;
     (void)plan;

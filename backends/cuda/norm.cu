@@ -740,9 +740,10 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
                 const size_t bytes = (size_t)slice * vec * sizeof(float) * ng;
                 /* the next row's slice per row group (a and residual for add_rms_norm) */
                 const size_t pf_bytes = (size_t)slice * 16 * (op == OP_ADD_RMS ? 2 : 1) * c.rows_per_cta;
-                /* Measured on the H200: the prefetch pays for F32 rows held by one CTA and costs
-                 * elsewhere (RDG_NORM_PREFETCH=2 turns it on wherever it fits, for measuring). */
-                const int want_pf = RDG_NORM_PREFETCH == 2 || (!wide && csize == 1 && !warp_rows);
+                /* Measured on the H200: the prefetch pays for F32 rows held by one CTA and for
+                 * 16-bit rows split over a cluster, and costs elsewhere (RDG_NORM_PREFETCH=2
+                 * turns it on wherever it fits, for measuring). */
+                const int want_pf = RDG_NORM_PREFETCH == 2 || (!warp_rows && (wide ? csize > 1 : csize == 1));
                 if (RDG_PREFETCH_SMEM && want_pf && bytes + pf_bytes + RDG_STATIC_SMEM_RESERVE <= d->smem_optin) {
                     c.smem = bytes + pf_bytes;
                     c.prefetch = 1;
@@ -759,7 +760,7 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
 }
 
 /* Occupancy cache: resident CTAs (or clusters) per device for a (kernel, block, smem, cluster)
- * configuration. The first lookup of a configuration with more than 48 KiB of dynamic shared
+ * configuration. The first lookup of a configuration with dynamic shared
  * memory also raises the kernel's limit on that device. */
 struct OccEntry {
     int device;
@@ -790,9 +791,15 @@ rudnn_status_t occupancy(const rdg_devinfo_t *d, kernel_fn fn, int threads, size
     pthread_mutex_unlock(&occ_lock);
 
     cudaError_t err;
-    if (smem > 48 * 1024) {
-        /* always the device's whole allowance, so that no configuration lowers it for another */
-        const int allow = (int)(d->smem_optin - RDG_STATIC_SMEM_RESERVE);
+    if (smem > 0) {
+        /* dynamic plus static shared memory above 48 KiB needs the opt-in (exactly 48 KiB of
+         * dynamic memory already does); always the device's whole allowance, so that no
+         * configuration lowers it for another */
+        cudaFuncAttributes fa;
+        err = cudaFuncGetAttributes(&fa, (const void *)fn);
+        if (err != cudaSuccess)
+            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncGetAttributes");
+        const int allow = (int)(d->smem_optin - fa.sharedSizeBytes);
         err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, allow);
         if (err != cudaSuccess)
             return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize)");
