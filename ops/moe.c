@@ -26,7 +26,6 @@
 struct rudnn_routing_plan {
     atomic_int refs; /* the caller's, plus one per dispatched object using it */
     rudnn_context_t context;
-    rudnn_queue_t pool_queue; /* non-NULL: memory comes from this queue's pool */
     rudnn_dtype_t dtype;
     int64_t tokens;
     int32_t experts;
@@ -37,7 +36,6 @@ struct rudnn_routing_plan {
 
 struct rudnn_dispatched {
     rudnn_context_t context;
-    rudnn_queue_t pool_queue;
     rudnn_routing_plan_t plan; /* holds a reference: weights are needed by combine */
     rudnn_dtype_t dtype;
     int64_t hidden;
@@ -56,26 +54,23 @@ struct rudnn_swiglu_experts {
     int64_t experts, inter, hidden;
 };
 
-/* Device memory for plan objects: a plain buffer, or a pooled block wrapped as
- * a buffer (one-call forms, so that a forward pays no allocation). Never 0 bytes. */
-static rudnn_status_t moe_alloc(rudnn_context_t ctx, rudnn_queue_t pool_queue, size_t bytes,
-                                rudnn_buffer_t *out)
+/* Device memory for plans and dispatched tokens: a block of the queue's pool wrapped as a
+ * buffer, so that a forward pays no allocation once warm. Never 0 bytes. */
+static rudnn_status_t moe_alloc(rudnn_queue_t queue, size_t bytes, rudnn_buffer_t *out)
 {
     if (bytes < 16)
         bytes = 16;
-    if (!pool_queue)
-        return rudnn_buffer_create(ctx, bytes, out);
     rudnn_buffer_t b = calloc(1, sizeof *b);
     if (!b)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "out of host memory");
-    rudnn_status_t st = rudnn_pool_acquire(pool_queue, bytes, &b->mem);
+    rudnn_status_t st = rudnn_pool_acquire(queue, bytes, &b->mem);
     if (st) {
         free(b);
         return st;
     }
-    b->context = ctx;
+    b->context = queue->context;
     b->size = bytes;
-    b->pool_queue = pool_queue;
+    b->pool_queue = queue;
     *out = b;
     return RUDNN_STATUS_SUCCESS;
 }
@@ -84,12 +79,8 @@ static void moe_free(rudnn_buffer_t b)
 {
     if (!b)
         return;
-    if (b->pool_queue) {
-        rudnn_pool_release(b->pool_queue, b->mem, b->size);
-        free(b);
-    } else {
-        rudnn_buffer_destroy(b);
-    }
+    rudnn_pool_release(b->pool_queue, b->mem, b->size);
+    free(b);
 }
 
 static void view(rudnn_tensor_t *t, rudnn_buffer_t b, rudnn_dtype_t dtype, int rank, int64_t d0, int64_t d1)
@@ -117,7 +108,7 @@ static rudnn_status_t check_logits(const char *op, rudnn_queue_t queue, const ru
     return RUDNN_STATUS_SUCCESS;
 }
 
-static rudnn_status_t plan_create(const char *op, rudnn_queue_t queue, rudnn_queue_t pool_queue,
+static rudnn_status_t plan_create(const char *op, rudnn_queue_t queue,
                                   const rudnn_tensor_t *logits, int top_k, rudnn_routing_plan_t *out)
 {
     if ((uint64_t)logits->dims[0] * (uint64_t)top_k > UINT32_MAX)
@@ -129,15 +120,14 @@ static rudnn_status_t plan_create(const char *op, rudnn_queue_t queue, rudnn_que
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "out of host memory");
     atomic_init(&p->refs, 1);
     p->context = queue->context;
-    p->pool_queue = pool_queue;
     p->dtype = logits->dtype;
     p->tokens = logits->dims[0];
     p->experts = (int32_t)logits->dims[1];
     p->top_k = top_k;
     size_t pairs = (size_t)p->tokens * (size_t)top_k;
-    rudnn_status_t st = moe_alloc(p->context, pool_queue, pairs * 4, &p->indices);
+    rudnn_status_t st = moe_alloc(queue, pairs * 4, &p->indices);
     if (!st)
-        st = moe_alloc(p->context, pool_queue, pairs * rudnn_dtype_size(p->dtype), &p->weights);
+        st = moe_alloc(queue, pairs * rudnn_dtype_size(p->dtype), &p->weights);
     if (st) {
         rudnn_error_prefix(op);
         rudnn_routing_plan_destroy(p);
@@ -155,7 +145,34 @@ static rudnn_status_t no_kernel(const char *op, rudnn_queue_t queue, const char 
                            queue->context->backend->name, what);
 }
 
-static rudnn_status_t route_softmax(rudnn_queue_t queue, rudnn_queue_t pool_queue, const rudnn_tensor_t *logits,
+/* Creates the plan and runs the routing kernel (grouped: the sigmoid one with bias). */
+static rudnn_status_t route_run(const char *op, rudnn_queue_t queue, const rudnn_tensor_t *logits,
+                                const rudnn_tensor_t *bias, rudnn_route_kernel_plan_t kp, int grouped,
+                                rudnn_routing_plan_t *plan)
+{
+    const rudnn_moe_kernels_t *k = moe_kernels(queue);
+    if (!k || (grouped ? !k->route_sigmoid_grouped : !k->route_softmax))
+        return no_kernel(op, queue, grouped ? "grouped sigmoid routing" : "softmax routing");
+    rudnn_routing_plan_t p = NULL;
+    TRY(plan_create(op, queue, logits, kp.top_k, &p));
+    if (p->tokens > 0) {
+        kp.dtype = p->dtype;
+        kp.tokens = p->tokens;
+        kp.experts = p->experts;
+        rudnn_mem_ref_t indices = {p->indices->mem, 0}, weights = {p->weights->mem, 0};
+        rudnn_status_t st = grouped ? k->route_sigmoid_grouped(queue->handle, &kp, rudnn_mem_of(logits),
+                                                               rudnn_mem_of(bias), indices, weights)
+                                    : k->route_softmax(queue->handle, &kp, rudnn_mem_of(logits), indices, weights);
+        if (st) {
+            rudnn_routing_plan_destroy(p);
+            return rudnn_kernel_status(op, st);
+        }
+    }
+    *plan = p;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static rudnn_status_t route_softmax(rudnn_queue_t queue, const rudnn_tensor_t *logits,
                                     const rudnn_routing_options_t *options, rudnn_routing_plan_t *plan)
 {
     const char *op = "moe_route";
@@ -169,31 +186,15 @@ static rudnn_status_t route_softmax(rudnn_queue_t queue, rudnn_queue_t pool_queu
     if (options->top_k < 1 || options->top_k > experts)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: top_k = %d, expected 1 <= top_k <= experts (%lld)",
                                op, options->top_k, (long long)experts);
-    const rudnn_moe_kernels_t *k = moe_kernels(queue);
-    if (!k || !k->route_softmax)
-        return no_kernel(op, queue, "softmax routing");
-    rudnn_routing_plan_t p;
-    TRY(plan_create(op, queue, pool_queue, logits, options->top_k, &p));
-    if (p->tokens > 0) {
-        rudnn_route_kernel_plan_t kp = {.dtype = p->dtype, .tokens = p->tokens, .experts = p->experts,
-                                        .top_k = p->top_k, .renormalize = options->renormalize != 0};
-        rudnn_status_t st = k->route_softmax(queue->handle, &kp, rudnn_mem_of(logits),
-                                             (rudnn_mem_ref_t){p->indices->mem, 0},
-                                             (rudnn_mem_ref_t){p->weights->mem, 0});
-        if (st) {
-            rudnn_routing_plan_destroy(p);
-            return rudnn_kernel_status(op, st);
-        }
-    }
-    *plan = p;
-    return RUDNN_STATUS_SUCCESS;
+    rudnn_route_kernel_plan_t kp = {.top_k = options->top_k, .renormalize = options->renormalize != 0};
+    return route_run(op, queue, logits, NULL, kp, 0, plan);
 }
 
 rudnn_status_t rudnn_moe_route(rudnn_queue_t queue, const rudnn_tensor_t *logits,
                                const rudnn_routing_options_t *options, rudnn_routing_plan_t *plan)
 {
     rudnn_clear_error();
-    return route_softmax(queue, queue, logits, options, plan);
+    return route_softmax(queue, logits, options, plan);
 }
 
 static rudnn_status_t check_grouped_options(const char *op, const rudnn_grouped_routing_options_t *o,
@@ -230,7 +231,7 @@ static rudnn_status_t check_grouped_options(const char *op, const rudnn_grouped_
     return RUDNN_STATUS_SUCCESS;
 }
 
-static rudnn_status_t route_grouped(rudnn_queue_t queue, rudnn_queue_t pool_queue, const rudnn_tensor_t *logits,
+static rudnn_status_t route_grouped(rudnn_queue_t queue, const rudnn_tensor_t *logits,
                                     const rudnn_tensor_t *bias, const rudnn_grouped_routing_options_t *options,
                                     rudnn_routing_plan_t *plan)
 {
@@ -248,27 +249,10 @@ static rudnn_status_t route_grouped(rudnn_queue_t queue, rudnn_queue_t pool_queu
         TRY(rudnn_check_vector(op, "bias", bias, experts, "one correction per expert"));
         TRY(rudnn_check_dtype(op, "bias", bias, RUDNN_F32, "the selection bias is f32"));
     }
-    const rudnn_moe_kernels_t *k = moe_kernels(queue);
-    if (!k || !k->route_sigmoid_grouped)
-        return no_kernel(op, queue, "grouped sigmoid routing");
-    rudnn_routing_plan_t p;
-    TRY(plan_create(op, queue, pool_queue, logits, options->top_k, &p));
-    if (p->tokens > 0) {
-        rudnn_route_kernel_plan_t kp = {
-            .dtype = p->dtype, .tokens = p->tokens, .experts = p->experts, .top_k = p->top_k,
-            .renormalize = options->renormalize != 0, .groups = options->groups,
-            .selected_groups = options->selected_groups, .group_top_two = options->group_top_two != 0,
-            .scale = options->scale};
-        rudnn_status_t st = k->route_sigmoid_grouped(queue->handle, &kp, rudnn_mem_of(logits), rudnn_mem_of(bias),
-                                                     (rudnn_mem_ref_t){p->indices->mem, 0},
-                                                     (rudnn_mem_ref_t){p->weights->mem, 0});
-        if (st) {
-            rudnn_routing_plan_destroy(p);
-            return rudnn_kernel_status(op, st);
-        }
-    }
-    *plan = p;
-    return RUDNN_STATUS_SUCCESS;
+    rudnn_route_kernel_plan_t kp = {.top_k = options->top_k, .renormalize = options->renormalize != 0,
+                                    .groups = options->groups, .selected_groups = options->selected_groups,
+                                    .group_top_two = options->group_top_two != 0, .scale = options->scale};
+    return route_run(op, queue, logits, bias, kp, 1, plan);
 }
 
 rudnn_status_t rudnn_moe_route_sigmoid_grouped(rudnn_queue_t queue, const rudnn_tensor_t *logits,
@@ -277,7 +261,7 @@ rudnn_status_t rudnn_moe_route_sigmoid_grouped(rudnn_queue_t queue, const rudnn_
                                                rudnn_routing_plan_t *plan)
 {
     rudnn_clear_error();
-    return route_grouped(queue, queue, logits, bias, options, plan);
+    return route_grouped(queue, logits, bias, options, plan);
 }
 
 void rudnn_routing_plan_destroy(rudnn_routing_plan_t p)
@@ -317,7 +301,7 @@ static rudnn_moe_rows_plan_t rows_plan(rudnn_routing_plan_t p, rudnn_dtype_t dty
     return rp;
 }
 
-static rudnn_status_t dispatch(rudnn_queue_t queue, rudnn_queue_t pool_queue, rudnn_routing_plan_t plan,
+static rudnn_status_t dispatch(rudnn_queue_t queue, rudnn_routing_plan_t plan,
                                const rudnn_tensor_t *input, rudnn_dispatched_t *out)
 {
     const char *op = "moe_dispatch";
@@ -345,23 +329,22 @@ static rudnn_status_t dispatch(rudnn_queue_t queue, rudnn_queue_t pool_queue, ru
     if (!d)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", op);
     d->context = queue->context;
-    d->pool_queue = pool_queue;
     d->dtype = input->dtype;
     d->hidden = input->dims[1];
     d->rows = plan->tokens * plan->top_k;
     atomic_fetch_add(&plan->refs, 1);
     d->plan = plan;
     size_t rows = (size_t)d->rows;
-    rudnn_status_t st = moe_alloc(d->context, pool_queue, rows * (size_t)d->hidden * rudnn_dtype_size(d->dtype),
+    rudnn_status_t st = moe_alloc(queue, rows * (size_t)d->hidden * rudnn_dtype_size(d->dtype),
                                   &d->tokens);
     if (!st)
-        st = moe_alloc(d->context, pool_queue, (size_t)plan->experts * 4, &d->counts);
+        st = moe_alloc(queue, (size_t)plan->experts * 4, &d->counts);
     if (!st)
-        st = moe_alloc(d->context, pool_queue, ((size_t)plan->experts + 1) * 4, &d->offsets);
+        st = moe_alloc(queue, ((size_t)plan->experts + 1) * 4, &d->offsets);
     if (!st)
-        st = moe_alloc(d->context, pool_queue, rows * 4, &d->positions);
+        st = moe_alloc(queue, rows * 4, &d->positions);
     if (!st)
-        st = moe_alloc(d->context, pool_queue, rows * 4, &d->row_token);
+        st = moe_alloc(queue, rows * 4, &d->row_token);
     if (!st) {
         rudnn_moe_rows_plan_t rp = rows_plan(plan, d->dtype, d->hidden);
         if (rp.rows > 0) {
@@ -393,7 +376,7 @@ rudnn_status_t rudnn_moe_dispatch(rudnn_queue_t queue, rudnn_routing_plan_t plan
                                   rudnn_dispatched_t *dispatched)
 {
     rudnn_clear_error();
-    return dispatch(queue, queue, plan, input, dispatched);
+    return dispatch(queue, plan, input, dispatched);
 }
 
 void rudnn_dispatched_destroy(rudnn_dispatched_t d)
@@ -747,9 +730,9 @@ static rudnn_status_t forward_from_plan(const char *op, rudnn_queue_t queue, rud
 {
     rudnn_dispatched_t d = NULL;
     rudnn_buffer_t expert_out = NULL;
-    rudnn_status_t st = dispatch(queue, queue, plan, input, &d);
+    rudnn_status_t st = dispatch(queue, plan, input, &d);
     if (!st)
-        st = moe_alloc(queue->context, queue, (size_t)d->rows * (size_t)x->hidden * rudnn_dtype_size(x->dtype),
+        st = moe_alloc(queue, (size_t)d->rows * (size_t)x->hidden * rudnn_dtype_size(x->dtype),
                        &expert_out);
     if (!st) {
         rudnn_tensor_t eo;
@@ -776,7 +759,7 @@ rudnn_status_t rudnn_swiglu_experts_forward(rudnn_queue_t queue, rudnn_swiglu_ex
     TRY(check_logits_tokens(op, logits, input, experts));
     TRY(resolve(op, experts, RUDNN_MOE_SCALAR, &(rudnn_moe_strategy_t){0}));
     rudnn_routing_plan_t plan = NULL;
-    rudnn_status_t rst = route_softmax(queue, queue, logits, options, &plan);
+    rudnn_status_t rst = route_softmax(queue, logits, options, &plan);
     if (rst) {
         rudnn_error_prefix(op);
         return rst;
@@ -800,7 +783,7 @@ rudnn_status_t rudnn_swiglu_experts_forward_sigmoid_grouped(rudnn_queue_t queue,
     TRY(check_logits_tokens(op, logits, input, experts));
     TRY(resolve(op, experts, strategy, &(rudnn_moe_strategy_t){0}));
     rudnn_routing_plan_t plan = NULL;
-    rudnn_status_t rst = route_grouped(queue, queue, logits, bias, options, &plan);
+    rudnn_status_t rst = route_grouped(queue, logits, bias, options, &plan);
     if (rst) {
         rudnn_error_prefix(op);
         return rst;
