@@ -7,6 +7,8 @@
 
 rudnn_context_t rt_ctx;
 rudnn_queue_t rt_queue;
+rudnn_context_t rt_ctx2;
+rudnn_queue_t rt_queue2;
 
 /* ---- context and queue ------------------------------------------------- */
 
@@ -86,14 +88,69 @@ int rt_open_optional(const char *suite)
     return 1;
 }
 
-void rt_close(void)
+static void close_pair(rudnn_context_t *ctx, rudnn_queue_t *queue)
 {
-    if (rt_queue)
-        rudnn_queue_destroy(rt_queue);
-    if (rt_ctx)
-        rudnn_context_destroy(rt_ctx);
-    rt_queue = NULL;
-    rt_ctx = NULL;
+    if (*queue)
+        rudnn_queue_destroy(*queue);
+    if (*ctx)
+        rudnn_context_destroy(*ctx);
+    *queue = NULL;
+    *ctx = NULL;
+}
+
+void rt_close(void) { close_pair(&rt_ctx, &rt_queue); }
+
+int rt_group_teardown(void **state)
+{
+    (void)state;
+    rt_close();
+    return 0;
+}
+
+int rt_group_setup_second(void **state)
+{
+    (void)state;
+    rudnn_status_t st = rudnn_context_create(&rt_ctx2, NULL);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        print_error("second context_create failed: %s: %s\n", rudnn_status_string(st), rudnn_last_error());
+        return -1;
+    }
+    st = rudnn_queue_create(rt_ctx2, &rt_queue2);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        print_error("second queue_create failed: %s: %s\n", rudnn_status_string(st), rudnn_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+int rt_group_teardown_second(void **state)
+{
+    close_pair(&rt_ctx2, &rt_queue2);
+    return rt_group_teardown(state);
+}
+
+int rt_run_with_second_context_impl(const char *suite, const struct CMUnitTest *tests, size_t count, int argc,
+                                    char **argv)
+{
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+    rt_open_or_skip(suite);
+    return rt_exit_code(
+        _cmocka_run_group_tests(suite, tests, count, rt_group_setup_second, rt_group_teardown_second));
+}
+
+rt_binding_t rt_bind(rudnn_context_t ctx, rudnn_queue_t queue)
+{
+    rt_binding_t saved = {rt_ctx, rt_queue};
+    rt_ctx = ctx;
+    rt_queue = queue;
+    return saved;
+}
+
+void rt_unbind(rt_binding_t saved)
+{
+    rt_ctx = saved.ctx;
+    rt_queue = saved.queue;
 }
 
 void rt_print_device(const char *suite)
@@ -270,9 +327,14 @@ void rt_tensor_download(const rt_tensor_t *tensor, float *host)
 
 uint8_t *rt_buffer_snapshot(rudnn_buffer_t buffer, size_t bytes)
 {
+    return rt_buffer_snapshot_on(rt_queue, buffer, bytes);
+}
+
+uint8_t *rt_buffer_snapshot_on(rudnn_queue_t queue, rudnn_buffer_t buffer, size_t bytes)
+{
     uint8_t *host = malloc(bytes ? bytes : 1);
     assert_non_null(host);
-    rudnn_status_t st = rudnn_buffer_read(rt_queue, buffer, 0, host, bytes);
+    rudnn_status_t st = rudnn_buffer_read(queue, buffer, 0, host, bytes);
     if (st != RUDNN_STATUS_SUCCESS) {
         free(host);
         rt_assert_status(st, RUDNN_STATUS_SUCCESS);
@@ -312,6 +374,71 @@ float rt_element_value(rudnn_dtype_t dtype, const void *base, size_t i)
     }
 }
 
+void rt_tensor_fill_uniform(const rt_tensor_t *tensor, rt_rng_t *rng, double lo, double hi)
+{
+    size_t n = (size_t)rudnn_tensor_numel(&tensor->t);
+    float *v = rt_xmalloc(n * sizeof *v);
+    rt_fill_uniform(rng, v, n, lo, hi);
+    rt_tensor_upload(tensor, v);
+    free(v);
+}
+
+rudnn_tensor_t rt_tensor_desc(const rt_tensor_t *base, rudnn_dtype_t dtype, int rank, const int64_t *dims,
+                              size_t byte_offset)
+{
+    rudnn_tensor_t t;
+    rt_assert_status(rudnn_tensor_init(&t, base->buffer, byte_offset, dtype, rank, dims), RUDNN_STATUS_SUCCESS);
+    return t;
+}
+
+void rt_decode(rudnn_dtype_t dtype, const void *raw, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = rt_element_value(dtype, raw, i);
+}
+
+size_t rt_count_poisoned(const rt_tensor_t *t, const uint8_t *snapshot)
+{
+    size_t n = (size_t)rudnn_tensor_numel(&t->t);
+    const uint8_t *base = snapshot + t->t.offset;
+    uint32_t poison = rt_poison_bits(t->t.dtype);
+    size_t unwritten = 0;
+    for (size_t i = 0; i < n; i++)
+        unwritten += rt_element_bits(t->t.dtype, base, i) == poison;
+    return unwritten;
+}
+
+size_t rt_count_changed(const uint8_t *before, const uint8_t *after, size_t bytes, const size_t *begin,
+                        const size_t *end, int nranges, size_t *first)
+{
+    size_t changed = 0;
+    for (size_t b = 0; b < bytes; b++) {
+        int inside = 0;
+        for (int k = 0; k < nranges; k++)
+            inside |= b >= begin[k] && b < end[k];
+        if (!inside && before[b] != after[b]) {
+            if (!changed)
+                *first = b;
+            changed++;
+        }
+    }
+    return changed;
+}
+
+void *rt_xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    assert_non_null(p);
+    return p;
+}
+
+void *rt_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    assert_non_null(p);
+    return p;
+}
+
 /* ---- assertions with messages -------------------------------------------- */
 
 void rt_assert_status_impl(rudnn_status_t got, rudnn_status_t want, const char *expr,
@@ -339,4 +466,103 @@ void rt_assert_error_mentions_impl(const char *file, int line, ...)
         }
     }
     va_end(args);
+}
+
+/* ---- failure logs ------------------------------------------------------------ */
+
+void rt_logf(rt_log_t *log, const char *fmt, ...)
+{
+    size_t len = strlen(log->text);
+    if (len + 1 >= sizeof log->text)
+        return;
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(log->text + len, sizeof log->text - len, fmt, args);
+    va_end(args);
+}
+
+rt_log_t *rt_log_new(void) { return rt_xcalloc(1, sizeof(rt_log_t)); }
+
+void rt_print_lines(const char *text)
+{
+    const char *p = text;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        print_error("%.*s\n", len, p);
+        p += len + (nl ? 1 : 0);
+    }
+}
+
+void rt_log_finish_impl(rt_log_t *log, const char *unit, int free_log, const char *file, int line)
+{
+    int failures = log->failures;
+    if (failures)
+        rt_print_lines(log->text);
+    if (free_log)
+        free(log);
+    if (failures) {
+        print_error("ERROR: %d %s failed\n", failures, unit);
+        _fail(file, line);
+    }
+}
+
+/* ---- buffers that must not change ------------------------------------------------- */
+
+rt_guard_item_t *rt_guard_track_buffer(rt_guard_t *guard, rudnn_queue_t queue, rudnn_buffer_t buffer, size_t bytes,
+                                       const char *name)
+{
+    assert_true(guard->count < RT_GUARD_MAX);
+    rt_guard_item_t *item = &guard->items[guard->count++];
+    memset(item, 0, sizeof *item);
+    item->buffer = buffer;
+    item->queue = queue;
+    item->bytes = bytes;
+    item->name = name;
+    return item;
+}
+
+rt_guard_item_t *rt_guard_track(rt_guard_t *guard, rudnn_queue_t queue, const rt_tensor_t *t, const char *name)
+{
+    return rt_guard_track_buffer(guard, queue, t->buffer, t->buffer_bytes, name);
+}
+
+void rt_guard_snapshot(rt_guard_item_t *item)
+{
+    free(item->before);
+    item->before = rt_buffer_snapshot_on(item->queue, item->buffer, item->bytes);
+}
+
+void rt_guard_begin(rt_guard_t *guard)
+{
+    for (int i = 0; i < guard->count; i++)
+        rt_guard_snapshot(&guard->items[i]);
+}
+
+int rt_guard_changed(rt_guard_t *guard)
+{
+    rudnn_queue_synchronize(rt_queue);
+    for (int i = 0; i < guard->count; i++) {
+        int seen = guard->items[i].queue == rt_queue;
+        for (int j = 0; j < i && !seen; j++)
+            seen = guard->items[j].queue == guard->items[i].queue;
+        if (!seen)
+            rudnn_queue_synchronize(guard->items[i].queue);
+    }
+    int changed = 0;
+    for (int i = 0; i < guard->count; i++) {
+        rt_guard_item_t *item = &guard->items[i];
+        uint8_t *now = rt_buffer_snapshot_on(item->queue, item->buffer, item->bytes);
+        item->changed = memcmp(now, item->before, item->bytes) != 0;
+        changed += item->changed;
+        free(now);
+    }
+    return changed;
+}
+
+void rt_guard_free(rt_guard_t *guard)
+{
+    for (int i = 0; i < guard->count; i++)
+        free(guard->items[i].before);
+    guard->count = 0;
 }

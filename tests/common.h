@@ -41,6 +41,34 @@ int rt_open_optional(const char *suite);
 
 void rt_close(void);
 
+/* Group teardown that only closes rt_ctx/rt_queue. */
+int rt_group_teardown(void **state);
+
+/* A second context and queue on the same backend as rt_ctx (for
+ * DEVICE_MISMATCH checks): cmocka group fixtures that open them (printing why
+ * when that fails), and close them and then rt_ctx/rt_queue. */
+extern rudnn_context_t rt_ctx2;
+extern rudnn_queue_t rt_queue2;
+int rt_group_setup_second(void **state);
+int rt_group_teardown_second(void **state);
+
+/* main() of a suite whose tests need the second context: argv[1] (if any)
+ * filters the tests by name, rt_open_or_skip(suite), then the tests run as
+ * the group "suite" with the fixtures above; returns the exit status. */
+#define rt_run_with_second_context(suite, tests, argc, argv)                                                  \
+    rt_run_with_second_context_impl((suite), (tests), sizeof(tests) / sizeof((tests)[0]), (argc), (argv))
+int rt_run_with_second_context_impl(const char *suite, const struct CMUnitTest *tests, size_t count, int argc,
+                                    char **argv);
+
+/* Makes ctx/queue the rt_ctx/rt_queue that the helpers below use, returning
+ * the previous pair for rt_unbind. */
+typedef struct rt_binding {
+    rudnn_context_t ctx;
+    rudnn_queue_t queue;
+} rt_binding_t;
+rt_binding_t rt_bind(rudnn_context_t ctx, rudnn_queue_t queue);
+void rt_unbind(rt_binding_t saved);
+
 /* Prints "<suite>: backend <name>, device <device>" once. */
 void rt_print_device(const char *suite);
 
@@ -123,6 +151,34 @@ int64_t rt_numel(int rank, const int64_t *dims);
 /* Formats dims as "[2, 3, 4]". */
 const char *rt_dims_str(int rank, const int64_t *dims, char *buf, size_t cap);
 
+/* Reads the whole buffer through queue (bytes long) into a new malloc'ed block. */
+uint8_t *rt_buffer_snapshot_on(rudnn_queue_t queue, rudnn_buffer_t buffer, size_t bytes);
+
+/* Uploads numel(t) values drawn with rt_fill_uniform(rng, lo, hi). */
+void rt_tensor_fill_uniform(const rt_tensor_t *tensor, rt_rng_t *rng, double lo, double hi);
+
+/* A bare descriptor over base's buffer with any dtype, shape and byte offset
+ * (for views of other layouts than base's); fails the test on error. */
+rudnn_tensor_t rt_tensor_desc(const rt_tensor_t *base, rudnn_dtype_t dtype, int rank, const int64_t *dims,
+                              size_t byte_offset);
+
+/* Decodes n elements of a dtype array to floats (rt_element_value). */
+void rt_decode(rudnn_dtype_t dtype, const void *raw, float *out, size_t n);
+
+/* Counts the elements of tensor t that still hold the poison sentinel in
+ * snapshot, a copy of t's whole buffer. */
+size_t rt_count_poisoned(const rt_tensor_t *t, const uint8_t *snapshot);
+
+/* Counts the bytes in which two snapshots of bytes bytes differ outside the
+ * ranges [begin[k], end[k]) (k < nranges; nranges 0: anywhere); *first gets
+ * the first of them (untouched when there is none). */
+size_t rt_count_changed(const uint8_t *before, const uint8_t *after, size_t bytes, const size_t *begin,
+                        const size_t *end, int nranges, size_t *first);
+
+/* malloc / calloc that fail the test when out of memory (0 bytes: 1). */
+void *rt_xmalloc(size_t bytes);
+void *rt_xcalloc(size_t n, size_t size);
+
 /* Exit status for a cmocka run: cmocka returns the number of failed tests,
  * and 77 failures would read as SKIP to meson; any failure is 1. */
 static inline int rt_exit_code(int failed) { return failed == 0 ? 0 : 1; }
@@ -138,5 +194,62 @@ void rt_assert_status_impl(rudnn_status_t got, rudnn_status_t want, const char *
 /* Fails unless rudnn_last_error() contains every non-NULL needle given. */
 #define rt_assert_error_mentions(...) rt_assert_error_mentions_impl(__FILE__, __LINE__, __VA_ARGS__, NULL)
 void rt_assert_error_mentions_impl(const char *file, int line, ...);
+
+/* ---- failure logs ------------------------------------------------------------ */
+
+/* Suites check many cases per cmocka test, append a line per problem and
+ * count the failed cases (or checks), then fail once at the end with all of
+ * it. Text past the capacity is dropped; the count is kept. */
+typedef struct rt_log {
+    char text[32768];
+    int failures;
+} rt_log_t;
+
+void rt_logf(rt_log_t *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A zeroed log on the heap (too big for some stacks). */
+rt_log_t *rt_log_new(void);
+
+/* cmocka's print_error formats into a fixed buffer (about 1 KB): long text
+ * is printed one line at a time. */
+void rt_print_lines(const char *text);
+
+/* When log counts failures: prints it and fails with "<n> <unit> failed".
+ * rt_log_finish_free frees the log (from rt_log_new) in any case. */
+#define rt_log_finish(log, unit) rt_log_finish_impl((log), (unit), 0, __FILE__, __LINE__)
+#define rt_log_finish_free(log, unit) rt_log_finish_impl((log), (unit), 1, __FILE__, __LINE__)
+void rt_log_finish_impl(rt_log_t *log, const char *unit, int free_log, const char *file, int line);
+
+/* ---- buffers that must not change ------------------------------------------------- */
+
+/* Whole buffers, each read through its own queue, with a snapshot taken by
+ * rt_guard_snapshot (one item) or rt_guard_begin (all), compared by
+ * rt_guard_changed. */
+#define RT_GUARD_MAX 32
+
+typedef struct rt_guard_item {
+    rudnn_buffer_t buffer;
+    rudnn_queue_t queue;
+    size_t bytes;
+    const char *name;
+    uint8_t *before;
+    int changed; /* set by rt_guard_changed */
+} rt_guard_item_t;
+
+typedef struct rt_guard {
+    rt_guard_item_t items[RT_GUARD_MAX];
+    int count;
+} rt_guard_t;
+
+rt_guard_item_t *rt_guard_track_buffer(rt_guard_t *guard, rudnn_queue_t queue, rudnn_buffer_t buffer, size_t bytes,
+                                       const char *name);
+/* The whole buffer of t. */
+rt_guard_item_t *rt_guard_track(rt_guard_t *guard, rudnn_queue_t queue, const rt_tensor_t *t, const char *name);
+void rt_guard_snapshot(rt_guard_item_t *item);
+void rt_guard_begin(rt_guard_t *guard);
+/* Synchronizes rt_queue and every item's queue, then returns how many
+ * buffers differ from their snapshot (and marks them changed). */
+int rt_guard_changed(rt_guard_t *guard);
+void rt_guard_free(rt_guard_t *guard);
 
 #endif

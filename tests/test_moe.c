@@ -95,69 +95,23 @@ typedef struct mcase {
 #define GROUPED(label, T, E, k, renorm, groups, selected, top_two, bias, scale, data, stage, H, I)             \
     {label, R_GROUPED, T, E, k, renorm, groups, selected, top_two, bias, scale, data, stage, H, I, 0, 0}
 
-/* ---- a failure log ------------------------------------------------------------------------- */
-
-typedef struct log {
-    char text[32768];
-    int failures;
-} log_t;
-
-static void logf_(log_t *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(log_t *log, const char *fmt, ...)
-{
-    size_t len = strlen(log->text);
-    if (len + 1 >= sizeof log->text)
-        return;
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(log->text + len, sizeof log->text - len, fmt, args);
-    va_end(args);
-}
-
-/* cmocka's print_error formats into a fixed buffer (about 1 KB): long logs
- * are printed one line at a time. */
-static void print_log(const char *text)
-{
-    const char *p = text;
-    while (*p) {
-        const char *nl = strchr(p, '\n');
-        int len = nl ? (int)(nl - p) : (int)strlen(p);
-        print_error("%.*s\n", len, p);
-        p += len + (nl ? 1 : 0);
-    }
-}
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    assert_non_null(p);
-    return p;
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    assert_non_null(p);
-    return p;
-}
-
 /* ---- small device helpers ---------------------------------------------------------------------- */
 
 /* 1 when st is SUCCESS and the error string is empty; logs otherwise. */
-static int check_ok(log_t *log, const char *label, const char *what, rudnn_status_t st)
+static int check_ok(rt_log_t *log, const char *label, const char *what, rudnn_status_t st)
 {
     if (st != RUDNN_STATUS_SUCCESS) {
-        logf_(log, "  %s: %s returned %s: %s\n", label, what, rudnn_status_string(st), rudnn_last_error());
+        rt_logf(log, "  %s: %s returned %s: %s\n", label, what, rudnn_status_string(st), rudnn_last_error());
         return 0;
     }
     if (strcmp(rudnn_last_error(), "") != 0) {
-        logf_(log, "  %s: %s succeeded but rudnn_last_error() is \"%s\"\n", label, what, rudnn_last_error());
+        rt_logf(log, "  %s: %s succeeded but rudnn_last_error() is \"%s\"\n", label, what, rudnn_last_error());
         return 0;
     }
     return 1;
 }
 
-static int check_view(log_t *log, const char *label, const char *what, const rudnn_tensor_t *t,
+static int check_view(rt_log_t *log, const char *label, const char *what, const rudnn_tensor_t *t,
                       rudnn_dtype_t dtype, int rank, int64_t d0, int64_t d1)
 {
     int64_t want[2] = {d0, d1};
@@ -166,26 +120,20 @@ static int check_view(log_t *log, const char *label, const char *what, const rud
         ok = t->dims[i] == want[i];
     if (!ok) {
         char got_s[96], want_s[96];
-        logf_(log, "  %s: %s view is %s %s, expected %s %s\n", label, what, rudnn_dtype_name(t->dtype),
-              rt_dims_str(t->rank, t->dims, got_s, sizeof got_s), rudnn_dtype_name(dtype),
-              rt_dims_str(rank, want, want_s, sizeof want_s));
+        rt_logf(log, "  %s: %s view is %s %s, expected %s %s\n", label, what, rudnn_dtype_name(t->dtype),
+                rt_dims_str(t->rank, t->dims, got_s, sizeof got_s), rudnn_dtype_name(dtype),
+                rt_dims_str(rank, want, want_s, sizeof want_s));
     }
     return ok;
 }
 
 /* Reads a (view) tensor into host memory; nothing for an empty tensor. */
-static int read_raw(log_t *log, const char *label, const rudnn_tensor_t *t, void *host)
+static int read_raw(rt_log_t *log, const char *label, const rudnn_tensor_t *t, void *host)
 {
     size_t bytes = rudnn_tensor_bytes(t);
     if (!bytes)
         return 1;
     return check_ok(log, label, "tensor_read", rudnn_tensor_read(rt_queue, t, host, bytes));
-}
-
-static void decode(rudnn_dtype_t dtype, const void *raw, float *out, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        out[i] = rt_element_value(dtype, raw, i);
 }
 
 /* An output: poisoned, the whole buffer snapshot before the call. */
@@ -204,88 +152,55 @@ static void out_begin(out_watch_t *w, const rt_tensor_t *t)
 /* After the call: with written, every element of the tensor must have been
  * written and no byte outside it changed; without (a rejected call, or an
  * empty tensor), no byte at all changed. Decodes the tensor into values. */
-static int out_end(out_watch_t *w, int written, float *values, log_t *log, const char *label, const char *what)
+static int out_end(out_watch_t *w, int written, float *values, rt_log_t *log, const char *label, const char *what)
 {
     int ok = 1;
     rudnn_status_t sync = rudnn_queue_synchronize(rt_queue);
     if (sync != RUDNN_STATUS_SUCCESS) {
-        logf_(log, "  %s: %s: queue_synchronize returned %s: %s\n", label, what, rudnn_status_string(sync),
-              rudnn_last_error());
+        rt_logf(log, "  %s: %s: queue_synchronize returned %s: %s\n", label, what, rudnn_status_string(sync),
+                rudnn_last_error());
         ok = 0;
     }
     const rt_tensor_t *t = w->t;
     uint8_t *after = rt_buffer_snapshot(t->buffer, t->buffer_bytes);
-    size_t begin = written ? t->t.offset : 0, end = written ? t->t.offset + rudnn_tensor_bytes(&t->t) : 0;
-    size_t changed = 0, first = 0;
-    for (size_t b = 0; b < t->buffer_bytes; b++) {
-        if ((b < begin || b >= end) && after[b] != w->before[b]) {
-            if (!changed)
-                first = b;
-            changed++;
-        }
-    }
+    size_t begin = t->t.offset, end = t->t.offset + rudnn_tensor_bytes(&t->t), first = 0;
+    size_t changed = rt_count_changed(w->before, after, t->buffer_bytes, &begin, &end, written ? 1 : 0, &first);
     if (changed) {
-        logf_(log, "  %s: %s: %zu byte(s) of the buffer changed %s (first at byte %zu)\n", label, what, changed,
-              written ? "outside the output" : "by a call that must write nothing", first);
+        rt_logf(log, "  %s: %s: %zu byte(s) of the buffer changed %s (first at byte %zu)\n", label, what, changed,
+                written ? "outside the output" : "by a call that must write nothing", first);
         ok = 0;
     }
     size_t n = (size_t)rudnn_tensor_numel(&t->t);
     if (written) {
-        const uint8_t *base = after + t->t.offset;
-        uint32_t poison = rt_poison_bits(t->t.dtype);
-        size_t unwritten = 0;
-        for (size_t i = 0; i < n; i++)
-            unwritten += rt_element_bits(t->t.dtype, base, i) == poison;
+        size_t unwritten = rt_count_poisoned(t, after);
         if (unwritten) {
-            logf_(log, "  %s: %s: %zu of %zu element(s) never written (still the poison sentinel)\n", label, what,
-                  unwritten, n);
+            rt_logf(log, "  %s: %s: %zu of %zu element(s) never written (still the poison sentinel)\n", label, what,
+                    unwritten, n);
             ok = 0;
         }
     }
     if (values)
-        decode(t->t.dtype, after + t->t.offset, values, n);
+        rt_decode(t->t.dtype, after + t->t.offset, values, n);
     free(after);
     free(w->before);
     w->before = NULL;
     return ok;
 }
 
-/* Inputs that no call may change: whole buffers compared at the end. */
-typedef struct in_guard {
-    const rt_tensor_t *t[12];
-    const char *name[12];
-    uint8_t *before[12];
-    int count;
-} in_guard_t;
-
-static void in_add(in_guard_t *g, const rt_tensor_t *t, const char *name)
+/* Inputs that no call may change (an rt_guard_t): each whole buffer is
+ * snapshot when added and compared at the end. */
+static void in_add(rt_guard_t *g, const rt_tensor_t *t, const char *name)
 {
-    g->t[g->count] = t;
-    g->name[g->count] = name;
-    g->before[g->count] = rt_buffer_snapshot(t->buffer, t->buffer_bytes);
-    g->count++;
+    rt_guard_snapshot(rt_guard_track(g, rt_queue, t, name));
 }
 
-static int in_check(in_guard_t *g, log_t *log, const char *label)
+static int in_check(rt_guard_t *g, rt_log_t *log, const char *label)
 {
-    int ok = 1;
-    rudnn_queue_synchronize(rt_queue);
-    for (int i = 0; i < g->count; i++) {
-        uint8_t *now = rt_buffer_snapshot(g->t[i]->buffer, g->t[i]->buffer_bytes);
-        if (memcmp(now, g->before[i], g->t[i]->buffer_bytes) != 0) {
-            logf_(log, "  %s: the %s buffer was modified (it is only read)\n", label, g->name[i]);
-            ok = 0;
-        }
-        free(now);
-    }
-    return ok;
-}
-
-static void in_free(in_guard_t *g)
-{
+    int ok = rt_guard_changed(g) == 0;
     for (int i = 0; i < g->count; i++)
-        free(g->before[i]);
-    g->count = 0;
+        if (g->items[i].changed)
+            rt_logf(log, "  %s: the %s buffer was modified (it is only read)\n", label, g->items[i].name);
+    return ok;
 }
 
 /* ---- data --------------------------------------------------------------------------------------- */
@@ -390,7 +305,7 @@ static moe_ref_grouped_t ref_grouped_options(const mcase_t *c)
  * deciding keys are nearly tied are redrawn. Also checks the reference
  * against the contract's literal statements (worked example, NaN rows). */
 static int make_routing(const mcase_t *c, rudnn_dtype_t ldt, rt_rng_t *rng, float *logits, float *bias,
-                        uint32_t *idx, double *w, log_t *log, const char *label)
+                        uint32_t *idx, double *w, rt_log_t *log, const char *label)
 {
     const int64_t E = c->E;
     const int k = c->top_k;
@@ -408,16 +323,16 @@ static int make_routing(const mcase_t *c, rudnn_dtype_t ldt, rt_rng_t *rng, floa
                                           : moe_ref_route_grouped_row(x, bias, E, &go, idx + t * k, w + t * k);
         }
         if (!(gap >= GAP_MIN)) {
-            logf_(log, "  %s: test data: row %lld keeps keys %.3g apart from a tie (need %g)\n", label,
-                  (long long)t, gap, GAP_MIN);
+            rt_logf(log, "  %s: test data: row %lld keeps keys %.3g apart from a tie (need %g)\n", label,
+                    (long long)t, gap, GAP_MIN);
             return 0;
         }
         /* the reference against the contract's own words */
         if (c->routing == R_SOFTMAX && softmax_row_is_nan(x, E)) {
             for (int j = 0; j < k; j++)
                 if (idx[t * k + j] != (uint32_t)j || !isnan(w[t * k + j])) {
-                    logf_(log, "  %s: reference self-check: NaN row %lld slot %d gives expert %u weight %g\n",
-                          label, (long long)t, j, idx[t * k + j], w[t * k + j]);
+                    rt_logf(log, "  %s: reference self-check: NaN row %lld slot %d gives expert %u weight %g\n",
+                            label, (long long)t, j, idx[t * k + j], w[t * k + j]);
                     return 0;
                 }
         }
@@ -427,8 +342,8 @@ static int make_routing(const mcase_t *c, rudnn_dtype_t ldt, rt_rng_t *rng, floa
             double w0 = 2.0 * 0.5 / (0.5 + s3), w1 = 2.0 * s3 / (0.5 + s3);
             if (idx[t * k] != 0 || idx[t * k + 1] != 3 || fabs(w[t * k] - w0) > 1e-14 ||
                 fabs(w[t * k + 1] - w1) > 1e-14) {
-                logf_(log, "  %s: reference self-check: worked example gives [%u, %u] [%.17g, %.17g]\n", label,
-                      idx[t * k], idx[t * k + 1], w[t * k], w[t * k + 1]);
+                rt_logf(log, "  %s: reference self-check: worked example gives [%u, %u] [%.17g, %.17g]\n", label,
+                        idx[t * k], idx[t * k + 1], w[t * k], w[t * k + 1]);
                 return 0;
             }
         }
@@ -455,7 +370,7 @@ typedef struct state {
     rudnn_dispatched_t disp;
     rudnn_swiglu_experts_t experts;
     rudnn_buffer_t ws;
-    in_guard_t inputs;
+    rt_guard_t inputs;
     /* host */
     float *logits, *bias, *x, *gate, *up, *down;
     uint32_t *ref_idx, *ref_counts, *ref_offsets, *ref_pos;
@@ -468,7 +383,7 @@ typedef struct state {
 
 static void state_free(state_t *s)
 {
-    in_free(&s->inputs);
+    rt_guard_free(&s->inputs);
     rudnn_dispatched_destroy(s->disp);
     rudnn_routing_plan_destroy(s->plan);
     rudnn_swiglu_experts_destroy(s->experts);
@@ -510,7 +425,7 @@ static rudnn_status_t call_one(const mcase_t *c, state_t *s, rudnn_moe_strategy_
 /* expert_output of one strategy: NULL workspace or ws/ws_bytes. Checks the
  * outputs' bytes and, when values is given, decodes them. */
 static int run_experts(state_t *s, rudnn_moe_strategy_t strategy, rudnn_buffer_t ws, size_t ws_bytes,
-                       const rt_tensor_t *eo, float *values, log_t *log, const char *label, const char *what)
+                       const rt_tensor_t *eo, float *values, rt_log_t *log, const char *label, const char *what)
 {
     out_watch_t w;
     out_begin(&w, eo);
@@ -522,7 +437,7 @@ static int run_experts(state_t *s, rudnn_moe_strategy_t strategy, rudnn_buffer_t
 }
 
 /* Expert output against the reference computed from the device's tokens. */
-static int check_experts(const mcase_t *c, rudnn_dtype_t dt, state_t *s, const float *eo, log_t *log,
+static int check_experts(const mcase_t *c, rudnn_dtype_t dt, state_t *s, const float *eo, rt_log_t *log,
                          const char *label, const char *what, double *worst)
 {
     const int64_t H = c->H, I = c->I;
@@ -539,27 +454,27 @@ static int check_experts(const mcase_t *c, rudnn_dtype_t dt, state_t *s, const f
     if (rep.worst_excess > *worst)
         *worst = rep.worst_excess;
     if (rep.mismatches) {
-        logf_(log, "  %s: %s: %zu of %zu values outside tolerance (worst %.3g x allowed):\n%s", label, what,
-              rep.mismatches, rep.checked, rep.worst_excess, rep.text);
+        rt_logf(log, "  %s: %s: %zu of %zu values outside tolerance (worst %.3g x allowed):\n%s", label, what,
+                rep.mismatches, rep.checked, rep.worst_excess, rep.text);
         return 0;
     }
     return 1;
 }
 
-static int compare_exact(const float *got, const float *want, size_t n, log_t *log, const char *label,
+static int compare_exact(const float *got, const float *want, size_t n, rt_log_t *log, const char *label,
                          const char *what)
 {
     ref_report_t rep;
     ref_report_init(&rep);
     ref_compare_exact(&rep, what, got, want, n);
     if (rep.mismatches) {
-        logf_(log, "  %s: %s: %zu of %zu values differ:\n%s", label, what, rep.mismatches, rep.checked, rep.text);
+        rt_logf(log, "  %s: %s: %zu of %zu values differ:\n%s", label, what, rep.mismatches, rep.checked, rep.text);
         return 0;
     }
     return 1;
 }
 
-static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int case_index, log_t *log)
+static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int case_index, rt_log_t *log)
 {
     const rudnn_dtype_t ldt = c->logits_f32 ? RUDNN_F32 : dt;
     const int64_t T = c->T, E = c->E, H = c->H, I = c->I;
@@ -576,12 +491,12 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
     rt_rng_seed_case(&rng, test, case_index);
 
     /* ---- routing ---- */
-    s->logits = xmalloc((size_t)(T * E) * sizeof(float));
-    s->bias = c->bias ? xmalloc((size_t)E * sizeof(float)) : NULL;
-    s->ref_idx = xmalloc((size_t)pairs * sizeof(uint32_t));
-    s->ref_w = xmalloc((size_t)pairs * sizeof(double));
-    s->idx = xmalloc((size_t)pairs * sizeof(uint32_t));
-    s->w = xmalloc((size_t)pairs * sizeof(float));
+    s->logits = rt_xmalloc((size_t)(T * E) * sizeof(float));
+    s->bias = c->bias ? rt_xmalloc((size_t)E * sizeof(float)) : NULL;
+    s->ref_idx = rt_xmalloc((size_t)pairs * sizeof(uint32_t));
+    s->ref_w = rt_xmalloc((size_t)pairs * sizeof(double));
+    s->idx = rt_xmalloc((size_t)pairs * sizeof(uint32_t));
+    s->w = rt_xmalloc((size_t)pairs * sizeof(float));
     if (!make_routing(c, ldt, &rng, s->logits, s->bias, s->ref_idx, s->ref_w, log, label)) {
         failed = 1;
         goto done;
@@ -610,9 +525,9 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
         goto done;
     }
     {
-        uint8_t *raw = xmalloc((size_t)pairs * 4);
+        uint8_t *raw = rt_xmalloc((size_t)pairs * 4);
         int ok = read_raw(log, label, &vi, s->idx) && read_raw(log, label, &vw, raw);
-        decode(ldt, raw, s->w, (size_t)pairs);
+        rt_decode(ldt, raw, s->w, (size_t)pairs);
         free(raw);
         if (!ok) {
             failed = 1;
@@ -625,11 +540,11 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
             if (s->idx[i] != s->ref_idx[i]) {
                 if (bad < 6) {
                     int64_t t = i / k;
-                    logf_(log, "  %s: indices[%lld, %lld] = %u, expected %u; row:", label, (long long)t,
-                          (long long)(i % k), s->idx[i], s->ref_idx[i]);
+                    rt_logf(log, "  %s: indices[%lld, %lld] = %u, expected %u; row:", label, (long long)t,
+                            (long long)(i % k), s->idx[i], s->ref_idx[i]);
                     for (int64_t e = 0; e < E && e < 16; e++)
-                        logf_(log, " %g", (double)s->logits[t * E + e]);
-                    logf_(log, "%s\n", E > 16 ? " ..." : "");
+                        rt_logf(log, " %g", (double)s->logits[t * E + e]);
+                    rt_logf(log, "%s\n", E > 16 ? " ..." : "");
                 }
                 bad++;
             }
@@ -641,11 +556,11 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
             worst = rep.worst_excess;
         if (bad || rep.mismatches) {
             if (bad)
-                logf_(log, "  %s: %zu of %lld expert indices differ from the reference\n", label, bad,
-                      (long long)pairs);
+                rt_logf(log, "  %s: %zu of %lld expert indices differ from the reference\n", label, bad,
+                        (long long)pairs);
             if (rep.mismatches)
-                logf_(log, "  %s: %zu of %zu routing weights outside tolerance:\n%s", label, rep.mismatches,
-                      rep.checked, rep.text);
+                rt_logf(log, "  %s: %zu of %zu routing weights outside tolerance:\n%s", label, rep.mismatches,
+                        rep.checked, rep.text);
             failed = 1;
             goto done;
         }
@@ -654,7 +569,7 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
         goto inputs;
 
     /* ---- dispatch ---- */
-    s->x = xmalloc((size_t)(T * H) * sizeof(float));
+    s->x = rt_xmalloc((size_t)(T * H) * sizeof(float));
     rt_fill_uniform(&rng, s->x, (size_t)(T * H), -2.0, 2.0);
     ref_quantize(dt, s->x, s->x, (size_t)(T * H));
     int64_t xdims[2] = {T, H};
@@ -682,42 +597,42 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
             failed = 1;
             goto done;
         }
-        s->counts = xmalloc((size_t)E * 4);
-        s->offsets = xmalloc((size_t)(E + 1) * 4);
-        s->pos = xmalloc((size_t)pairs * 4);
-        s->ref_counts = xmalloc((size_t)E * 4);
-        s->ref_offsets = xmalloc((size_t)(E + 1) * 4);
-        s->ref_pos = xmalloc((size_t)pairs * 4);
+        s->counts = rt_xmalloc((size_t)E * 4);
+        s->offsets = rt_xmalloc((size_t)(E + 1) * 4);
+        s->pos = rt_xmalloc((size_t)pairs * 4);
+        s->ref_counts = rt_xmalloc((size_t)E * 4);
+        s->ref_offsets = rt_xmalloc((size_t)(E + 1) * 4);
+        s->ref_pos = rt_xmalloc((size_t)pairs * 4);
         size_t esz = rudnn_dtype_size(dt);
-        s->raw_tokens = xmalloc((size_t)(pairs * H) * esz);
-        s->raw_x = xmalloc((size_t)(T * H) * esz);
-        s->tokens = xmalloc((size_t)(pairs * H) * sizeof(float));
+        s->raw_tokens = rt_xmalloc((size_t)(pairs * H) * esz);
+        s->raw_x = rt_xmalloc((size_t)(T * H) * esz);
+        s->tokens = rt_xmalloc((size_t)(pairs * H) * sizeof(float));
         if (!read_raw(log, label, &vc, s->counts) || !read_raw(log, label, &vo, s->offsets) ||
             !read_raw(log, label, &vp, s->pos) || !read_raw(log, label, &vt, s->raw_tokens) ||
             !read_raw(log, label, &s->X.t, s->raw_x)) {
             failed = 1;
             goto done;
         }
-        decode(dt, s->raw_tokens, s->tokens, (size_t)(pairs * H));
+        rt_decode(dt, s->raw_tokens, s->tokens, (size_t)(pairs * H));
         moe_ref_dispatch(s->ref_idx, T, k, E, s->ref_counts, s->ref_offsets, s->ref_pos);
         int bad = 0;
         for (int64_t e = 0; e < E; e++)
             if (s->counts[e] != s->ref_counts[e]) {
                 if (bad++ < 4)
-                    logf_(log, "  %s: counts[%lld] = %u, expected %u\n", label, (long long)e, s->counts[e],
-                          s->ref_counts[e]);
+                    rt_logf(log, "  %s: counts[%lld] = %u, expected %u\n", label, (long long)e, s->counts[e],
+                            s->ref_counts[e]);
             }
         for (int64_t e = 0; e <= E; e++)
             if (s->offsets[e] != s->ref_offsets[e]) {
                 if (bad++ < 8)
-                    logf_(log, "  %s: offsets[%lld] = %u, expected %u\n", label, (long long)e, s->offsets[e],
-                          s->ref_offsets[e]);
+                    rt_logf(log, "  %s: offsets[%lld] = %u, expected %u\n", label, (long long)e, s->offsets[e],
+                            s->ref_offsets[e]);
             }
         for (int64_t i = 0; i < pairs; i++)
             if (s->pos[i] != s->ref_pos[i]) {
                 if (bad++ < 12)
-                    logf_(log, "  %s: positions[%lld, %lld] = %u, expected %u (pair order within the expert)\n",
-                          label, (long long)(i / k), (long long)(i % k), s->pos[i], s->ref_pos[i]);
+                    rt_logf(log, "  %s: positions[%lld, %lld] = %u, expected %u (pair order within the expert)\n",
+                            label, (long long)(i / k), (long long)(i % k), s->pos[i], s->ref_pos[i]);
             }
         if (!bad) {
             /* each dispatched row is its token's input row, bit for bit */
@@ -727,21 +642,21 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
                 if (memcmp(s->raw_tokens + (size_t)s->ref_pos[i] * row_bytes, s->raw_x + (size_t)t * row_bytes,
                            row_bytes) != 0) {
                     if (bad++ < 4)
-                        logf_(log, "  %s: dispatched row %u is not input row %lld (pair %lld, slot %lld)\n", label,
-                              s->ref_pos[i], (long long)t, (long long)i, (long long)(i % k));
+                        rt_logf(log, "  %s: dispatched row %u is not input row %lld (pair %lld, slot %lld)\n", label,
+                                s->ref_pos[i], (long long)t, (long long)i, (long long)(i % k));
                 }
             }
         }
         /* what the crafted data promise */
         for (int64_t e = 0; e < E && !bad; e++) {
             if (c->data == D_NO_TOKEN && e % 5 == 1 && s->counts[e] != 0) {
-                logf_(log, "  %s: expert %lld should receive no token, counts = %u\n", label, (long long)e,
-                      s->counts[e]);
+                rt_logf(log, "  %s: expert %lld should receive no token, counts = %u\n", label, (long long)e,
+                        s->counts[e]);
                 bad++;
             }
             if (c->data == D_ONE_EXPERT && k == 1 && s->counts[e] != (e == 5 % E ? (uint32_t)T : 0u)) {
-                logf_(log, "  %s: expert %lld: counts = %u, expected every token to go to expert %lld\n", label,
-                      (long long)e, s->counts[e], (long long)(5 % E));
+                rt_logf(log, "  %s: expert %lld: counts = %u, expected every token to go to expert %lld\n", label,
+                        (long long)e, s->counts[e], (long long)(5 % E));
                 bad++;
             }
         }
@@ -756,9 +671,9 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
     /* ---- SwiGLU experts ---- */
     {
         size_t nw = (size_t)(E * I * H);
-        s->gate = xmalloc(nw * sizeof(float));
-        s->up = xmalloc(nw * sizeof(float));
-        s->down = xmalloc(nw * sizeof(float));
+        s->gate = rt_xmalloc(nw * sizeof(float));
+        s->up = rt_xmalloc(nw * sizeof(float));
+        s->down = rt_xmalloc(nw * sizeof(float));
         double gs = 1.5 / sqrt((double)H), ds = 1.5 / sqrt((double)I);
         rt_fill_uniform(&rng, s->gate, nw, -gs, gs);
         rt_fill_uniform(&rng, s->up, nw, -gs, gs);
@@ -789,11 +704,11 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
         rt_tensor_create(&s->EO_WS, dt, 2, eodims, 0, RT_TAIL_BYTES);
         rt_tensor_create(&s->EO_AUTO, dt, 2, eodims, 1, RT_TAIL_BYTES);
         rt_tensor_create(&s->EO_TC, dt, 2, eodims, 3, RT_TAIL_BYTES);
-        s->eo = xmalloc(neo * sizeof(float));
-        s->eo2 = xmalloc(neo * sizeof(float));
-        s->ref = xmalloc(neo * sizeof(double));
-        s->tol = xmalloc(neo * sizeof(double));
-        s->scratch = xmalloc((size_t)(2 * I) * sizeof(double));
+        s->eo = rt_xmalloc(neo * sizeof(float));
+        s->eo2 = rt_xmalloc(neo * sizeof(float));
+        s->ref = rt_xmalloc(neo * sizeof(double));
+        s->tol = rt_xmalloc(neo * sizeof(double));
+        s->scratch = rt_xmalloc((size_t)(2 * I) * sizeof(double));
 
         /* Scalar, pool workspace */
         if (!run_experts(s, RUDNN_MOE_SCALAR, NULL, 0, &s->EO, s->eo, log, label, "experts (Scalar)") ||
@@ -827,8 +742,8 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
         }
         if ((tc == 1 && resolved != RUDNN_MOE_TENSOR_CORE) || (tc == 0 && resolved != RUDNN_MOE_SCALAR) ||
             (resolved != RUDNN_MOE_SCALAR && resolved != RUDNN_MOE_TENSOR_CORE)) {
-            logf_(log, "  %s: Auto resolved to %d on backend %s with %s weights\n", label, (int)resolved,
-                  backend_name, rudnn_dtype_name(dt));
+            rt_logf(log, "  %s: Auto resolved to %d on backend %s with %s weights\n", label, (int)resolved,
+                    backend_name, rudnn_dtype_name(dt));
             failed = 1;
         }
         if (!run_experts(s, RUDNN_MOE_AUTO, NULL, 0, &s->EO_AUTO, s->eo2, log, label, "experts (Auto)")) {
@@ -846,12 +761,12 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
         int tc_runs = rs == RUDNN_STATUS_SUCCESS;
         if ((tc == 1 && !tc_runs) || (tc == 0 && rs != RUDNN_STATUS_NOT_SUPPORTED) ||
             (rs != RUDNN_STATUS_SUCCESS && rs != RUDNN_STATUS_NOT_SUPPORTED)) {
-            logf_(log, "  %s: resolve(TensorCore) on %s with %s weights returned %s: %s\n", label, backend_name,
-                  rudnn_dtype_name(dt), rudnn_status_string(rs), rudnn_last_error());
+            rt_logf(log, "  %s: resolve(TensorCore) on %s with %s weights returned %s: %s\n", label, backend_name,
+                    rudnn_dtype_name(dt), rudnn_status_string(rs), rudnn_last_error());
             failed = 1;
         }
         if (tc_runs && resolved != RUDNN_MOE_TENSOR_CORE) {
-            logf_(log, "  %s: TensorCore is supported but Auto resolved to Scalar\n", label);
+            rt_logf(log, "  %s: TensorCore is supported but Auto resolved to Scalar\n", label);
             failed = 1;
         }
         out_watch_t w;
@@ -864,7 +779,7 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
             if (ok)
                 ok = check_experts(c, dt, s, s->eo2, log, label, "expert_output (TensorCore)", &worst);
             if (ok && resolved == RUDNN_MOE_TENSOR_CORE) {
-                float *auto_vals = xmalloc(neo * sizeof(float));
+                float *auto_vals = rt_xmalloc(neo * sizeof(float));
                 rt_tensor_download(&s->EO_AUTO, auto_vals);
                 ok = compare_exact(auto_vals, s->eo2, neo, log, label, "Auto (resolved TensorCore) vs TensorCore");
                 free(auto_vals);
@@ -874,17 +789,17 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", rudnn_last_error());
             if (rs != RUDNN_STATUS_NOT_SUPPORTED || !strstr(msg, "TensorCore")) {
-                logf_(log, "  %s: experts (TensorCore) on %s with %s weights returned %s: \"%s\", expected "
+                rt_logf(log, "  %s: experts (TensorCore) on %s with %s weights returned %s: \"%s\", expected "
                            "NOT_SUPPORTED naming TensorCore\n", label, backend_name, rudnn_dtype_name(dt),
-                      rudnn_status_string(rs), msg);
+                        rudnn_status_string(rs), msg);
                 failed = 1;
             }
             failed |= !out_end(&w, 0, NULL, log, label, "experts (TensorCore, rejected)");
             size_t tc_bytes;
             rs = rudnn_swiglu_experts_workspace_size(s->experts, pairs, RUDNN_MOE_TENSOR_CORE, &tc_bytes);
             if (rs != RUDNN_STATUS_NOT_SUPPORTED) {
-                logf_(log, "  %s: workspace_size(TensorCore) returned %s where TensorCore cannot run\n", label,
-                      rudnn_status_string(rs));
+                rt_logf(log, "  %s: workspace_size(TensorCore) returned %s where TensorCore cannot run\n", label,
+                        rudnn_status_string(rs));
                 failed = 1;
             }
         }
@@ -898,23 +813,23 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
         rt_tensor_create(&s->OUT_ONE, dt, 2, odims, 4, RT_TAIL_BYTES);
         rt_tensor_create(&s->OUT_AUTO, dt, 2, odims, 0, RT_TAIL_BYTES);
         rt_tensor_create(&s->OUT_ONE_AUTO, dt, 2, odims, 2, RT_TAIL_BYTES);
-        s->out = xmalloc(nout * sizeof(float));
-        s->out2 = xmalloc(nout * sizeof(float));
-        in_guard_t eo_guard = {0};
+        s->out = rt_xmalloc(nout * sizeof(float));
+        s->out2 = rt_xmalloc(nout * sizeof(float));
+        rt_guard_t eo_guard = {0};
         in_add(&eo_guard, &s->EO, "expert_output");
         out_watch_t w;
         out_begin(&w, &s->OUT);
         int ok = check_ok(log, label, "moe_combine", rudnn_moe_combine(rt_queue, s->disp, &s->EO.t, &s->OUT.t));
         ok &= out_end(&w, ok && nout > 0, s->out, log, label, "combine");
         ok &= in_check(&eo_guard, log, label);
-        in_free(&eo_guard);
+        rt_guard_free(&eo_guard);
         if (!ok) {
             failed = 1;
             goto done;
         }
         ref_report_t rep;
         ref_report_init(&rep);
-        const float **rows = xmalloc((size_t)k * sizeof *rows);
+        const float **rows = rt_xmalloc((size_t)k * sizeof *rows);
         for (int64_t t = 0; t < T; t++) {
             for (int j = 0; j < k; j++)
                 rows[j] = s->eo + (size_t)s->ref_pos[t * k + j] * H;
@@ -925,8 +840,8 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
         if (rep.worst_excess > worst)
             worst = rep.worst_excess;
         if (rep.mismatches) {
-            logf_(log, "  %s: combine: %zu of %zu values outside tolerance (worst %.3g x allowed):\n%s", label,
-                  rep.mismatches, rep.checked, rep.worst_excess, rep.text);
+            rt_logf(log, "  %s: combine: %zu of %zu values outside tolerance (worst %.3g x allowed):\n%s", label,
+                    rep.mismatches, rep.checked, rep.worst_excess, rep.text);
             failed = 1;
         }
 
@@ -1080,23 +995,10 @@ typedef struct param {
 static void test_family(void **state)
 {
     const param_t *p = *state;
-    log_t *log = xcalloc(1, sizeof *log);
+    rt_log_t *log = rt_log_new();
     for (size_t i = 0; i < p->family->count; i++)
         run_case(p->dtype, &p->family->cases[i], p->name, (int)i, log);
-    if (log->failures) {
-        print_log(log->text);
-        int n = log->failures;
-        free(log);
-        fail_msg("%d case(s) failed", n);
-    }
-    free(log);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rt_close();
-    return 0;
+    rt_log_finish_free(log, "case(s)");
 }
 
 int main(int argc, char **argv)
@@ -1123,5 +1025,5 @@ int main(int argc, char **argv)
     rudnn_device_info_t info;
     if (rudnn_context_device_info(rt_ctx, &info) == RUDNN_STATUS_SUCCESS)
         snprintf(backend_name, sizeof backend_name, "%s", info.backend);
-    return rt_exit_code(_cmocka_run_group_tests(group, tests, n, NULL, group_teardown));
+    return rt_exit_code(_cmocka_run_group_tests(group, tests, n, NULL, rt_group_teardown));
 }

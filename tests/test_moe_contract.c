@@ -34,17 +34,7 @@
 #define DISP_SENTINEL ((rudnn_dispatched_t)(uintptr_t)0x5eed1)
 #define EXPERTS_SENTINEL ((rudnn_swiglu_experts_t)(uintptr_t)0x5eed2)
 
-static rudnn_context_t ctx2;
-static rudnn_queue_t queue2;
-
 /* ---- fixture -------------------------------------------------------------------- */
-
-typedef struct guard_item {
-    rudnn_buffer_t buffer;
-    rudnn_queue_t queue;
-    size_t bytes;
-    uint8_t *before;
-} guard_item_t;
 
 typedef struct set {
     rt_tensor_t logits, bias, input, gate, up, down, eo, out;
@@ -61,47 +51,11 @@ typedef struct fx {
     rudnn_routing_plan_t plan_e6, plan_k1;
     rudnn_dispatched_t disp_h13, disp_e6, disp_k1;
     rudnn_swiglu_experts_t ex16;
-    guard_item_t guard[32];
-    int guard_count;
-    char log[16384];
-    int failures;
+    rt_guard_t guard; /* every buffer, read back around each rejected call */
+    rt_log_t log;
 } fx_t;
 
-static void fx_log(fx_t *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fx_log(fx_t *f, const char *fmt, ...)
-{
-    size_t len = strlen(f->log);
-    if (len + 1 >= sizeof f->log)
-        return;
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(f->log + len, sizeof f->log - len, fmt, args);
-    va_end(args);
-}
-
-/* cmocka's print_error formats into a fixed buffer (about 1 KB): long logs
- * are printed one line at a time. */
-static void print_log(const char *text)
-{
-    const char *p = text;
-    while (*p) {
-        const char *nl = strchr(p, '\n');
-        int len = nl ? (int)(nl - p) : (int)strlen(p);
-        print_error("%.*s\n", len, p);
-        p += len + (nl ? 1 : 0);
-    }
-}
-
-static void track_buffer(fx_t *f, rudnn_buffer_t b, size_t bytes, rudnn_queue_t q)
-{
-    guard_item_t *g = &f->guard[f->guard_count++];
-    g->buffer = b;
-    g->queue = q;
-    g->bytes = bytes;
-    g->before = NULL;
-}
-
-static void track(fx_t *f, const rt_tensor_t *t, rudnn_queue_t q) { track_buffer(f, t->buffer, t->buffer_bytes, q); }
+static void track(fx_t *f, const rt_tensor_t *t, rudnn_queue_t q) { rt_guard_track(&f->guard, q, t, NULL); }
 
 static const int64_t dims_logits[2] = {T, E};
 static const int64_t dims_bias[1] = {E};
@@ -110,29 +64,10 @@ static const int64_t dims_gate[3] = {E, I, H};
 static const int64_t dims_down[3] = {E, H, I};
 static const int64_t dims_eo[2] = {T * K, H};
 
-static void fill(const rt_tensor_t *t, rt_rng_t *rng, double lo, double hi)
-{
-    size_t n = (size_t)rudnn_tensor_numel(&t->t);
-    float *v = malloc(n * sizeof *v);
-    assert_non_null(v);
-    rt_fill_uniform(rng, v, n, lo, hi);
-    rt_tensor_upload(t, v);
-    free(v);
-}
-
-/* A descriptor over another tensor's buffer with any layout. */
-static rudnn_tensor_t view(const rt_tensor_t *base, rudnn_dtype_t dtype, int rank, const int64_t *dims,
-                           size_t byte_offset)
-{
-    rudnn_tensor_t t;
-    rt_assert_status(rudnn_tensor_init(&t, base->buffer, byte_offset, dtype, rank, dims), RUDNN_STATUS_SUCCESS);
-    return t;
-}
-
 static void fixture_fail(fx_t *f, const char *what, rudnn_status_t st)
 {
     /* reported by the tests that need the object (need()) */
-    fx_log(f, "  fixture: %s returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
+    rt_logf(&f->log, "  fixture: %s returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
 }
 
 /* Makes a set on rt_ctx / rt_queue (the caller swaps them for the second context). */
@@ -148,12 +83,12 @@ static void make_set(fx_t *f, set_t *s, uint64_t seed)
     rt_tensor_create(&s->down, RUDNN_F32, 3, dims_down, 0, SLACK);
     rt_tensor_create(&s->eo, RUDNN_F32, 2, dims_eo, 0, SLACK);
     rt_tensor_create(&s->out, RUDNN_F32, 2, dims_input, 0, SLACK);
-    fill(&s->logits, &rng, -3.0, 3.0);
-    fill(&s->bias, &rng, -0.5, 0.5);
-    fill(&s->input, &rng, -2.0, 2.0);
-    fill(&s->gate, &rng, -0.4, 0.4);
-    fill(&s->up, &rng, -0.4, 0.4);
-    fill(&s->down, &rng, -0.4, 0.4);
+    rt_tensor_fill_uniform(&s->logits, &rng, -3.0, 3.0);
+    rt_tensor_fill_uniform(&s->bias, &rng, -0.5, 0.5);
+    rt_tensor_fill_uniform(&s->input, &rng, -2.0, 2.0);
+    rt_tensor_fill_uniform(&s->gate, &rng, -0.4, 0.4);
+    rt_tensor_fill_uniform(&s->up, &rng, -0.4, 0.4);
+    rt_tensor_fill_uniform(&s->down, &rng, -0.4, 0.4);
     rudnn_status_t st = rudnn_swiglu_experts_create(rt_ctx, &s->gate.t, &s->up.t, &s->down.t, &s->ex);
     if (st) {
         fixture_fail(f, "swiglu_experts_create", st);
@@ -198,7 +133,7 @@ static void track_set(fx_t *f, set_t *s, rudnn_queue_t q)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         track(f, all[i], q);
     if (s->ws)
-        track_buffer(f, s->ws, s->ws_bytes + SLACK, q);
+        rt_guard_track_buffer(&f->guard, q, s->ws, s->ws_bytes + SLACK, NULL);
 }
 
 static int fx_setup(void **state)
@@ -208,25 +143,21 @@ static int fx_setup(void **state)
         return -1;
     *state = f;
     make_set(f, &f->a, 1);
-    rudnn_context_t saved_ctx = rt_ctx;
-    rudnn_queue_t saved_queue = rt_queue;
-    rt_ctx = ctx2;
-    rt_queue = queue2;
+    rt_binding_t saved = rt_bind(rt_ctx2, rt_queue2);
     make_set(f, &f->b, 2);
-    rt_ctx = saved_ctx;
-    rt_queue = saved_queue;
+    rt_unbind(saved);
 
     static const int64_t wide[2] = {2, 2048};
     rt_tensor_create(&f->wide, RUDNN_F32, 2, wide, 0, SLACK);
     rt_rng_t rng;
     rt_rng_seed(&rng, 3);
-    fill(&f->wide, &rng, -1.0, 1.0);
+    rt_tensor_fill_uniform(&f->wide, &rng, -1.0, 1.0);
     rt_tensor_create(&f->gate16, RUDNN_F16, 3, dims_gate, 0, SLACK);
     rt_tensor_create(&f->up16, RUDNN_F16, 3, dims_gate, 0, SLACK);
     rt_tensor_create(&f->down16, RUDNN_F16, 3, dims_down, 0, SLACK);
-    fill(&f->gate16, &rng, -0.4, 0.4);
-    fill(&f->up16, &rng, -0.4, 0.4);
-    fill(&f->down16, &rng, -0.4, 0.4);
+    rt_tensor_fill_uniform(&f->gate16, &rng, -0.4, 0.4);
+    rt_tensor_fill_uniform(&f->up16, &rng, -0.4, 0.4);
+    rt_tensor_fill_uniform(&f->down16, &rng, -0.4, 0.4);
     rudnn_status_t st = rudnn_swiglu_experts_create(rt_ctx, &f->gate16.t, &f->up16.t, &f->down16.t, &f->ex16);
     if (st) {
         fixture_fail(f, "swiglu_experts_create (f16)", st);
@@ -234,13 +165,13 @@ static int fx_setup(void **state)
     }
     if (f->a.plan) {
         static const int64_t h13[2] = {T, H + 1};
-        rudnn_tensor_t in13 = view(&f->a.input, RUDNN_F32, 2, h13, 0);
+        rudnn_tensor_t in13 = rt_tensor_desc(&f->a.input, RUDNN_F32, 2, h13, 0);
         if ((st = rudnn_moe_dispatch(rt_queue, f->a.plan, &in13, &f->disp_h13))) {
             fixture_fail(f, "moe_dispatch (hidden 13)", st);
             f->disp_h13 = NULL;
         }
         static const int64_t e6[2] = {T, 6};
-        rudnn_tensor_t l6 = view(&f->a.logits, RUDNN_F32, 2, e6, 0);
+        rudnn_tensor_t l6 = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, e6, 0);
         rudnn_routing_options_t o = {K, 0};
         if ((st = rudnn_moe_route(rt_queue, &l6, &o, &f->plan_e6))) {
             fixture_fail(f, "moe_route (6 experts)", st);
@@ -259,9 +190,9 @@ static int fx_setup(void **state)
         }
     }
     rudnn_queue_synchronize(rt_queue);
-    rudnn_queue_synchronize(queue2);
+    rudnn_queue_synchronize(rt_queue2);
     track_set(f, &f->a, rt_queue);
-    track_set(f, &f->b, queue2);
+    track_set(f, &f->b, rt_queue2);
     track(f, &f->wide, rt_queue);
     track(f, &f->gate16, rt_queue);
     track(f, &f->up16, rt_queue);
@@ -274,8 +205,7 @@ static int fx_teardown(void **state)
     fx_t *f = *state;
     if (!f)
         return 0;
-    for (int i = 0; i < f->guard_count; i++)
-        free(f->guard[i].before);
+    rt_guard_free(&f->guard);
     rudnn_dispatched_destroy(f->disp_h13);
     rudnn_dispatched_destroy(f->disp_e6);
     rudnn_dispatched_destroy(f->disp_k1);
@@ -292,47 +222,7 @@ static int fx_teardown(void **state)
     return 0;
 }
 
-static uint8_t *snapshot(const guard_item_t *g)
-{
-    uint8_t *host = malloc(g->bytes);
-    assert_non_null(host);
-    rudnn_status_t st = rudnn_buffer_read(g->queue, g->buffer, 0, host, g->bytes);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        free(host);
-        rt_assert_status(st, RUDNN_STATUS_SUCCESS);
-        return NULL;
-    }
-    return host;
-}
-
-static void guard_begin(fx_t *f)
-{
-    for (int i = 0; i < f->guard_count; i++) {
-        free(f->guard[i].before);
-        f->guard[i].before = snapshot(&f->guard[i]);
-    }
-}
-
-static int guard_changed(fx_t *f)
-{
-    int changed = 0;
-    rudnn_queue_synchronize(rt_queue);
-    rudnn_queue_synchronize(queue2);
-    for (int i = 0; i < f->guard_count; i++) {
-        uint8_t *now = snapshot(&f->guard[i]);
-        changed += memcmp(now, f->guard[i].before, f->guard[i].bytes) != 0;
-        free(now);
-    }
-    return changed;
-}
-
-static void fx_finish(fx_t *f)
-{
-    if (f->failures) {
-        print_log(f->log);
-        fail_msg("%d check(s) failed", f->failures);
-    }
-}
+static void fx_finish(fx_t *f) { rt_log_finish(&f->log, "check(s)"); }
 
 /* The fixture objects a test needs; 0 (and a logged failure) when missing,
  * e.g. before the backend has MoE kernels. */
@@ -340,15 +230,15 @@ static int need(fx_t *f, const void *object, const char *what)
 {
     if (object)
         return 1;
-    fx_log(f, "  fixture: no %s (see the fixture failures above); test skipped its checks\n", what);
-    f->failures++;
+    rt_logf(&f->log, "  fixture: no %s (see the fixture failures above); test skipped its checks\n", what);
+    f->log.failures++;
     return 0;
 }
 
 /* ---- checking one rejected call ------------------------------------------------------------- */
 
 /* Checks status (want), that the message names op and each non-NULL needle,
- * and that no tracked buffer changed since guard_begin. */
+ * and that no tracked buffer changed since rt_guard_begin. */
 static void check_reject(fx_t *f, rudnn_status_t st, rudnn_status_t want, const char *op, const char *n1,
                          const char *n2, const char *what)
 {
@@ -356,28 +246,28 @@ static void check_reject(fx_t *f, rudnn_status_t st, rudnn_status_t want, const 
     snprintf(msg, sizeof msg, "%s", rudnn_last_error() ? rudnn_last_error() : "(null)");
     int bad = 0;
     if (st != want) {
-        fx_log(f, "  %s, %s: returned %s, expected %s; message \"%s\"\n", op, what, rudnn_status_string(st),
-               rudnn_status_string(want), msg);
+        rt_logf(&f->log, "  %s, %s: returned %s, expected %s; message \"%s\"\n", op, what, rudnn_status_string(st),
+                rudnn_status_string(want), msg);
         bad = 1;
     }
     const char *needles[3] = {op, n1, n2};
     for (int i = 0; i < 3; i++) {
         if (needles[i] && !strstr(msg, needles[i])) {
-            fx_log(f, "  %s, %s: message \"%s\" does not mention \"%s\"\n", op, what, msg, needles[i]);
+            rt_logf(&f->log, "  %s, %s: message \"%s\" does not mention \"%s\"\n", op, what, msg, needles[i]);
             bad = 1;
         }
     }
-    int changed = guard_changed(f);
+    int changed = rt_guard_changed(&f->guard);
     if (changed) {
-        fx_log(f, "  %s, %s: %d buffer(s) were written by a rejected call\n", op, what, changed);
+        rt_logf(&f->log, "  %s, %s: %d buffer(s) were written by a rejected call\n", op, what, changed);
         bad = 1;
     }
-    f->failures += bad;
+    f->log.failures += bad;
 }
 
 #define REJECT(f, want, op, n1, n2, what, call)                                                                \
     do {                                                                                                       \
-        guard_begin(f);                                                                                        \
+        rt_guard_begin(&(f)->guard);                                                                           \
         rudnn_status_t st_ = (call);                                                                           \
         check_reject(f, st_, want, op, n1, n2, what);                                                          \
     } while (0)
@@ -385,8 +275,8 @@ static void check_reject(fx_t *f, rudnn_status_t st, rudnn_status_t want, const 
 static void check_untouched(fx_t *f, int same, const char *op, const char *what, const char *object)
 {
     if (!same) {
-        fx_log(f, "  %s, %s: the %s out-argument was written by a rejected call\n", op, what, object);
-        f->failures++;
+        rt_logf(&f->log, "  %s, %s: the %s out-argument was written by a rejected call\n", op, what, object);
+        f->log.failures++;
     }
 }
 
@@ -446,9 +336,9 @@ static void test_route_softmax(void **state)
 
     /* logits rank and shape */
     static const int64_t r1[1] = {T * E}, r3[3] = {2, 2, E}, e0[2] = {T, 0};
-    rudnn_tensor_t l1 = view(&f->a.logits, RUDNN_F32, 1, r1, 0);
-    rudnn_tensor_t l3 = view(&f->a.logits, RUDNN_F32, 3, r3, 0);
-    rudnn_tensor_t le0 = view(&f->a.logits, RUDNN_F32, 2, e0, 0);
+    rudnn_tensor_t l1 = rt_tensor_desc(&f->a.logits, RUDNN_F32, 1, r1, 0);
+    rudnn_tensor_t l3 = rt_tensor_desc(&f->a.logits, RUDNN_F32, 3, r3, 0);
+    rudnn_tensor_t le0 = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, e0, 0);
     reject_route(f, rt_queue, &l1, &ok, RUDNN_STATUS_BAD_SHAPE, "logits", NULL, "logits rank 1");
     reject_route(f, rt_queue, &l3, &ok, RUDNN_STATUS_BAD_SHAPE, "logits", NULL, "logits rank 3");
     reject_route(f, rt_queue, &le0, &ok, RUDNN_STATUS_BAD_SHAPE, "logits", NULL, "logits with 0 experts");
@@ -456,7 +346,7 @@ static void test_route_softmax(void **state)
     /* logits dtype */
     static const rudnn_dtype_t bad_dtypes[] = {RUDNN_I8, RUDNN_U32, RUDNN_I32};
     for (size_t i = 0; i < 3; i++) {
-        rudnn_tensor_t l = view(&f->a.logits, bad_dtypes[i], 2, dims_logits, 0);
+        rudnn_tensor_t l = rt_tensor_desc(&f->a.logits, bad_dtypes[i], 2, dims_logits, 0);
         char what[64];
         snprintf(what, sizeof what, "logits %s", rudnn_dtype_name(bad_dtypes[i]));
         reject_route(f, rt_queue, &l, &ok, RUDNN_STATUS_BAD_DTYPE, "logits", rudnn_dtype_name(bad_dtypes[i]), what);
@@ -487,8 +377,8 @@ static void test_route_grouped(void **state)
 
     /* E > 1024 (also with a groups count that divides it) */
     static const int64_t e1025[2] = {2, 1025}, e2048[2] = {1, 2048};
-    rudnn_tensor_t l1025 = view(&f->wide, RUDNN_F32, 2, e1025, 0);
-    rudnn_tensor_t l2048 = view(&f->wide, RUDNN_F32, 2, e2048, 0);
+    rudnn_tensor_t l1025 = rt_tensor_desc(&f->wide, RUDNN_F32, 2, e1025, 0);
+    rudnn_tensor_t l2048 = rt_tensor_desc(&f->wide, RUDNN_F32, 2, e2048, 0);
     o = grouped_ok();
     o.groups = 1;
     o.group_top_two = 0;
@@ -563,11 +453,11 @@ static void test_route_grouped(void **state)
 
     /* bias: shape, dtype, context */
     static const int64_t b7[1] = {E - 1}, b9[1] = {E + 1}, b1e[2] = {1, E};
-    rudnn_tensor_t bias7 = view(&f->a.bias, RUDNN_F32, 1, b7, 0);
-    rudnn_tensor_t bias9 = view(&f->a.bias, RUDNN_F32, 1, b9, 0);
-    rudnn_tensor_t bias1e = view(&f->a.bias, RUDNN_F32, 2, b1e, 0);
-    rudnn_tensor_t bias16 = view(&f->a.bias, RUDNN_F16, 1, dims_bias, 0);
-    rudnn_tensor_t biasbf = view(&f->a.bias, RUDNN_BF16, 1, dims_bias, 0);
+    rudnn_tensor_t bias7 = rt_tensor_desc(&f->a.bias, RUDNN_F32, 1, b7, 0);
+    rudnn_tensor_t bias9 = rt_tensor_desc(&f->a.bias, RUDNN_F32, 1, b9, 0);
+    rudnn_tensor_t bias1e = rt_tensor_desc(&f->a.bias, RUDNN_F32, 2, b1e, 0);
+    rudnn_tensor_t bias16 = rt_tensor_desc(&f->a.bias, RUDNN_F16, 1, dims_bias, 0);
+    rudnn_tensor_t biasbf = rt_tensor_desc(&f->a.bias, RUDNN_BF16, 1, dims_bias, 0);
     o = grouped_ok();
     reject_grouped(f, rt_queue, L, &bias7, &o, RUDNN_STATUS_BAD_SHAPE, "bias", NULL, "bias [7] for 8 experts");
     reject_grouped(f, rt_queue, L, &bias9, &o, RUDNN_STATUS_BAD_SHAPE, "bias", NULL, "bias [9] for 8 experts");
@@ -579,9 +469,9 @@ static void test_route_grouped(void **state)
 
     /* logits rank, dtype, context */
     static const int64_t r1[1] = {T * E};
-    rudnn_tensor_t l1 = view(&f->a.logits, RUDNN_F32, 1, r1, 0);
-    rudnn_tensor_t li8 = view(&f->a.logits, RUDNN_I8, 2, dims_logits, 0);
-    rudnn_tensor_t lu32 = view(&f->a.logits, RUDNN_U32, 2, dims_logits, 0);
+    rudnn_tensor_t l1 = rt_tensor_desc(&f->a.logits, RUDNN_F32, 1, r1, 0);
+    rudnn_tensor_t li8 = rt_tensor_desc(&f->a.logits, RUDNN_I8, 2, dims_logits, 0);
+    rudnn_tensor_t lu32 = rt_tensor_desc(&f->a.logits, RUDNN_U32, 2, dims_logits, 0);
     reject_grouped(f, rt_queue, &l1, B, &o, RUDNN_STATUS_BAD_SHAPE, "logits", NULL, "logits rank 1");
     reject_grouped(f, rt_queue, &li8, B, &o, RUDNN_STATUS_BAD_DTYPE, "logits", "i8", "logits i8");
     reject_grouped(f, rt_queue, &lu32, B, &o, RUDNN_STATUS_BAD_DTYPE, "logits", "u32", "logits u32");
@@ -612,11 +502,11 @@ static void test_dispatch(void **state)
                     "input on another context");
     static const int64_t t3[2] = {T - 1, H}, t5[2] = {T + 1, H}, h0[2] = {T, 0}, r1[1] = {T * H},
                          r3[3] = {T, 3, 4};
-    rudnn_tensor_t x3 = view(&f->a.input, RUDNN_F32, 2, t3, 0);
-    rudnn_tensor_t x5 = view(&f->a.input, RUDNN_F32, 2, t5, 0);
-    rudnn_tensor_t xh0 = view(&f->a.input, RUDNN_F32, 2, h0, 0);
-    rudnn_tensor_t xr1 = view(&f->a.input, RUDNN_F32, 1, r1, 0);
-    rudnn_tensor_t xr3 = view(&f->a.input, RUDNN_F32, 3, r3, 0);
+    rudnn_tensor_t x3 = rt_tensor_desc(&f->a.input, RUDNN_F32, 2, t3, 0);
+    rudnn_tensor_t x5 = rt_tensor_desc(&f->a.input, RUDNN_F32, 2, t5, 0);
+    rudnn_tensor_t xh0 = rt_tensor_desc(&f->a.input, RUDNN_F32, 2, h0, 0);
+    rudnn_tensor_t xr1 = rt_tensor_desc(&f->a.input, RUDNN_F32, 1, r1, 0);
+    rudnn_tensor_t xr3 = rt_tensor_desc(&f->a.input, RUDNN_F32, 3, r3, 0);
     reject_dispatch(f, rt_queue, P, &x3, RUDNN_STATUS_BAD_SHAPE, "input", NULL, "input with 3 tokens, plan 4");
     reject_dispatch(f, rt_queue, P, &x5, RUDNN_STATUS_BAD_SHAPE, "input", NULL, "input with 5 tokens, plan 4");
     reject_dispatch(f, rt_queue, P, &xh0, RUDNN_STATUS_BAD_SHAPE, "input", NULL, "input hidden 0");
@@ -624,7 +514,7 @@ static void test_dispatch(void **state)
     reject_dispatch(f, rt_queue, P, &xr3, RUDNN_STATUS_BAD_SHAPE, "input", NULL, "input rank 3");
     static const rudnn_dtype_t bad[] = {RUDNN_U32, RUDNN_I8, RUDNN_I32};
     for (size_t i = 0; i < 3; i++) {
-        rudnn_tensor_t x = view(&f->a.input, bad[i], 2, dims_input, 0);
+        rudnn_tensor_t x = rt_tensor_desc(&f->a.input, bad[i], 2, dims_input, 0);
         char what[64];
         snprintf(what, sizeof what, "input %s", rudnn_dtype_name(bad[i]));
         reject_dispatch(f, rt_queue, P, &x, RUDNN_STATUS_BAD_DTYPE, "input", rudnn_dtype_name(bad[i]), what);
@@ -652,14 +542,14 @@ static void test_experts_create(void **state)
     const char *bad_down_what[] = {"down [E, I, H] (gate's layout)", "down with E - 1 experts",
                                    "down with H + 1 rows", "down with I + 1 columns"};
     for (size_t i = 0; i < 4; i++) {
-        rudnn_tensor_t d = view(&f->a.down, RUDNN_F32, 3, bad_down[i], 0);
+        rudnn_tensor_t d = rt_tensor_desc(&f->a.down, RUDNN_F32, 3, bad_down[i], 0);
         reject_create(f, rt_ctx, G, U, &d, RUDNN_STATUS_BAD_SHAPE, "down", NULL, bad_down_what[i]);
     }
     /* up != gate */
     static const int64_t u_i1[3] = {E, I + 1, H}, u_e1[3] = {E + 1, I, H}, u_h1[3] = {E, I, H - 1};
     const int64_t *bad_up[] = {u_i1, u_e1, u_h1};
     for (size_t i = 0; i < 3; i++) {
-        rudnn_tensor_t u = view(&f->a.up, RUDNN_F32, 3, bad_up[i], 0);
+        rudnn_tensor_t u = rt_tensor_desc(&f->a.up, RUDNN_F32, 3, bad_up[i], 0);
         char s[64], what[96];
         snprintf(what, sizeof what, "up %s, gate [8, 10, 12]", rt_dims_str(3, bad_up[i], s, sizeof s));
         reject_create(f, rt_ctx, G, &u, D, RUDNN_STATUS_BAD_SHAPE, "up", NULL, what);
@@ -669,24 +559,24 @@ static void test_experts_create(void **state)
     reject_create(f, rt_ctx, G, U, &f->down16.t, RUDNN_STATUS_BAD_DTYPE, "down", NULL, "gate f32, down f16");
     reject_create(f, rt_ctx, &f->gate16.t, &f->up16.t, D, RUDNN_STATUS_BAD_DTYPE, "down", NULL,
                   "gate, up f16, down f32");
-    rudnn_tensor_t dbf = view(&f->down16, RUDNN_BF16, 3, dims_down, 0);
+    rudnn_tensor_t dbf = rt_tensor_desc(&f->down16, RUDNN_BF16, 3, dims_down, 0);
     reject_create(f, rt_ctx, &f->gate16.t, &f->up16.t, &dbf, RUDNN_STATUS_BAD_DTYPE, "down", NULL,
                   "gate, up f16, down bf16");
     /* gate rank, zero dims, non-float dtypes */
     static const int64_t g2[2] = {E * I, H}, g0[3] = {E, 0, H};
-    rudnn_tensor_t gr2 = view(&f->a.gate, RUDNN_F32, 2, g2, 0);
-    rudnn_tensor_t ur2 = view(&f->a.up, RUDNN_F32, 2, g2, 0);
+    rudnn_tensor_t gr2 = rt_tensor_desc(&f->a.gate, RUDNN_F32, 2, g2, 0);
+    rudnn_tensor_t ur2 = rt_tensor_desc(&f->a.up, RUDNN_F32, 2, g2, 0);
     reject_create(f, rt_ctx, &gr2, &ur2, D, RUDNN_STATUS_BAD_SHAPE, "gate", NULL, "gate rank 2");
-    rudnn_tensor_t gz = view(&f->a.gate, RUDNN_F32, 3, g0, 0);
-    rudnn_tensor_t uz = view(&f->a.up, RUDNN_F32, 3, g0, 0);
+    rudnn_tensor_t gz = rt_tensor_desc(&f->a.gate, RUDNN_F32, 3, g0, 0);
+    rudnn_tensor_t uz = rt_tensor_desc(&f->a.up, RUDNN_F32, 3, g0, 0);
     static const int64_t dz[3] = {E, H, 0};
-    rudnn_tensor_t dzv = view(&f->a.down, RUDNN_F32, 3, dz, 0);
+    rudnn_tensor_t dzv = rt_tensor_desc(&f->a.down, RUDNN_F32, 3, dz, 0);
     reject_create(f, rt_ctx, &gz, &uz, &dzv, RUDNN_STATUS_BAD_SHAPE, "gate", NULL, "inter 0");
     static const rudnn_dtype_t bad[] = {RUDNN_U32, RUDNN_I8};
     for (size_t i = 0; i < 2; i++) {
-        rudnn_tensor_t g = view(&f->a.gate, bad[i], 3, dims_gate, 0);
-        rudnn_tensor_t u = view(&f->a.up, bad[i], 3, dims_gate, 0);
-        rudnn_tensor_t d = view(&f->a.down, bad[i], 3, dims_down, 0);
+        rudnn_tensor_t g = rt_tensor_desc(&f->a.gate, bad[i], 3, dims_gate, 0);
+        rudnn_tensor_t u = rt_tensor_desc(&f->a.up, bad[i], 3, dims_gate, 0);
+        rudnn_tensor_t d = rt_tensor_desc(&f->a.down, bad[i], 3, dims_down, 0);
         char what[64];
         snprintf(what, sizeof what, "weights %s", rudnn_dtype_name(bad[i]));
         reject_create(f, rt_ctx, &g, &u, &d, RUDNN_STATUS_BAD_DTYPE, "gate", rudnn_dtype_name(bad[i]), what);
@@ -697,7 +587,7 @@ static void test_experts_create(void **state)
     reject_create(f, rt_ctx, G, &f->b.up.t, D, RUDNN_STATUS_DEVICE_MISMATCH, "up", NULL, "up on another context");
     reject_create(f, rt_ctx, G, U, &f->b.down.t, RUDNN_STATUS_DEVICE_MISMATCH, "down", NULL,
                   "down on another context");
-    reject_create(f, ctx2, G, U, D, RUDNN_STATUS_DEVICE_MISMATCH, "gate", NULL,
+    reject_create(f, rt_ctx2, G, U, D, RUDNN_STATUS_DEVICE_MISMATCH, "gate", NULL,
                   "weights of the first context, created on the second");
     fx_finish(f);
 }
@@ -733,26 +623,26 @@ static void test_forward_dispatched(void **state)
     FD(RUDNN_STATUS_BAD_SHAPE, "experts", "8", "routing over 6 experts, weights of 8", rt_queue, X, f->disp_e6, S,
        NULL, 0, EO);
     static const int64_t eo13[2] = {T * K, H + 1};
-    rudnn_tensor_t eo_h13 = view(&f->a.eo, RUDNN_F32, 2, eo13, 0);
+    rudnn_tensor_t eo_h13 = rt_tensor_desc(&f->a.eo, RUDNN_F32, 2, eo13, 0);
     FD(RUDNN_STATUS_BAD_SHAPE, "hidden", "13", "dispatched hidden 13, weights 12", rt_queue, X, f->disp_h13, S,
        NULL, 0, &eo_h13);
-    rudnn_tensor_t eo16 = view(&f->a.eo, RUDNN_F16, 2, dims_eo, 0);
+    rudnn_tensor_t eo16 = rt_tensor_desc(&f->a.eo, RUDNN_F16, 2, dims_eo, 0);
     FD(RUDNN_STATUS_BAD_DTYPE, "f16", "f32", "f32 dispatched tokens, f16 weights", rt_queue, f->ex16, D, S, NULL,
        0, &eo16);
     /* expert_output shape and dtype */
     static const int64_t r9[2] = {T * K + 1, H}, r7[2] = {T * K - 1, H}, c13[2] = {T * K, H + 1},
                          flat[1] = {T * K * H}, r3[3] = {T, K, H};
-    rudnn_tensor_t e9 = view(&f->a.eo, RUDNN_F32, 2, r9, 0);
-    rudnn_tensor_t e7 = view(&f->a.eo, RUDNN_F32, 2, r7, 0);
-    rudnn_tensor_t ec13 = view(&f->a.eo, RUDNN_F32, 2, c13, 0);
-    rudnn_tensor_t eflat = view(&f->a.eo, RUDNN_F32, 1, flat, 0);
-    rudnn_tensor_t er3 = view(&f->a.eo, RUDNN_F32, 3, r3, 0);
+    rudnn_tensor_t e9 = rt_tensor_desc(&f->a.eo, RUDNN_F32, 2, r9, 0);
+    rudnn_tensor_t e7 = rt_tensor_desc(&f->a.eo, RUDNN_F32, 2, r7, 0);
+    rudnn_tensor_t ec13 = rt_tensor_desc(&f->a.eo, RUDNN_F32, 2, c13, 0);
+    rudnn_tensor_t eflat = rt_tensor_desc(&f->a.eo, RUDNN_F32, 1, flat, 0);
+    rudnn_tensor_t er3 = rt_tensor_desc(&f->a.eo, RUDNN_F32, 3, r3, 0);
     FD(RUDNN_STATUS_BAD_SHAPE, "expert_output", NULL, "expert_output [9, 12]", rt_queue, X, D, S, NULL, 0, &e9);
     FD(RUDNN_STATUS_BAD_SHAPE, "expert_output", NULL, "expert_output [7, 12]", rt_queue, X, D, S, NULL, 0, &e7);
     FD(RUDNN_STATUS_BAD_SHAPE, "expert_output", NULL, "expert_output [8, 13]", rt_queue, X, D, S, NULL, 0, &ec13);
     FD(RUDNN_STATUS_BAD_SHAPE, "expert_output", NULL, "expert_output [96]", rt_queue, X, D, S, NULL, 0, &eflat);
     FD(RUDNN_STATUS_BAD_SHAPE, "expert_output", NULL, "expert_output [4, 2, 12]", rt_queue, X, D, S, NULL, 0, &er3);
-    rudnn_tensor_t ebf = view(&f->a.eo, RUDNN_BF16, 2, dims_eo, 0);
+    rudnn_tensor_t ebf = rt_tensor_desc(&f->a.eo, RUDNN_BF16, 2, dims_eo, 0);
     FD(RUDNN_STATUS_BAD_DTYPE, "expert_output", "bf16", "expert_output bf16", rt_queue, X, D, S, NULL, 0, &ebf);
     FD(RUDNN_STATUS_BAD_DTYPE, "expert_output", "f16", "expert_output f16", rt_queue, X, D, S, NULL, 0, &eo16);
     /* strategy */
@@ -799,20 +689,20 @@ static void test_combine(void **state)
        &f->b.eo.t, O);
     CB(RUDNN_STATUS_DEVICE_MISMATCH, "output", NULL, "output on another context", rt_queue, D, EO, &f->b.out.t);
     static const int64_t r9[2] = {T * K + 1, H}, c13[2] = {T * K, H + 1};
-    rudnn_tensor_t e9 = view(&f->a.eo, RUDNN_F32, 2, r9, 0);
-    rudnn_tensor_t ec13 = view(&f->a.eo, RUDNN_F32, 2, c13, 0);
-    rudnn_tensor_t e16 = view(&f->a.eo, RUDNN_F16, 2, dims_eo, 0);
+    rudnn_tensor_t e9 = rt_tensor_desc(&f->a.eo, RUDNN_F32, 2, r9, 0);
+    rudnn_tensor_t ec13 = rt_tensor_desc(&f->a.eo, RUDNN_F32, 2, c13, 0);
+    rudnn_tensor_t e16 = rt_tensor_desc(&f->a.eo, RUDNN_F16, 2, dims_eo, 0);
     CB(RUDNN_STATUS_BAD_SHAPE, "expert_output", NULL, "expert_output [9, 12]", rt_queue, D, &e9, O);
     CB(RUDNN_STATUS_BAD_SHAPE, "expert_output", NULL, "expert_output [8, 13]", rt_queue, D, &ec13, O);
     CB(RUDNN_STATUS_BAD_DTYPE, "expert_output", "f16", "expert_output f16", rt_queue, D, &e16, O);
     static const int64_t t5[2] = {T + 1, H}, t3[2] = {T - 1, H}, h13[2] = {T, H + 1}, r3[3] = {T, H, 1},
                          flat[1] = {T * H};
-    rudnn_tensor_t o5 = view(&f->a.out, RUDNN_F32, 2, t5, 0);
-    rudnn_tensor_t o3 = view(&f->a.out, RUDNN_F32, 2, t3, 0);
-    rudnn_tensor_t o13 = view(&f->a.out, RUDNN_F32, 2, h13, 0);
-    rudnn_tensor_t or3 = view(&f->a.out, RUDNN_F32, 3, r3, 0);
-    rudnn_tensor_t oflat = view(&f->a.out, RUDNN_F32, 1, flat, 0);
-    rudnn_tensor_t obf = view(&f->a.out, RUDNN_BF16, 2, dims_input, 0);
+    rudnn_tensor_t o5 = rt_tensor_desc(&f->a.out, RUDNN_F32, 2, t5, 0);
+    rudnn_tensor_t o3 = rt_tensor_desc(&f->a.out, RUDNN_F32, 2, t3, 0);
+    rudnn_tensor_t o13 = rt_tensor_desc(&f->a.out, RUDNN_F32, 2, h13, 0);
+    rudnn_tensor_t or3 = rt_tensor_desc(&f->a.out, RUDNN_F32, 3, r3, 0);
+    rudnn_tensor_t oflat = rt_tensor_desc(&f->a.out, RUDNN_F32, 1, flat, 0);
+    rudnn_tensor_t obf = rt_tensor_desc(&f->a.out, RUDNN_BF16, 2, dims_input, 0);
     CB(RUDNN_STATUS_BAD_SHAPE, "output", NULL, "output [5, 12]", rt_queue, D, EO, &o5);
     CB(RUDNN_STATUS_BAD_SHAPE, "output", NULL, "output [3, 12]", rt_queue, D, EO, &o3);
     CB(RUDNN_STATUS_BAD_SHAPE, "output", NULL, "output [4, 13]", rt_queue, D, EO, &o13);
@@ -820,10 +710,10 @@ static void test_combine(void **state)
     CB(RUDNN_STATUS_BAD_SHAPE, "output", NULL, "output [48]", rt_queue, D, EO, &oflat);
     CB(RUDNN_STATUS_BAD_DTYPE, "output", "bf16", "output bf16", rt_queue, D, EO, &obf);
     /* output overlapping expert_output: partially, and exactly (top_k 1: same shape) */
-    rudnn_tensor_t o_in_eo = view(&f->a.eo, RUDNN_F32, 2, dims_input, 4 * H);
+    rudnn_tensor_t o_in_eo = rt_tensor_desc(&f->a.eo, RUDNN_F32, 2, dims_input, 4 * H);
     CB(RUDNN_STATUS_BAD_PARAM, "output", "expert_output", "output inside expert_output", rt_queue, D, EO, &o_in_eo);
     static const int64_t k1dims[2] = {T, H};
-    rudnn_tensor_t eo_k1 = view(&f->a.eo, RUDNN_F32, 2, k1dims, 0);
+    rudnn_tensor_t eo_k1 = rt_tensor_desc(&f->a.eo, RUDNN_F32, 2, k1dims, 0);
     CB(RUDNN_STATUS_BAD_PARAM, "output", "expert_output", "output == expert_output (top_k 1)", rt_queue, f->disp_k1,
        &eo_k1, &eo_k1);
 #undef CB
@@ -869,18 +759,18 @@ static void test_forward_one_call(void **state)
          &go, S, &f->b.out.t);
     /* input */
     static const int64_t h13[2] = {T, H + 1}, h11[2] = {T, H - 1}, r1[1] = {T * H};
-    rudnn_tensor_t in13 = view(&f->a.input, RUDNN_F32, 2, h13, 0);
-    rudnn_tensor_t in11 = view(&f->a.input, RUDNN_F32, 2, h11, 0);
-    rudnn_tensor_t inr1 = view(&f->a.input, RUDNN_F32, 1, r1, 0);
-    rudnn_tensor_t out13 = view(&f->a.out, RUDNN_F32, 2, h13, 0);
-    rudnn_tensor_t out11 = view(&f->a.out, RUDNN_F32, 2, h11, 0);
+    rudnn_tensor_t in13 = rt_tensor_desc(&f->a.input, RUDNN_F32, 2, h13, 0);
+    rudnn_tensor_t in11 = rt_tensor_desc(&f->a.input, RUDNN_F32, 2, h11, 0);
+    rudnn_tensor_t inr1 = rt_tensor_desc(&f->a.input, RUDNN_F32, 1, r1, 0);
+    rudnn_tensor_t out13 = rt_tensor_desc(&f->a.out, RUDNN_F32, 2, h13, 0);
+    rudnn_tensor_t out11 = rt_tensor_desc(&f->a.out, RUDNN_F32, 2, h11, 0);
     BOTH(RUDNN_STATUS_BAD_SHAPE, "input", "12", "input hidden 13, weights 12", rt_queue, X, &in13, L, B, &so, &go, S,
          &out13);
     BOTH(RUDNN_STATUS_BAD_SHAPE, "input", "12", "input hidden 11, weights 12", rt_queue, X, &in11, L, B, &so, &go, S,
          &out11);
     BOTH(RUDNN_STATUS_BAD_SHAPE, "input", NULL, "input rank 1", rt_queue, X, &inr1, L, B, &so, &go, S, O);
-    rudnn_tensor_t in16 = view(&f->a.input, RUDNN_F16, 2, dims_input, 0);
-    rudnn_tensor_t out16 = view(&f->a.out, RUDNN_F16, 2, dims_input, 0);
+    rudnn_tensor_t in16 = rt_tensor_desc(&f->a.input, RUDNN_F16, 2, dims_input, 0);
+    rudnn_tensor_t out16 = rt_tensor_desc(&f->a.out, RUDNN_F16, 2, dims_input, 0);
     BOTH(RUDNN_STATUS_BAD_DTYPE, "input", "f16", "input f16, weights f32", rt_queue, X, &in16, L, B, &so, &go, S,
          &out16);
     BOTH(RUDNN_STATUS_BAD_DTYPE, "input", "f32", "input f32, weights f16", rt_queue, f->ex16, IN, L, B, &so, &go, S,
@@ -888,11 +778,11 @@ static void test_forward_one_call(void **state)
     /* logits */
     static const int64_t t3[2] = {T - 1, E}, t5[2] = {T + 1, E}, e6[2] = {T, 6}, e9[2] = {T, E + 1},
                          lr3[3] = {T, 1, E};
-    rudnn_tensor_t l3 = view(&f->a.logits, RUDNN_F32, 2, t3, 0);
-    rudnn_tensor_t l5 = view(&f->a.logits, RUDNN_F32, 2, t5, 0);
-    rudnn_tensor_t l6 = view(&f->a.logits, RUDNN_F32, 2, e6, 0);
-    rudnn_tensor_t l9 = view(&f->a.logits, RUDNN_F32, 2, e9, 0);
-    rudnn_tensor_t lr = view(&f->a.logits, RUDNN_F32, 3, lr3, 0);
+    rudnn_tensor_t l3 = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, t3, 0);
+    rudnn_tensor_t l5 = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, t5, 0);
+    rudnn_tensor_t l6 = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, e6, 0);
+    rudnn_tensor_t l9 = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, e9, 0);
+    rudnn_tensor_t lr = rt_tensor_desc(&f->a.logits, RUDNN_F32, 3, lr3, 0);
     BOTH(RUDNN_STATUS_BAD_SHAPE, "logits", NULL, "logits with 3 tokens, input 4", rt_queue, X, IN, &l3, B, &so, &go,
          S, O);
     BOTH(RUDNN_STATUS_BAD_SHAPE, "logits", NULL, "logits with 5 tokens, input 4", rt_queue, X, IN, &l5, B, &so, &go,
@@ -904,7 +794,7 @@ static void test_forward_one_call(void **state)
     BOTH(RUDNN_STATUS_BAD_SHAPE, "logits", NULL, "logits rank 3", rt_queue, X, IN, &lr, B, &so, &go, S, O);
     static const rudnn_dtype_t bad[] = {RUDNN_I8, RUDNN_U32};
     for (size_t i = 0; i < 2; i++) {
-        rudnn_tensor_t l = view(&f->a.logits, bad[i], 2, dims_logits, 0);
+        rudnn_tensor_t l = rt_tensor_desc(&f->a.logits, bad[i], 2, dims_logits, 0);
         char what[64];
         snprintf(what, sizeof what, "logits %s", rudnn_dtype_name(bad[i]));
         BOTH(RUDNN_STATUS_BAD_DTYPE, "logits", rudnn_dtype_name(bad[i]), what, rt_queue, X, IN, &l, B, &so, &go, S,
@@ -912,14 +802,14 @@ static void test_forward_one_call(void **state)
     }
     /* output */
     static const int64_t o5[2] = {T + 1, H}, or3[3] = {T, H, 1};
-    rudnn_tensor_t out5 = view(&f->a.out, RUDNN_F32, 2, o5, 0);
-    rudnn_tensor_t outr3 = view(&f->a.out, RUDNN_F32, 3, or3, 0);
-    rudnn_tensor_t outbf = view(&f->a.out, RUDNN_BF16, 2, dims_input, 0);
+    rudnn_tensor_t out5 = rt_tensor_desc(&f->a.out, RUDNN_F32, 2, o5, 0);
+    rudnn_tensor_t outr3 = rt_tensor_desc(&f->a.out, RUDNN_F32, 3, or3, 0);
+    rudnn_tensor_t outbf = rt_tensor_desc(&f->a.out, RUDNN_BF16, 2, dims_input, 0);
     BOTH(RUDNN_STATUS_BAD_SHAPE, "output", NULL, "output [5, 12]", rt_queue, X, IN, L, B, &so, &go, S, &out5);
     BOTH(RUDNN_STATUS_BAD_SHAPE, "output", NULL, "output [4, 13]", rt_queue, X, IN, L, B, &so, &go, S, &out13);
     BOTH(RUDNN_STATUS_BAD_SHAPE, "output", NULL, "output [4, 12, 1]", rt_queue, X, IN, L, B, &so, &go, S, &outr3);
     BOTH(RUDNN_STATUS_BAD_DTYPE, "output", "bf16", "output bf16", rt_queue, X, IN, L, B, &so, &go, S, &outbf);
-    rudnn_tensor_t out_shift = view(&f->a.input, RUDNN_F32, 2, dims_input, 4 * H);
+    rudnn_tensor_t out_shift = rt_tensor_desc(&f->a.input, RUDNN_F32, 2, dims_input, 4 * H);
     BOTH(RUDNN_STATUS_BAD_PARAM, "output", "overlap", "output one row after the input, overlapping", rt_queue, X, IN,
          L, B, &so, &go, S, &out_shift);
 #undef BOTH
@@ -942,8 +832,8 @@ static void test_forward_one_call(void **state)
     REJECT(f, RUDNN_STATUS_BAD_PARAM, op2, "top_k", NULL, "top_k 5 > 4 experts of the selected group",
            rudnn_swiglu_experts_forward_sigmoid_grouped(rt_queue, X, IN, L, B, &g, S, O));
     static const int64_t b7[1] = {E - 1};
-    rudnn_tensor_t bias7 = view(&f->a.bias, RUDNN_F32, 1, b7, 0);
-    rudnn_tensor_t bias16 = view(&f->a.bias, RUDNN_F16, 1, dims_bias, 0);
+    rudnn_tensor_t bias7 = rt_tensor_desc(&f->a.bias, RUDNN_F32, 1, b7, 0);
+    rudnn_tensor_t bias16 = rt_tensor_desc(&f->a.bias, RUDNN_F16, 1, dims_bias, 0);
     g = grouped_ok();
     REJECT(f, RUDNN_STATUS_BAD_SHAPE, op2, "bias", NULL, "bias [7]",
            rudnn_swiglu_experts_forward_sigmoid_grouped(rt_queue, X, IN, L, &bias7, &g, S, O));
@@ -984,9 +874,9 @@ static void test_workspace_and_resolve(void **state)
              rudnn_swiglu_experts_workspace_size(X, 8, RUDNN_MOE_AUTO, &b8) == RUDNN_STATUS_SUCCESS &&
              rudnn_swiglu_experts_workspace_size(X, 100, RUDNN_MOE_SCALAR, &b100) == RUDNN_STATUS_SUCCESS;
     if (!ok || b8 > b100 || b0 > b8 || strcmp(rudnn_last_error(), "") != 0) {
-        fx_log(f, "  %s: valid queries: ok %d, bytes %zu (0 rows), %zu (8), %zu (100); error \"%s\"\n", ws, ok, b0,
-               b8, b100, rudnn_last_error());
-        f->failures++;
+        rt_logf(&f->log, "  %s: valid queries: ok %d, bytes %zu (0 rows), %zu (8), %zu (100); error \"%s\"\n", ws,
+                ok, b0, b8, b100, rudnn_last_error());
+        f->log.failures++;
     }
 
     rudnn_moe_strategy_t r = (rudnn_moe_strategy_t)-5;
@@ -1001,9 +891,9 @@ static void test_workspace_and_resolve(void **state)
     rudnn_moe_strategy_t a = (rudnn_moe_strategy_t)-5, s = (rudnn_moe_strategy_t)-5;
     if (rudnn_swiglu_experts_resolve(X, RUDNN_MOE_AUTO, &a) != RUDNN_STATUS_SUCCESS || a != RUDNN_MOE_SCALAR ||
         rudnn_swiglu_experts_resolve(X, RUDNN_MOE_SCALAR, &s) != RUDNN_STATUS_SUCCESS || s != RUDNN_MOE_SCALAR) {
-        fx_log(f, "  %s: f32 weights: Auto -> %d, Scalar -> %d, expected Scalar (0) for both: %s\n", rs, (int)a,
-               (int)s, rudnn_last_error());
-        f->failures++;
+        rt_logf(&f->log, "  %s: f32 weights: Auto -> %d, Scalar -> %d, expected Scalar (0) for both: %s\n", rs, (int)a,
+                (int)s, rudnn_last_error());
+        f->log.failures++;
     }
     fx_finish(f);
 }
@@ -1076,9 +966,9 @@ static void test_success_clears_error(void **state)
         default: st = rudnn_swiglu_experts_create(rt_ctx, &f->a.gate.t, &f->a.up.t, &f->a.down.t, &x); break;
         }
         if (st != RUDNN_STATUS_SUCCESS || strcmp(rudnn_last_error(), "") != 0) {
-            fx_log(f, "  %s: valid call after a failed one returned %s, last error \"%s\"\n", what[i],
-                   rudnn_status_string(st), rudnn_last_error());
-            f->failures++;
+            rt_logf(&f->log, "  %s: valid call after a failed one returned %s, last error \"%s\"\n", what[i],
+                    rudnn_status_string(st), rudnn_last_error());
+            f->log.failures++;
         }
         rudnn_queue_synchronize(rt_queue);
         rudnn_dispatched_destroy(d);
@@ -1090,33 +980,6 @@ static void test_success_clears_error(void **state)
 
 /* ---- main ---------------------------------------------------------------------------------------- */
 
-static int group_setup(void **state)
-{
-    (void)state;
-    rudnn_status_t st = rudnn_context_create(&ctx2, NULL);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        print_error("second context_create failed: %s: %s\n", rudnn_status_string(st), rudnn_last_error());
-        return -1;
-    }
-    st = rudnn_queue_create(ctx2, &queue2);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        print_error("second queue_create failed: %s: %s\n", rudnn_status_string(st), rudnn_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    if (queue2)
-        rudnn_queue_destroy(queue2);
-    if (ctx2)
-        rudnn_context_destroy(ctx2);
-    rt_close();
-    return 0;
-}
-
 #define TC(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(int argc, char **argv)
@@ -1127,8 +990,5 @@ int main(int argc, char **argv)
         TC(test_forward_one_call), TC(test_workspace_and_resolve), TC(test_views),
         TC(test_success_clears_error),
     };
-    if (argc > 1)
-        cmocka_set_test_filter(argv[1]);
-    rt_open_or_skip("moe-contract");
-    return rt_exit_code(cmocka_run_group_tests_name("moe-contract", tests, group_setup, group_teardown));
+    return rt_run_with_second_context("moe-contract", tests, argc, argv);
 }

@@ -77,33 +77,6 @@ typedef struct run {
     const float *x, *r, *gamma, *beta;
 } run_t;
 
-/* ---- a growable failure log -------------------------------------------------- */
-
-typedef struct log {
-    char text[16384];
-    int failures;
-} log_t;
-
-static void logf_(log_t *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(log_t *log, const char *fmt, ...)
-{
-    size_t len = strlen(log->text);
-    if (len + 1 >= sizeof log->text)
-        return;
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(log->text + len, sizeof log->text - len, fmt, args);
-    va_end(args);
-}
-
-static void log_finish(log_t *log)
-{
-    if (log->failures) {
-        print_error("%s", log->text);
-        fail_msg("%d case(s) failed", log->failures);
-    }
-}
-
 /* ---- buffers to watch ----------------------------------------------------------- */
 
 /* Every distinct buffer of a run, with a snapshot taken before the op, and the
@@ -156,26 +129,17 @@ static void watch_snapshot(watch_t *w, int after)
 }
 
 /* Counts bytes that changed outside the declared output ranges. */
-static size_t watch_stray_writes(const watch_t *w, log_t *log, const char *label)
+static size_t watch_stray_writes(const watch_t *w, rt_log_t *log, const char *label)
 {
     size_t stray = 0;
     for (int i = 0; i < w->count; i++) {
         const watched_t *item = &w->items[i];
-        size_t first = (size_t)-1;
-        size_t count = 0;
-        for (size_t b = 0; b < item->bytes; b++) {
-            int inside = 0;
-            for (int k = 0; k < item->out_count; k++)
-                inside |= b >= item->out_begin[k] && b < item->out_end[k];
-            if (!inside && item->before[b] != item->after[b]) {
-                if (first == (size_t)-1)
-                    first = b;
-                count++;
-            }
-        }
+        size_t first = 0;
+        size_t count = rt_count_changed(item->before, item->after, item->bytes, item->out_begin, item->out_end,
+                                        item->out_count, &first);
         if (count) {
-            logf_(log, "  %s: %zu byte(s) of the %s buffer changed outside the outputs (first at byte %zu)\n",
-                  label, count, item->name, first);
+            rt_logf(log, "  %s: %zu byte(s) of the %s buffer changed outside the outputs (first at byte %zu)\n",
+                    label, count, item->name, first);
             stray += count;
         }
     }
@@ -195,16 +159,8 @@ static void watch_free(watch_t *w)
  * still hold the poison sentinel. */
 static size_t decode(const rt_tensor_t *t, const uint8_t *snapshot, float *out, int check_sentinel)
 {
-    size_t n = (size_t)rudnn_tensor_numel(&t->t);
-    const uint8_t *base = snapshot + t->t.offset;
-    uint32_t poison = rt_poison_bits(t->t.dtype);
-    size_t unwritten = 0;
-    for (size_t i = 0; i < n; i++) {
-        out[i] = rt_element_value(t->t.dtype, base, i);
-        if (check_sentinel && rt_element_bits(t->t.dtype, base, i) == poison)
-            unwritten++;
-    }
-    return unwritten;
+    rt_decode(t->t.dtype, snapshot + t->t.offset, out, (size_t)rudnn_tensor_numel(&t->t));
+    return check_sentinel ? rt_count_poisoned(t, snapshot) : 0;
 }
 
 static const uint8_t *snapshot_after(const watch_t *w, const rt_tensor_t *t)
@@ -217,15 +173,8 @@ static const uint8_t *snapshot_after(const watch_t *w, const rt_tensor_t *t)
 
 /* ---- one run -------------------------------------------------------------------- */
 
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    assert_non_null(p);
-    return p;
-}
-
 /* Runs one case; on failure appends to log and counts it. */
-static void run_case(const param_t *p, const run_t *c, log_t *log)
+static void run_case(const param_t *p, const run_t *c, rt_log_t *log)
 {
     const rudnn_dtype_t dt = p->dtype;
     const op_t op = p->op;
@@ -241,15 +190,15 @@ static void run_case(const param_t *p, const run_t *c, log_t *log)
              dims_s, c->alias, (double)c->eps);
 
     /* host side: quantized inputs and the reference */
-    float *xq = xmalloc((size_t)numel * sizeof(float));
-    float *rq = xmalloc((size_t)numel * sizeof(float));
-    float *xo_ref = xmalloc((size_t)numel * sizeof(float));
-    double *y_ref = xmalloc((size_t)numel * sizeof(double));
-    double *rstd_ref = xmalloc((size_t)rows * sizeof(double));
-    float *y_got = xmalloc((size_t)numel * sizeof(float));
-    float *y2_got = xmalloc((size_t)numel * sizeof(float));
-    float *xo_got = xmalloc((size_t)numel * sizeof(float));
-    float *rstd_got = xmalloc((size_t)rows * sizeof(float));
+    float *xq = rt_xmalloc((size_t)numel * sizeof(float));
+    float *rq = rt_xmalloc((size_t)numel * sizeof(float));
+    float *xo_ref = rt_xmalloc((size_t)numel * sizeof(float));
+    double *y_ref = rt_xmalloc((size_t)numel * sizeof(double));
+    double *rstd_ref = rt_xmalloc((size_t)rows * sizeof(double));
+    float *y_got = rt_xmalloc((size_t)numel * sizeof(float));
+    float *y2_got = rt_xmalloc((size_t)numel * sizeof(float));
+    float *xo_got = rt_xmalloc((size_t)numel * sizeof(float));
+    float *rstd_got = rt_xmalloc((size_t)rows * sizeof(float));
     ref_quantize(dt, c->x, xq, (size_t)numel);
     if (is_add)
         ref_quantize(dt, c->r, rq, (size_t)numel);
@@ -329,22 +278,22 @@ static void run_case(const param_t *p, const run_t *c, log_t *log)
     int failed = 0;
     int rejected_ok = 0;
     if (st == RUDNN_STATUS_SUCCESS && strcmp(rudnn_last_error(), "") != 0) {
-        logf_(log, "  %s: succeeded but rudnn_last_error() is \"%s\", expected \"\"\n", label, rudnn_last_error());
+        rt_logf(log, "  %s: succeeded but rudnn_last_error() is \"%s\", expected \"\"\n", label, rudnn_last_error());
         failed = 1;
     }
     if (st != RUDNN_STATUS_SUCCESS) {
         if ((c->alias & ALIAS_Y_IS_R) && st == RUDNN_STATUS_BAD_PARAM) {
             rejected_ok = 1; /* y == residual: rejecting it is allowed; then nothing may change */
         } else {
-            logf_(log, "  %s: returned %s: %s\n", label, rudnn_status_string(st), rudnn_last_error());
+            rt_logf(log, "  %s: returned %s: %s\n", label, rudnn_status_string(st), rudnn_last_error());
             failed = 1;
             goto done;
         }
     }
     rudnn_status_t sync = rudnn_queue_synchronize(rt_queue);
     if (sync != RUDNN_STATUS_SUCCESS) {
-        logf_(log, "  %s: queue_synchronize returned %s: %s\n", label, rudnn_status_string(sync),
-              rudnn_last_error());
+        rt_logf(log, "  %s: queue_synchronize returned %s: %s\n", label, rudnn_status_string(sync),
+                rudnn_last_error());
         failed = 1;
         goto done;
     }
@@ -362,7 +311,7 @@ static void run_case(const param_t *p, const run_t *c, log_t *log)
     int y_aliased = (c->alias & (ALIAS_Y_IS_X | ALIAS_Y_IS_R)) != 0;
     size_t unwritten = decode(&Y, snapshot_after(&w, &Y), y_got, !y_aliased);
     if (unwritten) {
-        logf_(log, "  %s: %zu element(s) of y were never written (still the poison sentinel)\n", label, unwritten);
+        rt_logf(log, "  %s: %zu element(s) of y were never written (still the poison sentinel)\n", label, unwritten);
         failed = 1;
     }
     ref_compare(&rep, "y", y_got, y_ref, rows, cols, ref_tolerance(dt));
@@ -371,7 +320,7 @@ static void run_case(const param_t *p, const run_t *c, log_t *log)
         unwritten = decode(&XO, snapshot_after(&w, &XO), xo_got, !xo_aliased);
         unwritten += decode(&RSTD, snapshot_after(&w, &RSTD), rstd_got, 1);
         if (unwritten) {
-            logf_(log, "  %s: %zu element(s) of x_out/rstd were never written\n", label, unwritten);
+            rt_logf(log, "  %s: %zu element(s) of x_out/rstd were never written\n", label, unwritten);
             failed = 1;
         }
         ref_compare_exact(&rep, "x_out", xo_got, xo_ref, (size_t)numel);
@@ -382,8 +331,8 @@ static void run_case(const param_t *p, const run_t *c, log_t *log)
             rt_tensor_create(&Y2, dt, c->rank, c->dims, 0, RT_TAIL_BYTES);
             rudnn_status_t st2 = rudnn_rms_norm(rt_queue, &XO.t, &G.t, c->eps, &Y2.t);
             if (st2 != RUDNN_STATUS_SUCCESS) {
-                logf_(log, "  %s: rms_norm(x_out) returned %s: %s\n", label, rudnn_status_string(st2),
-                      rudnn_last_error());
+                rt_logf(log, "  %s: rms_norm(x_out) returned %s: %s\n", label, rudnn_status_string(st2),
+                        rudnn_last_error());
                 failed = 1;
             } else {
                 rt_tensor_download(&Y2, y2_got);
@@ -394,8 +343,8 @@ static void run_case(const param_t *p, const run_t *c, log_t *log)
     if (getenv("RUDNN_TEST_VERBOSE"))
         print_message("  %s: worst error %.3f of allowed (%zu values)\n", label, rep.worst_excess, rep.checked);
     if (rep.mismatches) {
-        logf_(log, "  %s: %zu of %zu values outside tolerance (worst finite error %.3g x allowed):\n%s", label,
-              rep.mismatches, rep.checked, rep.worst_excess, rep.text);
+        rt_logf(log, "  %s: %zu of %zu values outside tolerance (worst finite error %.3g x allowed):\n%s", label,
+                rep.mismatches, rep.checked, rep.worst_excess, rep.text);
         failed = 1;
     }
 
@@ -424,6 +373,12 @@ done:
 
 /* ---- data ------------------------------------------------------------------------- */
 
+/* "<op>/<dtype>/<family>": the test's name, which seeds its data. */
+static void test_name(char *buf, size_t cap, const param_t *p, const char *family)
+{
+    snprintf(buf, cap, "%s/%s/%s", op_names[p->op], rudnn_dtype_name(p->dtype), family);
+}
+
 typedef struct data {
     float *x, *r, *gamma, *beta;
 } data_t;
@@ -438,10 +393,10 @@ static void data_make(data_t *d, const param_t *p, const char *test, int case_in
     int64_t cols = dims[rank - 1];
     rt_rng_t rng;
     rt_rng_seed_case(&rng, test, case_index);
-    d->x = xmalloc((size_t)numel * sizeof(float));
-    d->r = xmalloc((size_t)numel * sizeof(float));
-    d->gamma = xmalloc((size_t)(cols ? cols : 1) * sizeof(float));
-    d->beta = xmalloc((size_t)(cols ? cols : 1) * sizeof(float));
+    d->x = rt_xmalloc((size_t)numel * sizeof(float));
+    d->r = rt_xmalloc((size_t)numel * sizeof(float));
+    d->gamma = rt_xmalloc((size_t)(cols ? cols : 1) * sizeof(float));
+    d->beta = rt_xmalloc((size_t)(cols ? cols : 1) * sizeof(float));
     for (int64_t i = 0; i < numel; i++) {
         int64_t row = cols ? i / cols : 0;
         double scale = ldexp(1.0, (int)(row % 7) - 3);
@@ -487,9 +442,8 @@ static void run_shape_list(void **state, const char *family, const shape_case_t 
 {
     const param_t *p = *state;
     char test[128];
-    snprintf(test, sizeof test, "%s/%s/%s", op_names[p->op], rudnn_dtype_name(p->dtype), family);
-    log_t *log = xmalloc(sizeof *log);
-    memset(log, 0, sizeof *log);
+    test_name(test, sizeof test, p, family);
+    rt_log_t *log = rt_log_new();
     for (size_t i = 0; i < count; i++) {
         data_t d;
         data_make(&d, p, test, (int)i, cases[i].rank, cases[i].dims);
@@ -499,9 +453,7 @@ static void run_shape_list(void **state, const char *family, const shape_case_t 
         run_case(p, &c, log);
         data_free(&d);
     }
-    log_t copy = *log;
-    free(log);
-    log_finish(&copy);
+    rt_log_finish_free(log, "case(s)");
 }
 
 /* ---- test families -------------------------------------------------------------- */
@@ -558,7 +510,7 @@ static void test_magnitude(void **state)
     const param_t *p = *state;
     const rudnn_dtype_t dt = p->dtype;
     char test[128];
-    snprintf(test, sizeof test, "%s/%s/magnitude", op_names[p->op], rudnn_dtype_name(dt));
+    test_name(test, sizeof test, p, "magnitude");
     /* per row: scale of uniform(-1, 1) values, and whether one element is a
      * spike of that scale among values of order 1 */
     typedef struct {
@@ -577,8 +529,7 @@ static void test_magnitude(void **state)
                     : dt == RUDNN_BF16 ? sizeof bf16_rows / sizeof bf16_rows[0]
                                        : sizeof f16_rows / sizeof f16_rows[0];
     static const int64_t lengths[] = {97, 4097};
-    log_t *log = xmalloc(sizeof *log);
-    memset(log, 0, sizeof *log);
+    rt_log_t *log = rt_log_new();
     for (size_t li = 0; li < 2; li++) {
         int64_t dims[2] = {(int64_t)nkinds, lengths[li]};
         int64_t cols = dims[1];
@@ -613,9 +564,7 @@ static void test_magnitude(void **state)
         run_case(p, &c, log);
         data_free(&d);
     }
-    log_t copy = *log;
-    free(log);
-    log_finish(&copy);
+    rt_log_finish_free(log, "case(s)");
 }
 
 /* NaN and infinities. Expected values come from the references in double:
@@ -630,11 +579,10 @@ static void test_nonfinite(void **state)
     const param_t *p = *state;
     const rudnn_dtype_t dt = p->dtype;
     char test[128];
-    snprintf(test, sizeof test, "%s/%s/nonfinite", op_names[p->op], rudnn_dtype_name(dt));
+    test_name(test, sizeof test, p, "nonfinite");
     enum { K_NORMAL, K_NAN, K_PINF, K_NINF, K_ALL_NINF, K_BOTH_INF, K_NAN_PINF, K_OVERFLOW, K_COUNT };
     static const int64_t lengths[] = {37, 4097};
-    log_t *log = xmalloc(sizeof *log);
-    memset(log, 0, sizeof *log);
+    rt_log_t *log = rt_log_new();
     for (size_t li = 0; li < 2; li++) {
         int64_t rows = K_COUNT + 1; /* a normal row at the end too */
         int64_t dims[2] = {rows, lengths[li]};
@@ -681,16 +629,14 @@ static void test_nonfinite(void **state)
         run_case(p, &c, log);
         data_free(&d);
     }
-    log_t copy = *log;
-    free(log);
-    log_finish(&copy);
+    rt_log_finish_free(log, "case(s)");
 }
 
 static void test_inplace(void **state)
 {
     const param_t *p = *state;
     char test[128];
-    snprintf(test, sizeof test, "%s/%s/inplace", op_names[p->op], rudnn_dtype_name(p->dtype));
+    test_name(test, sizeof test, p, "inplace");
     static const int64_t shapes[][2] = {{3, 1000}, {2, 4097}, {1, 65536}};
     static const struct {
         int alias;
@@ -702,8 +648,7 @@ static void test_inplace(void **state)
         {ALIAS_Y_IS_X | ALIAS_XO_IS_R, "y == a, x_out == residual"},
         {ALIAS_Y_IS_R, "y == residual (accepted and right, or BAD_PARAM and untouched)"},
     };
-    log_t *log = xmalloc(sizeof *log);
-    memset(log, 0, sizeof *log);
+    rt_log_t *log = rt_log_new();
     int index = 0;
     for (size_t s = 0; s < 3; s++) {
         size_t nalias = p->op == OP_ADD_RMS_NORM ? sizeof add_aliases / sizeof add_aliases[0] : 1;
@@ -718,16 +663,14 @@ static void test_inplace(void **state)
             data_free(&d);
         }
     }
-    log_t copy = *log;
-    free(log);
-    log_finish(&copy);
+    rt_log_finish_free(log, "case(s)");
 }
 
 static void test_offsets(void **state)
 {
     const param_t *p = *state;
     char test[128];
-    snprintf(test, sizeof test, "%s/%s/offsets", op_names[p->op], rudnn_dtype_name(p->dtype));
+    test_name(test, sizeof test, p, "offsets");
     static const struct {
         const char *label;
         int64_t dims[2];
@@ -738,8 +681,7 @@ static void test_offsets(void **state)
         {"odd offsets, length 4097", {2, 4097}, 3, 1, 3, 1, 5, 3, 1},
         {"odd offsets, length 4096", {3, 4096}, 1, 3, 2, 3, 7, 2, 5},
     };
-    log_t *log = xmalloc(sizeof *log);
-    memset(log, 0, sizeof *log);
+    rt_log_t *log = rt_log_new();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         data_t d;
         data_make(&d, p, test, (int)i, 2, cases[i].dims);
@@ -754,19 +696,10 @@ static void test_offsets(void **state)
         run_case(p, &c, log);
         data_free(&d);
     }
-    log_t copy = *log;
-    free(log);
-    log_finish(&copy);
+    rt_log_finish_free(log, "case(s)");
 }
 
 /* ---- main ------------------------------------------------------------------------ */
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rt_close();
-    return 0;
-}
 
 int main(int argc, char **argv)
 {
@@ -789,8 +722,7 @@ int main(int argc, char **argv)
             p->op = (op_t)op;
             p->dtype = dtypes[d];
             for (int f = 0; f < NFAM; f++) {
-                snprintf(names[n], sizeof names[n], "%s/%s/%s", op_names[op], rudnn_dtype_name(dtypes[d]),
-                         families[f].name);
+                test_name(names[n], sizeof names[n], p, families[f].name);
                 tests[n] = (struct CMUnitTest){names[n], families[f].fn, NULL, NULL, p};
                 n++;
             }
@@ -802,5 +734,5 @@ int main(int argc, char **argv)
     char group[64];
     snprintf(group, sizeof group, "norm-%s", rt_requested_backend());
     rt_open_or_skip(group);
-    return rt_exit_code(_cmocka_run_group_tests(group, tests, n, NULL, group_teardown));
+    return rt_exit_code(_cmocka_run_group_tests(group, tests, n, NULL, rt_group_teardown));
 }

@@ -33,48 +33,15 @@ static const int64_t dims_rstd[1] = {ROWS};
 
 /* ---- a second context on the same backend -------------------------------------- */
 
-static rudnn_context_t ctx2;
-static rudnn_queue_t queue2;
-
 /* ---- fixture -------------------------------------------------------------------- */
-
-typedef struct guard_item {
-    rudnn_buffer_t buffer;
-    rudnn_queue_t queue;
-    size_t bytes;
-    uint8_t *before;
-} guard_item_t;
 
 typedef struct fx {
     rt_tensor_t x, r, g, b, y, rstd, xo;
     /* the same on the second context */
     rt_tensor_t x2, r2, g2, b2, y2, rstd2, xo2;
-    guard_item_t guard[16];
-    int guard_count;
-    char log[8192];
-    int failures;
+    rt_guard_t guard; /* every buffer, read back around each rejected call */
+    rt_log_t log;
 } fx_t;
-
-static void fx_log(fx_t *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fx_log(fx_t *f, const char *fmt, ...)
-{
-    size_t len = strlen(f->log);
-    if (len + 1 >= sizeof f->log)
-        return;
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(f->log + len, sizeof f->log - len, fmt, args);
-    va_end(args);
-}
-
-static void track(fx_t *f, const rt_tensor_t *t, rudnn_queue_t q)
-{
-    guard_item_t *g = &f->guard[f->guard_count++];
-    g->buffer = t->buffer;
-    g->queue = q;
-    g->bytes = t->buffer_bytes;
-    g->before = NULL;
-}
 
 static void make_set(rt_tensor_t *x, rt_tensor_t *r, rt_tensor_t *g, rt_tensor_t *b, rt_tensor_t *y,
                      rt_tensor_t *rstd, rt_tensor_t *xo, uint64_t seed)
@@ -86,17 +53,12 @@ static void make_set(rt_tensor_t *x, rt_tensor_t *r, rt_tensor_t *g, rt_tensor_t
     rt_tensor_create(y, RUDNN_F32, 2, dims_x, 0, SLACK);
     rt_tensor_create(rstd, RUDNN_F32, 1, dims_rstd, 0, SLACK);
     rt_tensor_create(xo, RUDNN_F32, 2, dims_x, 0, SLACK);
-    float hx[ROWS * COLS], hr[ROWS * COLS], hg[COLS], hb[COLS];
     rt_rng_t rng;
     rt_rng_seed(&rng, seed);
-    rt_fill_uniform(&rng, hx, ROWS * COLS, -2.0, 3.0);
-    rt_fill_uniform(&rng, hr, ROWS * COLS, -2.0, 2.0);
-    rt_fill_uniform(&rng, hg, COLS, 0.5, 1.5);
-    rt_fill_uniform(&rng, hb, COLS, -1.0, 1.0);
-    rt_tensor_upload(x, hx);
-    rt_tensor_upload(r, hr);
-    rt_tensor_upload(g, hg);
-    rt_tensor_upload(b, hb);
+    rt_tensor_fill_uniform(x, &rng, -2.0, 3.0);
+    rt_tensor_fill_uniform(r, &rng, -2.0, 2.0);
+    rt_tensor_fill_uniform(g, &rng, 0.5, 1.5);
+    rt_tensor_fill_uniform(b, &rng, -1.0, 1.0);
 }
 
 static int fx_setup(void **state)
@@ -108,18 +70,14 @@ static int fx_setup(void **state)
     make_set(&f->x, &f->r, &f->g, &f->b, &f->y, &f->rstd, &f->xo, 1);
     rt_tensor_t *mine[] = {&f->x, &f->r, &f->g, &f->b, &f->y, &f->rstd, &f->xo};
     for (size_t i = 0; i < 7; i++)
-        track(f, mine[i], rt_queue);
+        rt_guard_track(&f->guard, rt_queue, mine[i], NULL);
     /* the same set on the second context (rt_tensor_create uses rt_ctx/rt_queue) */
-    rudnn_context_t saved_ctx = rt_ctx;
-    rudnn_queue_t saved_queue = rt_queue;
-    rt_ctx = ctx2;
-    rt_queue = queue2;
+    rt_binding_t saved = rt_bind(rt_ctx2, rt_queue2);
     make_set(&f->x2, &f->r2, &f->g2, &f->b2, &f->y2, &f->rstd2, &f->xo2, 2);
-    rt_ctx = saved_ctx;
-    rt_queue = saved_queue;
+    rt_unbind(saved);
     rt_tensor_t *theirs[] = {&f->x2, &f->r2, &f->g2, &f->b2, &f->y2, &f->rstd2, &f->xo2};
     for (size_t i = 0; i < 7; i++)
-        track(f, theirs[i], queue2);
+        rt_guard_track(&f->guard, rt_queue2, theirs[i], NULL);
     return 0;
 }
 
@@ -128,8 +86,7 @@ static int fx_teardown(void **state)
     fx_t *f = *state;
     if (!f)
         return 0;
-    for (int i = 0; i < f->guard_count; i++)
-        free(f->guard[i].before);
+    rt_guard_free(&f->guard);
     rt_tensor_t *all[] = {&f->x, &f->r, &f->g, &f->b, &f->y, &f->rstd, &f->xo,
                           &f->x2, &f->r2, &f->g2, &f->b2, &f->y2, &f->rstd2, &f->xo2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -138,48 +95,7 @@ static int fx_teardown(void **state)
     return 0;
 }
 
-static uint8_t *snapshot(const guard_item_t *g)
-{
-    uint8_t *host = malloc(g->bytes);
-    assert_non_null(host);
-    rudnn_status_t st = rudnn_buffer_read(g->queue, g->buffer, 0, host, g->bytes);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        free(host);
-        rt_assert_status(st, RUDNN_STATUS_SUCCESS);
-        return NULL;
-    }
-    return host;
-}
-
-static void guard_begin(fx_t *f)
-{
-    for (int i = 0; i < f->guard_count; i++) {
-        free(f->guard[i].before);
-        f->guard[i].before = snapshot(&f->guard[i]);
-    }
-}
-
-/* Returns the number of buffers that changed since guard_begin. */
-static int guard_changed(fx_t *f)
-{
-    int changed = 0;
-    rudnn_queue_synchronize(rt_queue);
-    rudnn_queue_synchronize(queue2);
-    for (int i = 0; i < f->guard_count; i++) {
-        uint8_t *now = snapshot(&f->guard[i]);
-        changed += memcmp(now, f->guard[i].before, f->guard[i].bytes) != 0;
-        free(now);
-    }
-    return changed;
-}
-
-static void fx_finish(fx_t *f)
-{
-    if (f->failures) {
-        print_error("%s", f->log);
-        fail_msg("%d check(s) failed", f->failures);
-    }
-}
+static void fx_finish(fx_t *f) { rt_log_finish(&f->log, "check(s)"); }
 
 /* ---- calling the ops -------------------------------------------------------------- */
 
@@ -192,6 +108,26 @@ typedef struct args {
 static args_t defaults(const fx_t *f)
 {
     args_t a = {rt_queue, &f->x.t, &f->r.t, &f->g.t, &f->b.t, &f->y.t, &f->rstd.t, &f->xo.t, 1e-5f};
+    return a;
+}
+
+/* The row tensors (input, residual, output, x_out) as dtype and shape views
+ * at offset 0 of the fixture's buffers, held by v; the rest as defaults. */
+typedef struct rows_view {
+    rudnn_tensor_t x, r, y, xo;
+} rows_view_t;
+
+static args_t with_rows(const fx_t *f, rows_view_t *v, rudnn_dtype_t dtype, int rank, const int64_t *dims)
+{
+    v->x = rt_tensor_desc(&f->x, dtype, rank, dims, 0);
+    v->r = rt_tensor_desc(&f->r, dtype, rank, dims, 0);
+    v->y = rt_tensor_desc(&f->y, dtype, rank, dims, 0);
+    v->xo = rt_tensor_desc(&f->xo, dtype, rank, dims, 0);
+    args_t a = defaults(f);
+    a.x = &v->x;
+    a.r = &v->r;
+    a.y = &v->y;
+    a.xo = &v->xo;
     return a;
 }
 
@@ -211,48 +147,50 @@ static rudnn_status_t call(int op, const args_t *a)
 static void expect_reject(fx_t *f, int op, const args_t *a, rudnn_status_t want, rudnn_status_t alt,
                           const char *arg, const char *rule, const char *what)
 {
-    guard_begin(f);
+    rt_guard_begin(&f->guard);
     rudnn_status_t st = call(op, a);
     const char *msg = rudnn_last_error();
     char copy[2048];
     snprintf(copy, sizeof copy, "%s", msg ? msg : "(null)");
     int bad = 0;
     if (st != want && st != alt) {
-        fx_log(f, "  %s, %s: returned %s, expected %s; message \"%s\"\n", op_names[op], what, rudnn_status_string(st),
-               rudnn_status_string(want), copy);
+        rt_logf(&f->log, "  %s, %s: returned %s, expected %s; message \"%s\"\n", op_names[op], what,
+                rudnn_status_string(st), rudnn_status_string(want), copy);
         bad = 1;
     }
     if (!strstr(copy, op_names[op])) {
-        fx_log(f, "  %s, %s: message \"%s\" does not name the op\n", op_names[op], what, copy);
+        rt_logf(&f->log, "  %s, %s: message \"%s\" does not name the op\n", op_names[op], what, copy);
         bad = 1;
     }
     if (arg && !strstr(copy, arg)) {
-        fx_log(f, "  %s, %s: message \"%s\" does not name the argument \"%s\"\n", op_names[op], what, copy, arg);
+        rt_logf(&f->log, "  %s, %s: message \"%s\" does not name the argument \"%s\"\n", op_names[op], what, copy, arg);
         bad = 1;
     }
     if (rule && !strstr(copy, rule)) {
-        fx_log(f, "  %s, %s: message \"%s\" does not say \"%s\"\n", op_names[op], what, copy, rule);
+        rt_logf(&f->log, "  %s, %s: message \"%s\" does not say \"%s\"\n", op_names[op], what, copy, rule);
         bad = 1;
     }
-    int changed = guard_changed(f);
+    int changed = rt_guard_changed(&f->guard);
     if (changed) {
-        fx_log(f, "  %s, %s: %d buffer(s) were written by a rejected call\n", op_names[op], what, changed);
+        rt_logf(&f->log, "  %s, %s: %d buffer(s) were written by a rejected call\n", op_names[op], what, changed);
         bad = 1;
     }
-    f->failures += bad;
+    f->log.failures += bad;
 }
 
 static void expect_ok(fx_t *f, int op, const args_t *a, const char *what)
 {
     rudnn_status_t st = call(op, a);
     if (st != RUDNN_STATUS_SUCCESS) {
-        fx_log(f, "  %s, %s: returned %s: %s\n", op_names[op], what, rudnn_status_string(st), rudnn_last_error());
-        f->failures++;
+        rt_logf(&f->log, "  %s, %s: returned %s: %s\n", op_names[op], what, rudnn_status_string(st),
+                rudnn_last_error());
+        f->log.failures++;
         return;
     }
     if (strcmp(rudnn_last_error(), "") != 0) {
-        fx_log(f, "  %s, %s: succeeded but rudnn_last_error() is \"%s\"\n", op_names[op], what, rudnn_last_error());
-        f->failures++;
+        rt_logf(&f->log, "  %s, %s: succeeded but rudnn_last_error() is \"%s\"\n", op_names[op], what,
+                rudnn_last_error());
+        f->log.failures++;
     }
     rudnn_queue_synchronize(rt_queue);
 }
@@ -260,17 +198,8 @@ static void expect_ok(fx_t *f, int op, const args_t *a, const char *what)
 static int uses_gamma(int op) { return op != OP_SM; }
 static int uses_eps(int op) { return op != OP_SM; }
 
-/* A descriptor over another tensor's buffer (t->buffer) with any layout. */
-static rudnn_tensor_t view(const rt_tensor_t *base, rudnn_dtype_t dtype, int rank, const int64_t *dims,
-                           size_t byte_offset)
-{
-    rudnn_tensor_t t;
-    rudnn_status_t st = rudnn_tensor_init(&t, base->buffer, byte_offset, dtype, rank, dims);
-    rt_assert_status(st, RUDNN_STATUS_SUCCESS);
-    return t;
-}
-
-/* The same, filled by hand (row-major strides in unsigned arithmetic): for
+/* A descriptor over another tensor's buffer (rt_tensor_desc), filled by hand
+ * (row-major strides in unsigned arithmetic): for
  * shapes whose element count overflows, so that this suite tests the ops'
  * validation and not rudnn_tensor_init (test_core covers that). */
 static rudnn_tensor_t raw_view(const rt_tensor_t *base, rudnn_dtype_t dtype, int rank, const int64_t *dims,
@@ -347,34 +276,19 @@ static void test_bad_shapes(void **state)
     static const int64_t neg[2] = {-ROWS, COLS};
     for (int op = 0; op < OP_COUNT; op++) {
         /* empty last axis */
-        rudnn_tensor_t xe = view(&f->x, RUDNN_F32, 2, empty_last, 0);
-        rudnn_tensor_t re = view(&f->r, RUDNN_F32, 2, empty_last, 0);
-        rudnn_tensor_t ye = view(&f->y, RUDNN_F32, 2, empty_last, 0);
-        rudnn_tensor_t xoe = view(&f->xo, RUDNN_F32, 2, empty_last, 0);
-        rudnn_tensor_t ge = view(&f->g, RUDNN_F32, 1, empty_g, 0);
-        rudnn_tensor_t be = view(&f->b, RUDNN_F32, 1, empty_g, 0);
-        args_t a = defaults(f);
-        a.x = &xe;
-        a.r = &re;
-        a.y = &ye;
-        a.xo = &xoe;
+        rows_view_t v;
+        args_t a = with_rows(f, &v, RUDNN_F32, 2, empty_last);
+        rudnn_tensor_t ge = rt_tensor_desc(&f->g, RUDNN_F32, 1, empty_g, 0);
+        rudnn_tensor_t be = rt_tensor_desc(&f->b, RUDNN_F32, 1, empty_g, 0);
         a.g = &ge;
         a.b = &be;
         expect_reject(f, op, &a, RUDNN_STATUS_BAD_SHAPE, RUDNN_STATUS_BAD_SHAPE, input_names[op], NULL,
                       "empty last axis [4, 0]");
 
         /* rank 0 input (and output) */
-        rudnn_tensor_t x0 = view(&f->x, RUDNN_F32, 0, NULL, 0);
-        rudnn_tensor_t r0 = view(&f->r, RUDNN_F32, 0, NULL, 0);
-        rudnn_tensor_t y0 = view(&f->y, RUDNN_F32, 0, NULL, 0);
-        rudnn_tensor_t xo0 = view(&f->xo, RUDNN_F32, 0, NULL, 0);
+        a = with_rows(f, &v, RUDNN_F32, 0, NULL);
         static const int64_t one[1] = {1};
-        rudnn_tensor_t g1 = view(&f->g, RUDNN_F32, 1, one, 0);
-        a = defaults(f);
-        a.x = &x0;
-        a.r = &r0;
-        a.y = &y0;
-        a.xo = &xo0;
+        rudnn_tensor_t g1 = rt_tensor_desc(&f->g, RUDNN_F32, 1, one, 0);
         a.g = &g1;
         a.b = &g1;
         expect_reject(f, op, &a, RUDNN_STATUS_BAD_SHAPE, RUDNN_STATUS_BAD_SHAPE, input_names[op], NULL,
@@ -398,19 +312,19 @@ static void test_bad_shapes(void **state)
                                              {ROWS, COLS, 1}};
         static const int y_rank[] = {2, 2, 1, 3};
         for (size_t k = 0; k < 4; k++) {
-            rudnn_tensor_t yo = view(&f->y, RUDNN_F32, y_rank[k], y_other[k], 0);
+            rudnn_tensor_t yo = rt_tensor_desc(&f->y, RUDNN_F32, y_rank[k], y_other[k], 0);
             a = defaults(f);
             a.y = &yo;
             char what[64];
             snprintf(what, sizeof what, "output shape variant %zu", k);
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_SHAPE, RUDNN_STATUS_BAD_SHAPE, output_names[op], NULL, what);
             if (op == OP_ADD) {
-                rudnn_tensor_t xo = view(&f->xo, RUDNN_F32, y_rank[k], y_other[k], 0);
+                rudnn_tensor_t xo = rt_tensor_desc(&f->xo, RUDNN_F32, y_rank[k], y_other[k], 0);
                 a = defaults(f);
                 a.xo = &xo;
                 expect_reject(f, op, &a, RUDNN_STATUS_BAD_SHAPE, RUDNN_STATUS_BAD_SHAPE, " x ", NULL,
                               "x_out shape differs");
-                rudnn_tensor_t rr = view(&f->r, RUDNN_F32, y_rank[k], y_other[k], 0);
+                rudnn_tensor_t rr = rt_tensor_desc(&f->r, RUDNN_F32, y_rank[k], y_other[k], 0);
                 a = defaults(f);
                 a.r = &rr;
                 expect_reject(f, op, &a, RUDNN_STATUS_BAD_SHAPE, RUDNN_STATUS_BAD_SHAPE, "residual", NULL,
@@ -424,12 +338,12 @@ static void test_bad_shapes(void **state)
         const int gr[] = {1, 1, 2};
         const char *gw[] = {"gamma [H-1]", "gamma [H+1]", "gamma [1, H]"};
         for (size_t k = 0; k < 3; k++) {
-            rudnn_tensor_t g = view(&f->g, RUDNN_F32, gr[k], gd[k], 0);
+            rudnn_tensor_t g = rt_tensor_desc(&f->g, RUDNN_F32, gr[k], gd[k], 0);
             a = defaults(f);
             a.g = &g;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_SHAPE, RUDNN_STATUS_BAD_SHAPE, "gamma", NULL, gw[k]);
             if (op == OP_LN) {
-                rudnn_tensor_t b = view(&f->b, RUDNN_F32, gr[k], gd[k], 0);
+                rudnn_tensor_t b = rt_tensor_desc(&f->b, RUDNN_F32, gr[k], gd[k], 0);
                 a = defaults(f);
                 a.b = &b;
                 expect_reject(f, op, &a, RUDNN_STATUS_BAD_SHAPE, RUDNN_STATUS_BAD_SHAPE, "beta", NULL, gw[k]);
@@ -437,18 +351,10 @@ static void test_bad_shapes(void **state)
         }
         /* a bad gamma is rejected even when there are no rows */
         static const int64_t no_rows[2] = {0, COLS};
-        rudnn_tensor_t xz = view(&f->x, RUDNN_F32, 2, no_rows, 0);
-        rudnn_tensor_t rz = view(&f->r, RUDNN_F32, 2, no_rows, 0);
-        rudnn_tensor_t yz = view(&f->y, RUDNN_F32, 2, no_rows, 0);
-        rudnn_tensor_t xoz = view(&f->xo, RUDNN_F32, 2, no_rows, 0);
+        a = with_rows(f, &v, RUDNN_F32, 2, no_rows);
         static const int64_t zero[1] = {0};
-        rudnn_tensor_t rstdz = view(&f->rstd, RUDNN_F32, 1, zero, 0);
-        rudnn_tensor_t g = view(&f->g, RUDNN_F32, 1, g_short, 0);
-        a = defaults(f);
-        a.x = &xz;
-        a.r = &rz;
-        a.y = &yz;
-        a.xo = &xoz;
+        rudnn_tensor_t rstdz = rt_tensor_desc(&f->rstd, RUDNN_F32, 1, zero, 0);
+        rudnn_tensor_t g = rt_tensor_desc(&f->g, RUDNN_F32, 1, g_short, 0);
         a.rstd = &rstdz;
         a.g = &g;
         expect_reject(f, op, &a, RUDNN_STATUS_BAD_SHAPE, RUDNN_STATUS_BAD_SHAPE, "gamma", NULL,
@@ -465,15 +371,8 @@ static void test_bad_dtypes(void **state)
         for (size_t k = 0; k < sizeof not_float / sizeof not_float[0]; k++) {
             rudnn_dtype_t dt = not_float[k];
             /* input, residual and outputs all of that dtype: only the dtype is wrong */
-            rudnn_tensor_t x = view(&f->x, dt, 2, dims_x, 0);
-            rudnn_tensor_t r = view(&f->r, dt, 2, dims_x, 0);
-            rudnn_tensor_t y = view(&f->y, dt, 2, dims_x, 0);
-            rudnn_tensor_t xo = view(&f->xo, dt, 2, dims_x, 0);
-            args_t a = defaults(f);
-            a.x = &x;
-            a.r = &r;
-            a.y = &y;
-            a.xo = &xo;
+            rows_view_t v;
+            args_t a = with_rows(f, &v, dt, 2, dims_x);
             char what[64];
             snprintf(what, sizeof what, "input dtype %s", rudnn_dtype_name(dt));
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_DTYPE, RUDNN_STATUS_BAD_DTYPE, input_names[op], NULL, what);
@@ -489,23 +388,23 @@ static void test_bad_dtypes(void **state)
         /* output dtype differs from the input's */
         static const rudnn_dtype_t other[] = {RUDNN_F16, RUDNN_BF16};
         for (size_t k = 0; k < 2; k++) {
-            rudnn_tensor_t y = view(&f->y, other[k], 2, dims_x, 0);
+            rudnn_tensor_t y = rt_tensor_desc(&f->y, other[k], 2, dims_x, 0);
             a = defaults(f);
             a.y = &y;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_DTYPE, RUDNN_STATUS_BAD_DTYPE, output_names[op], NULL,
                           "output dtype differs");
             if (op == OP_ADD) {
-                rudnn_tensor_t xo = view(&f->xo, other[k], 2, dims_x, 0);
+                rudnn_tensor_t xo = rt_tensor_desc(&f->xo, other[k], 2, dims_x, 0);
                 a = defaults(f);
                 a.xo = &xo;
                 expect_reject(f, op, &a, RUDNN_STATUS_BAD_DTYPE, RUDNN_STATUS_BAD_DTYPE, " x ", NULL,
                               "x_out dtype differs");
-                rudnn_tensor_t r = view(&f->r, other[k], 2, dims_x, 0);
+                rudnn_tensor_t r = rt_tensor_desc(&f->r, other[k], 2, dims_x, 0);
                 a = defaults(f);
                 a.r = &r;
                 expect_reject(f, op, &a, RUDNN_STATUS_BAD_DTYPE, RUDNN_STATUS_BAD_DTYPE, "residual", NULL,
                               "residual dtype differs");
-                rudnn_tensor_t rs = view(&f->rstd, other[k], 1, dims_rstd, 0);
+                rudnn_tensor_t rs = rt_tensor_desc(&f->rstd, other[k], 1, dims_rstd, 0);
                 a = defaults(f);
                 a.rstd = &rs;
                 expect_reject(f, op, &a, RUDNN_STATUS_BAD_DTYPE, RUDNN_STATUS_BAD_DTYPE, "rstd", NULL,
@@ -514,28 +413,21 @@ static void test_bad_dtypes(void **state)
             if (!uses_gamma(op))
                 continue;
             /* gamma/beta must be F32 whatever the input dtype */
-            rudnn_tensor_t g = view(&f->g, other[k], 1, dims_g, 0);
+            rudnn_tensor_t g = rt_tensor_desc(&f->g, other[k], 1, dims_g, 0);
             a = defaults(f);
             a.g = &g;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_DTYPE, RUDNN_STATUS_BAD_DTYPE, "gamma", NULL,
                           "gamma f16/bf16");
             if (op == OP_LN) {
-                rudnn_tensor_t b = view(&f->b, other[k], 1, dims_g, 0);
+                rudnn_tensor_t b = rt_tensor_desc(&f->b, other[k], 1, dims_g, 0);
                 a = defaults(f);
                 a.b = &b;
                 expect_reject(f, op, &a, RUDNN_STATUS_BAD_DTYPE, RUDNN_STATUS_BAD_DTYPE, "beta", NULL,
                               "beta f16/bf16");
             }
             /* gamma F16 with an F16 input: still F32 only */
-            rudnn_tensor_t x16 = view(&f->x, other[k], 2, dims_x, 0);
-            rudnn_tensor_t r16 = view(&f->r, other[k], 2, dims_x, 0);
-            rudnn_tensor_t y16 = view(&f->y, other[k], 2, dims_x, 0);
-            rudnn_tensor_t xo16 = view(&f->xo, other[k], 2, dims_x, 0);
-            a = defaults(f);
-            a.x = &x16;
-            a.r = &r16;
-            a.y = &y16;
-            a.xo = &xo16;
+            rows_view_t v16;
+            a = with_rows(f, &v16, other[k], 2, dims_x);
             a.g = &g;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_DTYPE, RUDNN_STATUS_BAD_DTYPE, "gamma", NULL,
                           "gamma of the input's 16-bit dtype");
@@ -576,7 +468,7 @@ static void test_device_mismatch(void **state)
                       "output from another context");
         /* every tensor on this context, the queue on the other */
         a = defaults(f);
-        a.q = queue2;
+        a.q = rt_queue2;
         expect_reject(f, op, &a, RUDNN_STATUS_DEVICE_MISMATCH, RUDNN_STATUS_DEVICE_MISMATCH, NULL, NULL,
                       "queue from another context");
         if (uses_gamma(op)) {
@@ -618,14 +510,14 @@ static void test_out_of_bounds(void **state)
         /* ends 4 bytes past the buffer; starts past the end; starts at the end */
         const size_t offsets[] = {xbytes - tbytes + 4, xbytes + 4, xbytes};
         for (size_t k = 0; k < 3; k++) {
-            rudnn_tensor_t x = view(&f->x, RUDNN_F32, 2, dims_x, offsets[k]);
+            rudnn_tensor_t x = rt_tensor_desc(&f->x, RUDNN_F32, 2, dims_x, offsets[k]);
             args_t a = defaults(f);
             a.x = &x;
             char what[64];
             snprintf(what, sizeof what, "input at byte %zu of %zu", offsets[k], xbytes);
             expect_reject(f, op, &a, RUDNN_STATUS_OUT_OF_BOUNDS, RUDNN_STATUS_OUT_OF_BOUNDS, input_names[op], NULL,
                           what);
-            rudnn_tensor_t y = view(&f->y, RUDNN_F32, 2, dims_x, offsets[k]);
+            rudnn_tensor_t y = rt_tensor_desc(&f->y, RUDNN_F32, 2, dims_x, offsets[k]);
             a = defaults(f);
             a.y = &y;
             expect_reject(f, op, &a, RUDNN_STATUS_OUT_OF_BOUNDS, RUDNN_STATUS_OUT_OF_BOUNDS, output_names[op],
@@ -633,25 +525,18 @@ static void test_out_of_bounds(void **state)
         }
         /* more rows than the buffer holds */
         static const int64_t tall[2] = {ROWS * 100, COLS};
-        rudnn_tensor_t xt = view(&f->x, RUDNN_F32, 2, tall, 0);
-        rudnn_tensor_t rt = view(&f->r, RUDNN_F32, 2, tall, 0);
-        rudnn_tensor_t yt = view(&f->y, RUDNN_F32, 2, tall, 0);
-        rudnn_tensor_t xot = view(&f->xo, RUDNN_F32, 2, tall, 0);
+        rows_view_t v;
+        args_t a = with_rows(f, &v, RUDNN_F32, 2, tall);
         static const int64_t tall_rows[1] = {ROWS * 100};
-        rudnn_tensor_t rst = view(&f->rstd, RUDNN_F32, 1, tall_rows, 0);
-        args_t a = defaults(f);
-        a.x = &xt;
-        a.r = &rt;
-        a.y = &yt;
-        a.xo = &xot;
+        rudnn_tensor_t rst = rt_tensor_desc(&f->rstd, RUDNN_F32, 1, tall_rows, 0);
         a.rstd = &rst;
         expect_reject(f, op, &a, RUDNN_STATUS_OUT_OF_BOUNDS, RUDNN_STATUS_OUT_OF_BOUNDS, input_names[op], NULL,
                       "400 rows in a buffer for 4 + slack");
         /* element counts whose byte size overflows: any clean rejection */
         static const int64_t huge[2] = {(int64_t)1 << 40, COLS};
         static const int64_t overflow[3] = {(int64_t)1 << 62, 4, COLS};
-        rudnn_tensor_t xh = view(&f->x, RUDNN_F32, 2, huge, 0);
-        rudnn_tensor_t yh = view(&f->y, RUDNN_F32, 2, huge, 0);
+        rudnn_tensor_t xh = rt_tensor_desc(&f->x, RUDNN_F32, 2, huge, 0);
+        rudnn_tensor_t yh = rt_tensor_desc(&f->y, RUDNN_F32, 2, huge, 0);
         a = defaults(f);
         a.x = &xh;
         a.y = &yh;
@@ -665,31 +550,31 @@ static void test_out_of_bounds(void **state)
         expect_reject(f, op, &a, RUDNN_STATUS_BAD_SHAPE, RUDNN_STATUS_OUT_OF_BOUNDS, input_names[op], NULL,
                       "2^64 elements (size_t overflow)");
         if (uses_gamma(op)) {
-            rudnn_tensor_t g = view(&f->g, RUDNN_F32, 1, dims_g, f->g.buffer_bytes - 4);
+            rudnn_tensor_t g = rt_tensor_desc(&f->g, RUDNN_F32, 1, dims_g, f->g.buffer_bytes - 4);
             a = defaults(f);
             a.g = &g;
             expect_reject(f, op, &a, RUDNN_STATUS_OUT_OF_BOUNDS, RUDNN_STATUS_OUT_OF_BOUNDS, "gamma", NULL,
                           "gamma past the end");
         }
         if (op == OP_LN) {
-            rudnn_tensor_t b = view(&f->b, RUDNN_F32, 1, dims_g, f->b.buffer_bytes - 4);
+            rudnn_tensor_t b = rt_tensor_desc(&f->b, RUDNN_F32, 1, dims_g, f->b.buffer_bytes - 4);
             a = defaults(f);
             a.b = &b;
             expect_reject(f, op, &a, RUDNN_STATUS_OUT_OF_BOUNDS, RUDNN_STATUS_OUT_OF_BOUNDS, "beta", NULL,
                           "beta past the end");
         }
         if (op == OP_ADD) {
-            rudnn_tensor_t rs = view(&f->rstd, RUDNN_F32, 1, dims_rstd, f->rstd.buffer_bytes - 4);
+            rudnn_tensor_t rs = rt_tensor_desc(&f->rstd, RUDNN_F32, 1, dims_rstd, f->rstd.buffer_bytes - 4);
             a = defaults(f);
             a.rstd = &rs;
             expect_reject(f, op, &a, RUDNN_STATUS_OUT_OF_BOUNDS, RUDNN_STATUS_OUT_OF_BOUNDS, "rstd", NULL,
                           "rstd past the end");
-            rudnn_tensor_t r = view(&f->r, RUDNN_F32, 2, dims_x, f->r.buffer_bytes - 4);
+            rudnn_tensor_t r = rt_tensor_desc(&f->r, RUDNN_F32, 2, dims_x, f->r.buffer_bytes - 4);
             a = defaults(f);
             a.r = &r;
             expect_reject(f, op, &a, RUDNN_STATUS_OUT_OF_BOUNDS, RUDNN_STATUS_OUT_OF_BOUNDS, "residual", NULL,
                           "residual past the end");
-            rudnn_tensor_t xo = view(&f->xo, RUDNN_F32, 2, dims_x, f->xo.buffer_bytes - 4);
+            rudnn_tensor_t xo = rt_tensor_desc(&f->xo, RUDNN_F32, 2, dims_x, f->xo.buffer_bytes - 4);
             a = defaults(f);
             a.xo = &xo;
             expect_reject(f, op, &a, RUDNN_STATUS_OUT_OF_BOUNDS, RUDNN_STATUS_OUT_OF_BOUNDS, " x ", NULL,
@@ -705,40 +590,34 @@ static void test_misaligned_offsets(void **state)
     for (int op = 0; op < OP_COUNT; op++) {
         static const size_t offs[] = {1, 2, 6};
         for (size_t k = 0; k < 3; k++) {
-            rudnn_tensor_t x = view(&f->x, RUDNN_F32, 2, dims_x, offs[k]);
+            rudnn_tensor_t x = rt_tensor_desc(&f->x, RUDNN_F32, 2, dims_x, offs[k]);
             args_t a = defaults(f);
             a.x = &x;
             char what[64];
             snprintf(what, sizeof what, "f32 input at byte offset %zu", offs[k]);
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_PARAM, RUDNN_STATUS_BAD_PARAM, input_names[op], "offset",
                           what);
-            rudnn_tensor_t y = view(&f->y, RUDNN_F32, 2, dims_x, offs[k]);
+            rudnn_tensor_t y = rt_tensor_desc(&f->y, RUDNN_F32, 2, dims_x, offs[k]);
             a = defaults(f);
             a.y = &y;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_PARAM, RUDNN_STATUS_BAD_PARAM, output_names[op], "offset",
                           "f32 output at a misaligned offset");
         }
         /* 16-bit input at an odd byte offset */
-        rudnn_tensor_t x16 = view(&f->x, RUDNN_F16, 2, dims_x, 3);
-        rudnn_tensor_t r16 = view(&f->r, RUDNN_F16, 2, dims_x, 0);
-        rudnn_tensor_t y16 = view(&f->y, RUDNN_F16, 2, dims_x, 0);
-        rudnn_tensor_t xo16 = view(&f->xo, RUDNN_F16, 2, dims_x, 0);
-        args_t a = defaults(f);
-        a.x = &x16;
-        a.r = &r16;
-        a.y = &y16;
-        a.xo = &xo16;
+        rows_view_t v;
+        args_t a = with_rows(f, &v, RUDNN_F16, 2, dims_x);
+        v.x = rt_tensor_desc(&f->x, RUDNN_F16, 2, dims_x, 3);
         expect_reject(f, op, &a, RUDNN_STATUS_BAD_PARAM, RUDNN_STATUS_BAD_PARAM, input_names[op], "offset",
                       "f16 input at byte offset 3");
         if (uses_gamma(op)) {
-            rudnn_tensor_t g = view(&f->g, RUDNN_F32, 1, dims_g, 2);
+            rudnn_tensor_t g = rt_tensor_desc(&f->g, RUDNN_F32, 1, dims_g, 2);
             a = defaults(f);
             a.g = &g;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_PARAM, RUDNN_STATUS_BAD_PARAM, "gamma", "offset",
                           "gamma at byte offset 2");
         }
         if (op == OP_ADD) {
-            rudnn_tensor_t rs = view(&f->rstd, RUDNN_F32, 1, dims_rstd, 1);
+            rudnn_tensor_t rs = rt_tensor_desc(&f->rstd, RUDNN_F32, 1, dims_rstd, 1);
             a = defaults(f);
             a.rstd = &rs;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_PARAM, RUDNN_STATUS_BAD_PARAM, "rstd", "offset",
@@ -756,14 +635,14 @@ static void test_non_contiguous(void **state)
         static const int64_t strides[][2] = {{2 * COLS, 1}, {1, ROWS}};
         static const int64_t tdims[][2] = {{ROWS, COLS}, {ROWS, COLS}};
         for (size_t k = 0; k < 2; k++) {
-            rudnn_tensor_t x = view(&f->x, RUDNN_F32, 2, tdims[k], 0);
+            rudnn_tensor_t x = rt_tensor_desc(&f->x, RUDNN_F32, 2, tdims[k], 0);
             x.strides[0] = strides[k][0];
             x.strides[1] = strides[k][1];
             args_t a = defaults(f);
             a.x = &x;
             expect_reject(f, op, &a, RUDNN_STATUS_NOT_SUPPORTED, RUDNN_STATUS_BAD_SHAPE, input_names[op],
                           "contiguous", k ? "transposed input" : "input with padded rows");
-            rudnn_tensor_t y = view(&f->y, RUDNN_F32, 2, tdims[k], 0);
+            rudnn_tensor_t y = rt_tensor_desc(&f->y, RUDNN_F32, 2, tdims[k], 0);
             y.strides[0] = strides[k][0];
             y.strides[1] = strides[k][1];
             a = defaults(f);
@@ -772,7 +651,7 @@ static void test_non_contiguous(void **state)
                           "contiguous", k ? "transposed output" : "output with padded rows");
         }
         if (uses_gamma(op)) {
-            rudnn_tensor_t g = view(&f->g, RUDNN_F32, 1, dims_g, 0);
+            rudnn_tensor_t g = rt_tensor_desc(&f->g, RUDNN_F32, 1, dims_g, 0);
             g.strides[0] = 2;
             args_t a = defaults(f);
             a.g = &g;
@@ -790,9 +669,9 @@ static void test_overlap(void **state)
         /* output in the input's buffer, shifted by one element either way */
         static const size_t shifts[] = {4, 4 * COLS};
         for (size_t k = 0; k < 2; k++) {
-            rudnn_tensor_t x = view(&f->x, RUDNN_F32, 2, dims_x, 4 * COLS);
-            rudnn_tensor_t y_after = view(&f->x, RUDNN_F32, 2, dims_x, 4 * COLS + shifts[k]);
-            rudnn_tensor_t y_before = view(&f->x, RUDNN_F32, 2, dims_x, 4 * COLS - shifts[k]);
+            rudnn_tensor_t x = rt_tensor_desc(&f->x, RUDNN_F32, 2, dims_x, 4 * COLS);
+            rudnn_tensor_t y_after = rt_tensor_desc(&f->x, RUDNN_F32, 2, dims_x, 4 * COLS + shifts[k]);
+            rudnn_tensor_t y_before = rt_tensor_desc(&f->x, RUDNN_F32, 2, dims_x, 4 * COLS - shifts[k]);
             args_t a = defaults(f);
             a.x = &x;
             a.y = &y_after;
@@ -804,14 +683,14 @@ static void test_overlap(void **state)
         }
         if (uses_gamma(op)) {
             /* the output over gamma's bytes */
-            rudnn_tensor_t y = view(&f->g, RUDNN_F32, 2, dims_x, 0);
+            rudnn_tensor_t y = rt_tensor_desc(&f->g, RUDNN_F32, 2, dims_x, 0);
             args_t a = defaults(f);
             a.y = &y;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_PARAM, RUDNN_STATUS_BAD_PARAM, "gamma", "overlap",
                           "output overlaps gamma");
         }
         if (op == OP_LN) {
-            rudnn_tensor_t y = view(&f->b, RUDNN_F32, 2, dims_x, 0);
+            rudnn_tensor_t y = rt_tensor_desc(&f->b, RUDNN_F32, 2, dims_x, 0);
             args_t a = defaults(f);
             a.y = &y;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_PARAM, RUDNN_STATUS_BAD_PARAM, "beta", "overlap",
@@ -824,31 +703,31 @@ static void test_overlap(void **state)
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_PARAM, RUDNN_STATUS_BAD_PARAM, NULL, "overlap",
                           "y == x_out");
             /* y and x_out partially overlapping */
-            rudnn_tensor_t xo = view(&f->y, RUDNN_F32, 2, dims_x, 4);
+            rudnn_tensor_t xo = rt_tensor_desc(&f->y, RUDNN_F32, 2, dims_x, 4);
             a = defaults(f);
             a.xo = &xo;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_PARAM, RUDNN_STATUS_BAD_PARAM, NULL, "overlap",
                           "x_out one element after y");
             /* x_out partially over residual */
-            rudnn_tensor_t xr = view(&f->r, RUDNN_F32, 2, dims_x, 4);
+            rudnn_tensor_t xr = rt_tensor_desc(&f->r, RUDNN_F32, 2, dims_x, 4);
             a = defaults(f);
             a.xo = &xr;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_PARAM, RUDNN_STATUS_BAD_PARAM, "residual", "overlap",
                           "x_out one element after residual");
             /* x_out partially over a */
-            rudnn_tensor_t xa = view(&f->x, RUDNN_F32, 2, dims_x, 4);
+            rudnn_tensor_t xa = rt_tensor_desc(&f->x, RUDNN_F32, 2, dims_x, 4);
             a = defaults(f);
             a.xo = &xa;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_PARAM, RUDNN_STATUS_BAD_PARAM, " x ", "overlap",
                           "x_out one element after a");
             /* rstd inside y */
-            rudnn_tensor_t rs = view(&f->y, RUDNN_F32, 1, dims_rstd, 8);
+            rudnn_tensor_t rs = rt_tensor_desc(&f->y, RUDNN_F32, 1, dims_rstd, 8);
             a = defaults(f);
             a.rstd = &rs;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_PARAM, RUDNN_STATUS_BAD_PARAM, "rstd", "overlap",
                           "rstd inside y");
             /* rstd inside a (an input) */
-            rudnn_tensor_t rsa = view(&f->x, RUDNN_F32, 1, dims_rstd, 0);
+            rudnn_tensor_t rsa = rt_tensor_desc(&f->x, RUDNN_F32, 1, dims_rstd, 0);
             a = defaults(f);
             a.rstd = &rsa;
             expect_reject(f, op, &a, RUDNN_STATUS_BAD_PARAM, RUDNN_STATUS_BAD_PARAM, "rstd", "overlap",
@@ -864,7 +743,7 @@ static void test_add_rms_norm_rstd(void **state)
     static const int64_t wrong[][2] = {{ROWS + 1, 0}, {ROWS - 1, 0}, {ROWS, 2}, {ROWS * COLS, 0}};
     static const int wrong_rank[] = {1, 1, 2, 1};
     for (size_t k = 0; k < 4; k++) {
-        rudnn_tensor_t rs = view(&f->rstd, RUDNN_F32, wrong_rank[k], wrong[k], 0);
+        rudnn_tensor_t rs = rt_tensor_desc(&f->rstd, RUDNN_F32, wrong_rank[k], wrong[k], 0);
         args_t a = defaults(f);
         a.rstd = &rs;
         char what[64];
@@ -874,7 +753,7 @@ static void test_add_rms_norm_rstd(void **state)
     }
     /* any shape with rows elements is accepted: [rows], [2, 2] */
     static const int64_t ok22[2] = {2, 2};
-    rudnn_tensor_t rs = view(&f->rstd, RUDNN_F32, 2, ok22, 0);
+    rudnn_tensor_t rs = rt_tensor_desc(&f->rstd, RUDNN_F32, 2, ok22, 0);
     args_t a = defaults(f);
     a.rstd = &rs;
     expect_ok(f, OP_ADD, &a, "rstd [2, 2] for 4 rows");
@@ -893,8 +772,8 @@ static void test_success_clears_error(void **state)
         bad.q = NULL;
         (void)call(op, &bad);
         if (strcmp(rudnn_last_error(), "") == 0) {
-            fx_log(f, "  %s: a failed call left rudnn_last_error() empty\n", op_names[op]);
-            f->failures++;
+            rt_logf(&f->log, "  %s: a failed call left rudnn_last_error() empty\n", op_names[op]);
+            f->log.failures++;
         }
         args_t a = defaults(f);
         expect_ok(f, op, &a, "valid call after a failed one");
@@ -918,55 +797,21 @@ static void test_success_clears_error(void **state)
         /* zero rows */
         static const int64_t no_rows[2] = {0, COLS};
         static const int64_t zero[1] = {0};
-        rudnn_tensor_t xz = view(&f->x, RUDNN_F32, 2, no_rows, 0);
-        rudnn_tensor_t rz = view(&f->r, RUDNN_F32, 2, no_rows, 0);
-        rudnn_tensor_t yz = view(&f->y, RUDNN_F32, 2, no_rows, 0);
-        rudnn_tensor_t xoz = view(&f->xo, RUDNN_F32, 2, no_rows, 0);
-        rudnn_tensor_t rsz = view(&f->rstd, RUDNN_F32, 1, zero, 0);
-        a = defaults(f);
-        a.x = &xz;
-        a.r = &rz;
-        a.y = &yz;
-        a.xo = &xoz;
+        rows_view_t v;
+        a = with_rows(f, &v, RUDNN_F32, 2, no_rows);
+        rudnn_tensor_t rsz = rt_tensor_desc(&f->rstd, RUDNN_F32, 1, zero, 0);
         a.rstd = &rsz;
-        guard_begin(f);
+        rt_guard_begin(&f->guard);
         expect_ok(f, op, &a, "zero rows");
-        if (guard_changed(f)) {
-            fx_log(f, "  %s: a call with zero rows wrote to a buffer\n", op_names[op]);
-            f->failures++;
+        if (rt_guard_changed(&f->guard)) {
+            rt_logf(&f->log, "  %s: a call with zero rows wrote to a buffer\n", op_names[op]);
+            f->log.failures++;
         }
     }
     fx_finish(f);
 }
 
 /* ---- main ------------------------------------------------------------------------ */
-
-static int group_setup(void **state)
-{
-    (void)state;
-    rudnn_status_t st = rudnn_context_create(&ctx2, NULL);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        print_error("second context_create failed: %s: %s\n", rudnn_status_string(st), rudnn_last_error());
-        return -1;
-    }
-    st = rudnn_queue_create(ctx2, &queue2);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        print_error("second queue_create failed: %s: %s\n", rudnn_status_string(st), rudnn_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    if (queue2)
-        rudnn_queue_destroy(queue2);
-    if (ctx2)
-        rudnn_context_destroy(ctx2);
-    rt_close();
-    return 0;
-}
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
@@ -978,8 +823,5 @@ int main(int argc, char **argv)
         T(test_misaligned_offsets), T(test_non_contiguous), T(test_overlap),
         T(test_add_rms_norm_rstd), T(test_success_clears_error),
     };
-    if (argc > 1)
-        cmocka_set_test_filter(argv[1]);
-    rt_open_or_skip("norm-contract");
-    return rt_exit_code(cmocka_run_group_tests_name("norm-contract", tests, group_setup, group_teardown));
+    return rt_run_with_second_context("norm-contract", tests, argc, argv);
 }

@@ -349,46 +349,16 @@ void moe_ref_combine_row(rudnn_dtype_t dtype, const float *w, const float *const
 
 /* ---- comparison ------------------------------------------------------------------------------ */
 
-static void note(ref_report_t *report, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(ref_report_t *report, const char *fmt, ...)
-{
-    size_t len = strlen(report->text);
-    if (len + 1 >= sizeof report->text)
-        return;
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(report->text + len, sizeof report->text - len, fmt, args);
-    va_end(args);
-}
-
 size_t moe_ref_compare(ref_report_t *report, const char *what, const float *got, const double *ref,
                        const double *tol, size_t n, int64_t row_len)
 {
     size_t before = report->mismatches;
     for (size_t i = 0; i < n; i++) {
         double want = ref[i], g = got[i];
-        int bad;
-        report->checked++;
-        if (isnan(want))
-            bad = !isnan(g);
-        else if (isinf(want))
-            bad = g != want;
-        else if (!isfinite(g))
-            bad = 1;
-        else {
-            double err = fabs(g - want);
-            bad = err > tol[i];
-            double excess = tol[i] > 0 ? err / tol[i] : (err > 0 ? INFINITY : 0);
-            if (excess > report->worst_excess)
-                report->worst_excess = excess;
-        }
-        if (bad) {
-            if (report->mismatches < 8)
-                note(report, "  %s[row %lld, col %lld]: got %.9g, want %.12g (allowed +-%.3g)\n", what,
-                     (long long)(row_len ? (int64_t)i / row_len : 0), (long long)(row_len ? (int64_t)i % row_len : 0),
-                     g, want, tol[i]);
-            report->mismatches++;
-        }
+        if (ref_check_value(report, g, want, tol[i]))
+            ref_report_mismatch(report, "  %s[row %lld, col %lld]: got %.9g, want %.12g (allowed +-%.3g)\n", what,
+                                (long long)(row_len ? (int64_t)i / row_len : 0),
+                                (long long)(row_len ? (int64_t)i % row_len : 0), g, want, tol[i]);
     }
     return report->mismatches - before;
 }

@@ -152,11 +152,12 @@ ref_tol_t ref_tolerance(rudnn_dtype_t dtype)
 
 void ref_report_init(ref_report_t *report) { memset(report, 0, sizeof *report); }
 
-static void note(ref_report_t *report, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(ref_report_t *report, const char *fmt, ...)
+#define MAX_NOTES 8
+
+void ref_report_mismatch(ref_report_t *report, const char *fmt, ...)
 {
     size_t len = strlen(report->text);
-    if (len + 1 >= sizeof report->text)
+    if (report->mismatches++ >= MAX_NOTES || len + 1 >= sizeof report->text)
         return;
     va_list args;
     va_start(args, fmt);
@@ -164,7 +165,21 @@ static void note(ref_report_t *report, const char *fmt, ...)
     va_end(args);
 }
 
-#define MAX_NOTES 8
+int ref_check_value(ref_report_t *report, double got, double want, double allowed)
+{
+    report->checked++;
+    if (isnan(want))
+        return !isnan(got);
+    if (isinf(want))
+        return got != want;
+    if (!isfinite(got))
+        return 1;
+    double err = fabs(got - want);
+    double excess = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
+    if (excess > report->worst_excess)
+        report->worst_excess = excess;
+    return err > allowed;
+}
 
 size_t ref_compare(ref_report_t *report, const char *what, const float *got, const double *ref,
                    int64_t rows, int64_t cols, ref_tol_t tol)
@@ -182,28 +197,10 @@ size_t ref_compare(ref_report_t *report, const char *what, const float *got, con
             size_t i = (size_t)(r * cols + c);
             double want = ref[i];
             double g = got[i];
-            int bad;
             double allowed = atol + tol.rtol * fabs(want);
-            report->checked++;
-            if (isnan(want))
-                bad = !isnan(g);
-            else if (isinf(want))
-                bad = g != want;
-            else if (!isfinite(g))
-                bad = 1;
-            else {
-                double err = fabs(g - want);
-                bad = err > allowed;
-                double excess = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
-                if (excess > report->worst_excess)
-                    report->worst_excess = excess;
-            }
-            if (bad) {
-                if (report->mismatches < MAX_NOTES)
-                    note(report, "  %s[row %lld, col %lld]: got %.9g, want %.12g (allowed +-%.3g)\n", what,
-                         (long long)r, (long long)c, g, want, allowed);
-                report->mismatches++;
-            }
+            if (ref_check_value(report, g, want, allowed))
+                ref_report_mismatch(report, "  %s[row %lld, col %lld]: got %.9g, want %.12g (allowed +-%.3g)\n",
+                                    what, (long long)r, (long long)c, g, want, allowed);
         }
     }
     return report->mismatches - before;
@@ -219,12 +216,9 @@ size_t ref_compare_exact(ref_report_t *report, const char *what, const float *go
         memcpy(&wb, &want[i], 4);
         report->checked++;
         int same = gb == wb || (isnan(got[i]) && isnan(want[i]));
-        if (!same) {
-            if (report->mismatches < MAX_NOTES)
-                note(report, "  %s[%zu]: got %.9g (0x%08x), want exactly %.9g (0x%08x)\n", what, i,
-                     (double)got[i], gb, (double)want[i], wb);
-            report->mismatches++;
-        }
+        if (!same)
+            ref_report_mismatch(report, "  %s[%zu]: got %.9g (0x%08x), want exactly %.9g (0x%08x)\n", what, i,
+                                (double)got[i], gb, (double)want[i], wb);
     }
     return report->mismatches - before;
 }

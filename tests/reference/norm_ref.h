@@ -64,6 +64,16 @@ typedef struct ref_report {
 
 void ref_report_init(ref_report_t *report);
 
+/* Checks one value against want with |got - want| <= allowed, NaN-aware
+ * (a NaN want needs a NaN, an inf want the same inf, and a NaN or inf got
+ * where want is finite is a mismatch); counts it as checked and records its
+ * error / allowed in worst_excess (finite values). Returns 1 on a mismatch,
+ * which the caller reports with ref_report_mismatch. */
+int ref_check_value(ref_report_t *report, double got, double want, double allowed);
+
+/* Counts a mismatch; the first ones (8) are described in text by fmt. */
+void ref_report_mismatch(ref_report_t *report, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Compares got (as read back) against ref row by row, NaN-aware: a NaN in
  * ref needs a NaN in got at the same position, an inf needs the same inf, and
  * a NaN or inf in got where ref is finite is a mismatch. what names the
