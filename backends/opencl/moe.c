@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ocl_internal.h"
-#include "program_cache.h"
+#include "ocl_launch.h"
 
 /* ---- programs ------------------------------------------------------------------ */
 
@@ -47,11 +47,6 @@ static const char *const k_combine_names[K_COMBINE_COUNT] = {"rudnn_moe_combine"
 
 /* Upper bound of the local size of the row-wise kernels. */
 #define MOE_MAX_LOCAL 256u
-/* CPU devices (PoCL) run a work-group as a loop over its work-items: narrow
- * groups, about one work-item per MOE_CPU_ITEMS_PER_LANE elements, at least
- * one AVX-512 vector of floats. */
-#define MOE_CPU_MIN_LOCAL 16u
-#define MOE_CPU_ITEMS_PER_LANE 64u
 
 /* Expert kernels: 0 picks by device (CPU: vectorised per-output dot products,
  * else local-memory tiles), 1 forces the tiles, 2 the dot products (tests). */
@@ -61,84 +56,12 @@ static const char *const k_combine_names[K_COMBINE_COUNT] = {"rudnn_moe_combine"
 /* Work-items per group of the CPU dot-product kernels. */
 #define MOE_CPU_DOT_LOCAL 16u
 
-/* Work-items per launch stay below 2^31 (NVIDIA's grid limit). */
-#ifndef OCL_MOE_MAX_GLOBAL
-#define OCL_MOE_MAX_GLOBAL ((size_t)INT32_MAX)
-#endif
-
 /* Bytes of local memory route_softmax may use to keep a row's probabilities;
  * bigger rows recompute them from the logits each selection round (same
  * bits). Overridable at build time to test the recompute path. */
 #ifndef OCL_MOE_LOCAL_P_MAX_BYTES
 #define OCL_MOE_LOCAL_P_MAX_BYTES ((cl_ulong)1 << 40)
 #endif
-
-static rudnn_status_t dtype_code(rudnn_dtype_t dtype, const char *op, const char *what, int *code,
-                                 size_t *elem)
-{
-    *code = 0;
-    *elem = 1;
-    switch (dtype) {
-    case RUDNN_F32: *code = 0; *elem = 4; return RUDNN_STATUS_SUCCESS;
-    case RUDNN_F16: *code = 1; *elem = 2; return RUDNN_STATUS_SUCCESS;
-    case RUDNN_BF16: *code = 2; *elem = 2; return RUDNN_STATUS_SUCCESS;
-    default:
-        return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED, "%s: opencl: %s dtype %d not supported", op,
-                        what, (int)dtype);
-    }
-}
-
-static size_t pow2_floor(size_t v)
-{
-    size_t p = 1;
-    while (p <= v / 2) {
-        p *= 2;
-    }
-    return p;
-}
-
-static size_t pow2_ceil(size_t v)
-{
-    size_t p = 1;
-    while (p < v) {
-        p *= 2;
-    }
-    return p;
-}
-
-/* Largest power-of-two local size <= cap that the device and the program allow. */
-static size_t local_cap(const ocl_device_t *dev, const ocl_kernel_set_t *ks, size_t cap)
-{
-    if (dev->max_group_size > 0 && dev->max_group_size < cap) {
-        cap = dev->max_group_size;
-    }
-    if (dev->max_item_size0 > 0 && dev->max_item_size0 < cap) {
-        cap = dev->max_item_size0;
-    }
-    if (ks->max_group > 0 && ks->max_group < cap) {
-        cap = ks->max_group;
-    }
-    return pow2_floor(cap ? cap : 1);
-}
-
-/* Power-of-two local size for a work-group that walks `work` elements. */
-static size_t pick_local(const ocl_device_t *dev, const ocl_kernel_set_t *ks, uint64_t work,
-                         size_t cap)
-{
-    size_t want = pow2_ceil(work > cap ? cap : (size_t)(work ? work : 1));
-    if (dev->is_cpu) {
-        const uint64_t lanes = (work + MOE_CPU_ITEMS_PER_LANE - 1) / MOE_CPU_ITEMS_PER_LANE;
-        size_t cpu = pow2_ceil(lanes > cap ? cap : (size_t)lanes);
-        if (cpu < MOE_CPU_MIN_LOCAL) {
-            cpu = MOE_CPU_MIN_LOCAL;
-        }
-        if (cpu < want) {
-            want = cpu;
-        }
-    }
-    const size_t lmax = local_cap(dev, ks, cap);
-    return want < lmax ? want : lmax;
-}
 
 static rudnn_status_t get_program(ocl_queue_t *q, int part, int dtype, int wdtype, unsigned tile,
                                   ocl_kernel_set_t **ks)
@@ -205,69 +128,6 @@ static rudnn_status_t experts_program(ocl_queue_t *q, int dtype, const char *op,
                     q->dev->name);
 }
 
-/* ---- launching ------------------------------------------------------------------ */
-
-typedef struct karg {
-    size_t size;
-    const void *value; /* NULL: local memory of size bytes */
-} karg_t;
-
-#define ARG(v) {sizeof(v), &(v)}
-#define LOCAL_ARG(bytes) {(bytes), NULL}
-
-/* Sets args[0..nargs) except args[group0_index] (the first work-group of each
- * launch, cl_ulong), and enqueues `groups` work-groups of `local` work-items
- * in as many launches as OCL_MOE_MAX_GLOBAL needs. */
-static rudnn_status_t moe_enqueue(ocl_queue_t *q, ocl_kernel_set_t *ks, int k,
-                                  const char *const *names, const char *op, const karg_t *args,
-                                  cl_uint nargs, cl_uint group0_index, uint64_t groups,
-                                  size_t local)
-{
-    cl_kernel kernel = ks->kernels[k];
-    char call[128];
-    cl_int err = CL_SUCCESS;
-
-    pthread_mutex_lock(&ks->launch_lock);
-    for (cl_uint i = 0; i < nargs && err == CL_SUCCESS; i++) {
-        if (i != group0_index) {
-            err = clSetKernelArg(kernel, i, args[i].size, args[i].value);
-            if (err != CL_SUCCESS) {
-                snprintf(call, sizeof call, "clSetKernelArg(%s, %u)", names[k], (unsigned)i);
-            }
-        }
-    }
-    uint64_t chunk = (uint64_t)(OCL_MOE_MAX_GLOBAL / local);
-    if (chunk == 0) {
-        chunk = 1;
-    }
-    for (uint64_t g0 = 0; err == CL_SUCCESS && g0 < groups; g0 += chunk) {
-        const uint64_t left = groups - g0;
-        const uint64_t n = left < chunk ? left : chunk;
-        const cl_ulong first = (cl_ulong)g0;
-        err = clSetKernelArg(kernel, group0_index, sizeof first, &first);
-        if (err != CL_SUCCESS) {
-            snprintf(call, sizeof call, "clSetKernelArg(%s, group0)", names[k]);
-            break;
-        }
-        const size_t global = (size_t)n * local;
-        err = clEnqueueNDRangeKernel(q->q, kernel, 1, NULL, &global, &local, 0, NULL, NULL);
-        if (err != CL_SUCCESS) {
-            snprintf(call, sizeof call, "clEnqueueNDRangeKernel(%s, global %zu, local %zu)",
-                     names[k], global, local);
-        }
-    }
-    pthread_mutex_unlock(&ks->launch_lock);
-    if (err != CL_SUCCESS) {
-        const rudnn_status_t code =
-            (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY)
-                ? RUDNN_STATUS_ALLOC_FAILED
-                : RUDNN_STATUS_DEVICE_ERROR;
-        return ocl_fail(code, "%s: opencl: %s failed: %s (%d)", op, call, ocl_error_name(err),
-                        (int)err);
-    }
-    return RUDNN_STATUS_SUCCESS;
-}
-
 static rudnn_status_t too_big(const char *op, const char *what, long long v)
 {
     return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED, "%s: opencl: %s = %lld exceeds %u", op, what, v,
@@ -284,7 +144,7 @@ static rudnn_status_t ocl_route_softmax(void *queue, const rudnn_route_kernel_pl
     ocl_queue_t *q = (ocl_queue_t *)queue;
     int code;
     size_t elem;
-    rudnn_status_t st = dtype_code(plan->dtype, op, "logits", &code, &elem);
+    rudnn_status_t st = ocl_dtype_code(plan->dtype, op, "logits", &code, &elem);
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
     }
@@ -297,7 +157,8 @@ static rudnn_status_t ocl_route_softmax(void *queue, const rudnn_route_kernel_pl
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
     }
-    const size_t local = pick_local(q->dev, ks, (uint64_t)plan->experts, MOE_ROUTE_MAX_LOCAL);
+    const size_t local =
+        ocl_pick_local(q->dev, ks, (uint64_t)plan->experts, MOE_ROUTE_MAX_LOCAL);
     const cl_ulong scratch = (cl_ulong)local * 8u;
     const cl_ulong p_bytes = (cl_ulong)plan->experts * 4u;
     cl_uint p_in_local = p_bytes <= OCL_MOE_LOCAL_P_MAX_BYTES &&
@@ -315,8 +176,8 @@ static rudnn_status_t ocl_route_softmax(void *queue, const rudnn_route_kernel_pl
                      ARG(top_k),       ARG(renormalize),
                      ARG(p_in_local),  LOCAL_ARG(p_in_local ? (size_t)p_bytes : 4u),
                      LOCAL_ARG(local * 4u), LOCAL_ARG(local * 4u)};
-    return moe_enqueue(q, ks, K_ROUTE_SOFTMAX, k_route_names, op, args, 14, 6,
-                       (uint64_t)plan->tokens, local);
+    return ocl_enqueue_groups(q, ks, K_ROUTE_SOFTMAX, k_route_names, op, args, 14, 6,
+                              (uint64_t)plan->tokens, local);
 }
 
 static rudnn_status_t ocl_route_sigmoid_grouped(void *queue, const rudnn_route_kernel_plan_t *plan,
@@ -327,7 +188,7 @@ static rudnn_status_t ocl_route_sigmoid_grouped(void *queue, const rudnn_route_k
     ocl_queue_t *q = (ocl_queue_t *)queue;
     int code;
     size_t elem;
-    rudnn_status_t st = dtype_code(plan->dtype, op, "logits", &code, &elem);
+    rudnn_status_t st = ocl_dtype_code(plan->dtype, op, "logits", &code, &elem);
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
     }
@@ -346,7 +207,8 @@ static rudnn_status_t ocl_route_sigmoid_grouped(void *queue, const rudnn_route_k
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
     }
-    const size_t local = pick_local(q->dev, ks, (uint64_t)plan->experts, MOE_ROUTE_MAX_LOCAL);
+    const size_t local =
+        ocl_pick_local(q->dev, ks, (uint64_t)plan->experts, MOE_ROUTE_MAX_LOCAL);
 
     cl_mem lm = (cl_mem)logits.mem, im = (cl_mem)indices.mem, wm = (cl_mem)weights.mem;
     const cl_uint has_bias = bias.mem != NULL;
@@ -362,8 +224,8 @@ static rudnn_status_t ocl_route_sigmoid_grouped(void *queue, const rudnn_route_k
                      ARG(im),     ARG(io),          ARG(wm),      ARG(wo),      ARG(group0),
                      ARG(experts), ARG(top_k),      ARG(renormalize), ARG(groups), ARG(selected),
                      ARG(top_two), ARG(scale)};
-    return moe_enqueue(q, ks, K_ROUTE_GROUPED, k_route_names, op, args, 17, 9,
-                       (uint64_t)plan->tokens, local);
+    return ocl_enqueue_groups(q, ks, K_ROUTE_GROUPED, k_route_names, op, args, 17, 9,
+                              (uint64_t)plan->tokens, local);
 }
 
 /* ---- dispatch ------------------------------------------------------------------- */
@@ -396,33 +258,34 @@ static rudnn_status_t ocl_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t
     cl_uint top_k = (cl_uint)plan->top_k;
 
     /* ranks within each expert and counts: one work-group per expert */
-    size_t local = pick_local(q->dev, ks, (uint64_t)pairs / 4u, MOE_MAX_LOCAL);
+    size_t local = ocl_pick_local(q->dev, ks, (uint64_t)pairs / 4u, MOE_MAX_LOCAL);
     {
         karg_t args[] = {ARG(im), ARG(io), ARG(cm), ARG(co), ARG(pm), ARG(po),
                          ARG(group0), ARG(pairs), LOCAL_ARG(local * 4u)};
-        st = moe_enqueue(q, ks, K_DISPATCH_RANK, k_dispatch_names, op, args, 9, 6,
-                         (uint64_t)experts, local);
+        st = ocl_enqueue_groups(q, ks, K_DISPATCH_RANK, k_dispatch_names, op, args, 9, 6,
+                                (uint64_t)experts, local);
         if (st != RUDNN_STATUS_SUCCESS) {
             return st;
         }
     }
     /* offsets: one work-group */
-    local = pick_local(q->dev, ks, (uint64_t)experts / 4u, MOE_MAX_LOCAL);
+    local = ocl_pick_local(q->dev, ks, (uint64_t)experts / 4u, MOE_MAX_LOCAL);
     {
         karg_t args[] = {ARG(cm), ARG(co), ARG(om), ARG(oo), ARG(group0), ARG(experts),
                          LOCAL_ARG(local * 4u)};
-        st = moe_enqueue(q, ks, K_DISPATCH_SCAN, k_dispatch_names, op, args, 7, 4, 1, local);
+        st = ocl_enqueue_groups(q, ks, K_DISPATCH_SCAN, k_dispatch_names, op, args, 7, 4, 1,
+                                local);
         if (st != RUDNN_STATUS_SUCCESS) {
             return st;
         }
     }
     /* global rows and row_token: one work-item per pair */
-    local = local_cap(q->dev, ks, 64u);
+    local = ocl_local_cap(q->dev, ks, 64u);
     {
         karg_t args[] = {ARG(im), ARG(io), ARG(om), ARG(oo), ARG(pm), ARG(po),
                          ARG(rm), ARG(ro), ARG(group0), ARG(pairs), ARG(top_k)};
-        return moe_enqueue(q, ks, K_DISPATCH_FINISH, k_dispatch_names, op, args, 11, 8,
-                           ((uint64_t)pairs + local - 1) / local, local);
+        return ocl_enqueue_groups(q, ks, K_DISPATCH_FINISH, k_dispatch_names, op, args, 11, 8,
+                                  ((uint64_t)pairs + local - 1) / local, local);
     }
 }
 
@@ -434,7 +297,7 @@ static rudnn_status_t ocl_dispatch_gather(void *queue, const rudnn_moe_rows_plan
     ocl_queue_t *q = (ocl_queue_t *)queue;
     int code;
     size_t elem;
-    rudnn_status_t st = dtype_code(plan->dtype, op, "input", &code, &elem);
+    rudnn_status_t st = ocl_dtype_code(plan->dtype, op, "input", &code, &elem);
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
     }
@@ -447,15 +310,15 @@ static rudnn_status_t ocl_dispatch_gather(void *queue, const rudnn_moe_rows_plan
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
     }
-    const size_t local = pick_local(q->dev, ks, (uint64_t)plan->hidden, MOE_MAX_LOCAL);
+    const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)plan->hidden, MOE_MAX_LOCAL);
     cl_mem xm = (cl_mem)input.mem, rm = (cl_mem)row_token.mem, tm = (cl_mem)tokens.mem;
     cl_ulong xo = input.offset / elem, ro = row_token.offset / 4u, to = tokens.offset / elem;
     cl_ulong group0 = 0;
     cl_uint hidden = (cl_uint)plan->hidden;
     karg_t args[] = {ARG(xm), ARG(xo), ARG(rm), ARG(ro), ARG(tm), ARG(to), ARG(group0),
                      ARG(hidden)};
-    return moe_enqueue(q, ks, K_GATHER, k_experts_names, op, args, 8, 6, (uint64_t)plan->rows,
-                       local);
+    return ocl_enqueue_groups(q, ks, K_GATHER, k_experts_names, op, args, 8, 6,
+                              (uint64_t)plan->rows, local);
 }
 
 /* ---- experts -------------------------------------------------------------------- */
@@ -470,7 +333,7 @@ static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_
     ocl_queue_t *q = (ocl_queue_t *)queue;
     int code;
     size_t elem;
-    rudnn_status_t st = dtype_code(plan->dtype, op, "weight", &code, &elem);
+    rudnn_status_t st = ocl_dtype_code(plan->dtype, op, "weight", &code, &elem);
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
     }
@@ -495,7 +358,8 @@ static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_
         return st;
     }
     const int dot = OCL_MOE_EXPERTS_PATH == 2 || (OCL_MOE_EXPERTS_PATH == 0 && q->dev->is_cpu);
-    const size_t local = dot ? local_cap(q->dev, ks, MOE_CPU_DOT_LOCAL) : (size_t)tile * tile;
+    const size_t local =
+        dot ? ocl_local_cap(q->dev, ks, MOE_CPU_DOT_LOCAL) : (size_t)tile * tile;
     cl_mem xm = (cl_mem)tokens.mem, om = (cl_mem)offsets.mem, gm = (cl_mem)gate.mem;
     cl_mem um = (cl_mem)up.mem, dm = (cl_mem)down.mem, am = (cl_mem)act.mem;
     cl_mem ym = (cl_mem)out.mem;
@@ -515,11 +379,11 @@ static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_
                          ARG(group0), ARG(rows),  ARG(experts), ARG(hidden), ARG(inter),
                          ARG(out_tiles)};
         if (dot) {
-            st = moe_enqueue(q, ks, K_GATE_UP_DOT, k_experts_names, op, args, 16, 10,
-                             ((uint64_t)rows * inter + local - 1) / local, local);
+            st = ocl_enqueue_groups(q, ks, K_GATE_UP_DOT, k_experts_names, op, args, 16, 10,
+                                    ((uint64_t)rows * inter + local - 1) / local, local);
         } else {
-            st = moe_enqueue(q, ks, K_GATE_UP, k_experts_names, op, args, 16, 10,
-                             row_tiles * out_tiles, local);
+            st = ocl_enqueue_groups(q, ks, K_GATE_UP, k_experts_names, op, args, 16, 10,
+                                    row_tiles * out_tiles, local);
         }
         if (st != RUDNN_STATUS_SUCCESS) {
             return st;
@@ -532,11 +396,11 @@ static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_
                          ARG(dof),    ARG(ym),    ARG(yo),      ARG(group0), ARG(rows),
                          ARG(experts), ARG(hidden), ARG(inter), ARG(out_tiles)};
         if (dot) {
-            return moe_enqueue(q, ks, K_DOWN_DOT, k_experts_names, op, args, 14, 8,
-                               ((uint64_t)rows * hidden + local - 1) / local, local);
+            return ocl_enqueue_groups(q, ks, K_DOWN_DOT, k_experts_names, op, args, 14, 8,
+                                      ((uint64_t)rows * hidden + local - 1) / local, local);
         }
-        return moe_enqueue(q, ks, K_DOWN, k_experts_names, op, args, 14, 8,
-                           row_tiles * out_tiles, local);
+        return ocl_enqueue_groups(q, ks, K_DOWN, k_experts_names, op, args, 14, 8,
+                                  row_tiles * out_tiles, local);
     }
 }
 
@@ -550,9 +414,9 @@ static rudnn_status_t ocl_combine(void *queue, const rudnn_moe_rows_plan_t *plan
     ocl_queue_t *q = (ocl_queue_t *)queue;
     int code, wcode;
     size_t elem, welem;
-    rudnn_status_t st = dtype_code(plan->dtype, op, "expert output", &code, &elem);
+    rudnn_status_t st = ocl_dtype_code(plan->dtype, op, "expert output", &code, &elem);
     if (st == RUDNN_STATUS_SUCCESS) {
-        st = dtype_code(plan->weight_dtype, op, "routing weight", &wcode, &welem);
+        st = ocl_dtype_code(plan->weight_dtype, op, "routing weight", &wcode, &welem);
     }
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
@@ -568,7 +432,7 @@ static rudnn_status_t ocl_combine(void *queue, const rudnn_moe_rows_plan_t *plan
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
     }
-    const size_t local = pick_local(q->dev, ks, (uint64_t)plan->hidden, MOE_MAX_LOCAL);
+    const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)plan->hidden, MOE_MAX_LOCAL);
     cl_mem em = (cl_mem)expert_out.mem, pm = (cl_mem)positions.mem, wm = (cl_mem)weights.mem;
     cl_mem ym = (cl_mem)out.mem;
     cl_ulong eo = expert_out.offset / elem, po = positions.offset / 4u;
@@ -577,8 +441,8 @@ static rudnn_status_t ocl_combine(void *queue, const rudnn_moe_rows_plan_t *plan
     cl_uint top_k = (cl_uint)plan->top_k, hidden = (cl_uint)plan->hidden;
     karg_t args[] = {ARG(em), ARG(eo), ARG(pm), ARG(po),     ARG(wm),    ARG(wo),
                      ARG(ym), ARG(yo), ARG(group0), ARG(top_k), ARG(hidden)};
-    return moe_enqueue(q, ks, K_COMBINE, k_combine_names, op, args, 11, 8,
-                       (uint64_t)plan->tokens, local);
+    return ocl_enqueue_groups(q, ks, K_COMBINE, k_combine_names, op, args, 11, 8,
+                              (uint64_t)plan->tokens, local);
 }
 
 const rudnn_moe_kernels_t ocl_moe_kernels = {

@@ -44,10 +44,35 @@ static uint64_t fnv1a_str(uint64_t h, const char *s)
     return fnv1a(h, s, strlen(s) + 1);
 }
 
+/* ---- program text --------------------------------------------------------- */
+
+/* A program is built from these strings in order: the shared helpers, then
+ * the kernel file with line numbers restarted so that build logs point into
+ * it (the newline ends common.cl's last line whatever it is). */
+enum { PROGRAM_PARTS = 3 };
+static const char line_restart[] = "\n#line 1\n";
+
+static void program_parts(const char *source, const char *parts[PROGRAM_PARTS],
+                          size_t lengths[PROGRAM_PARTS])
+{
+    parts[0] = rudnn_ocl_src_common;
+    lengths[0] = rudnn_ocl_src_common_size;
+    parts[1] = line_restart;
+    lengths[1] = sizeof line_restart - 1;
+    parts[2] = source;
+    lengths[2] = strlen(source);
+}
+
 uint64_t ocl_program_key(const ocl_device_t *dev, const char *source, const char *options)
 {
+    const char *parts[PROGRAM_PARTS];
+    size_t lengths[PROGRAM_PARTS];
+    program_parts(source, parts, lengths);
     uint64_t h = FNV_OFFSET;
-    h = fnv1a_str(h, source);
+    for (int i = 0; i < PROGRAM_PARTS; i++) {
+        h = fnv1a(h, parts[i], lengths[i]);
+    }
+    h = fnv1a(h, "", 1); /* the text's terminating NUL, as fnv1a_str hashes it */
     h = fnv1a_str(h, options);
     h = fnv1a_str(h, dev->name);
     h = fnv1a_str(h, dev->version);
@@ -286,8 +311,11 @@ static rudnn_status_t build_program(ocl_program_cache_t *cache, ocl_device_t *de
         cache->stats.binary_failed++;
     }
 
-    const size_t len = strlen(source);
-    cl_program prog = clCreateProgramWithSource(dev->context, 1, &source, &len, &err);
+    const char *parts[PROGRAM_PARTS];
+    size_t lengths[PROGRAM_PARTS];
+    program_parts(source, parts, lengths);
+    cl_program prog =
+        clCreateProgramWithSource(dev->context, PROGRAM_PARTS, parts, lengths, &err);
     if (err != CL_SUCCESS) {
         return ocl_cl_fail("clCreateProgramWithSource", err);
     }

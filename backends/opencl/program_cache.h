@@ -4,10 +4,14 @@
  * In memory: one entry per (source, build options) per device, created on
  * first use and released by ocl_program_cache_destroy (device_close).
  *
+ * Every program is built from kernels/common.cl followed by its own source,
+ * so the kernel files share helpers without an #include.
+ *
  * On disk (when host->cache_dir is set): <cache_dir>/opencl/<key>.bin where
- * key is the 64-bit FNV-1a hash (16 hex digits) of the source text, the build
- * options, the device name, the device version, the driver version and the
- * platform name (each followed by a NUL in the hashed stream). A hit is loaded
+ * key is the 64-bit FNV-1a hash (16 hex digits) of the program text as built
+ * (common.cl, then the source), the build options, the device name, the device
+ * version, the driver version and the platform name (each followed by a NUL
+ * in the hashed stream). A hit is loaded
  * with clCreateProgramWithBinary; if that or its build fails, the program is
  * built from source and the file rewritten. Files are written to a temporary
  * name and renamed, so readers never see a partial file; a file whose header,
@@ -47,7 +51,7 @@ ocl_program_cache_t *ocl_program_cache_create(void);
 void ocl_program_cache_destroy(ocl_program_cache_t *cache);
 
 /* Returns the kernel set for (source, options) on dev, building it on first
- * use. options is appended to dev->build_options. kernel_names are created in
+ * use (after kernels/common.cl). options is appended to dev->build_options. kernel_names are created in
  * order (at most OCL_MAX_KERNELS). label names the source in messages. */
 rudnn_status_t ocl_program_get(ocl_device_t *dev, const char *label, const char *source,
                                const char *options, const char *const *kernel_names,

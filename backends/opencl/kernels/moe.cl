@@ -11,8 +11,11 @@
  *   3  experts   -DRUDNN_DTYPE, -DMOE_TILE              gather, gate_up, down (tiled, GPUs),
  *                                                      gate_up_dot, down_dot (CPUs)
  *   4  combine   -DRUDNN_DTYPE (activations), -DRUDNN_WDTYPE (routing weights)
- * Dtype codes: 0 F32, 1 F16 (vload_half / vstore_half_rte, no cl_khr_fp16
- * needed), 2 BF16 (ushort bits, round to nearest even, NaN stays NaN).
+ * The program cache prepends kernels/common.cl, which defines the dtype codes,
+ * act_t / raw_t / LOAD_A / LOAD8_A / STORE_A (the RUDNN_DTYPE storage: logits,
+ * tokens, expert weights, activations, outputs), bf16_to_f32, group_sum,
+ * group_max, and turns FP_CONTRACT off (the expert dot products use MOE_MAC,
+ * an fma where the device says it is fast).
  *
  * Arguments: buffers and element offsets are separate (no sub-buffers). Every
  * kernel takes group0, the first work-group of this launch: the host splits
@@ -20,52 +23,8 @@
  * one-dimensional (NVIDIA limits the other grid dimensions to 65535).
  */
 
-/* Keep the arithmetic exactly as written (no a*b+c contraction); the expert
- * dot products use MOE_MAC, an fma where the device says it is fast. */
-#pragma OPENCL FP_CONTRACT OFF
-
 #ifndef RUDNN_MOE_PART
 #error "RUDNN_MOE_PART must be defined: 1 (route), 2 (dispatch), 3 (experts), 4 (combine)"
-#endif
-
-/* ---- storage ------------------------------------------------------------------ */
-
-float bf16_to_f32(ushort b) { return as_float((uint)b << 16); }
-
-ushort f32_to_bf16(float v)
-{
-    uint u = as_uint(v);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        return (ushort)((u >> 16) | 0x0040u); /* NaN stays (quiet) NaN */
-    }
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even */
-    return (ushort)(u >> 16);
-}
-
-/* act_t / LOAD_A / STORE_A: the RUDNN_DTYPE storage (logits, tokens, expert
- * weights, activations, outputs). raw_t: same-size bits for plain copies. */
-#if defined(RUDNN_DTYPE)
-#if RUDNN_DTYPE == 0
-#define act_t float
-#define raw_t uint
-#define LOAD_A(p, i) ((p)[i])
-#define LOAD8_A(p, i8) vload8((i8), (p))
-#define STORE_A(p, i, v) ((p)[i] = (v))
-#elif RUDNN_DTYPE == 1
-#define act_t half
-#define raw_t ushort
-#define LOAD_A(p, i) vload_half((i), (p))
-#define LOAD8_A(p, i8) vload_half8((i8), (p))
-#define STORE_A(p, i, v) vstore_half_rte((v), (i), (p))
-#elif RUDNN_DTYPE == 2
-#define act_t ushort
-#define raw_t ushort
-#define LOAD_A(p, i) bf16_to_f32((p)[i])
-#define LOAD8_A(p, i8) as_float8(convert_uint8(vload8((i8), (p))) << 16)
-#define STORE_A(p, i, v) ((p)[i] = f32_to_bf16(v))
-#else
-#error "RUDNN_DTYPE must be 0 (F32), 1 (F16) or 2 (BF16)"
-#endif
 #endif
 
 /* w_t / LOAD_W: the routing weights' storage in combine. */
@@ -120,41 +79,6 @@ int moe_before(float av, uint ai, float bv, uint bi)
         return av > bv;
     }
     return ai < bi;
-}
-
-/* Fixed-tree work-group reductions (deterministic for a given L). The trailing
- * barrier lets the scratch be reused at once. */
-float group_sum(float v, __local float *scratch)
-{
-    const uint lid = get_local_id(0);
-    scratch[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = (uint)get_local_size(0) >> 1; h > 0; h >>= 1) {
-        if (lid < h) {
-            scratch[lid] = scratch[lid] + scratch[lid + h];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    v = scratch[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return v;
-}
-
-/* fmax drops NaN; the softmax arithmetic carries NaN by itself (see below). */
-float group_max(float v, __local float *scratch)
-{
-    const uint lid = get_local_id(0);
-    scratch[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = (uint)get_local_size(0) >> 1; h > 0; h >>= 1) {
-        if (lid < h) {
-            scratch[lid] = fmax(scratch[lid], scratch[lid + h]);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    v = scratch[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return v;
 }
 
 /* The first (score, id) of the work-group in moe_before order; every
@@ -564,6 +488,49 @@ uint expert_of_row(const __global uint *off, uint experts, uint r)
  *
  * There is no matrix-unit (TensorCore) path on OpenCL: experts_tensor_core is
  * NULL. A CLBlast batched GEMM could serve larger shapes later. */
+
+/* This work-group's tile, rows [r_begin, r_end) x outputs [o0, o0 + T_), and
+ * this work-item's (ty, tx) in it. */
+typedef struct expert_tile {
+    uint tx, ty, o0, r_begin, r_end;
+} expert_tile;
+
+expert_tile expert_tile_of_group(ulong group0, uint rows, uint out_tiles)
+{
+    expert_tile t;
+    const uint lid = get_local_id(0);
+    t.tx = lid % T_;
+    t.ty = lid / T_;
+    const ulong grp = group0 + get_group_id(0);
+    t.o0 = (uint)(grp % out_tiles) * T_;
+    const ulong r_first = (grp / out_tiles) * T_;
+    t.r_begin = (uint)r_first;
+    t.r_end = (uint)min(r_first + T_, (ulong)rows);
+    return t;
+}
+
+/* The segment of the tile that starts at row seg: expert e's rows up to end.
+ * The work-item loads input row load_row and weight row load_out; when the
+ * real ones (seg + ty, o0 + ty) are out of range (row_ok / out_ok false) it
+ * loads zeros, and these stay valid rows to point at. */
+typedef struct tile_segment {
+    uint e, end, load_row, load_out;
+    int row_ok, out_ok;
+} tile_segment;
+
+tile_segment tile_segment_at(expert_tile t, const __global uint *off, uint experts, uint seg,
+                             uint outputs)
+{
+    tile_segment s;
+    s.e = expert_of_row(off, experts, seg);
+    s.end = min(off[s.e + 1], t.r_end);
+    s.row_ok = seg + t.ty < s.end;
+    s.out_ok = t.o0 + t.ty < outputs;
+    s.load_row = s.row_ok ? seg + t.ty : seg;
+    s.load_out = s.out_ok ? t.o0 + t.ty : 0u;
+    return s;
+}
+
 __kernel void rudnn_moe_gate_up(const __global act_t *tokens, ulong tokens_off,
                                 const __global uint *offsets, ulong offsets_off,
                                 const __global act_t *gate, ulong gate_off,
@@ -575,25 +542,12 @@ __kernel void rudnn_moe_gate_up(const __global act_t *tokens, ulong tokens_off,
     __local float gs[T_][T_ + 1];
     __local float us[T_][T_ + 1];
 
-    const uint lid = get_local_id(0);
-    const uint tx = lid % T_;
-    const uint ty = lid / T_;
-    const ulong grp = group0 + get_group_id(0);
-    const uint o0 = (uint)(grp % out_tiles) * T_;
-    const ulong r_first = (grp / out_tiles) * T_;
-    const uint r_begin = (uint)r_first;
-    const uint r_end = (uint)min(r_first + T_, (ulong)rows);
-    const __global uint *off = offsets + offsets_off;
-
-    for (uint seg = r_begin; seg < r_end;) {
-        const uint e = expert_of_row(off, experts, seg);
-        const uint seg_end = min(off[e + 1], r_end);
-        const uint r_ld = seg + ty; /* row this work-item loads */
-        const uint o_ld = o0 + ty;  /* output (weight row) this work-item loads */
-        const int row_ok = r_ld < seg_end;
-        const int w_ok = o_ld < inter;
-        const __global act_t *xr = tokens + tokens_off + (ulong)(row_ok ? r_ld : seg) * hidden;
-        const ulong wrow = ((ulong)e * inter + (w_ok ? o_ld : 0u)) * hidden;
+    const expert_tile t = expert_tile_of_group(group0, rows, out_tiles);
+    const uint tx = t.tx, ty = t.ty;
+    for (uint seg = t.r_begin; seg < t.r_end;) {
+        const tile_segment s = tile_segment_at(t, offsets + offsets_off, experts, seg, inter);
+        const __global act_t *xr = tokens + tokens_off + (ulong)s.load_row * hidden;
+        const ulong wrow = ((ulong)s.e * inter + s.load_out) * hidden;
         const __global act_t *gr = gate + gate_off + wrow;
         const __global act_t *ur = up + up_off + wrow;
 
@@ -601,9 +555,9 @@ __kernel void rudnn_moe_gate_up(const __global act_t *tokens, ulong tokens_off,
         for (uint k0 = 0; k0 < hidden; k0 += T_) {
             const uint k = k0 + tx;
             const int k_ok = k < hidden;
-            xs[ty][tx] = (row_ok && k_ok) ? LOAD_A(xr, k) : 0.0f;
-            gs[tx][ty] = (w_ok && k_ok) ? LOAD_A(gr, k) : 0.0f;
-            us[tx][ty] = (w_ok && k_ok) ? LOAD_A(ur, k) : 0.0f;
+            xs[ty][tx] = (s.row_ok && k_ok) ? LOAD_A(xr, k) : 0.0f;
+            gs[tx][ty] = (s.out_ok && k_ok) ? LOAD_A(gr, k) : 0.0f;
+            us[tx][ty] = (s.out_ok && k_ok) ? LOAD_A(ur, k) : 0.0f;
             barrier(CLK_LOCAL_MEM_FENCE);
             for (uint kk = 0; kk < T_; kk++) {
                 const float xv = xs[ty][kk];
@@ -613,12 +567,12 @@ __kernel void rudnn_moe_gate_up(const __global act_t *tokens, ulong tokens_off,
             barrier(CLK_LOCAL_MEM_FENCE);
         }
         const uint r = seg + ty;
-        const uint o = o0 + tx;
-        if (r < seg_end && o < inter) {
+        const uint o = t.o0 + tx;
+        if (r < s.end && o < inter) {
             const float silu = ag / (1.0f + exp(-ag));
             STORE_A(act + act_off + (ulong)r * inter, o, silu * au);
         }
-        seg = seg_end;
+        seg = s.end;
     }
 }
 
@@ -632,33 +586,19 @@ __kernel void rudnn_moe_down(const __global act_t *act, ulong act_off,
     __local float as[T_][T_ + 1];
     __local float ds[T_][T_ + 1];
 
-    const uint lid = get_local_id(0);
-    const uint tx = lid % T_;
-    const uint ty = lid / T_;
-    const ulong grp = group0 + get_group_id(0);
-    const uint o0 = (uint)(grp % out_tiles) * T_;
-    const ulong r_first = (grp / out_tiles) * T_;
-    const uint r_begin = (uint)r_first;
-    const uint r_end = (uint)min(r_first + T_, (ulong)rows);
-    const __global uint *off = offsets + offsets_off;
-
-    for (uint seg = r_begin; seg < r_end;) {
-        const uint e = expert_of_row(off, experts, seg);
-        const uint seg_end = min(off[e + 1], r_end);
-        const uint r_ld = seg + ty;
-        const uint o_ld = o0 + ty;
-        const int row_ok = r_ld < seg_end;
-        const int w_ok = o_ld < hidden;
-        const __global act_t *ar = act + act_off + (ulong)(row_ok ? r_ld : seg) * inter;
-        const __global act_t *dr =
-            down + down_off + ((ulong)e * hidden + (w_ok ? o_ld : 0u)) * inter;
+    const expert_tile t = expert_tile_of_group(group0, rows, out_tiles);
+    const uint tx = t.tx, ty = t.ty;
+    for (uint seg = t.r_begin; seg < t.r_end;) {
+        const tile_segment s = tile_segment_at(t, offsets + offsets_off, experts, seg, hidden);
+        const __global act_t *ar = act + act_off + (ulong)s.load_row * inter;
+        const __global act_t *dr = down + down_off + ((ulong)s.e * hidden + s.load_out) * inter;
 
         float acc = 0.0f;
         for (uint k0 = 0; k0 < inter; k0 += T_) {
             const uint k = k0 + tx;
             const int k_ok = k < inter;
-            as[ty][tx] = (row_ok && k_ok) ? LOAD_A(ar, k) : 0.0f;
-            ds[tx][ty] = (w_ok && k_ok) ? LOAD_A(dr, k) : 0.0f;
+            as[ty][tx] = (s.row_ok && k_ok) ? LOAD_A(ar, k) : 0.0f;
+            ds[tx][ty] = (s.out_ok && k_ok) ? LOAD_A(dr, k) : 0.0f;
             barrier(CLK_LOCAL_MEM_FENCE);
             for (uint kk = 0; kk < T_; kk++) {
                 acc = MOE_MAC(acc, as[ty][kk], ds[kk][tx]);
@@ -666,11 +606,11 @@ __kernel void rudnn_moe_down(const __global act_t *act, ulong act_off,
             barrier(CLK_LOCAL_MEM_FENCE);
         }
         const uint r = seg + ty;
-        const uint o = o0 + tx;
-        if (r < seg_end && o < hidden) {
+        const uint o = t.o0 + tx;
+        if (r < s.end && o < hidden) {
             STORE_A(out + out_off + (ulong)r * hidden, o, acc);
         }
-        seg = seg_end;
+        seg = s.end;
     }
 }
 
@@ -685,6 +625,27 @@ float hsum8(float8 a)
     return ((a.s0 + a.s1) + (a.s2 + a.s3)) + ((a.s4 + a.s5) + (a.s6 + a.s7));
 }
 
+/* The output of a dot-kernel work-item: row r, column o of rows x outputs,
+ * and row r's expert e. */
+typedef struct dot_output {
+    uint r, o, e;
+} dot_output;
+
+/* Returns 0 for the work-items past the last output (the launch is rounded up
+ * to whole work-groups). */
+int dot_output_of(ulong group0, uint rows, uint outputs, const __global uint *off, uint experts,
+                  dot_output *d)
+{
+    const ulong id = (group0 + get_group_id(0)) * get_local_size(0) + get_local_id(0);
+    if (id >= (ulong)rows * outputs) {
+        return 0;
+    }
+    d->r = (uint)(id / outputs);
+    d->o = (uint)(id % outputs);
+    d->e = expert_of_row(off, experts, d->r);
+    return 1;
+}
+
 __kernel void rudnn_moe_gate_up_dot(const __global act_t *tokens, ulong tokens_off,
                                     const __global uint *offsets, ulong offsets_off,
                                     const __global act_t *gate, ulong gate_off,
@@ -694,15 +655,12 @@ __kernel void rudnn_moe_gate_up_dot(const __global act_t *tokens, ulong tokens_o
                                     uint out_tiles)
 {
     (void)out_tiles;
-    const ulong id = (group0 + get_group_id(0)) * get_local_size(0) + get_local_id(0);
-    if (id >= (ulong)rows * inter) {
+    dot_output d;
+    if (!dot_output_of(group0, rows, inter, offsets + offsets_off, experts, &d)) {
         return;
     }
-    const uint r = (uint)(id / inter);
-    const uint o = (uint)(id % inter);
-    const uint e = expert_of_row(offsets + offsets_off, experts, r);
-    const ulong wrow = ((ulong)e * inter + o) * hidden;
-    const __global act_t *x = tokens + tokens_off + (ulong)r * hidden;
+    const ulong wrow = ((ulong)d.e * inter + d.o) * hidden;
+    const __global act_t *x = tokens + tokens_off + (ulong)d.r * hidden;
     const __global act_t *g = gate + gate_off + wrow;
     const __global act_t *u = up + up_off + wrow;
 
@@ -720,7 +678,7 @@ __kernel void rudnn_moe_gate_up_dot(const __global act_t *tokens, ulong tokens_o
         su = MOE_MAC(su, xv, LOAD_A(u, k));
     }
     const float silu = sg / (1.0f + exp(-sg));
-    STORE_A(act + act_off + (ulong)r * inter, o, silu * su);
+    STORE_A(act + act_off + (ulong)d.r * inter, d.o, silu * su);
 }
 
 __kernel void rudnn_moe_down_dot(const __global act_t *act, ulong act_off,
@@ -730,26 +688,23 @@ __kernel void rudnn_moe_down_dot(const __global act_t *act, ulong act_off,
                                  uint experts, uint hidden, uint inter, uint out_tiles)
 {
     (void)out_tiles;
-    const ulong id = (group0 + get_group_id(0)) * get_local_size(0) + get_local_id(0);
-    if (id >= (ulong)rows * hidden) {
+    dot_output d;
+    if (!dot_output_of(group0, rows, hidden, offsets + offsets_off, experts, &d)) {
         return;
     }
-    const uint r = (uint)(id / hidden);
-    const uint o = (uint)(id % hidden);
-    const uint e = expert_of_row(offsets + offsets_off, experts, r);
-    const __global act_t *a = act + act_off + (ulong)r * inter;
-    const __global act_t *d = down + down_off + ((ulong)e * hidden + o) * inter;
+    const __global act_t *a = act + act_off + (ulong)d.r * inter;
+    const __global act_t *dn = down + down_off + ((ulong)d.e * hidden + d.o) * inter;
 
     float8 acc8 = (float8)(0.0f);
     const uint n8 = inter / 8u;
     for (uint v = 0; v < n8; v++) {
-        acc8 = MOE_MAC(acc8, LOAD8_A(a, v), LOAD8_A(d, v));
+        acc8 = MOE_MAC(acc8, LOAD8_A(a, v), LOAD8_A(dn, v));
     }
     float acc = hsum8(acc8);
     for (uint k = n8 * 8u; k < inter; k++) {
-        acc = MOE_MAC(acc, LOAD_A(a, k), LOAD_A(d, k));
+        acc = MOE_MAC(acc, LOAD_A(a, k), LOAD_A(dn, k));
     }
-    STORE_A(out + out_off + (ulong)r * hidden, o, acc);
+    STORE_A(out + out_off + (ulong)d.r * hidden, d.o, acc);
 }
 
 /* ================================================================================

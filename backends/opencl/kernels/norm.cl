@@ -19,45 +19,13 @@
  * Arguments: buffers and element offsets are separate (no sub-buffers);
  * row0 is the first row of this launch (the host splits huge row counts).
  * The last argument is local scratch of L floats.
+ *
+ * The program cache prepends kernels/common.cl: act_t / LOAD_A / STORE_A (the
+ * x/y storage), group_sum / group_max, and FP_CONTRACT OFF come from there.
  */
-
-/* Keep the arithmetic exactly as written (no a*b+c contraction), so that the
- * same expression gives the same bits in every kernel. */
-#pragma OPENCL FP_CONTRACT OFF
 
 #ifndef RUDNN_DTYPE
 #error "RUDNN_DTYPE must be defined: 0 (F32), 1 (F16) or 2 (BF16)"
-#endif
-
-#if RUDNN_DTYPE == 0
-/* ---- F32 storage ---- */
-#define store_t float
-float load_x(const __global float *p, uint i) { return p[i]; }
-void store_x(__global float *p, uint i, float v) { p[i] = v; }
-
-#elif RUDNN_DTYPE == 1
-/* ---- F16 storage: vload_half / vstore_half_rte need no cl_khr_fp16 ---- */
-#define store_t half
-float load_x(const __global half *p, uint i) { return vload_half(i, p); }
-void store_x(__global half *p, uint i, float v) { vstore_half_rte(v, i, p); }
-
-#elif RUDNN_DTYPE == 2
-/* ---- BF16 storage as ushort bits ---- */
-#define store_t ushort
-float load_x(const __global ushort *p, uint i) { return as_float((uint)p[i] << 16); }
-ushort f32_to_bf16(float v)
-{
-    uint u = as_uint(v);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        return (ushort)((u >> 16) | 0x0040u); /* NaN stays (quiet) NaN */
-    }
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even */
-    return (ushort)(u >> 16);
-}
-void store_x(__global ushort *p, uint i, float v) { p[i] = f32_to_bf16(v); }
-
-#else
-#error "RUDNN_DTYPE must be 0 (F32), 1 (F16) or 2 (BF16)"
 #endif
 
 /* 2^-k for 0 <= k <= 126 (a normal float, built from its bits). */
@@ -74,41 +42,6 @@ int scale_exponent(float m)
         return 0;
     }
     return b - 126;
-}
-
-/* Work-group reductions over the local size (a power of two), fixed order.
- * The trailing barrier lets the scratch be reused at once. */
-float group_sum(float v, __local float *scratch)
-{
-    const uint lid = get_local_id(0);
-    scratch[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = (uint)get_local_size(0) >> 1; h > 0; h >>= 1) {
-        if (lid < h) {
-            scratch[lid] = scratch[lid] + scratch[lid + h];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    v = scratch[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return v;
-}
-
-/* fmax drops NaN; callers rely on the following sums to carry NaN. */
-float group_max(float v, __local float *scratch)
-{
-    const uint lid = get_local_id(0);
-    scratch[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint h = (uint)get_local_size(0) >> 1; h > 0; h >>= 1) {
-        if (lid < h) {
-            scratch[lid] = fmax(scratch[lid], scratch[lid + h]);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    v = scratch[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return v;
 }
 
 /* The scale 2^-e is applied as two exact multiplications by normal floats
@@ -131,13 +64,13 @@ float apply_scale(float x, scale2 s) { return (x * s.s1) * s.s2; }
 float scaled_eps(float eps, scale2 s) { return ((eps * s.s1) * s.s1) * s.s2 * s.s2; }
 
 /* max |x| over the row */
-float row_absmax(const __global store_t *xr, uint cols, __local float *scratch)
+float row_absmax(const __global act_t *xr, uint cols, __local float *scratch)
 {
     const uint lid = get_local_id(0);
     const uint L = (uint)get_local_size(0);
     float m = 0.0f;
     for (uint j = lid; j < cols; j += L) {
-        m = fmax(m, fabs(load_x(xr, j)));
+        m = fmax(m, fabs(LOAD_A(xr, j)));
     }
     return group_max(m, scratch);
 }
@@ -145,7 +78,7 @@ float row_absmax(const __global store_t *xr, uint cols, __local float *scratch)
 /* rms_norm of one row given its max |x|: returns rstd = 2^-e / sqrt(s/H + eps 2^-2e)
  * and writes y = (x 2^-e) * (1 / sqrt(s/H + eps 2^-2e)) * gamma. Shared by
  * rms_norm and add_rms_norm so both compute the same bits. */
-float rms_row(const __global store_t *xr, const __global float *g, __global store_t *yr,
+float rms_row(const __global act_t *xr, const __global float *g, __global act_t *yr,
               uint cols, float eps, float absmax, __local float *scratch)
 {
     const uint lid = get_local_id(0);
@@ -154,55 +87,55 @@ float rms_row(const __global store_t *xr, const __global float *g, __global stor
 
     float acc = 0.0f;
     for (uint j = lid; j < cols; j += L) {
-        const float u = apply_scale(load_x(xr, j), sc);
+        const float u = apply_scale(LOAD_A(xr, j), sc);
         acc = acc + u * u;
     }
     const float s = group_sum(acc, scratch);
     const float r = 1.0f / sqrt(s / (float)cols + scaled_eps(eps, sc));
 
     for (uint j = lid; j < cols; j += L) {
-        const float u = apply_scale(load_x(xr, j), sc);
-        store_x(yr, j, (u * r) * g[j]);
+        const float u = apply_scale(LOAD_A(xr, j), sc);
+        STORE_A(yr, j, (u * r) * g[j]);
     }
     return (r * sc.s1) * sc.s2;
 }
 
-__kernel void rudnn_rms_norm(const __global store_t *x, ulong x_off,
+__kernel void rudnn_rms_norm(const __global act_t *x, ulong x_off,
                              const __global float *gamma, ulong gamma_off,
-                             __global store_t *y, ulong y_off,
+                             __global act_t *y, ulong y_off,
                              ulong row0, uint cols, float eps, __local float *scratch)
 {
     const ulong row = row0 + get_group_id(0);
-    const __global store_t *xr = x + x_off + row * cols;
-    __global store_t *yr = y + y_off + row * cols;
+    const __global act_t *xr = x + x_off + row * cols;
+    __global act_t *yr = y + y_off + row * cols;
 
     const float m = row_absmax(xr, cols, scratch);
     (void)rms_row(xr, gamma + gamma_off, yr, cols, eps, m, scratch);
 }
 
-__kernel void rudnn_add_rms_norm(const __global store_t *a, ulong a_off,
-                                 const __global store_t *res, ulong res_off,
+__kernel void rudnn_add_rms_norm(const __global act_t *a, ulong a_off,
+                                 const __global act_t *res, ulong res_off,
                                  const __global float *gamma, ulong gamma_off,
-                                 __global store_t *y, ulong y_off,
+                                 __global act_t *y, ulong y_off,
                                  __global float *rstd, ulong rstd_off,
-                                 __global store_t *x_out, ulong x_off,
+                                 __global act_t *x_out, ulong x_off,
                                  ulong row0, uint cols, float eps, __local float *scratch)
 {
     const uint lid = get_local_id(0);
     const uint L = (uint)get_local_size(0);
     const ulong row = row0 + get_group_id(0);
-    const __global store_t *ar = a + a_off + row * cols;
-    const __global store_t *rr = res + res_off + row * cols;
-    __global store_t *xr = x_out + x_off + row * cols;
-    __global store_t *yr = y + y_off + row * cols;
+    const __global act_t *ar = a + a_off + row * cols;
+    const __global act_t *rr = res + res_off + row * cols;
+    __global act_t *xr = x_out + x_off + row * cols;
+    __global act_t *yr = y + y_off + row * cols;
 
     /* x = round_dtype(a + r), written to x_out and read back (the rounding
      * is the store); x_out may be a or r: a[j], r[j] are read first. */
     float m = 0.0f;
     for (uint j = lid; j < cols; j += L) {
-        const float v = load_x(ar, j) + load_x(rr, j);
-        store_x(xr, j, v);
-        m = fmax(m, fabs(load_x(xr, j)));
+        const float v = LOAD_A(ar, j) + LOAD_A(rr, j);
+        STORE_A(xr, j, v);
+        m = fmax(m, fabs(LOAD_A(xr, j)));
     }
     m = group_max(m, scratch);
 
@@ -212,17 +145,17 @@ __kernel void rudnn_add_rms_norm(const __global store_t *a, ulong a_off,
     }
 }
 
-__kernel void rudnn_layer_norm(const __global store_t *x, ulong x_off,
+__kernel void rudnn_layer_norm(const __global act_t *x, ulong x_off,
                                const __global float *gamma, ulong gamma_off,
                                const __global float *beta, ulong beta_off, uint has_beta,
-                               __global store_t *y, ulong y_off,
+                               __global act_t *y, ulong y_off,
                                ulong row0, uint cols, float eps, __local float *scratch)
 {
     const uint lid = get_local_id(0);
     const uint L = (uint)get_local_size(0);
     const ulong row = row0 + get_group_id(0);
-    const __global store_t *xr = x + x_off + row * cols;
-    __global store_t *yr = y + y_off + row * cols;
+    const __global act_t *xr = x + x_off + row * cols;
+    __global act_t *yr = y + y_off + row * cols;
     const __global float *g = gamma + gamma_off;
     const __global float *b = beta + beta_off;
     const float H = (float)cols;
@@ -231,13 +164,13 @@ __kernel void rudnn_layer_norm(const __global store_t *x, ulong x_off,
 
     float acc = 0.0f;
     for (uint j = lid; j < cols; j += L) {
-        acc = acc + apply_scale(load_x(xr, j), sc);
+        acc = acc + apply_scale(LOAD_A(xr, j), sc);
     }
     const float mean = group_sum(acc, scratch) / H;
 
     acc = 0.0f;
     for (uint j = lid; j < cols; j += L) {
-        const float d = apply_scale(load_x(xr, j), sc) - mean;
+        const float d = apply_scale(LOAD_A(xr, j), sc) - mean;
         acc = acc + d * d;
     }
     const float var = group_sum(acc, scratch) / H;
@@ -250,30 +183,30 @@ __kernel void rudnn_layer_norm(const __global store_t *x, ulong x_off,
     }
 
     for (uint j = lid; j < cols; j += L) {
-        const float d = apply_scale(load_x(xr, j), sc) - mean;
+        const float d = apply_scale(LOAD_A(xr, j), sc) - mean;
         float v = (d * r) * g[j];
         if (has_beta) {
             v = v + b[j];
         }
-        store_x(yr, j, v);
+        STORE_A(yr, j, v);
     }
 }
 
-__kernel void rudnn_softmax(const __global store_t *x, ulong x_off,
-                            __global store_t *y, ulong y_off,
+__kernel void rudnn_softmax(const __global act_t *x, ulong x_off,
+                            __global act_t *y, ulong y_off,
                             ulong row0, uint cols, __local float *scratch)
 {
     const uint lid = get_local_id(0);
     const uint L = (uint)get_local_size(0);
     const ulong row = row0 + get_group_id(0);
-    const __global store_t *xr = x + x_off + row * cols;
-    __global store_t *yr = y + y_off + row * cols;
+    const __global act_t *xr = x + x_off + row * cols;
+    __global act_t *yr = y + y_off + row * cols;
 
     /* NaN, +inf or an all -inf row: x - m is NaN somewhere, so the sum and
      * every output are NaN, by the arithmetic alone. */
     float m = -INFINITY;
     for (uint j = lid; j < cols; j += L) {
-        m = fmax(m, load_x(xr, j));
+        m = fmax(m, LOAD_A(xr, j));
     }
     m = group_max(m, scratch);
 
@@ -282,25 +215,25 @@ __kernel void rudnn_softmax(const __global store_t *x, ulong x_off,
      * one exp per element instead of two. */
     float acc = 0.0f;
     for (uint j = lid; j < cols; j += L) {
-        const float ex = exp(load_x(xr, j) - m);
-        store_x(yr, j, ex);
+        const float ex = exp(LOAD_A(xr, j) - m);
+        STORE_A(yr, j, ex);
         acc = acc + ex;
     }
     const float sum = group_sum(acc, scratch);
 
     for (uint j = lid; j < cols; j += L) {
-        store_x(yr, j, load_x(yr, j) / sum);
+        STORE_A(yr, j, LOAD_A(yr, j) / sum);
     }
 #else
     /* F16/BF16: storing exp(x - m) would round it to the dtype: recompute. */
     float acc = 0.0f;
     for (uint j = lid; j < cols; j += L) {
-        acc = acc + exp(load_x(xr, j) - m);
+        acc = acc + exp(LOAD_A(xr, j) - m);
     }
     const float sum = group_sum(acc, scratch);
 
     for (uint j = lid; j < cols; j += L) {
-        store_x(yr, j, exp(load_x(xr, j) - m) / sum);
+        STORE_A(yr, j, exp(LOAD_A(xr, j) - m) / sum);
     }
 #endif
 }

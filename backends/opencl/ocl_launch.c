@@ -1,0 +1,133 @@
+/* Launch helpers shared by the OpenCL operator launchers (see ocl_launch.h). */
+#include "ocl_launch.h"
+
+#include <limits.h>
+#include <stdio.h>
+
+/* CPU devices (PoCL) run a work-group as loops over its work-items, vectorised
+ * across them: narrow groups are 2-3x faster on many-row shapes than 256. They
+ * get about one work-item per OCL_CPU_ELEMS_PER_ITEM elements, at least one
+ * AVX-512 vector of floats; this also bounds how many values one work-item
+ * sums in sequence (accuracy). */
+#define OCL_CPU_MIN_LOCAL 16u
+#define OCL_CPU_ELEMS_PER_ITEM 64u
+
+/* Work-items per launch stay below 2^31 (NVIDIA's grid limit, 32-bit size_t). */
+#ifndef OCL_MAX_GLOBAL
+#define OCL_MAX_GLOBAL ((size_t)INT32_MAX)
+#endif
+
+rudnn_status_t ocl_dtype_code(rudnn_dtype_t dtype, const char *op, const char *what, int *code,
+                              size_t *elem)
+{
+    *code = 0;
+    *elem = 1;
+    switch (dtype) {
+    case RUDNN_F32: *code = 0; *elem = 4; return RUDNN_STATUS_SUCCESS;
+    case RUDNN_F16: *code = 1; *elem = 2; return RUDNN_STATUS_SUCCESS;
+    case RUDNN_BF16: *code = 2; *elem = 2; return RUDNN_STATUS_SUCCESS;
+    default:
+        return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED, "%s: opencl: %s dtype %d not supported", op,
+                        what, (int)dtype);
+    }
+}
+
+static size_t pow2_floor(size_t v)
+{
+    size_t p = 1;
+    while (p <= v / 2) {
+        p *= 2;
+    }
+    return p;
+}
+
+static size_t pow2_ceil(size_t v)
+{
+    size_t p = 1;
+    while (p < v) {
+        p *= 2;
+    }
+    return p;
+}
+
+size_t ocl_local_cap(const ocl_device_t *dev, const ocl_kernel_set_t *ks, size_t cap)
+{
+    if (dev->max_group_size > 0 && dev->max_group_size < cap) {
+        cap = dev->max_group_size;
+    }
+    if (dev->max_item_size0 > 0 && dev->max_item_size0 < cap) {
+        cap = dev->max_item_size0;
+    }
+    if (ks->max_group > 0 && ks->max_group < cap) {
+        cap = ks->max_group;
+    }
+    return pow2_floor(cap ? cap : 1);
+}
+
+size_t ocl_pick_local(const ocl_device_t *dev, const ocl_kernel_set_t *ks, uint64_t work,
+                      size_t cap)
+{
+    size_t want = pow2_ceil(work > cap ? cap : (size_t)(work ? work : 1));
+    if (dev->is_cpu) {
+        const uint64_t lanes = (work + OCL_CPU_ELEMS_PER_ITEM - 1) / OCL_CPU_ELEMS_PER_ITEM;
+        size_t cpu = pow2_ceil(lanes > cap ? cap : (size_t)lanes);
+        if (cpu < OCL_CPU_MIN_LOCAL) {
+            cpu = OCL_CPU_MIN_LOCAL;
+        }
+        if (cpu < want) {
+            want = cpu;
+        }
+    }
+    const size_t lmax = ocl_local_cap(dev, ks, cap);
+    return want < lmax ? want : lmax;
+}
+
+rudnn_status_t ocl_enqueue_groups(ocl_queue_t *q, ocl_kernel_set_t *ks, int k,
+                                  const char *const *names, const char *op, const karg_t *args,
+                                  cl_uint nargs, cl_uint group0_index, uint64_t groups,
+                                  size_t local)
+{
+    cl_kernel kernel = ks->kernels[k];
+    char call[128];
+    cl_int err = CL_SUCCESS;
+
+    pthread_mutex_lock(&ks->launch_lock);
+    for (cl_uint i = 0; i < nargs && err == CL_SUCCESS; i++) {
+        if (i != group0_index) {
+            err = clSetKernelArg(kernel, i, args[i].size, args[i].value);
+            if (err != CL_SUCCESS) {
+                snprintf(call, sizeof call, "clSetKernelArg(%s, %u)", names[k], (unsigned)i);
+            }
+        }
+    }
+    uint64_t chunk = (uint64_t)(OCL_MAX_GLOBAL / local);
+    if (chunk == 0) {
+        chunk = 1;
+    }
+    for (uint64_t g0 = 0; err == CL_SUCCESS && g0 < groups; g0 += chunk) {
+        const uint64_t left = groups - g0;
+        const uint64_t n = left < chunk ? left : chunk;
+        const cl_ulong first = (cl_ulong)g0;
+        err = clSetKernelArg(kernel, group0_index, sizeof first, &first);
+        if (err != CL_SUCCESS) {
+            snprintf(call, sizeof call, "clSetKernelArg(%s, group0)", names[k]);
+            break;
+        }
+        const size_t global = (size_t)n * local;
+        err = clEnqueueNDRangeKernel(q->q, kernel, 1, NULL, &global, &local, 0, NULL, NULL);
+        if (err != CL_SUCCESS) {
+            snprintf(call, sizeof call, "clEnqueueNDRangeKernel(%s, global %zu, local %zu)",
+                     names[k], global, local);
+        }
+    }
+    pthread_mutex_unlock(&ks->launch_lock);
+    if (err != CL_SUCCESS) {
+        const rudnn_status_t code =
+            (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY)
+                ? RUDNN_STATUS_ALLOC_FAILED
+                : RUDNN_STATUS_DEVICE_ERROR;
+        return ocl_fail(code, "%s: opencl: %s failed: %s (%d)", op, call, ocl_error_name(err),
+                        (int)err);
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
