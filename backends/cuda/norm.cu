@@ -18,6 +18,7 @@
  * In place: every element is read and written by the same thread, after all of that thread's
  * reads of it, so an output may equal an input. Reductions are deterministic (reduce.cuh).
  */
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -389,7 +390,11 @@ norm_reg_kernel(NormArgs a)
                 }
             }
             q = block_allreduce<SumOp, SCOPE>(q, ctx);
-            const float inv = 1.0f / sqrtf(q / (float)a.cols + scale_pow2(a.eps, -2 * e));
+            /* a constant row with large e: eps * 2^-2e underflows and var is 0, so inv would be
+             * inf and 0 * inf NaN; exact arithmetic gives y = beta (backends/README.md) */
+            float inv = 1.0f / sqrtf(q / (float)a.cols + scale_pow2(a.eps, -2 * e));
+            if (isinf(inv))
+                inv = FLT_MAX;
 #pragma unroll
             for (int i = 0; i < NV; i++) {
                 const int vi = lane + i * gsize;
@@ -523,7 +528,9 @@ __global__ void RDG_LAUNCH_BOUNDS(RDG_LOOP_THREADS, 1) norm_loop_kernel(NormArgs
                 q = fmaf(d, d, q);
             }
             q = block_allreduce<SumOp, RED_BLOCK>(q, ctx);
-            const float inv = 1.0f / sqrtf(q / h + eps_s);
+            float inv = 1.0f / sqrtf(q / h + eps_s);
+            if (isinf(inv)) /* constant row with large e: see the register kernel */
+                inv = FLT_MAX;
             for (int64_t c = tid; c < cols; c += nthr) {
                 const float d = (S::ld1(src, off + c) * sc - mean) * inv;
                 const float yv = a.beta ? fmaf(d, a.gamma[c], a.beta[c]) : d * a.gamma[c];
