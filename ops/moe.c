@@ -177,10 +177,8 @@ static rudnn_status_t route_softmax(rudnn_queue_t queue, const rudnn_tensor_t *l
 {
     const char *op = "moe_route";
     TRY(rudnn_check_queue(op, queue));
-    if (!options)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: options is NULL", op);
-    if (!plan)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: plan is NULL", op);
+    TRY(rudnn_check_arg(op, "options", options));
+    TRY(rudnn_check_arg(op, "plan", plan));
     TRY(check_logits(op, queue, logits));
     int64_t experts = logits->dims[1];
     if (options->top_k < 1 || options->top_k > experts)
@@ -237,10 +235,8 @@ static rudnn_status_t route_grouped(rudnn_queue_t queue, const rudnn_tensor_t *l
 {
     const char *op = "moe_route_sigmoid_grouped";
     TRY(rudnn_check_queue(op, queue));
-    if (!options)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: options is NULL", op);
-    if (!plan)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: plan is NULL", op);
+    TRY(rudnn_check_arg(op, "options", options));
+    TRY(rudnn_check_arg(op, "plan", plan));
     TRY(check_logits(op, queue, logits));
     int64_t experts = logits->dims[1];
     TRY(check_grouped_options(op, options, experts));
@@ -306,10 +302,8 @@ static rudnn_status_t dispatch(rudnn_queue_t queue, rudnn_routing_plan_t plan,
 {
     const char *op = "moe_dispatch";
     TRY(rudnn_check_queue(op, queue));
-    if (!plan)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: plan is NULL", op);
-    if (!out)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: dispatched is NULL", op);
+    TRY(rudnn_check_arg(op, "plan", plan));
+    TRY(rudnn_check_arg(op, "dispatched", out));
     if (plan->context != queue->context)
         return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: plan was made on another context than the queue",
                                op);
@@ -450,8 +444,7 @@ static rudnn_status_t combine(rudnn_queue_t queue, rudnn_dispatched_t d, const r
 {
     const char *op = "moe_combine";
     TRY(rudnn_check_queue(op, queue));
-    if (!d)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: dispatched is NULL", op);
+    TRY(rudnn_check_arg(op, "dispatched", d));
     if (d->context != queue->context)
         return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH,
                                "%s: dispatched tokens were made on another context than the queue", op);
@@ -514,10 +507,8 @@ rudnn_status_t rudnn_swiglu_experts_create(rudnn_context_t ctx, const rudnn_tens
 {
     const char *op = "swiglu_experts_create";
     rudnn_clear_error();
-    if (!ctx)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: context is NULL", op);
-    if (!experts)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: experts is NULL", op);
+    TRY(rudnn_check_arg(op, "context", ctx));
+    TRY(rudnn_check_arg(op, "experts", experts));
     TRY(check_weight(op, "gate", ctx, gate));
     TRY(check_weight(op, "up", ctx, up));
     TRY(check_weight(op, "down", ctx, down));
@@ -622,10 +613,8 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
 {
     const char *op = "swiglu_experts_forward_dispatched";
     TRY(rudnn_check_queue(op, queue));
-    if (!x)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: experts is NULL", op);
-    if (!d)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: dispatched is NULL", op);
+    TRY(rudnn_check_arg(op, "experts", x));
+    TRY(rudnn_check_arg(op, "dispatched", d));
     if (x->context != queue->context || d->context != queue->context)
         return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: %s on another context than the queue", op,
                                x->context != queue->context ? "experts are" : "dispatched tokens are");
@@ -684,8 +673,7 @@ static rudnn_status_t check_forward_io(const char *op, rudnn_queue_t queue, rudn
                                        const rudnn_tensor_t *input, const rudnn_tensor_t *output)
 {
     TRY(rudnn_check_queue(op, queue));
-    if (!x)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: experts is NULL", op);
+    TRY(rudnn_check_arg(op, "experts", x));
     if (x->context != queue->context)
         return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: experts are on another context than the queue", op);
     TRY(rudnn_check_tensor(op, "input", queue, input, 2));

@@ -19,8 +19,13 @@ const char *rudnn_shape_str(const rudnn_tensor_t *t, char *buf, size_t cap)
 
 rudnn_status_t rudnn_check_queue(const char *op, rudnn_queue_t queue)
 {
-    if (!queue)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: queue is NULL", op);
+    return rudnn_check_arg(op, "queue", queue);
+}
+
+rudnn_status_t rudnn_check_arg(const char *op, const char *arg, const void *ptr)
+{
+    if (!ptr)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, arg);
     return RUDNN_STATUS_SUCCESS;
 }
 

@@ -10,6 +10,9 @@ const char *rudnn_shape_str(const rudnn_tensor_t *t, char *buf, size_t cap);
 
 rudnn_status_t rudnn_check_queue(const char *op, rudnn_queue_t queue);
 
+/* A required pointer argument: "<op>: <arg> is NULL" when missing. */
+rudnn_status_t rudnn_check_arg(const char *op, const char *arg, const void *ptr);
+
 /* Non-NULL, has a buffer of the queue's context, valid dtype, rank in
  * [min_rank, RUDNN_MAX_RANK], non-negative dims, contiguous, element-aligned
  * offset, and the whole range inside its buffer. */
