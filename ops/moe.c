@@ -736,25 +736,42 @@ static rudnn_status_t forward_from_plan(const char *op, rudnn_queue_t queue, rud
     return st;
 }
 
+/* The checks both one-call forms make before any work is queued. */
+static rudnn_status_t check_one_call(const char *op, rudnn_queue_t queue, rudnn_swiglu_experts_t experts,
+                                     const rudnn_tensor_t *input, const rudnn_tensor_t *logits,
+                                     rudnn_moe_strategy_t strategy, const rudnn_tensor_t *output)
+{
+    TRY(check_forward_io(op, queue, experts, input, output));
+    TRY(check_logits(op, queue, logits));
+    TRY(check_logits_tokens(op, logits, input, experts));
+    return resolve(op, experts, strategy, &(rudnn_moe_strategy_t){0});
+}
+
+/* Finishes a one-call form after its routing step (status route_st), and frees the plan. */
+static rudnn_status_t forward_routed(const char *op, rudnn_queue_t queue, rudnn_swiglu_experts_t experts,
+                                     rudnn_status_t route_st, rudnn_routing_plan_t plan,
+                                     const rudnn_tensor_t *input, rudnn_moe_strategy_t strategy,
+                                     const rudnn_tensor_t *output)
+{
+    if (route_st) {
+        rudnn_error_prefix(op);
+        return route_st;
+    }
+    rudnn_status_t st = forward_from_plan(op, queue, experts, plan, input, strategy, output);
+    rudnn_routing_plan_destroy(plan);
+    return st;
+}
+
 rudnn_status_t rudnn_swiglu_experts_forward(rudnn_queue_t queue, rudnn_swiglu_experts_t experts,
                                             const rudnn_tensor_t *input, const rudnn_tensor_t *logits,
                                             const rudnn_routing_options_t *options, const rudnn_tensor_t *output)
 {
     const char *op = "swiglu_experts_forward";
     rudnn_clear_error();
-    TRY(check_forward_io(op, queue, experts, input, output));
-    TRY(check_logits(op, queue, logits));
-    TRY(check_logits_tokens(op, logits, input, experts));
-    TRY(resolve(op, experts, RUDNN_MOE_SCALAR, &(rudnn_moe_strategy_t){0}));
+    TRY(check_one_call(op, queue, experts, input, logits, RUDNN_MOE_SCALAR, output));
     rudnn_routing_plan_t plan = NULL;
-    rudnn_status_t rst = route_softmax(queue, logits, options, &plan);
-    if (rst) {
-        rudnn_error_prefix(op);
-        return rst;
-    }
-    rudnn_status_t st = forward_from_plan(op, queue, experts, plan, input, RUDNN_MOE_SCALAR, output);
-    rudnn_routing_plan_destroy(plan);
-    return st;
+    rudnn_status_t st = route_softmax(queue, logits, options, &plan);
+    return forward_routed(op, queue, experts, st, plan, input, RUDNN_MOE_SCALAR, output);
 }
 
 rudnn_status_t rudnn_swiglu_experts_forward_sigmoid_grouped(rudnn_queue_t queue, rudnn_swiglu_experts_t experts,
@@ -766,17 +783,8 @@ rudnn_status_t rudnn_swiglu_experts_forward_sigmoid_grouped(rudnn_queue_t queue,
 {
     const char *op = "swiglu_experts_forward_sigmoid_grouped";
     rudnn_clear_error();
-    TRY(check_forward_io(op, queue, experts, input, output));
-    TRY(check_logits(op, queue, logits));
-    TRY(check_logits_tokens(op, logits, input, experts));
-    TRY(resolve(op, experts, strategy, &(rudnn_moe_strategy_t){0}));
+    TRY(check_one_call(op, queue, experts, input, logits, strategy, output));
     rudnn_routing_plan_t plan = NULL;
-    rudnn_status_t rst = route_grouped(queue, logits, bias, options, &plan);
-    if (rst) {
-        rudnn_error_prefix(op);
-        return rst;
-    }
-    rudnn_status_t st = forward_from_plan(op, queue, experts, plan, input, strategy, output);
-    rudnn_routing_plan_destroy(plan);
-    return st;
+    rudnn_status_t st = route_grouped(queue, logits, bias, options, &plan);
+    return forward_routed(op, queue, experts, st, plan, input, strategy, output);
 }
