@@ -138,6 +138,20 @@ typedef struct rudnn_moe_kernels {
     rudnn_status_t (*combine)(void *queue, const rudnn_moe_rows_plan_t *plan,
                               rudnn_mem_ref_t expert_out, rudnn_mem_ref_t positions,
                               rudnn_mem_ref_t weights, rudnn_mem_ref_t out);
+
+    /* Optional entries (appended; NULL keeps the behaviour described). */
+
+    /* Workspace bytes experts_tensor_core needs for plan (it reads dtype,
+     * experts, hidden, inter and rows only). NULL: rows * inter elements of
+     * plan->dtype, as experts_scalar. Sets an error (e.g. NOT_SUPPORTED when
+     * the size overflows) on failure. */
+    rudnn_status_t (*experts_tensor_core_workspace)(void *device, const rudnn_moe_rows_plan_t *plan,
+                                                    size_t *bytes);
+    /* Whether Auto should pick experts_tensor_core on this device for weights
+     * of plan's dtype, experts, hidden and inter (rows is not known: 0), when
+     * TensorCore can run at all. NULL: always. A backend whose matrix path is
+     * slower than its scalar one on some devices says 0 there. */
+    int (*experts_tensor_core_auto)(void *device, const rudnn_moe_rows_plan_t *plan);
 } rudnn_moe_kernels_t;
 
 /* ---- the vtable ---------------------------------------------------------- */

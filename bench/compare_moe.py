@@ -2,7 +2,8 @@
 """Side-by-side table of rudnn-bench-moe and bench/baselines/torch_moe.py (JSON lines).
 
 usage: compare_moe.py RUDNN.jsonl TORCH.jsonl
-ratio = torch median / rudnn median (> 1: rudnn faster). Rows match on (op, case)."""
+ratio = torch median / rudnn median (> 1: rudnn faster). Rows match on (op, case).
+Routing rows also give the back-to-back time per call (b2b) and rudnn's host time per call."""
 import json
 import sys
 
@@ -25,3 +26,14 @@ for key in sorted(ours):
     tm = t["median_ms"] if t else float("nan")
     print(f"| {key[0]} | {key[1]} | {o['strategy']} | {o['median_ms']:.4f} | {tm:.4f} | {tm / o['median_ms']:.2f} "
           f"| {o.get('tflops', 0):.1f} | {o.get('weight_gbps', 0):.1f} |")
+routes = [k for k in sorted(ours) if "b2b_ms" in ours[k]]
+if routes:
+    print()
+    print("| op | case | ours per call us | ours back to back us | ours host us | torch per call us "
+          "| torch back to back us |")
+    print("|---|---|---|---|---|---|---|")
+    for key in routes:
+        o, t = ours[key], torch.get(key, {})
+        tm, tb = t.get("median_ms", float("nan")), t.get("b2b_ms", float("nan"))
+        print(f"| {key[0]} | {key[1]} | {o['median_ms'] * 1e3:.1f} | {o['b2b_ms'] * 1e3:.1f} "
+              f"| {o.get('host_us', float('nan')):.1f} | {tm * 1e3:.1f} | {tb * 1e3:.1f} |")

@@ -2,11 +2,18 @@
  * routing alone, on the issue's model shapes. One JSON line per case, as rudnn-bench.
  *
  *   rudnn-bench-moe [--backend NAME] [--quick] [--reps N] [--strategy scalar|auto|tensor_core]
+ *                   [--case NAME] [--only forward|route]
+ *
+ * Routing rows carry three figures: median_ms (an event pair around each call, the GPU idle
+ * before it: what one call costs a caller, launch latency included), b2b_ms (50 calls back to
+ * back between two events, divided by 50: the throughput when calls queue up) and host_us (the
+ * median CPU time of one call: validation, plan memory, launch).
  *
  * Inputs are pseudo-random bf16 (never zeros): a 32 MiB random block is written once and copied
  * over the large weight buffers on the device. */
 #include <math.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,6 +137,13 @@ static void run_once(const run_args_t *a, what_t what)
     rudnn_routing_plan_destroy(plan);
 }
 
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
 static void time_case(const run_args_t *a, what_t what, int reps, const char *backend, const char *device)
 {
     rudnn_context_t ctx = rudnn_queue_context(a->q);
@@ -137,18 +151,33 @@ static void time_case(const run_args_t *a, what_t what, int reps, const char *ba
         run_once(a, what);
     check(rudnn_queue_synchronize(a->q), "synchronize");
     float *ms = calloc((size_t)reps, sizeof *ms);
+    float *host = calloc((size_t)reps, sizeof *host);
+    rudnn_event_t e0, e1;
+    check(rudnn_event_create(ctx, &e0), "event");
+    check(rudnn_event_create(ctx, &e1), "event");
     for (int r = 0; r < reps; r++) {
-        rudnn_event_t e0, e1;
-        check(rudnn_event_create(ctx, &e0), "event");
-        check(rudnn_event_create(ctx, &e1), "event");
         check(rudnn_event_record(e0, a->q), "record");
+        double h0 = now_us();
         run_once(a, what);
+        host[r] = (float)(now_us() - h0);
         check(rudnn_event_record(e1, a->q), "record");
         check(rudnn_event_elapsed_ms(e0, e1, &ms[r]), "elapsed");
-        rudnn_event_destroy(e0);
-        rudnn_event_destroy(e1);
     }
+    float b2b = 0.0f;
+    if (what != WHAT_FORWARD) { /* back to back: launches queue up, the GPU never waits */
+        const int n = 50;
+        check(rudnn_queue_synchronize(a->q), "synchronize");
+        check(rudnn_event_record(e0, a->q), "record");
+        for (int r = 0; r < n; r++)
+            run_once(a, what);
+        check(rudnn_event_record(e1, a->q), "record");
+        check(rudnn_event_elapsed_ms(e0, e1, &b2b), "elapsed");
+        b2b /= (float)n;
+    }
+    rudnn_event_destroy(e0);
+    rudnn_event_destroy(e1);
     qsort(ms, (size_t)reps, sizeof *ms, cmpf);
+    qsort(host, (size_t)reps, sizeof *host, cmpf);
     const moe_case_t *c = a->c;
     double flops = what == WHAT_FORWARD ? 6.0 * (double)c->tokens * c->top_k * (double)c->hidden * (double)c->inter : 0;
     double weight_bytes = 3.0 * c->experts * (double)c->hidden * (double)c->inter * 2;
@@ -159,17 +188,22 @@ static void time_case(const run_args_t *a, what_t what, int reps, const char *ba
                            : a->strategy == RUDNN_MOE_AUTO ? "auto" : "tensor_core";
     printf("{\"op\":\"%s\",\"case\":\"%s\",\"shape\":{\"T\":%lld,\"E\":%d,\"top_k\":%d,\"H\":%lld,\"I\":%lld},"
            "\"dtype\":\"bf16\",\"backend\":\"%s\",\"device\":\"%s\",\"strategy\":\"%s\",\"median_ms\":%.4f,"
-           "\"min_ms\":%.4f,\"tflops\":%.1f,\"weight_gbps\":%.1f,\"reps\":%d}\n",
+           "\"min_ms\":%.4f,\"tflops\":%.1f,\"weight_gbps\":%.1f,\"host_us\":%.1f",
            op, c->name, (long long)c->tokens, c->experts, c->top_k, (long long)c->hidden, (long long)c->inter,
            backend, device, strategy, median, ms[0], what == WHAT_FORWARD ? flops / (median * 1e9) : 0.0,
-           what == WHAT_FORWARD ? weight_bytes / (median * 1e6) : 0.0, reps);
+           what == WHAT_FORWARD ? weight_bytes / (median * 1e6) : 0.0, host[reps / 2]);
+    if (what != WHAT_FORWARD)
+        printf(",\"b2b_ms\":%.4f", b2b);
+    printf(",\"reps\":%d}\n", reps);
     fflush(stdout);
     free(ms);
+    free(host);
 }
 
 int main(int argc, char **argv)
 {
     const char *backend = NULL;
+    const char *only_case = NULL, *only = NULL;
     int quick = 0, reps = 10;
     rudnn_moe_strategy_t strategy = RUDNN_MOE_AUTO;
     for (int i = 1; i < argc; i++) {
@@ -179,13 +213,18 @@ int main(int argc, char **argv)
             quick = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
+        else if (!strcmp(argv[i], "--case") && i + 1 < argc)
+            only_case = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc && (!strcmp(argv[i + 1], "forward") ||
+                                                                 !strcmp(argv[i + 1], "route")))
+            only = argv[++i];
         else if (!strcmp(argv[i], "--strategy") && i + 1 < argc) {
             const char *s = argv[++i];
             strategy = !strcmp(s, "scalar") ? RUDNN_MOE_SCALAR
                        : !strcmp(s, "tensor_core") ? RUDNN_MOE_TENSOR_CORE : RUDNN_MOE_AUTO;
         } else {
             fprintf(stderr, "usage: rudnn-bench-moe [--backend NAME] [--quick] [--reps N] "
-                            "[--strategy scalar|auto|tensor_core]\n");
+                            "[--strategy scalar|auto|tensor_core] [--case NAME] [--only forward|route]\n");
             return 2;
         }
     }
@@ -201,6 +240,8 @@ int main(int argc, char **argv)
     size_t ncases = quick ? 1 : sizeof full_cases / sizeof full_cases[0];
     for (size_t i = 0; i < ncases; i++) {
         const moe_case_t *c = &cases[i];
+        if (only_case && strcmp(only_case, c->name))
+            continue;
         rudnn_tensor_t gate, up, down, input, logits, output, bias;
         int64_t gd[3] = {c->experts, c->inter, c->hidden}, dd[3] = {c->experts, c->hidden, c->inter};
         int64_t xd[2] = {c->tokens, c->hidden}, ld[2] = {c->tokens, c->experts}, bd[1] = {c->experts};
@@ -227,8 +268,9 @@ int main(int argc, char **argv)
         rudnn_swiglu_experts_t experts;
         check(rudnn_swiglu_experts_create(ctx, &gate, &up, &down, &experts), "experts_create");
         run_args_t a = {q, experts, &input, &logits, &bias, &output, c, strategy};
-        time_case(&a, WHAT_FORWARD, reps, info.backend, info.name);
-        if (c->tokens == 4096 || quick) {
+        if (!only || !strcmp(only, "forward"))
+            time_case(&a, WHAT_FORWARD, reps, info.backend, info.name);
+        if ((c->tokens == 4096 || quick) && (!only || !strcmp(only, "route"))) {
             time_case(&a, WHAT_ROUTE, reps * 5, info.backend, info.name);
             if (c->grouped)
                 time_case(&a, WHAT_ROUTE_GROUPED, reps * 5, info.backend, info.name);

@@ -547,6 +547,14 @@ rudnn_status_t rudnn_swiglu_experts_create(rudnn_context_t ctx, const rudnn_tens
 
 void rudnn_swiglu_experts_destroy(rudnn_swiglu_experts_t experts) { free(experts); }
 
+/* The kernel plan of the weights for rows dispatched rows (no routing fields). */
+static rudnn_moe_rows_plan_t experts_plan(rudnn_swiglu_experts_t x, int64_t rows)
+{
+    rudnn_moe_rows_plan_t rp = {.dtype = x->dtype, .weight_dtype = x->dtype, .experts = (int32_t)x->experts,
+                                .hidden = x->hidden, .inter = x->inter, .rows = rows};
+    return rp;
+}
+
 static rudnn_status_t resolve(const char *op, rudnn_swiglu_experts_t x, rudnn_moe_strategy_t requested,
                               rudnn_moe_strategy_t *resolved)
 {
@@ -567,7 +575,13 @@ static rudnn_status_t resolve(const char *op, rudnn_swiglu_experts_t x, rudnn_mo
                                    "weights: %s", op, backend, rudnn_dtype_name(x->dtype), why);
         *resolved = RUDNN_MOE_TENSOR_CORE;
     } else if (requested == RUDNN_MOE_AUTO) {
-        *resolved = why ? RUDNN_MOE_SCALAR : RUDNN_MOE_TENSOR_CORE;
+        /* the backend may prefer its scalar kernels on this device (see backend.h) */
+        int tc = !why;
+        if (tc && k->experts_tensor_core_auto) {
+            rudnn_moe_rows_plan_t rp = experts_plan(x, 0);
+            tc = k->experts_tensor_core_auto(x->context->device, &rp) != 0;
+        }
+        *resolved = tc ? RUDNN_MOE_TENSOR_CORE : RUDNN_MOE_SCALAR;
     } else {
         *resolved = RUDNN_MOE_SCALAR;
     }
@@ -587,9 +601,18 @@ rudnn_status_t rudnn_swiglu_experts_resolve(rudnn_swiglu_experts_t x, rudnn_moe_
     return resolve("swiglu_experts_resolve", x, requested, resolved);
 }
 
-static size_t workspace_bytes(rudnn_swiglu_experts_t x, int64_t rows)
+/* Workspace of the resolved strategy: the activation [rows, inter] in the dtype, or what the
+ * backend's TensorCore path says it needs (its F32 staging, for instance). */
+static rudnn_status_t workspace_bytes(const char *op, rudnn_swiglu_experts_t x, int64_t rows,
+                                      rudnn_moe_strategy_t resolved, size_t *bytes)
 {
-    return (size_t)rows * (size_t)x->inter * rudnn_dtype_size(x->dtype);
+    const rudnn_moe_kernels_t *k = x->context->backend->moe;
+    if (resolved == RUDNN_MOE_TENSOR_CORE && k->experts_tensor_core_workspace) {
+        rudnn_moe_rows_plan_t rp = experts_plan(x, rows);
+        return rudnn_kernel_status(op, k->experts_tensor_core_workspace(x->context->device, &rp, bytes));
+    }
+    *bytes = (size_t)rows * (size_t)x->inter * rudnn_dtype_size(x->dtype);
+    return RUDNN_STATUS_SUCCESS;
 }
 
 rudnn_status_t rudnn_swiglu_experts_workspace_size(rudnn_swiglu_experts_t x, int64_t rows,
@@ -601,10 +624,9 @@ rudnn_status_t rudnn_swiglu_experts_workspace_size(rudnn_swiglu_experts_t x, int
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, x ? "bytes" : "experts");
     if (rows < 0)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: rows = %lld, expected >= 0", op, (long long)rows);
-    rudnn_moe_strategy_t resolved;
+    rudnn_moe_strategy_t resolved = RUDNN_MOE_SCALAR;
     TRY(resolve(op, x, strategy, &resolved));
-    *bytes = workspace_bytes(x, rows); /* both strategies stage the activation [rows, inter] */
-    return RUDNN_STATUS_SUCCESS;
+    return workspace_bytes(op, x, rows, resolved, bytes);
 }
 
 static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_experts_t x, rudnn_dispatched_t d,
@@ -628,15 +650,17 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
         return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: dispatched tokens are %s, the weights %s (must match)",
                                op, rudnn_dtype_name(d->dtype), rudnn_dtype_name(x->dtype));
     TRY(check_expert_output(op, queue, d, expert_output));
-    rudnn_moe_strategy_t resolved;
+    rudnn_moe_strategy_t resolved = RUDNN_MOE_SCALAR;
     TRY(resolve(op, x, strategy, &resolved));
-    size_t need = workspace_bytes(x, d->rows);
+    size_t need = 0;
+    TRY(workspace_bytes(op, x, d->rows, resolved, &need));
     if (workspace) {
         if (workspace->context != queue->context)
             return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: workspace is on another context", op);
         if (workspace_size < need || workspace_size > workspace->size)
             return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu (buffer %zu bytes), need %zu "
-                                   "(rudnn_swiglu_experts_workspace_size)", op, workspace_size, workspace->size, need);
+                                   "for the %s strategy (rudnn_swiglu_experts_workspace_size)", op, workspace_size,
+                                   workspace->size, need, resolved == RUDNN_MOE_TENSOR_CORE ? "TensorCore" : "Scalar");
         if (workspace == expert_output->buffer && expert_output->offset < workspace_size &&
             rudnn_tensor_bytes(expert_output) > 0)
             return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,

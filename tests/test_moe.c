@@ -21,15 +21,25 @@
  *                  multiples of 8; each stage is checked against the
  *                  reference computed from what the previous stage left on
  *                  the device; Scalar, Auto (bit-identical to the strategy it
- *                  resolves to) and TensorCore (NOT_SUPPORTED with a message
- *                  and nothing written on opencl and for F32; must run on
- *                  cuda for F16/BF16); explicit workspace of
- *                  rudnn_swiglu_experts_workspace_size bytes bit-identical to
- *                  the NULL workspace; the one-call forms bit-identical to
- *                  the split path; NaN routing rows giving NaN output rows;
+ *                  resolves to) and TensorCore (see below); explicit
+ *                  workspace of rudnn_swiglu_experts_workspace_size bytes
+ *                  bit-identical to the NULL workspace; the one-call forms
+ *                  bit-identical to the split path (grouped: with Scalar,
+ *                  Auto and TensorCore); NaN routing rows giving NaN
+ *                  output rows;
  *                  the plan destroyed before combine (the dispatched object
  *                  keeps it alive); one expert with 160 rows (several row
  *                  tiles of the GPU kernels)
+ *
+ * TensorCore must run for F16/BF16 on cuda, and on opencl when the plugin was
+ * built with CLBlast (TEST_HAVE_CLBLAST below); it must answer NOT_SUPPORTED
+ * naming TensorCore, and write nothing, for F32 everywhere and on opencl
+ * without CLBlast (the F32 staging overflowing size_t is refused too). When it
+ * runs: checked against the reference, with an explicit workspace of the size
+ * asked for (bit-identical, nothing written past it) and one byte short of it
+ * (BAD_PARAM, nothing written). Auto must pick TensorCore where it runs,
+ * except on PoCL's CPU device, where the OpenCL plugin deliberately keeps
+ * Scalar (CLBlast measured slower there; backends/opencl/moe_gemm.c).
  *
  * Every call's outputs are poisoned first: every element must be written,
  * nothing outside them may change, and the inputs (logits, bias, input,
@@ -57,6 +67,23 @@ static const rudnn_dtype_t dtypes[] = {RUDNN_F32, RUDNN_F16, RUDNN_BF16};
 #define DTYPE_COUNT 3
 
 static char backend_name[32];
+static int pocl_cpu;   /* the device is PoCL's CPU device */
+static int nvidia_ocl; /* OpenCL on NVIDIA's driver */
+
+/* CLBlast at build time: the OpenCL plugin uses it when meson finds it with
+ * its header, and then the header is visible here too (a fact independent of
+ * what the library answers). */
+#if defined(__has_include)
+#if __has_include(<clblast_c.h>)
+#define TEST_HAVE_CLBLAST 1
+#endif
+#endif
+#ifndef TEST_HAVE_CLBLAST
+#define TEST_HAVE_CLBLAST 0
+#endif
+
+/* Bytes after an explicit TensorCore workspace that must stay untouched. */
+#define WS_GUARD 4096
 
 /* ---- cases ------------------------------------------------------------------------- */
 
@@ -356,20 +383,33 @@ static int make_routing(const mcase_t *c, rudnn_dtype_t ldt, rt_rng_t *rng, floa
 /* What TensorCore must do here: 1 run, 0 NOT_SUPPORTED, -1 either. */
 static int tensor_core_expected(rudnn_dtype_t dt)
 {
-    if (dt == RUDNN_F32 || strcmp(backend_name, "opencl") == 0)
+    if (dt == RUDNN_F32)
         return 0;
     if (strcmp(backend_name, "cuda") == 0)
         return 1;
+    if (strcmp(backend_name, "opencl") == 0)
+        return TEST_HAVE_CLBLAST;
+    return -1;
+}
+
+/* Where TensorCore runs, what Auto must pick: 1 TensorCore, 0 Scalar, -1 either. */
+static int auto_tensor_core_expected(void)
+{
+    if (strcmp(backend_name, "cuda") == 0)
+        return 1;
+    if (strcmp(backend_name, "opencl") == 0)
+        return pocl_cpu ? 0 : nvidia_ocl ? 1 : -1;
     return -1;
 }
 
 typedef struct state {
     /* device */
-    rt_tensor_t L, B, X, G, U, D, EO, EO_WS, EO_AUTO, EO_TC, OUT, OUT_ONE, OUT_AUTO, OUT_ONE_AUTO;
+    rt_tensor_t L, B, X, G, U, D, EO, EO_WS, EO_AUTO, EO_TC, EO_TC_WS, OUT, OUT_ONE, OUT_AUTO, OUT_ONE_AUTO,
+        OUT_TC, OUT_ONE_TC;
     rudnn_routing_plan_t plan;
     rudnn_dispatched_t disp;
     rudnn_swiglu_experts_t experts;
-    rudnn_buffer_t ws;
+    rudnn_buffer_t ws, ws_tc;
     rt_guard_t inputs;
     /* host */
     float *logits, *bias, *x, *gate, *up, *down;
@@ -389,8 +429,11 @@ static void state_free(state_t *s)
     rudnn_swiglu_experts_destroy(s->experts);
     if (s->ws)
         rudnn_buffer_destroy(s->ws);
+    if (s->ws_tc)
+        rudnn_buffer_destroy(s->ws_tc);
     rt_tensor_t *all[] = {&s->L, &s->B, &s->X, &s->G, &s->U, &s->D, &s->EO, &s->EO_WS, &s->EO_AUTO, &s->EO_TC,
-                          &s->OUT, &s->OUT_ONE, &s->OUT_AUTO, &s->OUT_ONE_AUTO};
+                          &s->EO_TC_WS, &s->OUT, &s->OUT_ONE, &s->OUT_AUTO, &s->OUT_ONE_AUTO, &s->OUT_TC,
+                          &s->OUT_ONE_TC};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         rt_tensor_destroy(all[i]);
     void *host[] = {s->logits, s->bias, s->x, s->gate, s->up, s->down, s->ref_idx, s->ref_counts,
@@ -474,6 +517,72 @@ static int compare_exact(const float *got, const float *want, size_t n, rt_log_t
     return 1;
 }
 
+/* TensorCore with an explicit workspace: of the size asked for (bit-identical to tc_vals, the
+ * NULL-workspace result, and no byte past it written), then one byte short of it (BAD_PARAM
+ * naming the workspace; neither the output nor the workspace written). */
+static int check_tc_workspace(state_t *s, int64_t pairs, const float *tc_vals, size_t neo, rt_log_t *log,
+                              const char *label)
+{
+    size_t bytes = 0;
+    if (!check_ok(log, label, "swiglu_experts_workspace_size(TensorCore)",
+                  rudnn_swiglu_experts_workspace_size(s->experts, pairs, RUDNN_MOE_TENSOR_CORE, &bytes)) ||
+        !check_ok(log, label, "buffer_create (TensorCore workspace)",
+                  rudnn_buffer_create(rt_ctx, bytes + WS_GUARD, &s->ws_tc)))
+        return 0;
+    if (strcmp(backend_name, "opencl") == 0) {
+        /* the F32 staging of a huge batch does not fit a size_t: refused with the reason */
+        size_t huge = 0;
+        rudnn_status_t rs =
+            rudnn_swiglu_experts_workspace_size(s->experts, INT64_MAX / 2, RUDNN_MOE_TENSOR_CORE, &huge);
+        if (rs != RUDNN_STATUS_NOT_SUPPORTED || !strstr(rudnn_last_error(), "workspace")) {
+            rt_logf(log, "  %s: workspace_size(TensorCore, 2^62 rows) returned %s (%zu bytes): \"%s\", expected "
+                       "NOT_SUPPORTED naming the workspace\n",
+                    label, rudnn_status_string(rs), huge, rudnn_last_error());
+            return 0;
+        }
+    }
+    const size_t total = bytes + WS_GUARD;
+    rudnn_buffer_fill(rt_queue, s->ws_tc, 0, 0xa5, total);
+    float *vals = rt_xmalloc(neo * sizeof(float));
+    int ok = run_experts(s, RUDNN_MOE_TENSOR_CORE, s->ws_tc, bytes, &s->EO_TC_WS, vals, log, label,
+                         "experts (TensorCore, explicit workspace)");
+    if (ok)
+        ok = compare_exact(vals, tc_vals, neo, log, label, "TensorCore: explicit workspace vs NULL workspace");
+    free(vals);
+    uint8_t *snap = rt_buffer_snapshot(s->ws_tc, total);
+    size_t past = 0;
+    for (size_t i = bytes; i < total; i++)
+        past += snap[i] != 0xa5;
+    if (past) {
+        rt_logf(log, "  %s: TensorCore wrote %zu byte(s) past the %zu workspace bytes it asked for\n", label, past,
+                bytes);
+        ok = 0;
+    }
+    if (bytes > 0) {
+        out_watch_t w;
+        out_begin(&w, &s->EO_TC_WS);
+        rudnn_status_t rs = rudnn_swiglu_experts_forward_dispatched(rt_queue, s->experts, s->disp,
+                                                                   RUDNN_MOE_TENSOR_CORE, s->ws_tc, bytes - 1,
+                                                                   &s->EO_TC_WS.t);
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", rudnn_last_error());
+        if (rs != RUDNN_STATUS_BAD_PARAM || !strstr(msg, "workspace") || !strstr(msg, "TensorCore")) {
+            rt_logf(log, "  %s: TensorCore with a workspace one byte short returned %s: \"%s\", expected BAD_PARAM "
+                       "naming the TensorCore workspace\n", label, rudnn_status_string(rs), msg);
+            ok = 0;
+        }
+        ok &= out_end(&w, 0, NULL, log, label, "experts (TensorCore, workspace one byte short)");
+        uint8_t *after = rt_buffer_snapshot(s->ws_tc, total);
+        if (memcmp(after, snap, total) != 0) {
+            rt_logf(log, "  %s: the rejected TensorCore call changed its workspace\n", label);
+            ok = 0;
+        }
+        free(after);
+    }
+    free(snap);
+    return ok;
+}
+
 static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int case_index, rt_log_t *log)
 {
     const rudnn_dtype_t ldt = c->logits_f32 ? RUDNN_F32 : dt;
@@ -483,7 +592,7 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
     char label[256];
     snprintf(label, sizeof label, "%s [%s] T=%lld E=%lld k=%d%s%s", test, c->label, (long long)T, (long long)E, k,
              c->renorm ? " renorm" : "", c->logits_f32 ? " f32-logits" : "");
-    int failed = 0;
+    int failed = 0, tc_runs = 0;
     double worst = 0.0;
     state_t st_, *s = &st_;
     memset(s, 0, sizeof *s);
@@ -704,6 +813,7 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
         rt_tensor_create(&s->EO_WS, dt, 2, eodims, 0, RT_TAIL_BYTES);
         rt_tensor_create(&s->EO_AUTO, dt, 2, eodims, 1, RT_TAIL_BYTES);
         rt_tensor_create(&s->EO_TC, dt, 2, eodims, 3, RT_TAIL_BYTES);
+        rt_tensor_create(&s->EO_TC_WS, dt, 2, eodims, 1, RT_TAIL_BYTES);
         s->eo = rt_xmalloc(neo * sizeof(float));
         s->eo2 = rt_xmalloc(neo * sizeof(float));
         s->ref = rt_xmalloc(neo * sizeof(double));
@@ -740,7 +850,8 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
             failed = 1;
             goto done;
         }
-        if ((tc == 1 && resolved != RUDNN_MOE_TENSOR_CORE) || (tc == 0 && resolved != RUDNN_MOE_SCALAR) ||
+        const int want_auto = tc == 1 ? auto_tensor_core_expected() : tc == 0 ? 0 : -1;
+        if ((want_auto == 1 && resolved != RUDNN_MOE_TENSOR_CORE) || (want_auto == 0 && resolved != RUDNN_MOE_SCALAR) ||
             (resolved != RUDNN_MOE_SCALAR && resolved != RUDNN_MOE_TENSOR_CORE)) {
             rt_logf(log, "  %s: Auto resolved to %d on backend %s with %s weights\n", label, (int)resolved,
                     backend_name, rudnn_dtype_name(dt));
@@ -758,15 +869,19 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
         /* TensorCore: runs, or NOT_SUPPORTED naming the strategy and writing nothing */
         rudnn_moe_strategy_t tc_resolved;
         rudnn_status_t rs = rudnn_swiglu_experts_resolve(s->experts, RUDNN_MOE_TENSOR_CORE, &tc_resolved);
-        int tc_runs = rs == RUDNN_STATUS_SUCCESS;
+        tc_runs = rs == RUDNN_STATUS_SUCCESS;
         if ((tc == 1 && !tc_runs) || (tc == 0 && rs != RUDNN_STATUS_NOT_SUPPORTED) ||
             (rs != RUDNN_STATUS_SUCCESS && rs != RUDNN_STATUS_NOT_SUPPORTED)) {
             rt_logf(log, "  %s: resolve(TensorCore) on %s with %s weights returned %s: %s\n", label, backend_name,
                     rudnn_dtype_name(dt), rudnn_status_string(rs), rudnn_last_error());
             failed = 1;
         }
-        if (tc_runs && resolved != RUDNN_MOE_TENSOR_CORE) {
+        if (tc_runs && resolved != RUDNN_MOE_TENSOR_CORE && auto_tensor_core_expected() != 0) {
             rt_logf(log, "  %s: TensorCore is supported but Auto resolved to Scalar\n", label);
+            failed = 1;
+        }
+        if (!tc_runs && resolved == RUDNN_MOE_TENSOR_CORE) {
+            rt_logf(log, "  %s: Auto resolved to TensorCore, which cannot run\n", label);
             failed = 1;
         }
         out_watch_t w;
@@ -784,6 +899,8 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
                 ok = compare_exact(auto_vals, s->eo2, neo, log, label, "Auto (resolved TensorCore) vs TensorCore");
                 free(auto_vals);
             }
+            if (ok)
+                ok = check_tc_workspace(s, pairs, s->eo2, neo, log, label);
             failed |= !ok;
         } else {
             char msg[1024];
@@ -867,6 +984,23 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
             ok &= out_end(&w, ok && nout > 0, s->out2, log, label, "one-call (Auto)");
             if (ok)
                 ok = compare_exact(s->out2, s->out, nout, log, label, "one-call (Auto) vs split path (Auto)");
+            failed |= !ok;
+        }
+        /* grouped one-call with TensorCore equals the split path with TensorCore */
+        if (c->routing == R_GROUPED && tc_runs) {
+            rt_tensor_create(&s->OUT_TC, dt, 2, odims, 3, RT_TAIL_BYTES);
+            rt_tensor_create(&s->OUT_ONE_TC, dt, 2, odims, 1, RT_TAIL_BYTES);
+            out_begin(&w, &s->OUT_TC);
+            ok = check_ok(log, label, "moe_combine (TensorCore experts)",
+                          rudnn_moe_combine(rt_queue, s->disp, &s->EO_TC.t, &s->OUT_TC.t));
+            ok &= out_end(&w, ok && nout > 0, s->out, log, label, "combine (TensorCore experts)");
+            out_begin(&w, &s->OUT_ONE_TC);
+            ok &= check_ok(log, label, "swiglu_experts_forward_sigmoid_grouped (TensorCore)",
+                           call_one(c, s, RUDNN_MOE_TENSOR_CORE, &s->OUT_ONE_TC));
+            ok &= out_end(&w, ok && nout > 0, s->out2, log, label, "one-call (TensorCore)");
+            if (ok)
+                ok = compare_exact(s->out2, s->out, nout, log, label,
+                                   "one-call (TensorCore) vs split path (TensorCore)");
             failed |= !ok;
         }
     }
@@ -1023,7 +1157,12 @@ int main(int argc, char **argv)
     snprintf(group, sizeof group, "moe-%s", rt_requested_backend());
     rt_open_or_skip(group);
     rudnn_device_info_t info;
-    if (rudnn_context_device_info(rt_ctx, &info) == RUDNN_STATUS_SUCCESS)
+    if (rudnn_context_device_info(rt_ctx, &info) == RUDNN_STATUS_SUCCESS) {
         snprintf(backend_name, sizeof backend_name, "%s", info.backend);
+        /* PoCL names its CPU devices "pthread-<cpu>" or "cpu-<cpu>" */
+        pocl_cpu = strcmp(info.backend, "opencl") == 0 && strstr(info.driver, "Portable Computing Language") &&
+                   (strncmp(info.name, "pthread", 7) == 0 || strncmp(info.name, "cpu", 3) == 0);
+        nvidia_ocl = strcmp(info.backend, "opencl") == 0 && strstr(info.driver, "NVIDIA") != NULL;
+    }
     return rt_exit_code(_cmocka_run_group_tests(group, tests, n, NULL, rt_group_teardown));
 }

@@ -879,6 +879,21 @@ static void test_workspace_and_resolve(void **state)
         f->log.failures++;
     }
 
+    /* TensorCore (f16 weights), where this backend runs it: 0 rows need nothing, and the size
+     * grows with the rows and holds at least the activation [rows, inter] */
+    rudnn_moe_strategy_t tcr;
+    if (f->ex16 && rudnn_swiglu_experts_resolve(f->ex16, RUDNN_MOE_TENSOR_CORE, &tcr) == RUDNN_STATUS_SUCCESS) {
+        size_t t0 = 1, t8 = 0, t100 = 0;
+        ok = rudnn_swiglu_experts_workspace_size(f->ex16, 0, RUDNN_MOE_TENSOR_CORE, &t0) == RUDNN_STATUS_SUCCESS &&
+             rudnn_swiglu_experts_workspace_size(f->ex16, 8, RUDNN_MOE_TENSOR_CORE, &t8) == RUDNN_STATUS_SUCCESS &&
+             rudnn_swiglu_experts_workspace_size(f->ex16, 100, RUDNN_MOE_TENSOR_CORE, &t100) == RUDNN_STATUS_SUCCESS;
+        if (!ok || t0 != 0 || t8 > t100 || t8 < (size_t)8 * I * 2 || strcmp(rudnn_last_error(), "") != 0) {
+            rt_logf(&f->log, "  %s: TensorCore (f16): ok %d, bytes %zu (0 rows, expected 0), %zu (8, at least %d), "
+                    "%zu (100); error \"%s\"\n", ws, ok, t0, t8, 8 * I * 2, t100, rudnn_last_error());
+            f->log.failures++;
+        }
+    }
+
     rudnn_moe_strategy_t r = (rudnn_moe_strategy_t)-5;
     REJECT(f, RUDNN_STATUS_BAD_PARAM, rs, "experts", NULL, "NULL experts",
            rudnn_swiglu_experts_resolve(NULL, RUDNN_MOE_AUTO, &r));

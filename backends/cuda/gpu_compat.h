@@ -40,6 +40,7 @@
 #define cudaFuncAttributes hipFuncAttributes
 #define cudaFuncGetAttributes hipFuncGetAttributes
 #define cudaFuncSetAttribute hipFuncSetAttribute
+#define cudaGetDevice hipGetDevice
 #define cudaGetDeviceCount hipGetDeviceCount
 #define cudaGetDeviceProperties hipGetDeviceProperties
 #define cudaGetErrorString hipGetErrorString
@@ -68,6 +69,13 @@
 #define RDG_WARP 64
 #endif
 #define RDG_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
+#define RDG_SHFL(v, src) __shfl((v), (src))
+/* a wavefront runs in lockstep: order its shared-memory accesses, no hardware barrier */
+#define RDG_SYNCWARP()                                                                             \
+    do {                                                                                           \
+        __threadfence_block();                                                                     \
+        __builtin_amdgcn_wave_barrier();                                                           \
+    } while (0)
 #define RDG_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads)
 /* Plain loads/stores (no cache-streaming hint). */
 #define RDG_LDCS(ptr) (*(ptr))
@@ -138,6 +146,8 @@ static inline void rdg_matrix_units(const hipDeviceProp_t *p, int *fp16, int *bf
 
 #define RDG_WARP 32
 #define RDG_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+#define RDG_SHFL(v, src) __shfl_sync(0xffffffffu, (v), (src))
+#define RDG_SYNCWARP() __syncwarp()
 #define RDG_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
 /* Cache-streaming load/store (evict-first): the row data is touched once. */
 #define RDG_LDCS(ptr) __ldcs(ptr)
@@ -312,6 +322,9 @@ typedef struct rdg_queue {
 
 /* Records "<backend>: <what> failed: <runtime message>" through the host and returns status. */
 rudnn_status_t rdg_fail(rudnn_status_t status, cudaError_t err, const char *what);
+/* Makes device `index` the calling thread's (cheap when it already is) and clears a launch error
+ * left by an earlier failed call, so the checks after this call's launches see only its own. */
+rudnn_status_t rdg_use_device(int index);
 /* Same, printf-style message without a runtime error. */
 rudnn_status_t rdg_error(rudnn_status_t status, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -135,55 +135,145 @@ __device__ __forceinline__ float warp_max(float v)
     return v;
 }
 
+/* 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below: one exponential and one division, no branch */
 __device__ __forceinline__ float sigmoid_stable(float x)
 {
-    if (x >= 0.0f)
-        return 1.0f / (1.0f + expf(-x));
-    const float e = expf(x);
-    return e / (1.0f + e);
+    const float e = expf(-fabsf(x));
+    return (x >= 0.0f ? 1.0f : e) / (1.0f + e);
 }
 
 #define ROUTE_THREADS 128
 
-/* ---- top-k rounds over keys in registers ----
+/* ---- a lane's candidates ----
  *
- * keys[i] of lane l belongs to id l + i * W (0: absent or taken, NaN is 1, numbers above). Each
- * lane caches its best (key, i), the lowest i on equal keys; a round is a warp max of the cached
- * keys, a warp min of the ids of the lanes holding that key, and the owner lane drops the entry and
- * rescans its registers. Two redux.sync per round on sm_80+. */
+ * Lane l holds the keys of the contiguous experts l * EPT + i (i < EPT), so lower lanes hold lower
+ * ids: among equal keys the lowest id is in the lowest lane holding the key, and within a lane in
+ * the lowest i. Each lane caches its two best entries not yet taken. A round is one warp max of the
+ * cached best keys and one warp min of the lanes holding it (two redux.sync on sm_80+); the owner
+ * pops its cache, and rescans its registers (for entries ranked below the last one it gave away)
+ * only when the cache ran dry, which a warp rarely has to wait for. */
 template <int EPT>
-struct TopK {
+struct LaneTopK {
     uint32_t key[EPT];
-    uint32_t best;
-    int best_i;
+    uint32_t b1, b2; /* cached best keys, 0: none */
+    int i1, i2;
+    uint32_t last_key; /* the last entry given away: every untaken entry ranks below it */
+    int last_i;
 
-    __device__ __forceinline__ void rescan()
+    template <bool ALL>
+    __device__ __forceinline__ void fill()
     {
-        best = 0u;
-        best_i = 0;
+        b1 = b2 = 0u;
+        i1 = i2 = 0;
 #pragma unroll
-        for (int i = 0; i < EPT; i++)
-            if (key[i] > best) {
-                best = key[i];
-                best_i = i;
+        for (int i = 0; i < EPT; i++) {
+            const uint32_t k = key[i];
+            const bool below = ALL || k < last_key || (k == last_key && i > last_i);
+            if (below && k > b1) {
+                b2 = b1;
+                i2 = i1;
+                b1 = k;
+                i1 = i;
+            } else if (below && k > b2) {
+                b2 = k;
+                i2 = i;
             }
-    }
-    /* the next (key, id) in ranking order, the same in every lane */
-    __device__ __forceinline__ uint32_t next(int lane, uint32_t *id_out)
-    {
-        const uint32_t m = rdg_warp_max_u32(best);
-        const uint32_t id = rdg_warp_min_u32(best == m ? (uint32_t)(lane + best_i * RDG_WARP) : 0xffffffffu);
-        if ((int)(id % RDG_WARP) == lane) { /* the owner: id = lane + best_i * W */
-#pragma unroll
-            for (int i = 0; i < EPT; i++)
-                if (i == best_i)
-                    key[i] = 0u;
-            rescan();
         }
-        *id_out = id;
+    }
+    __device__ __forceinline__ void start() { fill<true>(); }
+    /* the next entry in ranking order, the same in every lane: returns its key, the lane that
+     * held it and its register there (expert owner * EPT + i) */
+    __device__ __forceinline__ uint32_t next(int lane, int *owner_out, int *i_out)
+    {
+        const uint32_t m = rdg_warp_max_u32(b1);
+        const int owner = (int)rdg_warp_min_u32(b1 == m ? (uint32_t)lane : 0xffffffffu);
+        const int i = RDG_SHFL(i1, owner);
+        if (lane == owner) {
+            last_key = b1;
+            last_i = i1;
+            b1 = b2;
+            i1 = i2;
+            b2 = 0u;
+            if (b1 == 0u)
+                fill<false>();
+        }
+        *owner_out = owner;
+        *i_out = i;
         return m;
     }
 };
+
+/* v[i] = score of expert lane * EPT + i, `absent` past the row's end. One vector load per lane
+ * (up to 16 bytes) when the lane's slice is whole and aligned. */
+template <int DT, int EPT>
+__device__ __forceinline__ void load_scores(const void *x, int lane, int experts, float absent, float (&v)[EPT])
+{
+    constexpr int ESIZE = DT == RUDNN_F32 ? 4 : 2;
+    constexpr int BYTES = EPT * ESIZE;
+    constexpr int VB = BYTES < 16 ? BYTES : 16;
+    const int e0 = lane * EPT;
+    const char *p = (const char *)x + (size_t)e0 * ESIZE;
+    if (VB >= 4 && e0 + EPT <= experts && ((uintptr_t)p % VB) == 0) {
+        uint32_t w[BYTES / 4 > 0 ? BYTES / 4 : 1];
+#pragma unroll
+        for (int c = 0; c < BYTES / VB; c++) {
+            if constexpr (VB == 16) {
+                const uint4 q = *(const uint4 *)(p + c * 16);
+                w[c * 4] = q.x;
+                w[c * 4 + 1] = q.y;
+                w[c * 4 + 2] = q.z;
+                w[c * 4 + 3] = q.w;
+            } else if constexpr (VB == 8) {
+                const uint2 q = *(const uint2 *)(p + c * 8);
+                w[c * 2] = q.x;
+                w[c * 2 + 1] = q.y;
+            } else {
+                w[c] = *(const uint32_t *)(p + c * 4);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < EPT; i++) {
+            if constexpr (DT == RUDNN_F32) {
+                v[i] = __uint_as_float(w[i]);
+            } else {
+                const uint16_t h = (uint16_t)(w[i / 2] >> (16 * (i % 2)));
+                v[i] = DT == RUDNN_F16 ? rdg_f16_to_f32(h) : rdg_bf16_to_f32(h);
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < EPT; i++)
+        v[i] = e0 + i < experts ? Elem<DT>::ld(x, e0 + i) : absent;
+}
+
+/* The top_k rounds: slot j's expert goes to lane j % W, register j / W (top_k <= W * EPT);
+ * value[] receives the slot's key for the caller to turn into a weight. */
+template <int EPT>
+__device__ __forceinline__ void take_top_k(LaneTopK<EPT> &tk, int lane, int top_k, uint32_t (&my_id)[EPT],
+                                           uint32_t (&my_key)[EPT], float *sel_sum)
+{
+    float sum = 0.0f;
+#pragma unroll
+    for (int c = 0; c < EPT; c++) {
+        my_id[c] = 0u;
+        my_key[c] = 0u;
+        if (c * RDG_WARP >= top_k)
+            break;
+        const int n = top_k - c * RDG_WARP < RDG_WARP ? top_k - c * RDG_WARP : RDG_WARP;
+#pragma unroll 1
+        for (int jj = 0; jj < n; jj++) {
+            int owner, i;
+            const uint32_t m = tk.next(lane, &owner, &i);
+            sum += key_value(m); /* slot order, the same in every lane */
+            if (lane == jj) {
+                my_id[c] = (uint32_t)(owner * EPT + i);
+                my_key[c] = m;
+            }
+        }
+    }
+    *sel_sum = sum;
+}
 
 /* ---- softmax top-k: E <= W * EPT, scores in registers ---- */
 
@@ -200,11 +290,7 @@ route_softmax_kernel(const void *__restrict__ logits, uint32_t *__restrict__ ind
     const void *x = (const char *)logits + (size_t)t * experts * esize;
 
     float v[EPT];
-#pragma unroll
-    for (int i = 0; i < EPT; i++) {
-        const int e = lane + i * RDG_WARP;
-        v[i] = e < experts ? Elem<DT>::ld(x, e) : -INFINITY;
-    }
+    load_scores<DT, EPT>(x, lane, experts, -INFINITY, v);
     float m = v[0];
 #pragma unroll
     for (int i = 1; i < EPT; i++)
@@ -213,37 +299,30 @@ route_softmax_kernel(const void *__restrict__ logits, uint32_t *__restrict__ ind
     float s = 0.0f;
 #pragma unroll
     for (int i = 0; i < EPT; i++) {
-        const int e = lane + i * RDG_WARP;
-        v[i] = e < experts ? expf(v[i] - m) : 0.0f;
+        v[i] = lane * EPT + i < experts ? expf(v[i] - m) : 0.0f;
         s += v[i];
     }
     s = warp_sum(s);
-    TopK<EPT> tk;
+    /* p = e * (1 / s): monotone in e like e / s, within an ulp of it; s >= 1 or NaN */
+    const float r = 1.0f / s;
+    LaneTopK<EPT> tk;
 #pragma unroll
-    for (int i = 0; i < EPT; i++) {
-        const int e = lane + i * RDG_WARP;
-        tk.key[i] = e < experts ? order_key(v[i] / s) : 0u;
-    }
-    tk.rescan();
+    for (int i = 0; i < EPT; i++)
+        tk.key[i] = lane * EPT + i < experts ? order_key(v[i] * r) : 0u;
+    tk.start();
 
-    uint32_t *idx = indices + t * top_k;
-    float sel_sum = 0.0f;
-#pragma unroll 1
-    for (int j = 0; j < top_k; j++) {
-        uint32_t id;
-        const float p = key_value(tk.next(lane, &id));
-        sel_sum += p; /* slot order, the same in every lane */
-        if (lane == j % RDG_WARP) {
-            idx[j] = id;
-            if (!renormalize)
-                Elem<DT>::st(weights, t * top_k + j, p);
-        }
-    }
-    if (renormalize) {
-        /* each lane re-reads the slots it wrote and recomputes p bit for bit */
-        for (int j = lane; j < top_k; j += RDG_WARP) {
-            const float p = expf(Elem<DT>::ld(x, idx[j]) - m) / s;
-            Elem<DT>::st(weights, t * top_k + j, p / sel_sum);
+    uint32_t my_id[EPT], my_key[EPT];
+    float sel_sum;
+    take_top_k<EPT>(tk, lane, top_k, my_id, my_key, &sel_sum);
+#pragma unroll
+    for (int c = 0; c < EPT; c++) {
+        const int j = lane + c * RDG_WARP;
+        if (c * RDG_WARP >= top_k)
+            break;
+        if (j < top_k) {
+            const float p = key_value(my_key[c]); /* exactly the p ranked */
+            indices[t * top_k + j] = my_id[c];
+            Elem<DT>::st(weights, t * top_k + j, renormalize ? p / sel_sum : p);
         }
     }
 }
@@ -300,152 +379,183 @@ route_softmax_loop_kernel(const void *__restrict__ logits, uint32_t *__restrict_
 
 /* ---- grouped sigmoid top-k (E <= 1024, G <= 128, k <= 64) ----
  *
- * The selection keys of s = p + bias go to shared memory (one row per warp) for the group
- * scores: the best key of the group, or the sum of its two best s (NaN ranks lowest, so a NaN is
- * counted only when fewer than two numbers remain); lanes split the groups (several lanes per
- * group when G < W, merged by butterflies). The selected groups become a 128-bit mask in every
- * lane; the experts outside them drop out before the top-k rounds. */
+ * Selection keys are those of s = p + bias, p = sigmoid(logit). A group's score is its best key, or
+ * the sum of its two best s (NaN ranks lowest, so a NaN is counted only when fewer than two numbers
+ * remain).
+ *   - aligned groups (lanes_per_group > 0: E / G a multiple of EPT, E / (G EPT) lanes a power of
+ *     two): a group is whole lanes, its score comes from xor butterflies over them, and the
+ *     selected groups come from rounds over the lanes' group scores, as the experts do;
+ *   - otherwise the keys go through the warp's shared memory, lanes split the groups, and the
+ *     selected groups become a 128-bit mask in every lane.
+ * Experts outside the selected groups drop out before the top-k rounds. The weights are the raw
+ * p, recomputed from the logits by the lane holding the slot. */
 
 #define GROUPED_MAX_GROUPS 128
 #define GROUPED_MAX_TOP_K 64
 #define GROUPS_PER_LANE ((GROUPED_MAX_GROUPS + RDG_WARP - 1) / RDG_WARP)
-#define SLOTS_PER_LANE ((GROUPED_MAX_TOP_K + RDG_WARP - 1) / RDG_WARP)
+
+__device__ __forceinline__ void top_two_insert(uint32_t kk, uint32_t &k1, uint32_t &k2)
+{
+    if (kk > k1) {
+        k2 = k1;
+        k1 = kk;
+    } else if (kk > k2) {
+        k2 = kk;
+    }
+}
+
+/* merges the (k1, k2) of the lanes lane ^ 1, ..., lane ^ (lanes / 2) */
+__device__ __forceinline__ void top_two_merge(uint32_t &k1, uint32_t &k2, int lanes)
+{
+    for (int msk = 1; msk < lanes; msk <<= 1) {
+        const uint32_t o1 = RDG_SHFL_XOR(k1, msk);
+        const uint32_t o2 = RDG_SHFL_XOR(k2, msk);
+        const uint32_t lo = min(k1, o1);
+        k1 = max(k1, o1);
+        k2 = max(lo, max(k2, o2));
+    }
+}
+
+__device__ __forceinline__ uint32_t group_score(uint32_t k1, uint32_t k2, int top_two)
+{
+    return top_two ? order_key(key_value(k1) + key_value(k2)) : k1;
+}
+
+/* Shared-memory grouping: clears the keys of the experts outside the selected groups. */
+template <int EPT>
+__device__ __forceinline__ void keep_selected_groups_smem(uint32_t (&key)[EPT], uint32_t *ks, int lane,
+                                                           int experts, int groups, int selected_groups,
+                                                           int top_two)
+{
+    uint32_t *gk = ks + experts; /* group keys [G] */
+#pragma unroll
+    for (int i = 0; i < EPT; i++)
+        if (lane * EPT + i < experts)
+            ks[lane * EPT + i] = key[i];
+    RDG_SYNCWARP();
+    const int gsize = experts / groups;
+    int lpg = 1; /* lanes per group: a power of two, lpg * groups <= W */
+    while (lpg * 2 * groups <= RDG_WARP)
+        lpg *= 2;
+    const int gpp = RDG_WARP / lpg; /* groups per pass */
+    for (int g0 = 0; g0 < groups; g0 += gpp) {
+        const int g = g0 + lane / lpg;
+        uint32_t k1 = 0u, k2 = 0u;
+        if (g < groups)
+            for (int e = g * gsize + lane % lpg; e < (g + 1) * gsize; e += lpg)
+                top_two_insert(ks[e], k1, k2);
+        top_two_merge(k1, k2, lpg);
+        if (g < groups && lane % lpg == 0)
+            gk[g] = group_score(k1, k2, top_two);
+    }
+    RDG_SYNCWARP();
+
+    LaneTopK<GROUPS_PER_LANE> gt;
+#pragma unroll
+    for (int c = 0; c < GROUPS_PER_LANE; c++) {
+        const int g = lane * GROUPS_PER_LANE + c;
+        gt.key[c] = g < groups ? gk[g] : 0u;
+    }
+    gt.start();
+    uint32_t gmask[4] = {0u, 0u, 0u, 0u};
+#pragma unroll 1
+    for (int r = 0; r < selected_groups; r++) {
+        int owner, i;
+        (void)gt.next(lane, &owner, &i);
+        const uint32_t g = (uint32_t)(owner * GROUPS_PER_LANE + i);
+#pragma unroll
+        for (int w = 0; w < 4; w++)
+            gmask[w] |= (g >> 5) == (uint32_t)w ? 1u << (g & 31u) : 0u;
+    }
+    /* group of e = e / gsize by a multiply (exact for e < 1024, gsize <= 1024: the error of the
+     * rounded-up reciprocal stays below 1 / gsize) */
+    const uint32_t magic = ((1u << 20) + (uint32_t)gsize - 1u) / (uint32_t)gsize;
+#pragma unroll
+    for (int i = 0; i < EPT; i++) {
+        const uint32_t e = (uint32_t)(lane * EPT + i);
+        const uint32_t g = (e * magic) >> 20;
+        const uint32_t w = g >> 5;
+        const uint32_t word = w == 0 ? gmask[0] : w == 1 ? gmask[1] : w == 2 ? gmask[2] : gmask[3];
+        if (!((word >> (g & 31u)) & 1u))
+            key[i] = 0u;
+    }
+}
 
 template <int DT, int EPT>
 __global__ void RDG_LAUNCH_BOUNDS(ROUTE_THREADS, 4)
 route_grouped_kernel(const void *__restrict__ logits, const float *__restrict__ bias,
                      uint32_t *__restrict__ indices, void *__restrict__ weights, int64_t tokens, int experts,
-                     int top_k, int renormalize, int groups, int selected_groups, int top_two, float scale)
+                     int top_k, int renormalize, int groups, int selected_groups, int top_two, float scale,
+                     int lanes_per_group)
 {
     extern __shared__ uint32_t route_smem[];
     const int lane = (int)(threadIdx.x % RDG_WARP);
     const int warp = (int)(threadIdx.x / RDG_WARP);
     const int64_t t = (int64_t)blockIdx.x * (ROUTE_THREADS / RDG_WARP) + warp;
-    const bool active = t < tokens; /* whole warps; every thread reaches the two barriers */
-    uint32_t *ks = route_smem + (size_t)warp * (experts + groups); /* expert keys [E] */
-    uint32_t *gk = ks + experts;                                   /* group keys [G] */
+    if (t >= tokens)
+        return; /* whole warps; only warp barriers below */
     const size_t esize = DT == RUDNN_F32 ? 4 : 2;
-    const void *x = (const char *)logits + (size_t)(active ? t : 0) * experts * esize;
+    const void *x = (const char *)logits + (size_t)t * experts * esize;
 
-    uint32_t key[EPT];
+    float v[EPT], b[EPT];
+    load_scores<DT, EPT>(x, lane, experts, 0.0f, v);
+    if (bias)
+        load_scores<RUDNN_F32, EPT>(bias, lane, experts, 0.0f, b);
+    LaneTopK<EPT> tk;
 #pragma unroll
     for (int i = 0; i < EPT; i++) {
-        const int e = lane + i * RDG_WARP;
-        key[i] = 0u;
-        if (active && e < experts) {
-            const float p = sigmoid_stable(Elem<DT>::ld(x, e));
-            key[i] = order_key(bias ? p + bias[e] : p);
-            ks[e] = key[i];
-        }
+        const float p = sigmoid_stable(v[i]);
+        tk.key[i] = lane * EPT + i < experts ? order_key(bias ? p + b[i] : p) : 0u;
     }
-    __syncthreads();
 
-    /* group scores */
-    const int gsize = experts / groups;
-    if (active) {
-        int lpg = 1; /* lanes per group: a power of two, lpg * groups <= W */
-        while (lpg * 2 * groups <= RDG_WARP)
-            lpg *= 2;
-        const int gpp = RDG_WARP / lpg; /* groups per pass */
-        for (int g0 = 0; g0 < groups; g0 += gpp) {
-            const int g = g0 + lane / lpg;
-            const int sub = lane % lpg;
-            uint32_t k1 = 0u, k2 = 0u;
-            if (g < groups) {
-                for (int e = g * gsize + sub; e < (g + 1) * gsize; e += lpg) {
-                    const uint32_t kk = ks[e];
-                    if (kk > k1) {
-                        k2 = k1;
-                        k1 = kk;
-                    } else if (kk > k2) {
-                        k2 = kk;
-                    }
-                }
-            }
-            for (int msk = 1; msk < lpg; msk <<= 1) {
-                const uint32_t o1 = RDG_SHFL_XOR(k1, msk);
-                const uint32_t o2 = RDG_SHFL_XOR(k2, msk);
-                const uint32_t lo = min(k1, o1);
-                k1 = max(k1, o1);
-                k2 = max(lo, max(k2, o2));
-            }
-            if (g < groups && sub == 0)
-                gk[g] = top_two ? order_key(key_value(k1) + key_value(k2)) : k1;
-        }
-    }
-    __syncthreads();
-    if (!active)
-        return;
-
-    /* selected groups -> a 128-bit mask in every lane */
-    TopK<GROUPS_PER_LANE> gt;
+    if (lanes_per_group > 0) {
+        uint32_t k1 = 0u, k2 = 0u;
 #pragma unroll
-    for (int c = 0; c < GROUPS_PER_LANE; c++) {
-        const int g = lane + c * RDG_WARP;
-        gt.key[c] = g < groups ? gk[g] : 0u;
-    }
-    gt.rescan();
-    uint32_t gmask[4] = {0u, 0u, 0u, 0u};
+        for (int i = 0; i < EPT; i++)
+            top_two_insert(tk.key[i], k1, k2);
+        top_two_merge(k1, k2, lanes_per_group);
+        uint32_t avail = lane * EPT < experts ? group_score(k1, k2, top_two) : 0u;
+        bool chosen = false;
 #pragma unroll 1
-    for (int r = 0; r < selected_groups; r++) {
-        uint32_t g;
-        (void)gt.next(lane, &g);
-#pragma unroll
-        for (int w = 0; w < 4; w++)
-            gmask[w] |= (g >> 5) == (uint32_t)w ? 1u << (g & 31u) : 0u;
-    }
-
-    /* experts of the selected groups; group of e = e / gsize by a multiply (exact for e < 1024,
-     * gsize <= 1024: the error of the rounded-up reciprocal stays below 1 / gsize) */
-    const uint32_t magic = ((1u << 20) + (uint32_t)gsize - 1u) / (uint32_t)gsize;
-    TopK<EPT> tk;
-#pragma unroll
-    for (int i = 0; i < EPT; i++) {
-        const uint32_t e = (uint32_t)(lane + i * RDG_WARP);
-        const uint32_t g = (e * magic) >> 20;
-        const uint32_t w = g >> 5;
-        const uint32_t word = w == 0 ? gmask[0] : w == 1 ? gmask[1] : w == 2 ? gmask[2] : gmask[3];
-        tk.key[i] = (word >> (g & 31u)) & 1u ? key[i] : 0u; /* key[i] is 0 for e >= E */
-    }
-    tk.rescan();
-    /* slot j goes to lane j % W, register j / W. These rounds are unrolled: about 1.15x faster
-     * than a rolled loop around the redux pair here (14.2 against 16.2 us for T = 4096, E = 256,
-     * k = 8 on an H200; unroll 4 gave 20.6), for about 15 s more compile time of this file. */
-    uint32_t my_id[SLOTS_PER_LANE];
-#pragma unroll
-    for (int c = 0; c < SLOTS_PER_LANE; c++) {
-        my_id[c] = 0u;
-        for (int jj = 0; jj < RDG_WARP; jj++) {
-            const int j = c * RDG_WARP + jj;
-            if (j >= top_k)
-                break;
-            uint32_t id;
-            (void)tk.next(lane, &id);
-            if (lane == jj)
-                my_id[c] = id;
+        for (int r = 0; r < selected_groups; r++) {
+            const uint32_t m = rdg_warp_max_u32(avail);
+            const int owner = (int)rdg_warp_min_u32(avail == m ? (uint32_t)lane : 0xffffffffu);
+            if (lane / lanes_per_group == owner / lanes_per_group) {
+                chosen = true;
+                avail = 0u;
+            }
         }
+        if (!chosen)
+#pragma unroll
+            for (int i = 0; i < EPT; i++)
+                tk.key[i] = 0u;
+    } else {
+        keep_selected_groups_smem<EPT>(tk.key, route_smem + (size_t)warp * (experts + groups), lane, experts,
+                                       groups, selected_groups, top_two);
     }
+    tk.start();
 
-    /* weights: p of the selected experts (recomputed from the logits), slot j in lane j % W */
-    float p[SLOTS_PER_LANE];
+    uint32_t my_id[EPT], my_key[EPT];
+    float unused;
+    take_top_k<EPT>(tk, lane, top_k, my_id, my_key, &unused);
+    float p[EPT];
     float part = 0.0f;
 #pragma unroll
-    for (int c = 0; c < SLOTS_PER_LANE; c++) {
+    for (int c = 0; c < EPT; c++) {
         const int j = lane + c * RDG_WARP;
         p[c] = 0.0f;
-        if (j < top_k) {
+        if (c * RDG_WARP < top_k && j < top_k) {
             p[c] = sigmoid_stable(Elem<DT>::ld(x, my_id[c]));
             part += p[c];
         }
     }
     const float sum = renormalize ? warp_sum(part) : 1.0f;
 #pragma unroll
-    for (int c = 0; c < SLOTS_PER_LANE; c++) {
+    for (int c = 0; c < EPT; c++) {
         const int j = lane + c * RDG_WARP;
-        if (j < top_k) {
+        if (c * RDG_WARP < top_k && j < top_k) {
             indices[t * top_k + j] = my_id[c];
-            const float w = renormalize ? p[c] / sum : p[c];
-            Elem<DT>::st(weights, t * top_k + j, w * scale);
+            Elem<DT>::st(weights, t * top_k + j, (renormalize ? p[c] / sum : p[c]) * scale);
         }
     }
 }
@@ -736,16 +846,7 @@ inline int64_t ceil_div(int64_t a, int64_t b)
     return (a + b - 1) / b;
 }
 
-rudnn_status_t begin(rdg_queue_t *q)
-{
-    cudaError_t err = cudaSetDevice(q->dev.index);
-    if (err != cudaSuccess)
-        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "SetDevice");
-    /* an error left from an earlier failed call was reported then: start clean, so that the
-     * checks after the launches see only this call's */
-    (void)cudaGetLastError();
-    return RUDNN_STATUS_SUCCESS;
-}
+rudnn_status_t begin(rdg_queue_t *q) { return rdg_use_device(q->dev.index); }
 
 rudnn_status_t launched(const char *kernel)
 {
@@ -774,7 +875,7 @@ int pick_ept(int64_t experts, int w)
 
 typedef void (*softmax_fn)(const void *, uint32_t *, void *, int64_t, int, int, int);
 typedef void (*grouped_fn)(const void *, const float *, uint32_t *, void *, int64_t, int, int, int, int, int, int,
-                           float);
+                           float, int);
 
 template <int DT>
 softmax_fn softmax_kernel_for(int ept)
@@ -852,10 +953,18 @@ rudnn_status_t k_route_sigmoid_grouped(void *queue, const rudnn_route_kernel_pla
                     : plan->dtype == RUDNN_F16 ? grouped_kernel_for<RUDNN_F16>(ept)
                                                : grouped_kernel_for<RUDNN_BF16>(ept);
     const int64_t per_block = ROUTE_THREADS / w;
-    const size_t smem = (size_t)per_block * (size_t)(plan->experts + plan->groups) * sizeof(uint32_t);
+    /* aligned groups: each group is a power of two of whole lanes (no shared memory) */
+    const int gsize = plan->experts / plan->groups;
+    int lanes_per_group = gsize % ept == 0 ? gsize / ept : 0;
+    if (lanes_per_group & (lanes_per_group - 1))
+        lanes_per_group = 0;
+    const size_t smem = lanes_per_group
+                            ? 0
+                            : (size_t)per_block * (size_t)(plan->experts + plan->groups) * sizeof(uint32_t);
     fn<<<dim3((unsigned)ceil_div(plan->tokens, per_block)), dim3(ROUTE_THREADS), smem, q->stream>>>(
         at(logits), (const float *)at(bias), (uint32_t *)at(indices), at(weights), plan->tokens, plan->experts,
-        plan->top_k, plan->renormalize, plan->groups, plan->selected_groups, plan->group_top_two, plan->scale);
+        plan->top_k, plan->renormalize, plan->groups, plan->selected_groups, plan->group_top_two, plan->scale,
+        lanes_per_group);
     return launched("route_sigmoid_grouped");
 }
 
@@ -1023,6 +1132,8 @@ const rudnn_moe_kernels_t *rdg_moe_table(void)
         nullptr,
 #endif
         k_combine,
+        nullptr, /* experts_tensor_core_workspace: the common size */
+        nullptr, /* experts_tensor_core_auto: always where it runs */
     };
     return &table;
 }

@@ -591,14 +591,7 @@ inline int64_t ceil_div(int64_t a, int64_t b)
     return (a + b - 1) / b;
 }
 
-rudnn_status_t begin(rdg_queue_t *q)
-{
-    cudaError_t err = cudaSetDevice(q->dev.index);
-    if (err != cudaSuccess)
-        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "SetDevice");
-    (void)cudaGetLastError(); /* start clean: see norm.cu */
-    return RUDNN_STATUS_SUCCESS;
-}
+rudnn_status_t begin(rdg_queue_t *q) { return rdg_use_device(q->dev.index); }
 
 rudnn_status_t launched(const char *kernel)
 {

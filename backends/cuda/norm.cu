@@ -143,6 +143,9 @@ struct StoreF16 {
  * add_rms_norm one step down (half at F = 32), layer_norm one step down for F32 data. 16-bit
  * layer_norm keeps the base budget (a few bytes spill, but the extra CTA per SM measured faster
  * on the H200: 53% -> 60% of copy bandwidth at [16384, 8192] bf16). */
+#ifndef RDG_NORM_WARP_RELAX /* 1: warp rows at F = 32 one step down too (for measuring) */
+#define RDG_NORM_WARP_RELAX 0
+#endif
 template <int F, int SCOPE, int OP, int ESIZE>
 struct RegBounds {
     enum {
@@ -151,6 +154,7 @@ struct RegBounds {
         DOWN = BASE > 4 ? BASE * 3 / 4 : BASE > 1 ? BASE - 1 : 1,
         BLOCKS = OP == OP_ADD_RMS ? (F == 32 ? BASE / 2 : DOWN)
                : OP == OP_LN && ESIZE == 4 ? DOWN
+               : SCOPE == RED_WARP && F == 32 && RDG_NORM_WARP_RELAX ? DOWN
                : BASE
     };
 };
@@ -887,9 +891,10 @@ rudnn_status_t launch(void *queue, int op, const rudnn_norm_plan_t *plan, NormAr
     if (plan->rows <= 0 || plan->cols <= 0)
         return RUDNN_STATUS_SUCCESS;
 
-    cudaError_t err = cudaSetDevice(d->index);
-    if (err != cudaSuccess)
-        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "SetDevice");
+    const rudnn_status_t selected = rdg_use_device(d->index);
+    if (selected != RUDNN_STATUS_SUCCESS)
+        return selected;
+    cudaError_t err;
 
     a.rows = plan->rows;
     a.cols = plan->cols;

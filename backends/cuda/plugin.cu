@@ -51,16 +51,26 @@ inline void *ptr_at(rudnn_mem_ref_t m)
     return (char *)m.mem + m.offset;
 }
 
-rudnn_status_t set_device(int index)
+} /* namespace */
+
+rudnn_status_t rdg_use_device(int index)
 {
-    cudaError_t err = cudaSetDevice(index);
-    if (err != cudaSuccess) {
-        char what[48];
-        snprintf(what, sizeof what, "SetDevice(%d)", index);
-        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, what);
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != index) {
+        /* cudaSetDevice costs about a microsecond a call; most calls come from the thread that
+         * already selected the device */
+        cudaError_t err = cudaSetDevice(index);
+        if (err != cudaSuccess) {
+            char what[48];
+            snprintf(what, sizeof what, "SetDevice(%d)", index);
+            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, what);
+        }
     }
+    (void)cudaGetLastError();
     return RUDNN_STATUS_SUCCESS;
 }
+
+namespace {
 
 #define TRY(expr)                                                                                  \
     do {                                                                                           \
@@ -105,7 +115,7 @@ rudnn_status_t b_init(const rudnn_host_services_t *host, int *device_count)
 rudnn_status_t b_device_open(int index, void **device)
 {
     *device = nullptr;
-    TRY(set_device(index));
+    TRY(rdg_use_device(index));
     Device *d = (Device *)calloc(1, sizeof(Device));
     if (!d)
         return rdg_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", RUDNN_GPU_BACKEND_NAME);
@@ -135,7 +145,7 @@ void b_device_close(void *device)
 rudnn_status_t b_device_info(void *device, rudnn_device_info_t *info)
 {
     Device *d = (Device *)device;
-    TRY(set_device(d->info.index));
+    TRY(rdg_use_device(d->info.index));
     int drv = 0, rt = 0;
     CHECK(cudaDriverGetVersion(&drv), "DriverGetVersion");
     CHECK(cudaRuntimeGetVersion(&rt), "RuntimeGetVersion");
@@ -160,7 +170,7 @@ rudnn_status_t b_mem_alloc(void *device, size_t bytes, void **mem)
 {
     Device *d = (Device *)device;
     *mem = nullptr;
-    TRY(set_device(d->info.index));
+    TRY(rdg_use_device(d->info.index));
     void *p = nullptr;
     cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
     if (err != cudaSuccess) {
@@ -187,7 +197,7 @@ rudnn_status_t b_mem_write(void *queue, rudnn_mem_ref_t dst, const void *host, s
     rdg_queue_t *q = (rdg_queue_t *)queue;
     if (bytes == 0)
         return RUDNN_STATUS_SUCCESS;
-    TRY(set_device(q->dev.index));
+    TRY(rdg_use_device(q->dev.index));
     CHECK(cudaMemcpyAsync(ptr_at(dst), host, bytes, cudaMemcpyHostToDevice, q->stream), "MemcpyAsync(host to device)");
     CHECK(cudaStreamSynchronize(q->stream), "StreamSynchronize");
     return RUDNN_STATUS_SUCCESS;
@@ -198,7 +208,7 @@ rudnn_status_t b_mem_read(void *queue, rudnn_mem_ref_t src, void *host, size_t b
     rdg_queue_t *q = (rdg_queue_t *)queue;
     if (bytes == 0)
         return RUDNN_STATUS_SUCCESS;
-    TRY(set_device(q->dev.index));
+    TRY(rdg_use_device(q->dev.index));
     CHECK(cudaMemcpyAsync(host, ptr_at(src), bytes, cudaMemcpyDeviceToHost, q->stream), "MemcpyAsync(device to host)");
     CHECK(cudaStreamSynchronize(q->stream), "StreamSynchronize");
     return RUDNN_STATUS_SUCCESS;
@@ -209,7 +219,7 @@ rudnn_status_t b_mem_copy(void *queue, rudnn_mem_ref_t dst, rudnn_mem_ref_t src,
     rdg_queue_t *q = (rdg_queue_t *)queue;
     if (bytes == 0)
         return RUDNN_STATUS_SUCCESS;
-    TRY(set_device(q->dev.index));
+    TRY(rdg_use_device(q->dev.index));
     CHECK(cudaMemcpyAsync(ptr_at(dst), ptr_at(src), bytes, cudaMemcpyDeviceToDevice, q->stream),
           "MemcpyAsync(device to device)");
     return RUDNN_STATUS_SUCCESS;
@@ -220,7 +230,7 @@ rudnn_status_t b_mem_fill(void *queue, rudnn_mem_ref_t dst, uint8_t byte, size_t
     rdg_queue_t *q = (rdg_queue_t *)queue;
     if (bytes == 0)
         return RUDNN_STATUS_SUCCESS;
-    TRY(set_device(q->dev.index));
+    TRY(rdg_use_device(q->dev.index));
     CHECK(cudaMemsetAsync(ptr_at(dst), byte, bytes, q->stream), "MemsetAsync");
     return RUDNN_STATUS_SUCCESS;
 }
@@ -231,7 +241,7 @@ rudnn_status_t b_queue_create(void *device, void **queue)
 {
     Device *d = (Device *)device;
     *queue = nullptr;
-    TRY(set_device(d->info.index));
+    TRY(rdg_use_device(d->info.index));
     rdg_queue_t *q = (rdg_queue_t *)calloc(1, sizeof(rdg_queue_t));
     if (!q)
         return rdg_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", RUDNN_GPU_BACKEND_NAME);
@@ -258,7 +268,7 @@ void b_queue_destroy(void *queue)
 rudnn_status_t b_queue_sync(void *queue)
 {
     rdg_queue_t *q = (rdg_queue_t *)queue;
-    TRY(set_device(q->dev.index));
+    TRY(rdg_use_device(q->dev.index));
     CHECK(cudaStreamSynchronize(q->stream), "StreamSynchronize");
     return RUDNN_STATUS_SUCCESS;
 }
@@ -267,7 +277,7 @@ rudnn_status_t b_event_create(void *device, void **event)
 {
     Device *d = (Device *)device;
     *event = nullptr;
-    TRY(set_device(d->info.index));
+    TRY(rdg_use_device(d->info.index));
     Event *e = (Event *)calloc(1, sizeof(Event));
     if (!e)
         return rdg_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", RUDNN_GPU_BACKEND_NAME);
@@ -295,7 +305,7 @@ rudnn_status_t b_event_record(void *event, void *queue)
 {
     Event *e = (Event *)event;
     rdg_queue_t *q = (rdg_queue_t *)queue;
-    TRY(set_device(q->dev.index));
+    TRY(rdg_use_device(q->dev.index));
     CHECK(cudaEventRecord(e->event, q->stream), "EventRecord");
     return RUDNN_STATUS_SUCCESS;
 }
@@ -304,7 +314,7 @@ rudnn_status_t b_event_elapsed_ms(void *start, void *end, float *ms)
 {
     Event *s = (Event *)start;
     Event *e = (Event *)end;
-    TRY(set_device(e->device));
+    TRY(rdg_use_device(e->device));
     CHECK(cudaEventSynchronize(e->event), "EventSynchronize");
     CHECK(cudaEventElapsedTime(ms, s->event, e->event), "EventElapsedTime");
     return RUDNN_STATUS_SUCCESS;

@@ -451,7 +451,14 @@ const rudnn_moe_kernels_t ocl_moe_kernels = {
     .dispatch_plan = ocl_dispatch_plan,
     .dispatch_gather = ocl_dispatch_gather,
     .experts_scalar = ocl_experts_scalar,
-    /* No matrix-unit path in OpenCL; a CLBlast batched GEMM could be added. */
+#ifdef RUDNN_HAVE_CLBLAST
+    /* TensorCore through CLBlast SGEMM (moe_gemm.c); built only when CLBlast was found. */
+    .experts_tensor_core = ocl_experts_gemm,
+    .experts_tensor_core_workspace = ocl_experts_gemm_workspace,
+    .experts_tensor_core_auto = ocl_experts_gemm_auto,
+#else
+    /* Without CLBlast there is no GEMM library: ops/ answers NOT_SUPPORTED. */
     .experts_tensor_core = NULL,
+#endif
     .combine = ocl_combine,
 };

@@ -81,10 +81,26 @@ extern const char rudnn_ocl_src_norm[];
 extern const size_t rudnn_ocl_src_norm_size;
 extern const char rudnn_ocl_src_moe[];
 extern const size_t rudnn_ocl_src_moe_size;
+#ifdef RUDNN_HAVE_CLBLAST
+extern const char rudnn_ocl_src_moe_gemm[];
+extern const size_t rudnn_ocl_src_moe_gemm_size;
+#endif
 
 /* ---- kernel tables -------------------------------------------------------- */
 
 extern const rudnn_norm_kernels_t ocl_norm_kernels;
 extern const rudnn_moe_kernels_t ocl_moe_kernels;
+
+#ifdef RUDNN_HAVE_CLBLAST
+/* The TensorCore SwiGLU experts through CLBlast SGEMM (moe_gemm.c): the entry, its workspace
+ * and whether Auto should pick it on a device (rudnn_moe_kernels_t). */
+rudnn_status_t ocl_experts_gemm(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
+                                rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
+                                rudnn_mem_ref_t act, rudnn_mem_ref_t out);
+rudnn_status_t ocl_experts_gemm_workspace(void *device, const rudnn_moe_rows_plan_t *plan,
+                                          size_t *bytes);
+int ocl_experts_gemm_auto(void *device, const rudnn_moe_rows_plan_t *plan);
+#endif
 
 #endif

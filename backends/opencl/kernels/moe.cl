@@ -486,8 +486,8 @@ uint expert_of_row(const __global uint *off, uint experts, uint r)
  * that are not written. Dot products accumulate in FP32 in axis order
  * (MOE_MAC).
  *
- * There is no matrix-unit (TensorCore) path on OpenCL: experts_tensor_core is
- * NULL. A CLBlast batched GEMM could serve larger shapes later. */
+ * The TensorCore strategy on OpenCL is CLBlast SGEMM instead (moe_gemm.c,
+ * kernels/moe_gemm.cl), built when CLBlast is found. */
 
 /* This work-group's tile, rows [r_begin, r_end) x outputs [o0, o0 + T_), and
  * this work-item's (ty, tx) in it. */

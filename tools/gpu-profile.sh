@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Nsight Compute profiles of rudnn's hot kernels on the GPU machine, after
+# `tools/gpu-suite.sh build` (same BUILD and environment). One text report per target
+# in $OUT/ncu-<target>.txt: speed of light, occupancy, launch statistics, scheduler and
+# warp-state statistics, instructions executed.
+#
+#   tools/gpu-profile.sh TARGET ...
+#
+# Targets:
+#   route     the routing kernels (softmax and grouped sigmoid), DeepSeek-V3 shape T 4096, E 256
+#   mixtral   the SwiGLU expert GEMMs (TensorCore strategy), Mixtral shape
+#   norm-ln   layer_norm bf16 and f32 [4096, 65536]
+#   norm-1k   rms_norm and softmax f32 [65536, 1024]
+#
+# ncu runs with --clock-control none (the clocks stay as they are; METHOD.md).
+set -u
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo_root" || exit 1
+OUT=${OUT:-$repo_root/gpu-out}
+BUILD=${BUILD:-build-gpu}
+case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
+mkdir -p "$OUT"
+
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [[ -z $ncu ]]; then
+  echo "gpu-profile.sh: ncu not found" >&2
+  exit 1
+fi
+export RUDNN_BACKEND_PATH=$BUILD/backends/cuda:$BUILD/backends/opencl
+sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats
+          --section WarpStateStats --metrics smsp__inst_executed.sum,sm__cycles_elapsed.avg.per_second)
+
+profile() { # name kernel-regex launch-count command...
+  local name=$1 regex=$2 count=$3
+  shift 3
+  echo "== gpu-profile: $name ($*)"
+  "$ncu" --clock-control none -k "regex:$regex" --launch-count "$count" "${sections[@]}" "$@" \
+    > "$OUT/ncu-$name.txt" 2>&1
+  echo "== gpu-profile: $name rc $? -> $OUT/ncu-$name.txt"
+}
+
+rc=0
+for target in "$@"; do
+  case $target in
+    route) profile route 'route_' 4 "$BUILD/bench/rudnn-bench-moe" --backend cuda --case deepseek_v3_t4096 \
+             --only route --reps 2 ;;
+    mixtral) profile mixtral 'tc_gemm|gather|combine|plan_|route' 12 "$BUILD/bench/rudnn-bench-moe" \
+               --backend cuda --case mixtral --only forward --reps 1 ;;
+    norm-ln) profile norm-ln 'norm' 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=layer_norm \
+               --shape=4096x65536 --dtype=bf16,f32 --reps=1 ;;
+    norm-1k) profile norm-1k 'norm|softmax' 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=rms_norm,softmax \
+               --shape=65536x1024 --dtype=f32 --reps=1 ;;
+    *) echo "gpu-profile.sh: unknown target '$target'" >&2; rc=2 ;;
+  esac
+done
+exit $rc
