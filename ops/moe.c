@@ -30,8 +30,8 @@ struct rudnn_routing_plan {
     int64_t tokens;
     int32_t experts;
     int32_t top_k;
-    rudnn_buffer_t indices;
-    rudnn_buffer_t weights;
+    rudnn_buffer_t mem;    /* indices [T, k] U32, then the weights [T, k] at weights_offset */
+    size_t weights_offset; /* bytes */
 };
 
 struct rudnn_dispatched {
@@ -83,10 +83,16 @@ static void moe_free(rudnn_buffer_t b)
     free(b);
 }
 
-static void view(rudnn_tensor_t *t, rudnn_buffer_t b, rudnn_dtype_t dtype, int rank, int64_t d0, int64_t d1)
+static void view_at(rudnn_tensor_t *t, rudnn_buffer_t b, size_t offset, rudnn_dtype_t dtype, int rank, int64_t d0,
+                    int64_t d1)
 {
     int64_t dims[2] = {d0, d1};
-    rudnn_tensor_init(t, b, 0, dtype, rank, dims);
+    rudnn_tensor_init(t, b, offset, dtype, rank, dims);
+}
+
+static void view(rudnn_tensor_t *t, rudnn_buffer_t b, rudnn_dtype_t dtype, int rank, int64_t d0, int64_t d1)
+{
+    view_at(t, b, 0, dtype, rank, d0, d1);
 }
 
 /* ---- routing ------------------------------------------------------------------- */
@@ -125,9 +131,9 @@ static rudnn_status_t plan_create(const char *op, rudnn_queue_t queue,
     p->experts = (int32_t)logits->dims[1];
     p->top_k = top_k;
     size_t pairs = (size_t)p->tokens * (size_t)top_k;
-    rudnn_status_t st = moe_alloc(queue, pairs * 4, &p->indices);
-    if (!st)
-        st = moe_alloc(queue, pairs * rudnn_dtype_size(p->dtype), &p->weights);
+    /* one block for both (one pool round trip per routing call); weights 256-byte aligned */
+    p->weights_offset = (pairs * 4 + 255) & ~(size_t)255;
+    rudnn_status_t st = moe_alloc(queue, p->weights_offset + pairs * rudnn_dtype_size(p->dtype), &p->mem);
     if (st) {
         rudnn_error_prefix(op);
         rudnn_routing_plan_destroy(p);
@@ -159,7 +165,7 @@ static rudnn_status_t route_run(const char *op, rudnn_queue_t queue, const rudnn
         kp.dtype = p->dtype;
         kp.tokens = p->tokens;
         kp.experts = p->experts;
-        rudnn_mem_ref_t indices = {p->indices->mem, 0}, weights = {p->weights->mem, 0};
+        rudnn_mem_ref_t indices = {p->mem->mem, 0}, weights = {p->mem->mem, p->weights_offset};
         rudnn_status_t st = grouped ? k->route_sigmoid_grouped(queue->handle, &kp, rudnn_mem_of(logits),
                                                                rudnn_mem_of(bias), indices, weights)
                                     : k->route_softmax(queue->handle, &kp, rudnn_mem_of(logits), indices, weights);
@@ -264,8 +270,7 @@ void rudnn_routing_plan_destroy(rudnn_routing_plan_t p)
 {
     if (!p || atomic_fetch_sub(&p->refs, 1) > 1)
         return;
-    moe_free(p->indices);
-    moe_free(p->weights);
+    moe_free(p->mem);
     free(p);
 }
 
@@ -274,7 +279,7 @@ rudnn_status_t rudnn_routing_plan_indices(rudnn_routing_plan_t p, rudnn_tensor_t
     rudnn_clear_error();
     if (!p || !t)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "routing_plan_indices: %s is NULL", p ? "tensor" : "plan");
-    view(t, p->indices, RUDNN_U32, 2, p->tokens, p->top_k);
+    view(t, p->mem, RUDNN_U32, 2, p->tokens, p->top_k);
     return RUDNN_STATUS_SUCCESS;
 }
 
@@ -283,7 +288,7 @@ rudnn_status_t rudnn_routing_plan_weights(rudnn_routing_plan_t p, rudnn_tensor_t
     rudnn_clear_error();
     if (!p || !t)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "routing_plan_weights: %s is NULL", p ? "tensor" : "plan");
-    view(t, p->weights, p->dtype, 2, p->tokens, p->top_k);
+    view_at(t, p->mem, p->weights_offset, p->dtype, 2, p->tokens, p->top_k);
     return RUDNN_STATUS_SUCCESS;
 }
 
@@ -342,7 +347,7 @@ static rudnn_status_t dispatch(rudnn_queue_t queue, rudnn_routing_plan_t plan,
     if (!st) {
         rudnn_moe_rows_plan_t rp = rows_plan(plan, d->dtype, d->hidden);
         if (rp.rows > 0) {
-            st = k->dispatch_plan(queue->handle, &rp, (rudnn_mem_ref_t){plan->indices->mem, 0},
+            st = k->dispatch_plan(queue->handle, &rp, (rudnn_mem_ref_t){plan->mem->mem, 0},
                                   (rudnn_mem_ref_t){d->counts->mem, 0}, (rudnn_mem_ref_t){d->offsets->mem, 0},
                                   (rudnn_mem_ref_t){d->positions->mem, 0}, (rudnn_mem_ref_t){d->row_token->mem, 0});
             if (!st)
@@ -471,7 +476,7 @@ static rudnn_status_t combine(rudnn_queue_t queue, rudnn_dispatched_t d, const r
         return RUDNN_STATUS_SUCCESS;
     return rudnn_kernel_status(op, k->combine(queue->handle, &rp, rudnn_mem_of(expert_output),
                                               (rudnn_mem_ref_t){d->positions->mem, 0},
-                                              (rudnn_mem_ref_t){d->plan->weights->mem, 0}, rudnn_mem_of(output)));
+                                              (rudnn_mem_ref_t){d->plan->mem->mem, d->plan->weights_offset}, rudnn_mem_of(output)));
 }
 
 rudnn_status_t rudnn_moe_combine(rudnn_queue_t queue, rudnn_dispatched_t d, const rudnn_tensor_t *expert_output,

@@ -7,7 +7,8 @@
 #   tools/gpu-profile.sh TARGET ...
 #
 # Targets:
-#   route     the routing kernels (softmax and grouped sigmoid), DeepSeek-V3 shape T 4096, E 256
+#   route     the routing kernels (softmax and grouped sigmoid), DeepSeek-V3 shape T 4096, E 256:
+#             ncu-route-softmax.txt and ncu-route-grouped.txt
 #   mixtral   the SwiGLU expert GEMMs (TensorCore strategy), Mixtral shape
 #   norm-ln   layer_norm bf16 and f32 [4096, 65536]
 #   norm-1k   rms_norm and softmax f32 [65536, 1024]
@@ -42,8 +43,11 @@ profile() { # name kernel-regex launch-count command...
 rc=0
 for target in "$@"; do
   case $target in
-    route) profile route 'route_' 4 "$BUILD/bench/rudnn-bench-moe" --backend cuda --case deepseek_v3_t4096 \
-             --only route --reps 2 ;;
+    route)
+      for k in softmax grouped; do
+        profile "route-$k" "route_$k" 2 "$BUILD/bench/rudnn-bench-moe" --backend cuda --case deepseek_v3_t4096 \
+          --only route --reps 2
+      done ;;
     mixtral) profile mixtral 'tc_gemm|gather|combine|plan_|route' 12 "$BUILD/bench/rudnn-bench-moe" \
                --backend cuda --case mixtral --only forward --reps 1 ;;
     norm-ln) profile norm-ln 'norm' 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=layer_norm \
