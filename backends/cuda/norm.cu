@@ -141,11 +141,10 @@ struct StoreF16 {
  * add_rms_norm holds two inputs in flight, and layer_norm reads gamma and beta per vector, so
  * they get more registers (fewer threads per SM) where the base budget would spill:
  * add_rms_norm one step down (half at F = 32), layer_norm one step down for F32 data. 16-bit
- * layer_norm keeps the base budget (a few bytes spill, but the extra CTA per SM measured faster
- * on the H200: 53% -> 60% of copy bandwidth at [16384, 8192] bf16). */
-#ifndef RDG_NORM_WARP_RELAX /* 1: warp rows at F = 32 one step down too (for measuring) */
-#define RDG_NORM_WARP_RELAX 0
-#endif
+ * layer_norm in a CTA or cluster keeps the base budget (a few bytes spill, but the extra CTA per
+ * SM measured faster on the H200: 53% -> 60% of copy bandwidth at [16384, 8192] bf16); 16-bit
+ * rms_norm and layer_norm rows of one warp at F = 32 go one step down (they spilled 12 and 20
+ * bytes; [65536, 1024] bf16 rms_norm 76.5 -> 74.2 us, layer_norm 76.7 -> 76.2 us on the H200). */
 template <int F, int SCOPE, int OP, int ESIZE>
 struct RegBounds {
     enum {
@@ -154,7 +153,7 @@ struct RegBounds {
         DOWN = BASE > 4 ? BASE * 3 / 4 : BASE > 1 ? BASE - 1 : 1,
         BLOCKS = OP == OP_ADD_RMS ? (F == 32 ? BASE / 2 : DOWN)
                : OP == OP_LN && ESIZE == 4 ? DOWN
-               : SCOPE == RED_WARP && F == 32 && RDG_NORM_WARP_RELAX ? DOWN
+               : SCOPE == RED_WARP && F == 32 && ESIZE == 2 && (OP == OP_RMS || OP == OP_LN) ? DOWN
                : BASE
     };
 };

@@ -89,8 +89,9 @@ RUDNN_API rudnn_status_t rudnn_moe_combine(rudnn_queue_t queue, rudnn_dispatched
 
 typedef enum rudnn_moe_strategy {
     RUDNN_MOE_SCALAR = 0,      /* portable kernels, every backend */
-    RUDNN_MOE_AUTO = 1,        /* TensorCore where supported, else Scalar */
-    RUDNN_MOE_TENSOR_CORE = 2, /* fp16/bf16 matrix units (CUDA) */
+    RUDNN_MOE_AUTO = 1,        /* TensorCore where supported and faster, else Scalar */
+    RUDNN_MOE_TENSOR_CORE = 2, /* fp16/bf16 GEMM path: CUDA matrix units; OpenCL CLBlast
+                                * (synchronises the queue once per forward) */
 } rudnn_moe_strategy_t;
 
 /* gate [E, I, H], up [E, I, H], down [E, H, I]: same float dtype and context,
