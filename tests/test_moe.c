@@ -1091,6 +1091,11 @@ static const mcase_t pipeline_cases[] = {
     SOFT("experts without tokens", 16, 16, 3, 1, D_NO_TOKEN, S_ALL, 40, 24),
     SOFT("one expert takes every token", 20, 8, 1, 0, D_ONE_EXPERT, S_ALL, 50, 30),
     SOFT("one expert takes 160 rows (more than one row tile)", 160, 8, 1, 1, D_ONE_EXPERT, S_ALL, 70, 33),
+    /* H and I multiples of 8 take the CUDA tensor-core kernels: several K steps and column tiles,
+     * row tiles that straddle experts, and (300 rows, 9 column tiles) more work items than an H200
+     * has SMs, so persistent CTAs take several tiles */
+    SOFT("tensor-core tiles: 300 rows, H 136, I 264", 100, 4, 3, 1, D_GRID, S_ALL, 136, 264),
+    SOFT("one expert, 300 rows, H 72, I 1032", 300, 8, 1, 1, D_ONE_EXPERT, S_ALL, 72, 1032),
     SOFT("top_k = E", 9, 8, 8, 1, D_GRID, S_ALL, 19, 23),
     SOFT("E = 1", 7, 1, 1, 0, D_GRID, S_ALL, 33, 17),
     SOFT("T = 1, H = 1, I = 1", 1, 4, 2, 1, D_GRID, S_ALL, 1, 1),
