@@ -9,13 +9,16 @@
  * every number (the smallest number, -inf, maps to 0x007fffff), -0 equals +0, and 0 means "absent
  * or already taken". The order is key descending, then id ascending.
  *
- * Routing: one warp per token, lane l holding the keys of experts l, l + W, ... (W = warp size) in
- * registers (EPT per lane, a template parameter: E <= 32 W). A top-k round is one warp max of the
- * lanes' cached best keys and one warp min of the ids holding it (two redux.sync on sm_80+,
- * butterflies elsewhere); the owner lane drops the entry and rescans its registers. Softmax sums
- * are xor butterflies, so every lane holds the bit-identical value and nothing depends on timing.
- * Softmax rows longer than 32 W use a looped kernel that re-reads the logits each round and picks
- * the largest 64-bit composite key << 32 | ~id below the previous round's.
+ * Routing: one warp per token, lane l holding the keys of the contiguous experts l EPT .. l EPT +
+ * EPT - 1 in registers (EPT a template parameter, E <= 32 W, W = warp size; one vector load per
+ * lane). A top-k round is one warp max of the lanes' cached best keys and one warp min of the
+ * lanes holding it (two redux.sync on sm_80+, butterflies elsewhere): lower lanes hold lower ids,
+ * so that lane holds the lowest id. Each lane caches its two best untaken entries and rescans its
+ * registers only when both are taken (LaneTopK). Softmax sums are xor butterflies, so every lane
+ * holds the bit-identical value and nothing depends on timing. Grouped routing scores groups that
+ * are whole lanes with butterflies, other groupings through the warp's shared memory. Softmax rows
+ * longer than 32 W use a looped kernel that re-reads the logits each round and picks the largest
+ * 64-bit composite key << 32 | ~id below the previous round's.
  *
  * Dispatch plan (no host synchronisation): a stable counting sort of the pairs by expert.
  *   K1 hist:     block b counts the experts of its chunk of pairs -> M[b][e]

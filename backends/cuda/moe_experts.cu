@@ -36,7 +36,6 @@
  */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "gpu_compat.h"
@@ -49,12 +48,6 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
                                            rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
                                            rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
                                            rudnn_mem_ref_t act, rudnn_mem_ref_t out);
-
-#if RDG_MOE_TENSOR_CORES
-/* moe_experts_tma.cu */
-rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
-                                   const uint32_t *offsets);
-#endif
 
 namespace {
 
@@ -555,18 +548,6 @@ dim3 slot_grid(int64_t n_tiles, int64_t slots)
 typedef void (*tc_fn)(const uint16_t *, const uint16_t *, const uint16_t *, const uint32_t *, uint16_t *, int,
                       int64_t, int64_t, int64_t, int64_t);
 
-/* The TMA kernel (moe_experts_tma.cu) unless RDG_MOE_GEMM=cp_async (for measuring one against
- * the other in the same build); read once. */
-int use_tma(void)
-{
-    static volatile int cached = -1;
-    if (cached < 0) {
-        const char *v = getenv("RDG_MOE_GEMM");
-        cached = !(v && !strcmp(v, "cp_async"));
-    }
-    return cached;
-}
-
 /* Per device: 0 unknown, 1 no wgmma, 2 wgmma (racing threads store the same value). */
 volatile int g_wgmma[64];
 
@@ -672,12 +653,6 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
     if (!ok) /* documented fallback: the scalar kernels compute the same function */
         return rdg_moe_experts_scalar(queue, plan, tokens, offsets, gate, up, down, act, out);
     const uint32_t *off = (const uint32_t *)at(offsets);
-    if (wide && use_tma()) {
-        const rudnn_status_t st = rdg_moe_experts_tma(q, plan, ptrs, off);
-        if (st != RUDNN_STATUS_NOT_SUPPORTED)
-            return st;
-        (void)cudaGetLastError(); /* NOT_SUPPORTED launched nothing: the cp.async kernel below */
-    }
     return wide ? tc_launch<256>(q, plan, ptrs, off) : tc_launch<128>(q, plan, ptrs, off);
 #else
     (void)queue;

@@ -1,7 +1,8 @@
-/* Device helpers shared by the MoE expert GEMMs (moe_experts.cu: cp.async and mma.sync/wgmma;
- * moe_experts_tma.cu: TMA and wgmma with warp specialisation). Include after gpu_compat.h.
+/* Device helpers of the MoE expert GEMMs (moe_experts.cu), in their own header so that another
+ * kernel variant can share them (a TMA + warp-specialised variant was measured and dropped, see
+ * bench/RESULTS.md). Include after gpu_compat.h.
  *
- * Shared-memory operand layout of both tensor-core kernels: 128-byte rows (64 16-bit elements of
+ * Shared-memory operand layout of the tensor-core kernels: 128-byte rows (64 16-bit elements of
  * K) with the 128-byte XOR swizzle in 1024-byte atoms of 8 rows: wgmma's K-major layout, what TMA
  * writes with CU_TENSOR_MAP_SWIZZLE_128B, and conflict-free for ldmatrix. */
 #ifndef RUDNN_MOE_TC_CUH
@@ -21,32 +22,6 @@ __device__ __forceinline__ float silu_mul(float g, float u)
 __device__ __forceinline__ int64_t slot_start(uint32_t offset, int64_t e, int bm)
 {
     return ((int64_t)offset + e * (bm - 1)) / bm;
-}
-
-/* Expert, first row and row count of slot v (see moe_experts.cu), computed by one thread alone
- * with a binary search over the experts (slot_start is non-decreasing in e); false when the slot
- * has no rows. */
-__device__ __forceinline__ bool find_tile_thread(const uint32_t *__restrict__ offsets, int experts, int64_t v, int bm,
-                                                 int *expert, int64_t *row0, int *rows)
-{
-    int lo = 0, hi = experts; /* the last e in [0, E] with slot_start(e) <= v; s(0) = 0 <= v */
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (slot_start(offsets[mid], mid, bm) <= v)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    if (lo >= experts)
-        return false;
-    const uint32_t o0 = offsets[lo], o1 = offsets[lo + 1];
-    const int64_t r0 = (int64_t)o0 + (v - slot_start(o0, lo, bm)) * bm;
-    if (r0 >= (int64_t)o1)
-        return false;
-    *expert = lo;
-    *row0 = r0;
-    *rows = (int)min((int64_t)bm, (int64_t)o1 - r0);
-    return true;
 }
 
 #if RDG_MOE_TENSOR_CORES
