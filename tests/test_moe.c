@@ -517,6 +517,28 @@ static int compare_exact(const float *got, const float *want, size_t n, rt_log_t
     return 1;
 }
 
+/* Combines eo (the split path's expert rows under `strategy`) into out, runs the grouped one-call
+ * form with the same strategy into one, and requires the two outputs to be equal bit for bit. */
+static int one_call_matches_split(const mcase_t *c, state_t *s, rudnn_moe_strategy_t strategy, const char *name,
+                                  const rt_tensor_t *eo, const rt_tensor_t *out, const rt_tensor_t *one, size_t nout,
+                                  rt_log_t *log, const char *label)
+{
+    char what[96];
+    out_watch_t w;
+    out_begin(&w, out);
+    snprintf(what, sizeof what, "moe_combine (%s experts)", name);
+    int ok = check_ok(log, label, what, rudnn_moe_combine(rt_queue, s->disp, &eo->t, &out->t));
+    snprintf(what, sizeof what, "combine (%s experts)", name);
+    ok &= out_end(&w, ok && nout > 0, s->out, log, label, what);
+    out_begin(&w, one);
+    snprintf(what, sizeof what, "swiglu_experts_forward_sigmoid_grouped (%s)", name);
+    ok &= check_ok(log, label, what, call_one(c, s, strategy, one));
+    snprintf(what, sizeof what, "one-call (%s)", name);
+    ok &= out_end(&w, ok && nout > 0, s->out2, log, label, what);
+    snprintf(what, sizeof what, "one-call (%s) vs split path (%s)", name, name);
+    return ok && compare_exact(s->out2, s->out, nout, log, label, what);
+}
+
 /* TensorCore with an explicit workspace: of the size asked for (bit-identical to tc_vals, the
  * NULL-workspace result, and no byte past it written), then one byte short of it (BAD_PARAM
  * naming the workspace; neither the output nor the workspace written). */
@@ -972,36 +994,15 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
             ok = compare_exact(s->out2, s->out, nout, log, label, "one-call vs route+dispatch+experts+combine");
         failed |= !ok;
 
-        /* grouped one-call with Auto equals the split path with Auto */
-        if (c->routing == R_GROUPED) {
-            out_begin(&w, &s->OUT_AUTO);
-            ok = check_ok(log, label, "moe_combine (Auto experts)",
-                          rudnn_moe_combine(rt_queue, s->disp, &s->EO_AUTO.t, &s->OUT_AUTO.t));
-            ok &= out_end(&w, ok && nout > 0, s->out, log, label, "combine (Auto experts)");
-            out_begin(&w, &s->OUT_ONE_AUTO);
-            ok &= check_ok(log, label, "swiglu_experts_forward_sigmoid_grouped (Auto)",
-                           call_one(c, s, RUDNN_MOE_AUTO, &s->OUT_ONE_AUTO));
-            ok &= out_end(&w, ok && nout > 0, s->out2, log, label, "one-call (Auto)");
-            if (ok)
-                ok = compare_exact(s->out2, s->out, nout, log, label, "one-call (Auto) vs split path (Auto)");
-            failed |= !ok;
-        }
-        /* grouped one-call with TensorCore equals the split path with TensorCore */
+        /* grouped one-call with Auto (TensorCore) equals the split path with Auto (TensorCore) */
+        if (c->routing == R_GROUPED)
+            failed |= !one_call_matches_split(c, s, RUDNN_MOE_AUTO, "Auto", &s->EO_AUTO, &s->OUT_AUTO,
+                                              &s->OUT_ONE_AUTO, nout, log, label);
         if (c->routing == R_GROUPED && tc_runs) {
             rt_tensor_create(&s->OUT_TC, dt, 2, odims, 3, RT_TAIL_BYTES);
             rt_tensor_create(&s->OUT_ONE_TC, dt, 2, odims, 1, RT_TAIL_BYTES);
-            out_begin(&w, &s->OUT_TC);
-            ok = check_ok(log, label, "moe_combine (TensorCore experts)",
-                          rudnn_moe_combine(rt_queue, s->disp, &s->EO_TC.t, &s->OUT_TC.t));
-            ok &= out_end(&w, ok && nout > 0, s->out, log, label, "combine (TensorCore experts)");
-            out_begin(&w, &s->OUT_ONE_TC);
-            ok &= check_ok(log, label, "swiglu_experts_forward_sigmoid_grouped (TensorCore)",
-                           call_one(c, s, RUDNN_MOE_TENSOR_CORE, &s->OUT_ONE_TC));
-            ok &= out_end(&w, ok && nout > 0, s->out2, log, label, "one-call (TensorCore)");
-            if (ok)
-                ok = compare_exact(s->out2, s->out, nout, log, label,
-                                   "one-call (TensorCore) vs split path (TensorCore)");
-            failed |= !ok;
+            failed |= !one_call_matches_split(c, s, RUDNN_MOE_TENSOR_CORE, "TensorCore", &s->EO_TC, &s->OUT_TC,
+                                              &s->OUT_ONE_TC, nout, log, label);
         }
     }
 
