@@ -325,6 +325,26 @@ rudnn_status_t rdg_fail(rudnn_status_t status, cudaError_t err, const char *what
 /* Makes device `index` the calling thread's (cheap when it already is) and clears a launch error
  * left by an earlier failed call, so the checks after this call's launches see only its own. */
 rudnn_status_t rdg_use_device(int index);
+/* DEVICE_ERROR "<backend>: <api> kernel launch (<what>) failed: ..." when the last launch failed. */
+rudnn_status_t rdg_launched(const char *what);
+
+#define RDG_TRY(expr)                                                                              \
+    do {                                                                                           \
+        rudnn_status_t rdg_try_st_ = (expr);                                                       \
+        if (rdg_try_st_ != RUDNN_STATUS_SUCCESS)                                                   \
+            return rdg_try_st_;                                                                    \
+    } while (0)
+
+/* The device address of a memory reference (NULL stays NULL). */
+static inline void *rdg_at(rudnn_mem_ref_t m)
+{
+    return m.mem ? (void *)((char *)m.mem + m.offset) : nullptr;
+}
+
+static inline int64_t rdg_ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
 /* Same, printf-style message without a runtime error. */
 rudnn_status_t rdg_error(rudnn_status_t status, const char *fmt, ...)
 #if defined(__GNUC__)

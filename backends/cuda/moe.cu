@@ -832,35 +832,9 @@ combine_kernel(const void *__restrict__ x, const uint32_t *__restrict__ position
 
 /* ---- host side ---- */
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        rudnn_status_t try_st_ = (expr);                                                           \
-        if (try_st_ != RUDNN_STATUS_SUCCESS)                                                       \
-            return try_st_;                                                                        \
-    } while (0)
-
-inline void *at(rudnn_mem_ref_t m)
-{
-    return m.mem ? (void *)((char *)m.mem + m.offset) : nullptr;
-}
-
-inline int64_t ceil_div(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b;
-}
+#define TRY(expr) RDG_TRY(expr)
 
 rudnn_status_t begin(rdg_queue_t *q) { return rdg_use_device(q->dev.index); }
-
-rudnn_status_t launched(const char *kernel)
-{
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) {
-        char what[96];
-        snprintf(what, sizeof what, " kernel launch (moe %s)", kernel);
-        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, what);
-    }
-    return RUDNN_STATUS_SUCCESS;
-}
 
 int warp_size(const rdg_queue_t *q)
 {
@@ -933,10 +907,10 @@ rudnn_status_t k_route_softmax(void *queue, const rudnn_route_kernel_plan_t *pla
                     : plan->dtype == RUDNN_F16 ? softmax_kernel_for<RUDNN_F16>(ept)
                                                : softmax_kernel_for<RUDNN_BF16>(ept);
     const int64_t per_block = ROUTE_THREADS / w;
-    fn<<<dim3((unsigned)ceil_div(plan->tokens, per_block)), dim3(ROUTE_THREADS), 0, q->stream>>>(
-        at(logits), (uint32_t *)at(indices), at(weights), plan->tokens, plan->experts, plan->top_k,
+    fn<<<dim3((unsigned)rdg_ceil_div(plan->tokens, per_block)), dim3(ROUTE_THREADS), 0, q->stream>>>(
+        rdg_at(logits), (uint32_t *)rdg_at(indices), rdg_at(weights), plan->tokens, plan->experts, plan->top_k,
         plan->renormalize);
-    return launched("route_softmax");
+    return rdg_launched("moe route_softmax");
 }
 
 rudnn_status_t k_route_sigmoid_grouped(void *queue, const rudnn_route_kernel_plan_t *plan, rudnn_mem_ref_t logits,
@@ -964,11 +938,11 @@ rudnn_status_t k_route_sigmoid_grouped(void *queue, const rudnn_route_kernel_pla
     const size_t smem = lanes_per_group
                             ? 0
                             : (size_t)per_block * (size_t)(plan->experts + plan->groups) * sizeof(uint32_t);
-    fn<<<dim3((unsigned)ceil_div(plan->tokens, per_block)), dim3(ROUTE_THREADS), smem, q->stream>>>(
-        at(logits), (const float *)at(bias), (uint32_t *)at(indices), at(weights), plan->tokens, plan->experts,
+    fn<<<dim3((unsigned)rdg_ceil_div(plan->tokens, per_block)), dim3(ROUTE_THREADS), smem, q->stream>>>(
+        rdg_at(logits), (const float *)rdg_at(bias), (uint32_t *)rdg_at(indices), rdg_at(weights), plan->tokens, plan->experts,
         plan->top_k, plan->renormalize, plan->groups, plan->selected_groups, plan->group_top_two, plan->scale,
         lanes_per_group);
-    return launched("route_sigmoid_grouped");
+    return rdg_launched("moe route_sigmoid_grouped");
 }
 
 rudnn_status_t k_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t indices,
@@ -981,11 +955,11 @@ rudnn_status_t k_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t *plan, r
     if (pairs <= 0)
         return RUDNN_STATUS_SUCCESS;
     TRY(begin(q));
-    const uint32_t *idx = (const uint32_t *)at(indices);
-    uint32_t *cnt = (uint32_t *)at(counts);
-    uint32_t *off = (uint32_t *)at(offsets);
-    uint32_t *pos = (uint32_t *)at(positions);
-    uint32_t *rtok = (uint32_t *)at(row_token);
+    const uint32_t *idx = (const uint32_t *)rdg_at(indices);
+    uint32_t *cnt = (uint32_t *)rdg_at(counts);
+    uint32_t *off = (uint32_t *)rdg_at(offsets);
+    uint32_t *pos = (uint32_t *)rdg_at(positions);
+    uint32_t *rtok = (uint32_t *)rdg_at(row_token);
 
     /* chunk >= 2E keeps nb * E <= pairs whenever nb >= 2 (then pairs > chunk, so E < pairs / 2 and
      * nb * E <= (pairs / chunk + 1) * E <= pairs / 2 + E); about two chunks per SM */
@@ -993,10 +967,10 @@ rudnn_status_t k_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t *plan, r
     int64_t chunk = 512;
     if (chunk < 2 * experts)
         chunk = 2 * experts;
-    if (chunk < ceil_div(pairs, 2 * (int64_t)sms))
-        chunk = ceil_div(pairs, 2 * (int64_t)sms);
-    chunk = ceil_div(chunk, PLAN_RANK_THREADS) * PLAN_RANK_THREADS;
-    int64_t nb = ceil_div(pairs, chunk);
+    if (chunk < rdg_ceil_div(pairs, 2 * (int64_t)sms))
+        chunk = rdg_ceil_div(pairs, 2 * (int64_t)sms);
+    chunk = rdg_ceil_div(chunk, PLAN_RANK_THREADS) * PLAN_RANK_THREADS;
+    int64_t nb = rdg_ceil_div(pairs, chunk);
     const int alias = nb < 2;
     if (alias) {
         nb = 1;
@@ -1012,23 +986,23 @@ rudnn_status_t k_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t *plan, r
     plan_hist_kernel<<<dim3((unsigned)nb), dim3(PLAN_HIST_THREADS),
                        smem_bins ? (size_t)experts * sizeof(uint32_t) : 0, q->stream>>>(idx, m, pairs, chunk,
                                                                                      (int)experts, smem_bins);
-    TRY(launched("dispatch_plan histogram"));
+    TRY(rdg_launched("moe dispatch_plan histogram"));
 
     int slices = 1;
     while (slices < 32 && (int64_t)(PLAN_SCAN_THREADS / (slices * 2)) >= experts && slices * 2 <= nb)
         slices *= 2;
     plan_scan_kernel<<<dim3(1), dim3(PLAN_SCAN_THREADS), 0, q->stream>>>(m, cnt, off, nb, (int)experts, slices,
                                                                        alias);
-    TRY(launched("dispatch_plan scan"));
+    TRY(rdg_launched("moe dispatch_plan scan"));
 
     plan_rank_kernel<<<dim3((unsigned)nb), dim3(PLAN_RANK_THREADS), 0, q->stream>>>(idx, m, pos, pairs, chunk,
                                                                                    (int)experts);
-    TRY(launched("dispatch_plan rank"));
+    TRY(rdg_launched("moe dispatch_plan rank"));
 
     const int64_t n = pairs > experts ? pairs : experts;
-    plan_finish_kernel<<<dim3((unsigned)ceil_div(n, 256)), dim3(256), 0, q->stream>>>(
+    plan_finish_kernel<<<dim3((unsigned)rdg_ceil_div(n, 256)), dim3(256), 0, q->stream>>>(
         pos, rtok, cnt, off, pairs, plan->top_k, (int)experts, alias);
-    return launched("dispatch_plan finish");
+    return rdg_launched("moe dispatch_plan finish");
 }
 
 /* threads per row: a power of two covering `units` up to the block */
@@ -1052,8 +1026,8 @@ rudnn_status_t k_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t *plan,
     if (plan->rows <= 0)
         return RUDNN_STATUS_SUCCESS;
     TRY(begin(q));
-    const void *src = at(input);
-    void *dst = at(tokens);
+    const void *src = rdg_at(input);
+    void *dst = rdg_at(tokens);
     const size_t esize = plan->dtype == RUDNN_F32 ? 4 : 2;
     const size_t row_bytes = (size_t)plan->hidden * esize;
     size_t unit = 16;
@@ -1061,8 +1035,8 @@ rudnn_status_t k_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t *plan,
         unit /= 2;
     const int64_t units = (int64_t)(row_bytes / unit);
     const int tpr = threads_per_row(units, warp_size(q));
-    const dim3 grid((unsigned)ceil_div(plan->rows, ROWS_THREADS / tpr));
-    const uint32_t *rt = (const uint32_t *)at(row_token);
+    const dim3 grid((unsigned)rdg_ceil_div(plan->rows, ROWS_THREADS / tpr));
+    const uint32_t *rt = (const uint32_t *)rdg_at(row_token);
     switch (unit) {
     case 16:
         gather_kernel<uint4><<<grid, ROWS_THREADS, 0, q->stream>>>((const uint4 *)src, rt, (uint4 *)dst, plan->rows,
@@ -1081,7 +1055,7 @@ rudnn_status_t k_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t *plan,
                                                                     plan->rows, units, tpr);
         break;
     }
-    return launched("dispatch_gather");
+    return rdg_launched("moe dispatch_gather");
 }
 
 typedef void (*combine_fn)(const void *, const uint32_t *, const void *, int, void *, int64_t, int64_t, int, int);
@@ -1093,8 +1067,8 @@ rudnn_status_t k_combine(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_m
     if (plan->tokens <= 0)
         return RUDNN_STATUS_SUCCESS;
     TRY(begin(q));
-    const void *x = at(expert_out);
-    void *y = at(out);
+    const void *x = rdg_at(expert_out);
+    void *y = rdg_at(out);
     const int vec_elems = plan->dtype == RUDNN_F32 ? 4 : 8;
     const int vec = plan->hidden % vec_elems == 0 && aligned(x, 16) && aligned(y, 16);
     combine_fn fn;
@@ -1111,10 +1085,10 @@ rudnn_status_t k_combine(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_m
     }
     const int64_t nv = vec ? plan->hidden / vec_elems : plan->hidden;
     const int tpr = threads_per_row(nv, warp_size(q));
-    fn<<<dim3((unsigned)ceil_div(plan->tokens, ROWS_THREADS / tpr)), dim3(ROWS_THREADS), 0, q->stream>>>(
-        x, (const uint32_t *)at(positions), at(weights), (int)plan->weight_dtype, y, plan->tokens, plan->hidden,
+    fn<<<dim3((unsigned)rdg_ceil_div(plan->tokens, ROWS_THREADS / tpr)), dim3(ROWS_THREADS), 0, q->stream>>>(
+        x, (const uint32_t *)rdg_at(positions), rdg_at(weights), (int)plan->weight_dtype, y, plan->tokens, plan->hidden,
         plan->top_k, tpr);
-    return launched("combine");
+    return rdg_launched("moe combine");
 }
 
 } // namespace

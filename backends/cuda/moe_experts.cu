@@ -493,35 +493,9 @@ tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, 
 
 /* ---- host side ---- */
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        rudnn_status_t try_st_ = (expr);                                                           \
-        if (try_st_ != RUDNN_STATUS_SUCCESS)                                                       \
-            return try_st_;                                                                        \
-    } while (0)
-
-inline void *at(rudnn_mem_ref_t m)
-{
-    return m.mem ? (void *)((char *)m.mem + m.offset) : nullptr;
-}
-
-inline int64_t ceil_div(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b;
-}
+#define TRY(expr) RDG_TRY(expr)
 
 rudnn_status_t begin(rdg_queue_t *q) { return rdg_use_device(q->dev.index); }
-
-rudnn_status_t launched(const char *kernel)
-{
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) {
-        char what[96];
-        snprintf(what, sizeof what, " kernel launch (moe %s)", kernel);
-        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, what);
-    }
-    return RUDNN_STATUS_SUCCESS;
-}
 
 typedef void (*scalar_fn)(const void *, const void *, const void *, const uint32_t *, void *, int, int64_t, int64_t,
                           int64_t);
@@ -596,18 +570,18 @@ rudnn_status_t tc_launch(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, cons
     TRY(allow_smem(f1, slot, q->dev.index, Cfg::SMEM));
     TRY(allow_smem(f2, slot + 1, q->dev.index, Cfg::SMEM));
     const int64_t slots = slot_count(plan->rows, plan->experts, TC_BM);
-    const int64_t nt1 = ceil_div(plan->inter, BN / 2), nt2 = ceil_div(plan->hidden, BN);
+    const int64_t nt1 = rdg_ceil_div(plan->inter, BN / 2), nt2 = rdg_ceil_div(plan->hidden, BN);
     const int64_t max_grid = 0x7fffffff;
-    const int64_t items1 = ceil_div(nt1, TC_GROUP_N) * TC_GROUP_N * slots;
-    const int64_t items2 = ceil_div(nt2, TC_GROUP_N) * TC_GROUP_N * slots;
+    const int64_t items1 = rdg_ceil_div(nt1, TC_GROUP_N) * TC_GROUP_N * slots;
+    const int64_t items2 = rdg_ceil_div(nt2, TC_GROUP_N) * TC_GROUP_N * slots;
     f1<<<dim3((unsigned)(items1 < max_grid ? items1 : max_grid)), TC_THREADS, Cfg::SMEM, q->stream>>>(
         (const uint16_t *)ptrs[0], (const uint16_t *)ptrs[1], (const uint16_t *)ptrs[2], off, (uint16_t *)ptrs[4],
         plan->experts, plan->inter, plan->hidden, slots, nt1);
-    TRY(launched("experts_tensor_core gate/up"));
+    TRY(rdg_launched("moe experts_tensor_core gate/up"));
     f2<<<dim3((unsigned)(items2 < max_grid ? items2 : max_grid)), TC_THREADS, Cfg::SMEM, q->stream>>>(
         (const uint16_t *)ptrs[4], (const uint16_t *)ptrs[3], nullptr, off, (uint16_t *)ptrs[5], plan->experts,
         plan->hidden, plan->inter, slots, nt2);
-    return launched("experts_tensor_core down");
+    return rdg_launched("moe experts_tensor_core down");
 }
 #endif
 
@@ -621,16 +595,16 @@ rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *
     if (plan->rows <= 0)
         return RUDNN_STATUS_SUCCESS;
     TRY(begin(q));
-    const uint32_t *off = (const uint32_t *)at(offsets);
+    const uint32_t *off = (const uint32_t *)rdg_at(offsets);
     const int64_t slots = slot_count(plan->rows, plan->experts, SG_BM);
     scalar_fn f1 = scalar_kernel<true>(plan->dtype);
-    f1<<<slot_grid(ceil_div(plan->inter, SG_BN), slots), SG_THREADS, 0, q->stream>>>(
-        at(tokens), at(gate), at(up), off, at(act), plan->experts, plan->inter, plan->hidden, slots);
-    TRY(launched("experts_scalar gate/up"));
+    f1<<<slot_grid(rdg_ceil_div(plan->inter, SG_BN), slots), SG_THREADS, 0, q->stream>>>(
+        rdg_at(tokens), rdg_at(gate), rdg_at(up), off, rdg_at(act), plan->experts, plan->inter, plan->hidden, slots);
+    TRY(rdg_launched("moe experts_scalar gate/up"));
     scalar_fn f2 = scalar_kernel<false>(plan->dtype);
-    f2<<<slot_grid(ceil_div(plan->hidden, SG_BN), slots), SG_THREADS, 0, q->stream>>>(
-        at(act), at(down), nullptr, off, at(out), plan->experts, plan->hidden, plan->inter, slots);
-    return launched("experts_scalar down");
+    f2<<<slot_grid(rdg_ceil_div(plan->hidden, SG_BN), slots), SG_THREADS, 0, q->stream>>>(
+        rdg_at(act), rdg_at(down), nullptr, off, rdg_at(out), plan->experts, plan->hidden, plan->inter, slots);
+    return rdg_launched("moe experts_scalar down");
 }
 
 rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_plan_t *plan,
@@ -643,7 +617,7 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
     if (plan->rows <= 0)
         return RUDNN_STATUS_SUCCESS;
     TRY(begin(q));
-    const void *ptrs[6] = {at(tokens), at(gate), at(up), at(down), at(act), at(out)};
+    const void *ptrs[6] = {rdg_at(tokens), rdg_at(gate), rdg_at(up), rdg_at(down), rdg_at(act), rdg_at(out)};
     const int wide = has_wgmma(q);
     int ok = q->dev.arch >= 80 && (plan->dtype == RUDNN_F16 || plan->dtype == RUDNN_BF16) &&
              plan->hidden % 8 == 0 && plan->inter % 8 == 0 &&
@@ -652,7 +626,7 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
         ok = ok && ((uintptr_t)ptrs[i] % 16) == 0;
     if (!ok) /* documented fallback: the scalar kernels compute the same function */
         return rdg_moe_experts_scalar(queue, plan, tokens, offsets, gate, up, down, act, out);
-    const uint32_t *off = (const uint32_t *)at(offsets);
+    const uint32_t *off = (const uint32_t *)rdg_at(offsets);
     return wide ? tc_launch<256>(q, plan, ptrs, off) : tc_launch<128>(q, plan, ptrs, off);
 #else
     (void)queue;

@@ -651,14 +651,9 @@ struct LaunchCfg {
     int prefetch;   /* next row copied asynchronously into shared memory (after gamma/beta) */
 };
 
-int64_t ceil_div(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b;
-}
-
 int64_t round_up(int64_t v, int64_t m)
 {
-    return ceil_div(v, m) * m;
+    return rdg_ceil_div(v, m) * m;
 }
 
 /* Static shared memory of the kernels plus a margin, subtracted from the opt-in limit. */
@@ -722,20 +717,20 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
         } else if (d->clusters && cols <= RDG_MAX_CLUSTER * cta_elems) {
             variant = wide ? V_CLUSTER32 : V_CLUSTER16;
             f = wide ? 32 : 16;
-            csize = (int)ceil_div(cols, cta_elems);
+            csize = (int)rdg_ceil_div(cols, cta_elems);
         } else if (d->clusters && cols <= RDG_MAX_CLUSTER * RDG_CTA_ELEMS_F32) {
             variant = V_CLUSTER32;
             f = 32;
-            csize = (int)ceil_div(cols, RDG_CTA_ELEMS_F32);
+            csize = (int)rdg_ceil_div(cols, RDG_CTA_ELEMS_F32);
         } else if (!d->clusters && cols <= RDG_CTA_ELEMS_F32) {
             variant = V_BLOCK32;
             f = 32;
         }
         if (variant >= 0) {
             const int warp_rows = variant == V_WARP8 || variant == V_WARP32;
-            const int64_t slice = ceil_div(nvec, csize);
+            const int64_t slice = rdg_ceil_div(nvec, csize);
             const int64_t thr = warp_rows ? (int64_t)RDG_WARP_ROWS_PER_CTA * w
-                                          : round_up(ceil_div(slice * vec, f), w);
+                                          : round_up(rdg_ceil_div(slice * vec, f), w);
             const int64_t group = warp_rows ? w : thr;
             if (thr <= 512 && thr <= max_thr && slice * vec <= group * f) {
                 c.reg = 1;
@@ -878,10 +873,6 @@ int aligned16(const void *p)
     return ((uintptr_t)p & 15u) == 0;
 }
 
-const void *at(rudnn_mem_ref_t m)
-{
-    return m.mem ? (const void *)((const char *)m.mem + m.offset) : nullptr;
-}
 
 rudnn_status_t launch(void *queue, int op, const rudnn_norm_plan_t *plan, NormArgs a)
 {
@@ -936,7 +927,7 @@ rudnn_status_t launch(void *queue, int op, const rudnn_norm_plan_t *plan, NormAr
         grid = (int64_t)resident * c.csize; /* resident clusters on the whole device */
     else
         grid = (int64_t)resident * d->sm_count;
-    const int64_t need = ceil_div(plan->rows, c.rows_per_cta) * c.csize;
+    const int64_t need = rdg_ceil_div(plan->rows, c.rows_per_cta) * c.csize;
     if (grid > need)
         grid = need;
     if (grid > INT_MAX - 8)
@@ -995,10 +986,10 @@ rudnn_status_t k_layer_norm(void *queue, const rudnn_norm_plan_t *plan, rudnn_me
                             rudnn_mem_ref_t beta, rudnn_mem_ref_t y)
 {
     NormArgs a = empty_args();
-    a.x = at(x);
-    a.gamma = (const float *)at(gamma);
-    a.beta = (const float *)at(beta);
-    a.y = (void *)at(y);
+    a.x = rdg_at(x);
+    a.gamma = (const float *)rdg_at(gamma);
+    a.beta = (const float *)rdg_at(beta);
+    a.y = (void *)rdg_at(y);
     return launch(queue, OP_LN, plan, a);
 }
 
@@ -1006,17 +997,17 @@ rudnn_status_t k_rms_norm(void *queue, const rudnn_norm_plan_t *plan, rudnn_mem_
                           rudnn_mem_ref_t y)
 {
     NormArgs a = empty_args();
-    a.x = at(x);
-    a.gamma = (const float *)at(gamma);
-    a.y = (void *)at(y);
+    a.x = rdg_at(x);
+    a.gamma = (const float *)rdg_at(gamma);
+    a.y = (void *)rdg_at(y);
     return launch(queue, OP_RMS, plan, a);
 }
 
 rudnn_status_t k_softmax(void *queue, const rudnn_norm_plan_t *plan, rudnn_mem_ref_t x, rudnn_mem_ref_t y)
 {
     NormArgs a = empty_args();
-    a.x = at(x);
-    a.y = (void *)at(y);
+    a.x = rdg_at(x);
+    a.y = (void *)rdg_at(y);
     return launch(queue, OP_SOFTMAX, plan, a);
 }
 
@@ -1025,12 +1016,12 @@ rudnn_status_t k_add_rms_norm(void *queue, const rudnn_norm_plan_t *plan, rudnn_
                               rudnn_mem_ref_t x_out)
 {
     NormArgs a = empty_args();
-    a.x = at(a_in);
-    a.r = at(r);
-    a.gamma = (const float *)at(gamma);
-    a.y = (void *)at(y);
-    a.rstd = (float *)at(rstd);
-    a.xout = (void *)at(x_out);
+    a.x = rdg_at(a_in);
+    a.r = rdg_at(r);
+    a.gamma = (const float *)rdg_at(gamma);
+    a.y = (void *)rdg_at(y);
+    a.rstd = (float *)rdg_at(rstd);
+    a.xout = (void *)rdg_at(x_out);
     return launch(queue, OP_ADD_RMS, plan, a);
 }
 

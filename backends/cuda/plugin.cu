@@ -53,6 +53,16 @@ inline void *ptr_at(rudnn_mem_ref_t m)
 
 } /* namespace */
 
+rudnn_status_t rdg_launched(const char *what)
+{
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess)
+        return RUDNN_STATUS_SUCCESS;
+    char msg[112];
+    snprintf(msg, sizeof msg, " kernel launch (%s)", what);
+    return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, msg);
+}
+
 rudnn_status_t rdg_use_device(int index)
 {
     int current = -1;
@@ -72,12 +82,7 @@ rudnn_status_t rdg_use_device(int index)
 
 namespace {
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        rudnn_status_t try_st_ = (expr);                                                           \
-        if (try_st_ != RUDNN_STATUS_SUCCESS)                                                       \
-            return try_st_;                                                                        \
-    } while (0)
+#define TRY(expr) RDG_TRY(expr)
 
 #define CHECK(call, what)                                                                          \
     do {                                                                                           \
