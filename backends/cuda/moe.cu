@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "gpu_compat.h"
+#include "elem.cuh"
 
 /* moe_experts.cu */
 rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
@@ -52,26 +53,6 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
 const rudnn_moe_kernels_t *rdg_moe_table(void);
 
 namespace {
-
-/* ---- element access ---- */
-
-template <int DT>
-struct Elem;
-template <>
-struct Elem<RUDNN_F32> {
-    __device__ static float ld(const void *p, int64_t i) { return ((const float *)p)[i]; }
-    __device__ static void st(void *p, int64_t i, float v) { ((float *)p)[i] = v; }
-};
-template <>
-struct Elem<RUDNN_F16> {
-    __device__ static float ld(const void *p, int64_t i) { return rdg_f16_to_f32(((const uint16_t *)p)[i]); }
-    __device__ static void st(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = rdg_f32_to_f16(v); }
-};
-template <>
-struct Elem<RUDNN_BF16> {
-    __device__ static float ld(const void *p, int64_t i) { return rdg_bf16_to_f32(((const uint16_t *)p)[i]); }
-    __device__ static void st(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = rdg_f32_to_bf16(v); }
-};
 
 /* run-time dtype (the routing weights in combine) */
 __device__ __forceinline__ float ld_any(int dt, const void *p, int64_t i)

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "gpu_compat.h"
+#include "elem.cuh"
 #include "moe_tc.cuh"
 
 rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
@@ -50,24 +51,6 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
                                            rudnn_mem_ref_t act, rudnn_mem_ref_t out);
 
 namespace {
-
-template <int DT>
-struct Elem;
-template <>
-struct Elem<RUDNN_F32> {
-    __device__ static float ld(const void *p, int64_t i) { return ((const float *)p)[i]; }
-    __device__ static void st(void *p, int64_t i, float v) { ((float *)p)[i] = v; }
-};
-template <>
-struct Elem<RUDNN_F16> {
-    __device__ static float ld(const void *p, int64_t i) { return rdg_f16_to_f32(((const uint16_t *)p)[i]); }
-    __device__ static void st(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = rdg_f32_to_f16(v); }
-};
-template <>
-struct Elem<RUDNN_BF16> {
-    __device__ static float ld(const void *p, int64_t i) { return rdg_bf16_to_f32(((const uint16_t *)p)[i]); }
-    __device__ static void st(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = rdg_f32_to_bf16(v); }
-};
 
 /* ---- tile slots (slot_start: moe_tc.cuh) ---- */
 
