@@ -72,7 +72,9 @@ struct StoreF32 {
     __device__ static float round(float v) { return v; }
 };
 
-struct StoreBF16 {
+/* 16-bit storage (8 per 16-byte vector): the format's conversions are H's (Bf16Bits, F16Bits). */
+template <class H>
+struct Store16 {
     enum { VEC = 8 };
     typedef uint4 raw_t;
     typedef uint16_t elem_t;
@@ -83,56 +85,45 @@ struct StoreBF16 {
         const uint32_t u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            v[2 * k] = __uint_as_float(u[k] << 16);
-            v[2 * k + 1] = __uint_as_float(u[k] & 0xffff0000u);
+            v[2 * k] = H::lo(u[k]);
+            v[2 * k + 1] = H::hi(u[k]);
         }
     }
     __device__ static void stv(void *p, int64_t vi, const float (&v)[VEC])
     {
         uint4 w;
-        w.x = rdg_pack_bf16x2(v[0], v[1]);
-        w.y = rdg_pack_bf16x2(v[2], v[3]);
-        w.z = rdg_pack_bf16x2(v[4], v[5]);
-        w.w = rdg_pack_bf16x2(v[6], v[7]);
+        w.x = H::pack(v[0], v[1]);
+        w.y = H::pack(v[2], v[3]);
+        w.z = H::pack(v[4], v[5]);
+        w.w = H::pack(v[6], v[7]);
         RDG_STCS((uint4 *)p + vi, w);
     }
-    __device__ static float ld1(const void *p, int64_t i) { return rdg_bf16_to_f32(((const uint16_t *)p)[i]); }
-    __device__ static void st1(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = rdg_f32_to_bf16(v); }
-    __device__ static float round(float v) { return rdg_bf16_to_f32(rdg_f32_to_bf16(v)); }
+    __device__ static float ld1(const void *p, int64_t i) { return H::to_f32(((const uint16_t *)p)[i]); }
+    __device__ static void st1(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = H::from_f32(v); }
+    __device__ static float round(float v) { return H::to_f32(H::from_f32(v)); }
 };
 
-struct StoreF16 {
-    enum { VEC = 8 };
-    typedef uint4 raw_t;
-    typedef uint16_t elem_t;
-    __device__ static raw_t zero() { return make_uint4(0u, 0u, 0u, 0u); }
-    __device__ static raw_t ldv(const void *p, int64_t vi) { return RDG_LDCS((const uint4 *)p + vi); }
-    __device__ static void cvt(const raw_t &w, float (&v)[VEC])
-    {
-        const uint32_t u[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            v[2 * k] = rdg_f16_to_f32((uint16_t)(u[k] & 0xffffu));
-            v[2 * k + 1] = rdg_f16_to_f32((uint16_t)(u[k] >> 16));
-        }
-    }
+struct Bf16Bits {
+    __device__ static float lo(uint32_t u) { return __uint_as_float(u << 16); }
+    __device__ static float hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+    __device__ static uint32_t pack(float lo, float hi) { return rdg_pack_bf16x2(lo, hi); }
+    __device__ static float to_f32(uint16_t h) { return rdg_bf16_to_f32(h); }
+    __device__ static uint16_t from_f32(float v) { return rdg_f32_to_bf16(v); }
+};
+
+struct F16Bits {
+    __device__ static float lo(uint32_t u) { return rdg_f16_to_f32((uint16_t)(u & 0xffffu)); }
+    __device__ static float hi(uint32_t u) { return rdg_f16_to_f32((uint16_t)(u >> 16)); }
     __device__ static uint32_t pack(float lo, float hi)
     {
         return (uint32_t)rdg_f32_to_f16(lo) | ((uint32_t)rdg_f32_to_f16(hi) << 16);
     }
-    __device__ static void stv(void *p, int64_t vi, const float (&v)[VEC])
-    {
-        uint4 w;
-        w.x = pack(v[0], v[1]);
-        w.y = pack(v[2], v[3]);
-        w.z = pack(v[4], v[5]);
-        w.w = pack(v[6], v[7]);
-        RDG_STCS((uint4 *)p + vi, w);
-    }
-    __device__ static float ld1(const void *p, int64_t i) { return rdg_f16_to_f32(((const uint16_t *)p)[i]); }
-    __device__ static void st1(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = rdg_f32_to_f16(v); }
-    __device__ static float round(float v) { return rdg_f16_to_f32(rdg_f32_to_f16(v)); }
+    __device__ static float to_f32(uint16_t h) { return rdg_f16_to_f32(h); }
+    __device__ static uint16_t from_f32(float v) { return rdg_f32_to_f16(v); }
 };
+
+typedef Store16<Bf16Bits> StoreBF16;
+typedef Store16<F16Bits> StoreF16;
 
 /* Register budgets of the register kernel (CUDA; HIP takes only the thread limit). BLOCKS CTAs
  * of THREADS threads must fit on an SM, which caps the registers per thread:
