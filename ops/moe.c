@@ -476,7 +476,8 @@ static rudnn_status_t combine(rudnn_queue_t queue, rudnn_dispatched_t d, const r
         return RUDNN_STATUS_SUCCESS;
     return rudnn_kernel_status(op, k->combine(queue->handle, &rp, rudnn_mem_of(expert_output),
                                               (rudnn_mem_ref_t){d->positions->mem, 0},
-                                              (rudnn_mem_ref_t){d->plan->mem->mem, d->plan->weights_offset}, rudnn_mem_of(output)));
+                                              (rudnn_mem_ref_t){d->plan->mem->mem, d->plan->weights_offset},
+                                              rudnn_mem_of(output)));
 }
 
 rudnn_status_t rudnn_moe_combine(rudnn_queue_t queue, rudnn_dispatched_t d, const rudnn_tensor_t *expert_output,
