@@ -149,6 +149,19 @@ struct RegBounds {
     };
 };
 
+/* max |v| over a thread's row vectors (masked-out entries are 0) */
+template <int NV, int VEC>
+__device__ __forceinline__ float abs_max(const float (&v)[NV][VEC])
+{
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; i++)
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            m = fmaxf(m, fabsf(v[i][k]));
+    return m;
+}
+
 /* VEC floats of gamma or beta at slice float index c: from the staged copy in shared memory or
  * from global memory. */
 template <int VEC, bool STAGED>
@@ -321,13 +334,7 @@ norm_reg_kernel(NormArgs a)
 
         if (OP == OP_RMS || OP == OP_ADD_RMS) {
             /* masked-out entries are 0: they add nothing to max|x| or the sum */
-            float m = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++)
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    m = fmaxf(m, fabsf(v[i][k]));
-            int e = exp_of_max(m);
+            int e = exp_of_max(abs_max(v));
             const float sc_t = pow2_neg(e);
             float s = 0.0f;
 #pragma unroll
@@ -355,13 +362,7 @@ norm_reg_kernel(NormArgs a)
                 }
             }
         } else if (OP == OP_LN) {
-            float m = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++)
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    m = fmaxf(m, fabsf(v[i][k]));
-            int e = exp_of_max(m);
+            int e = exp_of_max(abs_max(v));
             const float sc_t = pow2_neg(e);
             float s = 0.0f;
 #pragma unroll
