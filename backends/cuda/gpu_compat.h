@@ -77,6 +77,7 @@
         __builtin_amdgcn_wave_barrier();                                                           \
     } while (0)
 #define RDG_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads)
+#define RDG_MAXNREG(threads, regs) __launch_bounds__(threads)
 /* Plain loads/stores (no cache-streaming hint). */
 #define RDG_LDCS(ptr) (*(ptr))
 #define RDG_STCS(ptr, v) (*(ptr) = (v))
@@ -149,12 +150,22 @@ static inline void rdg_matrix_units(const hipDeviceProp_t *p, int *fp16, int *bf
 #define RDG_SHFL(v, src) __shfl_sync(0xffffffffu, (v), (src))
 #define RDG_SYNCWARP() __syncwarp()
 #define RDG_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
+/* A register cap instead of launch bounds (CUDA 12.4+; the two exclude each other): for a
+ * kernel whose launch bounds would give either too few registers or too many. */
+#if __CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4)
+#define RDG_MAXNREG(threads, regs) __maxnreg__(regs)
+#else
+#define RDG_MAXNREG(threads, regs) __launch_bounds__(threads)
+#endif
 /* Cache-streaming load/store (evict-first): the row data is touched once. */
 #define RDG_LDCS(ptr) __ldcs(ptr)
 #define RDG_STCS(ptr, v) __stcs((ptr), (v))
 
-/* The register kernels stage a row's gamma/beta slice in shared memory (up to 227 KiB/block). */
+/* The register kernels stage a row's gamma/beta slice in shared memory (up to 227 KiB/block;
+ * -DRDG_AFFINE_IN_SMEM=0 reads them through the caches instead, for measurements). */
+#ifndef RDG_AFFINE_IN_SMEM
 #define RDG_AFFINE_IN_SMEM 1
+#endif
 /* ... and copy the next row into shared memory asynchronously (cp.async, sm_80+) while they
  * reduce the current one, where norm.cu's policy wants it. For measurements,
  * -DRDG_NORM_PREFETCH=0 turns it off and =2 on wherever it fits. */

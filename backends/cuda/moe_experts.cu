@@ -23,7 +23,8 @@
  * 128-byte shared rows with the 128-byte XOR swizzle (wgmma's K-major layout; conflict-free for
  * ldmatrix too), FP32 accumulators, silu(g) * u in GEMM 1's epilogue (the tile holds the gate rows
  * and the up rows of the same columns, so a thread holds g and u of the same elements):
- *   - sm_90a binaries: wgmma m64n256k16, 128 x 256 tiles, 4 stages, 1 CTA/SM;
+ *   - sm_90a binaries: wgmma m64n256k16, 128 x 256 tiles, 4 stages, 1 CTA/SM (a tile of 64 rows
+ *     or fewer, an expert's last, runs the MMAs of one warpgroup only);
  *   - otherwise (sm_80+, PTX for newer GPUs): mma.sync m16n8k16 + ldmatrix, 128 x 128 tiles,
  *     3 stages, 2 CTAs/SM.
  * The host learns which one the loaded binary has from a probe kernel's launch bound (no launch,
@@ -182,6 +183,9 @@ scalar_gemm_kernel(const void *__restrict__ a, const void *__restrict__ b0, cons
  *   BN = 128: mma.sync m16n8k16 (sm_80+), 3 stages, 2 CTAs per SM
  * The host launches BN = 256 only where the loaded binary has wgmma (tc_probe_kernel). */
 #define TC_THREADS 256
+#ifndef RDG_MOE_SKIP_IDLE_WG
+#define RDG_MOE_SKIP_IDLE_WG 1
+#endif
 
 template <int BN>
 struct TcCfg {
@@ -338,6 +342,9 @@ tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, 
         if constexpr (BN == 256) {
 #if RDG_HAS_WGMMA
             const int wg = warp / 4;
+            /* A tile with 64 rows or fewer (an expert's last) leaves warpgroup 1 only padding rows:
+             * it skips its MMAs (uniform in the warpgroup) and the SM's tensor cores do half the work. */
+            const bool wg_busy = !RDG_MOE_SKIP_IDLE_WG || wg * 64 < rows;
             float acc[128];
 #pragma unroll
             for (int i = 0; i < 128; i++)
@@ -355,13 +362,15 @@ tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, 
                 const uint32_t st = smem0 + (kt % Cfg::STAGES) * Cfg::STAGE_BYTES;
                 const uint32_t sa = st + wg * 64 * 128;
                 const uint32_t sb = st + TC_BM * TC_BK * 2;
-                wgmma_fence();
+                if (wg_busy) {
+                    wgmma_fence();
 #pragma unroll
-                for (int ks = 0; ks < TC_BK / 16; ks++)
-                    wgmma_256<DT>(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
-                wgmma_commit();
-                wgmma_wait<Cfg::INFLIGHT>();
-                fence_operands(acc);
+                    for (int ks = 0; ks < TC_BK / 16; ks++)
+                        wgmma_256<DT>(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
+                    wgmma_commit();
+                    wgmma_wait<Cfg::INFLIGHT>();
+                    fence_operands(acc);
+                }
             }
             wgmma_wait<0>();
             fence_operands(acc);

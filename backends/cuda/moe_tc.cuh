@@ -10,7 +10,9 @@
 
 #define TC_BM 128
 #define TC_BK 64     /* 128-byte shared rows */
+#ifndef TC_GROUP_N
 #define TC_GROUP_N 8 /* column tiles per raster group */
+#endif
 
 namespace {
 

@@ -132,10 +132,13 @@ typedef Store16<F16Bits> StoreF16;
  * add_rms_norm holds two inputs in flight, and layer_norm reads gamma and beta per vector, so
  * they get more registers (fewer threads per SM) where the base budget would spill:
  * add_rms_norm one step down (half at F = 32), layer_norm one step down for F32 data. 16-bit
- * layer_norm in a CTA or cluster keeps the base budget (a few bytes spill, but the extra CTA per
- * SM measured faster on the H200: 53% -> 60% of copy bandwidth at [16384, 8192] bf16); 16-bit
+ * layer_norm in a cluster keeps the base budget; in one CTA at F = 32 it takes a register cap
+ * instead (norm_reg_kernel_ln16: one step down measured 53% of copy bandwidth at [16384, 8192]
+ * bf16 against 60% for the base budget, which spills); 16-bit
  * rms_norm and layer_norm rows of one warp at F = 32 go one step down (they spilled 12 and 20
- * bytes; [65536, 1024] bf16 rms_norm 76.5 -> 74.2 us, layer_norm 76.7 -> 76.2 us on the H200). */
+ * bytes; [65536, 1024] bf16 rms_norm 76.5 -> 74.2 us, layer_norm 76.7 -> 76.2 us on the H200).
+ * F32 softmax rows of one warp at F = 32 spill 8 bytes at the base budget, but one step down
+ * measured 1% slower ([65536, 1024]: 0.1400 -> 0.1417 ms), so they keep it. */
 template <int F, int SCOPE, int OP, int ESIZE>
 struct RegBounds {
     enum {
@@ -197,10 +200,8 @@ __device__ __forceinline__ void issue_prefetch(typename S::raw_t *buf, const voi
  * rows side by side), the CTA (RED_BLOCK), or the CTAs of a cluster, each holding one slice of
  * the row (RED_CLUSTER). Thread `lane` of the group holds vectors lane + i * gsize (i < NV) of
  * its slice, F = NV * VEC floats. */
-template <class S, int OP, int F, int SCOPE>
-__global__ void RDG_LAUNCH_BOUNDS((RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::THREADS),
-                                  (RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::BLOCKS))
-norm_reg_kernel(NormArgs a)
+template <class S, int OP, int F, int SCOPE, bool STAGE_AFFINE>
+__device__ __forceinline__ void norm_reg_body(const NormArgs &a)
 {
     constexpr int VEC = S::VEC;
     constexpr int NV = F / VEC;
@@ -232,7 +233,7 @@ norm_reg_kernel(NormArgs a)
     /* gamma/beta slice: staged once per CTA in shared memory (the CTA is persistent over rows);
      * a missing beta is staged as zeros (fmaf(t, g, 0) == t * g). Without staging (HIP), they are
      * read from global memory through the caches. */
-    constexpr bool STAGED = HAS_GAMMA && RDG_AFFINE_IN_SMEM;
+    constexpr bool STAGED = HAS_GAMMA && RDG_AFFINE_IN_SMEM && STAGE_AFFINE;
     const float *sg = (const float *)rdg_dyn_smem;
     const float *sb = sg + (size_t)a.slice_vec * VEC;
     if (STAGED) {
@@ -451,6 +452,37 @@ norm_reg_kernel(NormArgs a)
         cluster_sync_all();
 }
 
+template <class S, int OP, int F, int SCOPE>
+__global__ void RDG_LAUNCH_BOUNDS((RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::THREADS),
+                                  (RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::BLOCKS))
+norm_reg_kernel(NormArgs a)
+{
+    norm_reg_body<S, OP, F, SCOPE, true>(a);
+}
+
+/* The same with gamma and beta read through the caches instead of staged in shared memory
+ * (LaunchCfg::staged = 0): where the staged slice would leave one CTA per SM. */
+template <class S, int OP, int F, int SCOPE>
+__global__ void RDG_LAUNCH_BOUNDS((RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::THREADS),
+                                  (RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::BLOCKS))
+norm_reg_kernel_unstaged(NormArgs a)
+{
+    norm_reg_body<S, OP, F, SCOPE, false>(a);
+}
+
+/* 16-bit layer_norm rows in one CTA at F = 32 (up to 512 threads): 80 registers. The launch
+ * bounds allow 64 (2 CTAs of 512), which spills 28 bytes, or 128 (1 CTA), with which ptxas
+ * takes so many that 256-thread CTAs ([16384, 8192]) fit only 2 per SM; 80 keeps the 3 per SM
+ * that the staged gamma and beta (64 KiB) allow, without spilling. */
+#ifndef RDG_LN16_MAXNREG
+#define RDG_LN16_MAXNREG 1
+#endif
+template <class S>
+__global__ void RDG_MAXNREG(512, 80) norm_reg_kernel_ln16(NormArgs a)
+{
+    norm_reg_body<S, OP_LN, 32, RED_BLOCK, true>(a);
+}
+
 /* ---- looped kernel (any cols, any alignment) ---- */
 
 #define RDG_LOOP_THREADS 1024
@@ -555,8 +587,19 @@ typedef void (*kernel_fn)(NormArgs);
 enum { V_WARP8, V_WARP32, V_BLOCK16, V_BLOCK32, V_CLUSTER16, V_CLUSTER32 };
 
 template <class S, int OP>
-kernel_fn reg_kernel_for(int variant)
+kernel_fn reg_kernel_for(int variant, int staged)
 {
+#if RDG_HOST_CLUSTERS
+    if (!staged) { /* the policy unstages only 16-bit layer_norm clusters at F = 32 */
+        if constexpr (OP == OP_LN && sizeof(typename S::elem_t) == 2)
+            return variant == V_CLUSTER32 ? norm_reg_kernel_unstaged<S, OP_LN, 32, RED_CLUSTER> : nullptr;
+        else
+            return nullptr;
+    }
+#else
+    if (!staged)
+        return nullptr;
+#endif
     switch (variant) {
     case V_WARP8:
         return norm_reg_kernel<S, OP, 8, RED_WARP>;
@@ -565,7 +608,10 @@ kernel_fn reg_kernel_for(int variant)
     case V_BLOCK16:
         return norm_reg_kernel<S, OP, 16, RED_BLOCK>;
     case V_BLOCK32:
-        return norm_reg_kernel<S, OP, 32, RED_BLOCK>;
+        if constexpr (RDG_LN16_MAXNREG && OP == OP_LN && sizeof(typename S::elem_t) == 2)
+            return norm_reg_kernel_ln16<S>;
+        else
+            return norm_reg_kernel<S, OP, 32, RED_BLOCK>;
 #if RDG_HOST_CLUSTERS
     case V_CLUSTER16:
         return norm_reg_kernel<S, OP, 16, RED_CLUSTER>;
@@ -578,15 +624,15 @@ kernel_fn reg_kernel_for(int variant)
 }
 
 template <int OP>
-kernel_fn reg_kernel(rudnn_dtype_t dt, int variant)
+kernel_fn reg_kernel(rudnn_dtype_t dt, int variant, int staged)
 {
     switch (dt) {
     case RUDNN_F32:
-        return reg_kernel_for<StoreF32, OP>(variant);
+        return reg_kernel_for<StoreF32, OP>(variant, staged);
     case RUDNN_F16:
-        return reg_kernel_for<StoreF16, OP>(variant);
+        return reg_kernel_for<StoreF16, OP>(variant, staged);
     default:
-        return reg_kernel_for<StoreBF16, OP>(variant);
+        return reg_kernel_for<StoreBF16, OP>(variant, staged);
     }
 }
 
@@ -603,17 +649,17 @@ kernel_fn loop_kernel(rudnn_dtype_t dt)
     }
 }
 
-kernel_fn pick_reg(int op, rudnn_dtype_t dt, int variant)
+kernel_fn pick_reg(int op, rudnn_dtype_t dt, int variant, int staged)
 {
     switch (op) {
     case OP_LN:
-        return reg_kernel<OP_LN>(dt, variant);
+        return reg_kernel<OP_LN>(dt, variant, staged);
     case OP_RMS:
-        return reg_kernel<OP_RMS>(dt, variant);
+        return reg_kernel<OP_RMS>(dt, variant, staged);
     case OP_SOFTMAX:
-        return reg_kernel<OP_SOFTMAX>(dt, variant);
+        return reg_kernel<OP_SOFTMAX>(dt, variant, staged);
     default:
-        return reg_kernel<OP_ADD_RMS>(dt, variant);
+        return reg_kernel<OP_ADD_RMS>(dt, variant, staged);
     }
 }
 
@@ -640,6 +686,7 @@ struct LaunchCfg {
     int rows_per_cta; /* warp variants: one row per warp */
     int slice_vec;  /* vectors per CTA slice */
     size_t smem;    /* dynamic shared memory bytes */
+    int staged;     /* register kernel: gamma/beta staged in shared memory (else read through the caches) */
     int prefetch;   /* next row copied asynchronously into shared memory (after gamma/beta) */
 };
 
@@ -732,15 +779,22 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
                 c.csize = csize;
                 c.rows_per_cta = warp_rows ? RDG_WARP_ROWS_PER_CTA : 1;
                 c.slice_vec = (int)slice;
-                /* gamma (and beta, zeros when absent) staged in shared memory */
-                const int ng = !RDG_AFFINE_IN_SMEM || op == OP_SOFTMAX ? 0 : op == OP_LN ? 2 : 1;
+                /* gamma (and beta, zeros when absent) staged in shared memory, except for 16-bit
+                 * layer_norm clusters: their 128 KiB slice left one CTA per SM, and reading it
+                 * through the caches measured faster on the H200 ([4096, 65536] bf16 0.709 ->
+                 * 0.595 ms; the other ops lost 0-6% that way) */
+                c.staged = !(op == OP_LN && wide && csize > 1 && variant == V_CLUSTER32);
+                const int ng = !RDG_AFFINE_IN_SMEM || !c.staged || op == OP_SOFTMAX ? 0 : op == OP_LN ? 2 : 1;
                 const size_t bytes = (size_t)slice * vec * sizeof(float) * ng;
                 /* the next row's slice per row group (a and residual for add_rms_norm) */
                 const size_t pf_bytes = (size_t)slice * 16 * (op == OP_ADD_RMS ? 2 : 1) * c.rows_per_cta;
-                /* Measured on the H200: the prefetch pays for F32 rows held by one CTA and for
-                 * 16-bit rows split over a cluster, and costs elsewhere (RDG_NORM_PREFETCH=2
-                 * turns it on wherever it fits, for measuring). */
-                const int want_pf = RDG_NORM_PREFETCH == 2 || (!warp_rows && (wide ? csize > 1 : csize == 1));
+                /* Measured on the H200: the prefetch pays for F32 rows held by one CTA, for F32
+                 * layer_norm clusters (two reductions per row; [4096, 65536] 0.980 -> 0.901 ms)
+                 * and for 16-bit rows split over a cluster, and costs elsewhere (F32 rms_norm
+                 * and add_rms_norm clusters lost 10%; RDG_NORM_PREFETCH=2 turns it on wherever
+                 * it fits, for measuring). */
+                const int want_pf = RDG_NORM_PREFETCH == 2 ||
+                                    (!warp_rows && (wide ? csize > 1 : csize == 1 || op == OP_LN));
                 if (RDG_PREFETCH_SMEM && want_pf && bytes + pf_bytes + RDG_STATIC_SMEM_RESERVE <= d->smem_optin) {
                     c.smem = bytes + pf_bytes;
                     c.prefetch = 1;
@@ -892,7 +946,7 @@ rudnn_status_t launch(void *queue, int op, const rudnn_norm_plan_t *plan, NormAr
     int resident = 0;
     rudnn_status_t st;
     if (c.reg) {
-        fn = pick_reg(op, plan->dtype, c.variant);
+        fn = pick_reg(op, plan->dtype, c.variant, c.staged);
         if (!fn)
             return rdg_error(RUDNN_STATUS_INTERNAL, "%s: %s: no kernel for variant %d", RUDNN_GPU_BACKEND_NAME,
                              op_name(op), c.variant);
