@@ -11,7 +11,8 @@
 #   BENCH ARGS          a benchmark binary of the build folder and its arguments, e.g.
 #                       'bench/rudnn-bench-moe --backend cuda --case mixtral --only forward'
 #
-# Environment: OUT (default ./gpu-out), as tools/gpu-suite.sh (DEBROOT, CUDA_ARCH, ...).
+# Environment: OUT (default ./gpu-out), AB_TIMEOUT (seconds per benchmark run, default 300), and
+# those of tools/gpu-suite.sh (DEBROOT, CUDA_ARCH, MESON_ARGS, ...).
 set -u
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root" || exit 1
@@ -20,6 +21,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 
 rounds=2
+ab_timeout=${AB_TIMEOUT:-300}
 names=()
 args=()
 while (( $# )); do
@@ -63,7 +65,7 @@ for cmd in "$@"; do
       b=$repo_root/build-ab-${names[$i]}
       echo "== gpu-ab: round $r variant ${names[$i]}: $cmd"
       # shellcheck disable=SC2086
-      RUDNN_BACKEND_PATH=$b/backends/cuda:$b/backends/opencl "$b"/$cmd 2>&1 |
+      RUDNN_BACKEND_PATH=$b/backends/cuda:$b/backends/opencl timeout "$ab_timeout" "$b"/$cmd 2>&1 |
         sed -n "s/^{\(.*\)}$/{\"variant\":\"${names[$i]}\",\"round\":$r,\1}/p" | tee -a "$OUT/ab.jsonl"
     done
   done

@@ -88,9 +88,18 @@ unpack_debs() {
     return 0
   fi
   mkdir -p "$DEBROOT"
+  # Several builds may start at once (tools/gpu-ab.sh): one unpacks, the others wait for it
+  # and find the stamp.
+  exec 9>"$DEBROOT.lock"
+  flock 9
+  if [[ -e $DEBROOT/.unpacked ]]; then
+    flock -u 9
+    log "packages already unpacked into $DEBROOT"
+    return 0
+  fi
   local d
   for d in "${debs[@]}"; do
-    dpkg -x "$d" "$DEBROOT" || { log "dpkg -x $d failed"; return 1; }
+    dpkg -x "$d" "$DEBROOT" || { log "dpkg -x $d failed"; flock -u 9; return 1; }
   done
   # The .pc files say prefix=/usr (cmocka.pc even spells -I/usr/include): point them
   # into $DEBROOT. Works with any pkg-config binary, unlike PKG_CONFIG_SYSROOT_DIR,
@@ -101,6 +110,8 @@ unpack_debs() {
     sed -i -e "s#^\([A-Za-z_][A-Za-z0-9_]*\)=/usr#\1=$DEBROOT/usr#" \
            -e "s#\([[:space:]]-[IL]\)/usr/#\1$DEBROOT/usr/#g" "$pc"
   done
+  touch "$DEBROOT/.unpacked"
+  flock -u 9
   log "unpacked ${#debs[@]} packages into $DEBROOT"
 }
 

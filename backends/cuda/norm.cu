@@ -211,17 +211,20 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
     extern __shared__ float4 rdg_dyn_smem[];
     __shared__ float red_f[2 * RDG_MAX_WARPS];
     __shared__ int red_i[2 * RDG_MAX_WARPS];
-    __shared__ float2 red_cl[2];
+    __shared__ float2 red_cl[2 * RDG_RED_MAX_CLUSTER];
+    __shared__ uint64_t red_bar[2];
 
+    const int csize = SCOPE == RED_CLUSTER ? a.csize : 1;
+    const int rank = SCOPE == RED_CLUSTER ? (int)(blockIdx.x % (unsigned)csize) : 0;
     RedCtx ctx;
     ctx.f = red_f;
     ctx.i = red_i;
     ctx.cl = red_cl;
-    ctx.csize = SCOPE == RED_CLUSTER ? a.csize : 1;
+    ctx.bar = red_bar;
+    ctx.csize = csize;
+    ctx.rank = rank;
     ctx.counter = 0;
-
-    const int csize = SCOPE == RED_CLUSTER ? a.csize : 1;
-    const int rank = SCOPE == RED_CLUSTER ? (int)(blockIdx.x % (unsigned)csize) : 0;
+    ctx.parity = 0u;
     const int lane = WARP ? (int)(threadIdx.x % RDG_WARP) : (int)threadIdx.x;
     const int gsize = WARP ? RDG_WARP : (int)blockDim.x;
     const int groups = WARP ? (int)(blockDim.x / RDG_WARP) : 1;
@@ -249,6 +252,9 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
     }
     const float *gg = HAS_GAMMA ? a.gamma + (size_t)vbeg * VEC : nullptr;
     const float *gb = a.beta ? a.beta + (size_t)vbeg * VEC : nullptr;
+
+    if (SCOPE == RED_CLUSTER)
+        cluster_reduce_init(ctx);
 
     const int64_t step = (int64_t)(gridDim.x / (unsigned)csize) * groups;
     int64_t row = (int64_t)(blockIdx.x / (unsigned)csize) * groups + group;
@@ -492,13 +498,15 @@ __global__ void RDG_LAUNCH_BOUNDS(RDG_LOOP_THREADS, 1) norm_loop_kernel(NormArgs
 {
     __shared__ float red_f[2 * RDG_MAX_WARPS];
     __shared__ int red_i[2 * RDG_MAX_WARPS];
-    __shared__ float2 red_cl[2];
     RedCtx ctx;
     ctx.f = red_f;
     ctx.i = red_i;
-    ctx.cl = red_cl;
+    ctx.cl = nullptr; /* no cluster */
+    ctx.bar = nullptr;
     ctx.csize = 1;
+    ctx.rank = 0;
     ctx.counter = 0;
+    ctx.parity = 0u;
 
     const int tid = threadIdx.x;
     const int nthr = blockDim.x;
@@ -701,6 +709,7 @@ int64_t round_up(int64_t v, int64_t m)
 #define RDG_CTA_ELEMS_F16 8192
 #define RDG_CTA_ELEMS_F32 16384
 #define RDG_MAX_CLUSTER 8 /* portable cluster size limit */
+static_assert(RDG_MAX_CLUSTER <= RDG_RED_MAX_CLUSTER, "reduce.cuh holds the partials of RDG_RED_MAX_CLUSTER CTAs");
 #define RDG_WARP_ROWS_PER_CTA 4
 
 /* The looped kernel: one CTA of min(1024, cols rounded up to the warp size) threads per row. */
@@ -782,7 +791,8 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
                 /* gamma (and beta, zeros when absent) staged in shared memory, except for 16-bit
                  * layer_norm clusters: their 128 KiB slice left one CTA per SM, and reading it
                  * through the caches measured faster on the H200 ([4096, 65536] bf16 0.709 ->
-                 * 0.595 ms; the other ops lost 0-6% that way) */
+                 * 0.595 ms, 0.604 -> 0.535 with the push reductions of reduce.cuh; the other
+                 * ops lost 0-6% that way) */
                 c.staged = !(op == OP_LN && wide && csize > 1 && variant == V_CLUSTER32);
                 const int ng = !RDG_AFFINE_IN_SMEM || !c.staged || op == OP_SOFTMAX ? 0 : op == OP_LN ? 2 : 1;
                 const size_t bytes = (size_t)slice * vec * sizeof(float) * ng;
