@@ -184,7 +184,7 @@ scalar_gemm_kernel(const void *__restrict__ a, const void *__restrict__ b0, cons
  * The host launches BN = 256 only where the loaded binary has wgmma (tc_probe_kernel). */
 #define TC_THREADS 256
 #ifndef RDG_MOE_SKIP_IDLE_WG
-#define RDG_MOE_SKIP_IDLE_WG 1
+#define RDG_MOE_SKIP_IDLE_WG 1 /* 0: both warpgroups always multiply (for A/B) */
 #endif
 
 template <int BN>
