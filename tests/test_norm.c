@@ -5,7 +5,7 @@
  *   shapes     rows of length 1, odd lengths (3, 7, 1000, 4097), power-of-two
  *              lengths, ranks 1..4 (rows = product of the leading dims),
  *              thousands of short rows
- *   large      rows of 65536 and 262144 elements
+ *   large      rows of 65536 (2 and 200 rows) and 262144 elements
  *   empty      rows = 0 (an empty leading dim): succeeds, writes nothing
  *   magnitude  rows near 1e30, 1e-30 and FLT_MAX (F32, BF16), near 65504 and
  *              subnormal (F16): no overflow of the sum of squares
@@ -485,6 +485,10 @@ static void test_large(void **state)
 {
     static const shape_case_t cases[] = {
         {"length 65536", 2, {2, 65536}, 1e-5f},
+        /* CUDA on an H200 splits these rows over clusters of 4 or 8 CTAs, 33 to 99 clusters at a
+         * time: 200 rows give each cluster two or more, so its reductions reuse their slots and
+         * mbarrier phases (reduce.cuh) */
+        {"length 65536, several rows per cluster", 2, {200, 65536}, 1e-5f},
         {"length 262144", 2, {1, 262144}, 1e-6f},
     };
     run_shape_list(state, "large", cases, sizeof cases / sizeof cases[0]);

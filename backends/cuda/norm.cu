@@ -613,8 +613,11 @@ kernel_fn reg_kernel_for(int variant, int staged)
         return norm_reg_kernel<S, OP, 8, RED_WARP>;
     case V_WARP32:
         return norm_reg_kernel<S, OP, 32, RED_WARP>;
-    case V_BLOCK16:
-        return norm_reg_kernel<S, OP, 16, RED_BLOCK>;
+    case V_BLOCK16: /* choose() gives 16-bit rows F = 32 in CTAs and clusters: not built for them */
+        if constexpr (sizeof(typename S::elem_t) == 2)
+            return nullptr;
+        else
+            return norm_reg_kernel<S, OP, 16, RED_BLOCK>;
     case V_BLOCK32:
         if constexpr (RDG_LN16_MAXNREG && OP == OP_LN && sizeof(typename S::elem_t) == 2)
             return norm_reg_kernel_ln16<S>;
@@ -622,7 +625,10 @@ kernel_fn reg_kernel_for(int variant, int staged)
             return norm_reg_kernel<S, OP, 32, RED_BLOCK>;
 #if RDG_HOST_CLUSTERS
     case V_CLUSTER16:
-        return norm_reg_kernel<S, OP, 16, RED_CLUSTER>;
+        if constexpr (sizeof(typename S::elem_t) == 2)
+            return nullptr;
+        else
+            return norm_reg_kernel<S, OP, 16, RED_CLUSTER>;
     case V_CLUSTER32:
         return norm_reg_kernel<S, OP, 32, RED_CLUSTER>;
 #endif
@@ -1100,7 +1106,7 @@ int rdg_norm_clusters_supported(const cudaDeviceProp *prop)
      * in): binaryVersion is the machine code's arch, ptxVersion the virtual arch it came from */
     cudaFuncAttributes attr;
     memset(&attr, 0, sizeof attr);
-    if (cudaFuncGetAttributes(&attr, (const void *)norm_reg_kernel<StoreBF16, OP_RMS, 16, RED_CLUSTER>) !=
+    if (cudaFuncGetAttributes(&attr, (const void *)norm_reg_kernel<StoreF32, OP_RMS, 16, RED_CLUSTER>) !=
         cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
