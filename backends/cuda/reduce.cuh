@@ -31,7 +31,7 @@ enum { RED_WARP = 0, RED_BLOCK = 1, RED_CLUSTER = 2 };
 /* Cluster reductions: each CTA pushes its partial into every CTA's shared memory with st.async,
  * counted by that CTA's mbarrier for the slot, and waits on its own mbarrier only: one-way
  * latency, no cluster-wide barrier per reduction (against a cluster barrier and remote reads:
- * 8-25% faster rows of 65536 and 131072 on the H200, bench/RESULTS.md). */
+ * 6-26% faster in 15 of 16 cases of rows of 65536 and 131072 on the H200, bench/RESULTS.md). */
 
 struct RedCtx {
     float *f;        /* [2][RDG_MAX_WARPS] warp partials (float part) */
