@@ -12,6 +12,8 @@
 #   mixtral   the SwiGLU expert GEMMs (TensorCore strategy), Mixtral shape
 #   norm-ln   layer_norm bf16 and f32 [4096, 65536]
 #   norm-1k   rms_norm and softmax f32 [65536, 1024]
+#   norm-16   the 16-bit rows below target: all four ops bf16 [4096, 65536], layer_norm bf16
+#             [16384, 8192], layer_norm and softmax bf16 [65536, 1024], with stall reasons
 #
 # ncu runs with --clock-control none (the clocks stay as they are; METHOD.md).
 set -u
@@ -29,13 +31,21 @@ if [[ -z $ncu ]]; then
 fi
 export RUDNN_BACKEND_PATH=$BUILD/backends/cuda:$BUILD/backends/opencl
 sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats
-          --section WarpStateStats --metrics smsp__inst_executed.sum,sm__cycles_elapsed.avg.per_second)
+          --section WarpStateStats)
+metrics=smsp__inst_executed.sum,sm__cycles_elapsed.avg.per_second
+# why warps do not issue, per issued instruction (what the WarpStateStats chart shows)
+stall_metrics=$(for r in long_scoreboard short_scoreboard barrier membar wait lg_throttle mio_throttle \
+    math_pipe_throttle tex_throttle drain not_selected selected sleeping no_instruction dispatch_stall \
+    branch_resolving misc imc_miss; do
+  printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' "$r"; done)
+stall_metrics=${stall_metrics%,}
 
-profile() { # name kernel-regex launch-count command...
+profile() { # name kernel-regex launch-count command...  (EXTRA_METRICS: more metrics)
   local name=$1 regex=$2 count=$3
   shift 3
   echo "== gpu-profile: $name ($*)"
-  "$ncu" --clock-control none -k "regex:$regex" --launch-count "$count" "${sections[@]}" "$@" \
+  "$ncu" --clock-control none -k "regex:$regex" --launch-count "$count" "${sections[@]}" \
+    --metrics "$metrics${EXTRA_METRICS:+,$EXTRA_METRICS}" "$@" \
     > "$OUT/ncu-$name.txt" 2>&1
   echo "== gpu-profile: $name rc $? -> $OUT/ncu-$name.txt"
 }
@@ -48,12 +58,18 @@ for target in "$@"; do
         profile "route-$k" "route_$k" 2 "$BUILD/bench/rudnn-bench-moe" --backend cuda --case deepseek_v3_t4096 \
           --only route --reps 2
       done ;;
-    mixtral) profile mixtral 'tc_gemm|gather|combine|plan_|route' 12 "$BUILD/bench/rudnn-bench-moe" \
+    mixtral) EXTRA_METRICS=$stall_metrics profile mixtral 'tc_gemm|gather|combine|plan_|route' "${MIXTRAL_KERNELS:-12}" "$BUILD/bench/rudnn-bench-moe" \
                --backend cuda --case mixtral --only forward --reps 1 ;;
     norm-ln) profile norm-ln 'norm' 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=layer_norm \
                --shape=4096x65536 --dtype=bf16,f32 --reps=1 ;;
     norm-1k) profile norm-1k 'norm|softmax' 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=rms_norm,softmax \
                --shape=65536x1024 --dtype=f32 --reps=1 ;;
+    norm-16)
+      for c in rms_norm:4096x65536 layer_norm:4096x65536 add_rms_norm:4096x65536 softmax:4096x65536 \
+               layer_norm:16384x8192 layer_norm:65536x1024 softmax:65536x1024; do
+        EXTRA_METRICS=$stall_metrics profile "norm-16-${c/:/-}" 'norm' 1 "$BUILD/bench/rudnn-bench" --backend=cuda \
+          --op="${c%%:*}" --shape="${c#*:}" --dtype=bf16 --reps=1
+      done ;;
     *) echo "gpu-profile.sh: unknown target '$target'" >&2; rc=2 ;;
   esac
 done
