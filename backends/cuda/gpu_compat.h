@@ -87,6 +87,8 @@
 /* No asynchronous prefetch of the next row into LDS (see the CUDA side). */
 #define RDG_NORM_PREFETCH 0
 #define RDG_PREFETCH_SMEM 0
+/* 16-bit rows at F = 32 in FP32 registers, as measured nowhere else (see the CUDA side) */
+#define RDG_NORM_PACKED16 0
 
 /* No thread-block clusters on AMD (neither in device code nor in the host launch path). */
 #define RUDNN_HAS_CLUSTERS 0
@@ -173,6 +175,11 @@ static inline void rdg_matrix_units(const hipDeviceProp_t *p, int *fp16, int *bf
 #define RDG_NORM_PREFETCH 1
 #endif
 #define RDG_PREFETCH_SMEM RDG_NORM_PREFETCH
+/* 16-bit rows of the CTA and cluster register kernels stay packed in registers at F = 64
+ * (norm.cu); -DRDG_NORM_PACKED16=0 gives the F = 32 FP32-register kernels, for measurements. */
+#ifndef RDG_NORM_PACKED16
+#define RDG_NORM_PACKED16 1
+#endif
 
 /* Thread-block clusters and distributed shared memory: device code compiled for sm_90+. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

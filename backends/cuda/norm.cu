@@ -89,15 +89,20 @@ struct Store16 {
             v[2 * k + 1] = H::hi(u[k]);
         }
     }
-    __device__ static void stv(void *p, int64_t vi, const float (&v)[VEC])
+    __device__ static raw_t pack(const float (&v)[VEC])
     {
         uint4 w;
         w.x = H::pack(v[0], v[1]);
         w.y = H::pack(v[2], v[3]);
         w.z = H::pack(v[4], v[5]);
         w.w = H::pack(v[6], v[7]);
-        RDG_STCS((uint4 *)p + vi, w);
+        return w;
     }
+    __device__ static void stv(void *p, int64_t vi, const float (&v)[VEC]) { RDG_STCS((uint4 *)p + vi, pack(v)); }
+    __device__ static void stv_raw(void *p, int64_t vi, const raw_t &w) { RDG_STCS((uint4 *)p + vi, w); }
+    /* An empty asm that "changes" w: conversions of w before it cannot be reused after it, so a
+     * packed row is not kept converted across passes (which would undo the packing). */
+    __device__ static void launder(raw_t &w) { asm volatile("" : "+r"(w.x), "+r"(w.y), "+r"(w.z), "+r"(w.w)); }
     __device__ static float ld1(const void *p, int64_t i) { return H::to_f32(((const uint16_t *)p)[i]); }
     __device__ static void st1(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = H::from_f32(v); }
     __device__ static float round(float v) { return H::to_f32(H::from_f32(v)); }
@@ -138,14 +143,17 @@ typedef Store16<F16Bits> StoreF16;
  * rms_norm and layer_norm rows of one warp at F = 32 go one step down (they spilled 12 and 20
  * bytes; [65536, 1024] bf16 rms_norm 76.5 -> 74.2 us, layer_norm 76.7 -> 76.2 us on the H200).
  * F32 softmax rows of one warp at F = 32 spill 8 bytes at the base budget, but one step down
- * measured 1% slower ([65536, 1024]: 0.1400 -> 0.1417 ms), so they keep it. */
+ * measured 1% slower ([65536, 1024]: 0.1400 -> 0.1417 ms), so they keep it.
+ * Packed 16-bit rows (F = 64, CTAs of at most 256 threads): 2 CTAs -> 128 regs. ptxas keeps the
+ * converted values of several vectors live at once and spills below that. */
 template <int F, int SCOPE, int OP, int ESIZE>
 struct RegBounds {
     enum {
-        THREADS = SCOPE == RED_WARP ? 256 : 512,
-        BASE = SCOPE == RED_WARP ? (F == 8 ? 8 : 4) : (F == 16 ? 3 : 2),
+        THREADS = SCOPE == RED_WARP || F == 64 ? 256 : 512,
+        BASE = SCOPE == RED_WARP ? (F == 8 ? 8 : 4) : F == 64 ? 2 : (F == 16 ? 3 : 2),
         DOWN = BASE > 4 ? BASE * 3 / 4 : BASE > 1 ? BASE - 1 : 1,
-        BLOCKS = OP == OP_ADD_RMS ? (F == 32 ? BASE / 2 : DOWN)
+        BLOCKS = F == 64 ? BASE
+               : OP == OP_ADD_RMS ? (F == 32 ? BASE / 2 : DOWN)
                : OP == OP_LN && ESIZE == 4 ? DOWN
                : SCOPE == RED_WARP && F == 32 && ESIZE == 2 && (OP == OP_RMS || OP == OP_LN) ? DOWN
                : BASE
@@ -205,6 +213,9 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
 {
     constexpr int VEC = S::VEC;
     constexpr int NV = F / VEC;
+    /* F = 64: 16-bit rows kept packed in registers (below) */
+    constexpr bool PACKED = F == 64;
+    static_assert(!PACKED || VEC == 8, "packed rows hold 16-bit data");
     constexpr bool HAS_GAMMA = OP != OP_SOFTMAX;
     constexpr bool WARP = SCOPE == RED_WARP;
 
@@ -279,7 +290,20 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
 
     for (; row < a.rows; row += step) {
         const int64_t base = row * nvec + vbeg; /* vector index of the slice start */
+        /* FP32 values (v), or for PACKED rows the 16-bit vectors as loaded (xr), converted again in
+         * every pass; either way row_vals(i, t) gives vector i's FP32 values. */
         float v[NV][VEC];
+        typename S::raw_t xr[NV];
+        auto row_vals = [&](int i, float (&t)[VEC]) {
+            if constexpr (PACKED) {
+                S::launder(xr[i]);
+                S::cvt(xr[i], t);
+            } else {
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    t[k] = v[i][k];
+            }
+        };
         if (OP == OP_LN || OP == OP_SOFTMAX)
             ctx.counter = 0; /* two reductions per row: fixed slots 0, 1 */
 
@@ -313,11 +337,17 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
 #pragma unroll
                     for (int k = 0; k < VEC; k++)
                         v[i][k] = S::round(v[i][k] + t[k]);
+                    if constexpr (PACKED)
+                        xr[i] = S::pack(v[i]); /* exact: v is already rounded to the format */
                 }
             } else {
 #pragma unroll
-                for (int i = 0; i < NV; i++)
-                    S::cvt(raw[i], v[i]);
+                for (int i = 0; i < NV; i++) {
+                    if constexpr (PACKED)
+                        xr[i] = raw[i];
+                    else
+                        S::cvt(raw[i], v[i]);
+                }
             }
         }
         if (prefetch) {
@@ -334,23 +364,39 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
 #pragma unroll
             for (int i = 0; i < NV; i++) {
                 const int vi = lane + i * gsize;
-                if (vi < count)
-                    S::stv(a.xout, base + vi, v[i]);
+                if (vi < count) {
+                    if constexpr (PACKED)
+                        S::stv_raw(a.xout, base + vi, xr[i]);
+                    else
+                        S::stv(a.xout, base + vi, v[i]);
+                }
             }
         }
 
         if (OP == OP_RMS || OP == OP_ADD_RMS) {
             /* masked-out entries are 0: they add nothing to max|x| or the sum */
-            int e = exp_of_max(abs_max(v));
+            float amax = 0.0f;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                float t[VEC];
+                row_vals(i, t);
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    amax = fmaxf(amax, fabsf(t[k]));
+            }
+            int e = exp_of_max(amax);
             const float sc_t = pow2_neg(e);
             float s = 0.0f;
 #pragma unroll
-            for (int i = 0; i < NV; i++)
+            for (int i = 0; i < NV; i++) {
+                float t[VEC];
+                row_vals(i, t);
 #pragma unroll
                 for (int k = 0; k < VEC; k++) {
-                    const float u = v[i][k] * sc_t;
+                    const float u = t[k] * sc_t;
                     s = fmaf(u, u, s);
                 }
+            }
             block_allreduce_es<2, SCOPE>(e, s, ctx);
             const float sc = pow2_neg(e);
             const float inv = 1.0f / sqrtf(s / (float)a.cols + scale_pow2(a.eps, -2 * e));
@@ -360,35 +406,71 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
             for (int i = 0; i < NV; i++) {
                 const int vi = lane + i * gsize;
                 if (vi < count) {
-                    float g[VEC];
+                    float g[VEC], t[VEC];
                     load_affine<VEC, STAGED>(sg, gg, vi * VEC, g);
+                    row_vals(i, t);
 #pragma unroll
                     for (int k = 0; k < VEC; k++)
-                        v[i][k] = (v[i][k] * sc) * inv * g[k];
-                    S::stv(a.y, base + vi, v[i]);
+                        t[k] = (t[k] * sc) * inv * g[k];
+                    S::stv(a.y, base + vi, t);
                 }
             }
         } else if (OP == OP_LN) {
-            int e = exp_of_max(abs_max(v));
+            float amax = 0.0f;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                float t[VEC];
+                row_vals(i, t);
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    amax = fmaxf(amax, fabsf(t[k]));
+            }
+            int e = exp_of_max(amax);
             const float sc_t = pow2_neg(e);
             float s = 0.0f;
 #pragma unroll
-            for (int i = 0; i < NV; i++)
+            for (int i = 0; i < NV; i++) {
+                float t[VEC];
+                row_vals(i, t);
 #pragma unroll
                 for (int k = 0; k < VEC; k++)
-                    s = fmaf(v[i][k], sc_t, s);
+                    s = fmaf(t[k], sc_t, s);
+            }
             block_allreduce_es<1, SCOPE>(e, s, ctx);
             const float sc = pow2_neg(e);
             const float mean = s / (float)a.cols;
+            /* u - mean (x * sc is exact): kept in v, or for PACKED rows computed again below */
+            auto centered = [&](int i, float (&d)[VEC]) {
+                if constexpr (PACKED) {
+                    S::launder(xr[i]);
+                    S::cvt(xr[i], d);
+#pragma unroll
+                    for (int k = 0; k < VEC; k++)
+                        d[k] = fmaf(d[k], sc, -mean);
+                } else {
+#pragma unroll
+                    for (int k = 0; k < VEC; k++)
+                        d[k] = v[i][k];
+                }
+            };
             float q = 0.0f;
 #pragma unroll
             for (int i = 0; i < NV; i++) {
                 const bool valid = lane + i * gsize < count;
+                if constexpr (PACKED) {
+                    float d[VEC];
+                    centered(i, d);
 #pragma unroll
-                for (int k = 0; k < VEC; k++) {
-                    v[i][k] = fmaf(v[i][k], sc, -mean); /* u - mean (x * sc is exact) */
-                    if (valid)
-                        q = fmaf(v[i][k], v[i][k], q);
+                    for (int k = 0; k < VEC; k++)
+                        if (valid)
+                            q = fmaf(d[k], d[k], q);
+                } else {
+#pragma unroll
+                    for (int k = 0; k < VEC; k++) {
+                        v[i][k] = fmaf(v[i][k], sc, -mean);
+                        if (valid)
+                            q = fmaf(v[i][k], v[i][k], q);
+                    }
                 }
             }
             q = block_allreduce<SumOp, SCOPE>(q, ctx);
@@ -401,41 +483,51 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
             for (int i = 0; i < NV; i++) {
                 const int vi = lane + i * gsize;
                 if (vi < count) {
-                    float g[VEC];
+                    float g[VEC], d[VEC];
                     load_affine<VEC, STAGED>(sg, gg, vi * VEC, g);
+                    centered(i, d);
                     if (STAGED || gb) {
                         float b[VEC];
                         load_affine<VEC, STAGED>(sb, gb, vi * VEC, b);
 #pragma unroll
                         for (int k = 0; k < VEC; k++)
-                            v[i][k] = fmaf(v[i][k] * inv, g[k], b[k]);
+                            d[k] = fmaf(d[k] * inv, g[k], b[k]);
                     } else {
 #pragma unroll
                         for (int k = 0; k < VEC; k++)
-                            v[i][k] = v[i][k] * inv * g[k];
+                            d[k] = d[k] * inv * g[k];
                     }
-                    S::stv(a.y, base + vi, v[i]);
+                    S::stv(a.y, base + vi, d);
                 }
             }
         } else { /* OP_SOFTMAX */
             float m = -INFINITY;
 #pragma unroll
             for (int i = 0; i < NV; i++) {
-                if (lane + i * gsize < count)
+                if (lane + i * gsize < count) {
+                    float t[VEC];
+                    row_vals(i, t);
 #pragma unroll
                     for (int k = 0; k < VEC; k++)
-                        m = fmaxf(m, v[i][k]);
+                        m = fmaxf(m, t[k]);
+                }
             }
             m = block_allreduce<MaxOp, SCOPE>(m, ctx);
+            /* exp(x - m): kept in v, or for PACKED rows computed again for the output */
             float s = 0.0f;
 #pragma unroll
             for (int i = 0; i < NV; i++) {
-                if (lane + i * gsize < count)
+                if (lane + i * gsize < count) {
+                    float t[VEC];
+                    row_vals(i, t);
 #pragma unroll
                     for (int k = 0; k < VEC; k++) {
-                        v[i][k] = expf(v[i][k] - m);
-                        s += v[i][k];
+                        t[k] = expf(t[k] - m);
+                        s += t[k];
+                        if constexpr (!PACKED)
+                            v[i][k] = t[k];
                     }
+                }
             }
             s = block_allreduce<SumOp, SCOPE>(s, ctx);
             const float inv = 1.0f / s;
@@ -443,10 +535,12 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
             for (int i = 0; i < NV; i++) {
                 const int vi = lane + i * gsize;
                 if (vi < count) {
+                    float t[VEC];
+                    row_vals(i, t);
 #pragma unroll
                     for (int k = 0; k < VEC; k++)
-                        v[i][k] *= inv;
-                    S::stv(a.y, base + vi, v[i]);
+                        t[k] = (PACKED ? expf(t[k] - m) : t[k]) * inv;
+                    S::stv(a.y, base + vi, t);
                 }
             }
         }
@@ -592,13 +686,23 @@ __global__ void RDG_LAUNCH_BOUNDS(RDG_LOOP_THREADS, 1) norm_loop_kernel(NormArgs
 typedef void (*kernel_fn)(NormArgs);
 
 /* The register-kernel variants the policy uses (F floats per thread, reduction scope). */
-enum { V_WARP8, V_WARP32, V_BLOCK16, V_BLOCK32, V_CLUSTER16, V_CLUSTER32 };
+enum { V_WARP8, V_WARP32, V_BLOCK16, V_BLOCK32, V_CLUSTER16, V_CLUSTER32, V_BLOCK64, V_CLUSTER64 };
+
+/* Ops whose 16-bit rows the policy holds packed at F = 64 in CTAs and clusters: rms_norm only.
+ * Measured on the H200 against F = 32 (bench/RESULTS.md): rms_norm [4096, 65536] 12-14% faster,
+ * [16384, 8192] 1-2%; layer_norm 8-12% and softmax 5-8% slower (they convert twice more per
+ * element and softmax computes exp twice); add_rms_norm's packed kernels spill (two inputs). */
+template <class S, int OP>
+constexpr bool packed_rows()
+{
+    return RDG_NORM_PACKED16 && sizeof(typename S::elem_t) == 2 && OP == OP_RMS;
+}
 
 template <class S, int OP>
 kernel_fn reg_kernel_for(int variant, int staged)
 {
 #if RDG_HOST_CLUSTERS
-    if (!staged) { /* the policy unstages only 16-bit layer_norm clusters at F = 32 */
+    if (!staged) { /* the policy unstages only 16-bit layer_norm clusters */
         if constexpr (OP == OP_LN && sizeof(typename S::elem_t) == 2)
             return variant == V_CLUSTER32 ? norm_reg_kernel_unstaged<S, OP_LN, 32, RED_CLUSTER> : nullptr;
         else
@@ -618,11 +722,18 @@ kernel_fn reg_kernel_for(int variant, int staged)
             return nullptr;
         else
             return norm_reg_kernel<S, OP, 16, RED_BLOCK>;
-    case V_BLOCK32:
-        if constexpr (RDG_LN16_MAXNREG && OP == OP_LN && sizeof(typename S::elem_t) == 2)
+    case V_BLOCK32: /* 16-bit rows take F = 64 instead where RDG_NORM_PACKED16 */
+        if constexpr (packed_rows<S, OP>())
+            return nullptr;
+        else if constexpr (RDG_LN16_MAXNREG && OP == OP_LN && sizeof(typename S::elem_t) == 2)
             return norm_reg_kernel_ln16<S>;
         else
             return norm_reg_kernel<S, OP, 32, RED_BLOCK>;
+    case V_BLOCK64:
+        if constexpr (packed_rows<S, OP>())
+            return norm_reg_kernel<S, OP, 64, RED_BLOCK>;
+        else
+            return nullptr;
 #if RDG_HOST_CLUSTERS
     case V_CLUSTER16:
         if constexpr (sizeof(typename S::elem_t) == 2)
@@ -630,7 +741,15 @@ kernel_fn reg_kernel_for(int variant, int staged)
         else
             return norm_reg_kernel<S, OP, 16, RED_CLUSTER>;
     case V_CLUSTER32:
-        return norm_reg_kernel<S, OP, 32, RED_CLUSTER>;
+        if constexpr (packed_rows<S, OP>())
+            return nullptr;
+        else
+            return norm_reg_kernel<S, OP, 32, RED_CLUSTER>;
+    case V_CLUSTER64:
+        if constexpr (packed_rows<S, OP>())
+            return norm_reg_kernel<S, OP, 64, RED_CLUSTER>;
+        else
+            return nullptr;
 #endif
     default:
         return nullptr;
@@ -714,6 +833,8 @@ int64_t round_up(int64_t v, int64_t m)
 /* Elements one CTA of the register kernel holds at most: 512 threads at F = 16 and at F = 32. */
 #define RDG_CTA_ELEMS_F16 8192
 #define RDG_CTA_ELEMS_F32 16384
+/* ... and 16-bit elements held packed (F = 64, 256 threads) */
+#define RDG_CTA_ELEMS_PACKED 16384
 #define RDG_MAX_CLUSTER 8 /* portable cluster size limit */
 static_assert(RDG_MAX_CLUSTER <= RDG_RED_MAX_CLUSTER, "reduce.cuh holds the partials of RDG_RED_MAX_CLUSTER CTAs");
 #define RDG_WARP_ROWS_PER_CTA 4
@@ -739,6 +860,8 @@ LaunchCfg loop_cfg(const rdg_devinfo_t *d, int64_t cols)
  *   cols <= 65536:         cluster of ceil(cols / 8192) CTAs, F = 16, <= 512 threads each
  *                          (65536 -> 8 x 512)
  *   cols <= 131072:        cluster of ceil(cols / 16384) CTAs, F = 32, <= 512 threads each
+ *   16-bit data: F = 32 (cols <= 16384 in one CTA, 16384 per CTA of a cluster); rms_norm
+ *                          F = 64 packed (packed_rows(): 16384 per CTA of <= 256 threads)
  *   without clusters (HIP, pre-Hopper): 8192 < cols <= 16384 one CTA, F = 32, <= 512 threads
  * with gamma (and beta) staged in shared memory (CUDA) when they fit; anything else (odd sizes,
  * misalignment, longer rows) runs the looped kernel. */
@@ -758,7 +881,11 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
          * per row in the CTA and cluster variants whatever the dtype: per-row synchronisation
          * costs the same, so fewer, fuller threads hide it better (measured on the H200). */
         const int wide = esize == 2;
-        const int64_t cta_elems = wide ? RDG_CTA_ELEMS_F32 : RDG_CTA_ELEMS_F16;
+        /* 16-bit rms_norm rows in CTAs and clusters stay packed in registers at F = 64 (16384
+         * elements in 256 threads): half the per-row work (reductions, index arithmetic) per
+         * element; these rows were issue-bound at F = 32 on the H200 (ncu) */
+        const int packed = wide && RDG_NORM_PACKED16 && op == OP_RMS; /* packed_rows() */
+        const int64_t cta_elems = packed ? RDG_CTA_ELEMS_PACKED : wide ? RDG_CTA_ELEMS_F32 : RDG_CTA_ELEMS_F16;
         if (cols <= 8 * w) {
             variant = V_WARP8;
             f = 8;
@@ -766,13 +893,13 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
             variant = V_WARP32;
             f = 32;
         } else if (cols <= cta_elems) {
-            variant = wide ? V_BLOCK32 : V_BLOCK16;
-            f = wide ? 32 : 16;
+            variant = packed ? V_BLOCK64 : wide ? V_BLOCK32 : V_BLOCK16;
+            f = packed ? 64 : wide ? 32 : 16;
         } else if (d->clusters && cols <= RDG_MAX_CLUSTER * cta_elems) {
-            variant = wide ? V_CLUSTER32 : V_CLUSTER16;
-            f = wide ? 32 : 16;
+            variant = packed ? V_CLUSTER64 : wide ? V_CLUSTER32 : V_CLUSTER16;
+            f = packed ? 64 : wide ? 32 : 16;
             csize = (int)rdg_ceil_div(cols, cta_elems);
-        } else if (d->clusters && cols <= RDG_MAX_CLUSTER * RDG_CTA_ELEMS_F32) {
+        } else if (d->clusters && !packed && cols <= RDG_MAX_CLUSTER * RDG_CTA_ELEMS_F32) {
             variant = V_CLUSTER32;
             f = 32;
             csize = (int)rdg_ceil_div(cols, RDG_CTA_ELEMS_F32);
