@@ -861,7 +861,7 @@ LaunchCfg loop_cfg(const rdg_devinfo_t *d, int64_t cols)
  *                          (65536 -> 8 x 512)
  *   cols <= 131072:        cluster of ceil(cols / 16384) CTAs, F = 32, <= 512 threads each
  *   16-bit data: F = 32 (cols <= 16384 in one CTA, 16384 per CTA of a cluster); rms_norm
- *                          F = 64 packed (packed_rows(): 16384 per CTA of <= 256 threads)
+ *                          from 8192: F = 64 packed (16384 per CTA of <= 256 threads)
  *   without clusters (HIP, pre-Hopper): 8192 < cols <= 16384 one CTA, F = 32, <= 512 threads
  * with gamma (and beta) staged in shared memory (CUDA) when they fit; anything else (odd sizes,
  * misalignment, longer rows) runs the looped kernel. */
@@ -881,10 +881,11 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
          * per row in the CTA and cluster variants whatever the dtype: per-row synchronisation
          * costs the same, so fewer, fuller threads hide it better (measured on the H200). */
         const int wide = esize == 2;
-        /* 16-bit rms_norm rows in CTAs and clusters stay packed in registers at F = 64 (16384
+        /* 16-bit rms_norm rows of 8192 or more stay packed in registers at F = 64 (16384
          * elements in 256 threads): half the per-row work (reductions, index arithmetic) per
-         * element; these rows were issue-bound at F = 32 on the H200 (ncu) */
-        const int packed = wide && RDG_NORM_PACKED16 && op == OP_RMS; /* packed_rows() */
+         * element; these rows were issue-bound at F = 32 on the H200 (ncu). Rows of 4096 (CTAs
+         * of 64 threads) measured 1-2% slower packed. */
+        const int packed = wide && RDG_NORM_PACKED16 && op == OP_RMS && cols >= 8192; /* packed_rows() */
         const int64_t cta_elems = packed ? RDG_CTA_ELEMS_PACKED : wide ? RDG_CTA_ELEMS_F32 : RDG_CTA_ELEMS_F16;
         if (cols <= 8 * w) {
             variant = V_WARP8;
