@@ -722,10 +722,8 @@ kernel_fn reg_kernel_for(int variant, int staged)
             return nullptr;
         else
             return norm_reg_kernel<S, OP, 16, RED_BLOCK>;
-    case V_BLOCK32: /* 16-bit rows take F = 64 instead where RDG_NORM_PACKED16 */
-        if constexpr (packed_rows<S, OP>())
-            return nullptr;
-        else if constexpr (RDG_LN16_MAXNREG && OP == OP_LN && sizeof(typename S::elem_t) == 2)
+    case V_BLOCK32: /* packed ops too: their rows below 8192 */
+        if constexpr (RDG_LN16_MAXNREG && OP == OP_LN && sizeof(typename S::elem_t) == 2)
             return norm_reg_kernel_ln16<S>;
         else
             return norm_reg_kernel<S, OP, 32, RED_BLOCK>;
