@@ -55,6 +55,14 @@ typedef struct ref_tol {
 /* The tolerance of an output rounded to dtype; see norm_ref.c for why. */
 ref_tol_t ref_tolerance(rudnn_dtype_t dtype);
 
+/* layer_norm's conditioning term, per row: REF_LN_COND_ULPS FP32 ulps of max|x| (the error of
+ * x - mean in FP32, which does not shrink with the variance) times rstd * max|gamma|. A row whose
+ * values nearly coincide has a large rstd, and no FP32 computation of x - mean gets closer to the
+ * FP64 reference than that; see norm_ref.c. */
+#define REF_LN_COND_ULPS 8.0
+void ref_layer_norm_cond_atol(const float *x, const float *gamma, float eps, int64_t rows, int64_t cols,
+                              double *atol);
+
 typedef struct ref_report {
     size_t mismatches; /* elements outside tolerance or with the wrong NaN/inf */
     size_t checked;
@@ -80,6 +88,10 @@ void ref_report_mismatch(ref_report_t *report, const char *fmt, ...) __attribute
  * output in the report lines. Returns the number of new mismatches. */
 size_t ref_compare(ref_report_t *report, const char *what, const float *got, const double *ref,
                    int64_t rows, int64_t cols, ref_tol_t tol);
+
+/* ref_compare with row_atol[r] added to the allowed error of row r (NULL: none). */
+size_t ref_compare_rows(ref_report_t *report, const char *what, const float *got, const double *ref,
+                        int64_t rows, int64_t cols, ref_tol_t tol, const double *row_atol);
 
 /* Bit-exact comparison of two float arrays (NaN matches any NaN). */
 size_t ref_compare_exact(ref_report_t *report, const char *what, const float *got, const float *want,
