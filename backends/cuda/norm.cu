@@ -160,19 +160,6 @@ struct RegBounds {
     };
 };
 
-/* max |v| over a thread's row vectors (masked-out entries are 0) */
-template <int NV, int VEC>
-__device__ __forceinline__ float abs_max(const float (&v)[NV][VEC])
-{
-    float m = 0.0f;
-#pragma unroll
-    for (int i = 0; i < NV; i++)
-#pragma unroll
-        for (int k = 0; k < VEC; k++)
-            m = fmaxf(m, fabsf(v[i][k]));
-    return m;
-}
-
 /* VEC floats of gamma or beta at slice float index c: from the staged copy in shared memory or
  * from global memory. */
 template <int VEC, bool STAGED>
@@ -304,6 +291,19 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                     t[k] = v[i][k];
             }
         };
+        /* max |x| over this thread's vectors (masked-out entries are 0) */
+        auto row_abs_max = [&]() {
+            float m = 0.0f;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                float t[VEC];
+                row_vals(i, t);
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    m = fmaxf(m, fabsf(t[k]));
+            }
+            return m;
+        };
         if (OP == OP_LN || OP == OP_SOFTMAX)
             ctx.counter = 0; /* two reductions per row: fixed slots 0, 1 */
 
@@ -375,16 +375,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
 
         if (OP == OP_RMS || OP == OP_ADD_RMS) {
             /* masked-out entries are 0: they add nothing to max|x| or the sum */
-            float amax = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                float t[VEC];
-                row_vals(i, t);
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    amax = fmaxf(amax, fabsf(t[k]));
-            }
-            int e = exp_of_max(amax);
+            int e = exp_of_max(row_abs_max());
             const float sc_t = pow2_neg(e);
             float s = 0.0f;
 #pragma unroll
@@ -416,16 +407,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                 }
             }
         } else if (OP == OP_LN) {
-            float amax = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                float t[VEC];
-                row_vals(i, t);
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    amax = fmaxf(amax, fabsf(t[k]));
-            }
-            int e = exp_of_max(amax);
+            int e = exp_of_max(row_abs_max());
             const float sc_t = pow2_neg(e);
             float s = 0.0f;
 #pragma unroll
