@@ -291,17 +291,21 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                     t[k] = v[i][k];
             }
         };
-        /* max |x| over this thread's vectors (masked-out entries are 0) */
-        auto row_abs_max = [&]() {
-            float m = 0.0f;
+        /* f(x) for each of this thread's values, masked-out entries (0) included */
+        auto each_val = [&](auto &&f) {
 #pragma unroll
             for (int i = 0; i < NV; i++) {
                 float t[VEC];
                 row_vals(i, t);
 #pragma unroll
                 for (int k = 0; k < VEC; k++)
-                    m = fmaxf(m, fabsf(t[k]));
+                    f(t[k]);
             }
+        };
+        /* max |x| over this thread's values (masked-out entries are 0) */
+        auto row_abs_max = [&]() {
+            float m = 0.0f;
+            each_val([&](float x) { m = fmaxf(m, fabsf(x)); });
             return m;
         };
         if (OP == OP_LN || OP == OP_SOFTMAX)
@@ -378,16 +382,10 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
             int e = exp_of_max(row_abs_max());
             const float sc_t = pow2_neg(e);
             float s = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                float t[VEC];
-                row_vals(i, t);
-#pragma unroll
-                for (int k = 0; k < VEC; k++) {
-                    const float u = t[k] * sc_t;
-                    s = fmaf(u, u, s);
-                }
-            }
+            each_val([&](float x) {
+                const float u = x * sc_t;
+                s = fmaf(u, u, s);
+            });
             block_allreduce_es<2, SCOPE>(e, s, ctx);
             const float sc = pow2_neg(e);
             const float inv = 1.0f / sqrtf(s / (float)a.cols + scale_pow2(a.eps, -2 * e));
@@ -410,14 +408,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
             int e = exp_of_max(row_abs_max());
             const float sc_t = pow2_neg(e);
             float s = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                float t[VEC];
-                row_vals(i, t);
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    s = fmaf(t[k], sc_t, s);
-            }
+            each_val([&](float x) { s = fmaf(x, sc_t, s); });
             block_allreduce_es<1, SCOPE>(e, s, ctx);
             const float sc = pow2_neg(e);
             const float mean = s / (float)a.cols;
