@@ -99,15 +99,29 @@ __device__ __forceinline__ float warp_allreduce(float v)
     return v;
 }
 
+/* RDG_ES_REDUX=1 (CUDA, sm_80+; a variant for measuring, off by default): the warp's max e in one
+ * redux.sync, each lane's s scaled to it once, then a plain sum butterfly, instead of an (e, s)
+ * butterfly with a rescale per step. Same terms in another association; deterministic and
+ * bit-identical in every lane (the same e everywhere, commutative adds). */
+#ifndef RDG_ES_REDUX
+#define RDG_ES_REDUX 0
+#endif
+
 template <int SHIFT>
 __device__ __forceinline__ void warp_allreduce_es(int &e, float &s)
 {
+#if RDG_ES_REDUX && !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const int em = __reduce_max_sync(0xffffffffu, e);
+    s = warp_allreduce<SumOp>(scale_pow2(s, SHIFT * (e - em)));
+    e = em;
+#else
 #pragma unroll
     for (int m = RDG_WARP / 2; m > 0; m >>= 1) {
         int e2 = RDG_SHFL_XOR(e, m);
         float s2 = RDG_SHFL_XOR(s, m);
         es_combine<SHIFT>(e, s, e2, s2);
     }
+#endif
 }
 
 #if RUDNN_HAS_CLUSTERS
