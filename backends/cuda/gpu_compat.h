@@ -78,6 +78,8 @@
     } while (0)
 #define RDG_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads)
 #define RDG_MAXNREG(threads, regs) __launch_bounds__(threads)
+/* Loops that end early (break) are not unrolled by hipcc, which then warns about the pragma. */
+#define RDG_UNROLL_EARLY_EXIT
 /* Plain loads/stores (no cache-streaming hint). */
 #define RDG_LDCS(ptr) (*(ptr))
 #define RDG_STCS(ptr, v) (*(ptr) = (v))
@@ -159,6 +161,8 @@ static inline void rdg_matrix_units(const hipDeviceProp_t *p, int *fp16, int *bf
 #else
 #define RDG_MAXNREG(threads, regs) __launch_bounds__(threads)
 #endif
+/* #pragma unroll for loops that end early (break): nvcc unrolls them; not under HIP (above). */
+#define RDG_UNROLL_EARLY_EXIT _Pragma("unroll")
 /* Cache-streaming load/store (evict-first): the row data is touched once. */
 #define RDG_LDCS(ptr) __ldcs(ptr)
 #define RDG_STCS(ptr, v) __stcs((ptr), (v))

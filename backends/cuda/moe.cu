@@ -255,7 +255,7 @@ __device__ __forceinline__ void take_top_k(LaneTopK<EPT> &tk, int lane, int top_
                                            uint32_t (&my_key)[EPT], float *sel_sum)
 {
     float sum = 0.0f;
-#pragma unroll
+    RDG_UNROLL_EARLY_EXIT
     for (int c = 0; c < EPT; c++) {
         my_id[c] = 0u;
         my_key[c] = 0u;
@@ -315,7 +315,7 @@ route_softmax_kernel(const void *__restrict__ logits, uint32_t *__restrict__ ind
     uint32_t my_id[EPT], my_key[EPT];
     float sel_sum;
     take_top_k<EPT>(tk, lane, top_k, my_id, my_key, &sel_sum);
-#pragma unroll
+    RDG_UNROLL_EARLY_EXIT
     for (int c = 0; c < EPT; c++) {
         const int j = lane + c * RDG_WARP;
         if (c * RDG_WARP >= top_k)
