@@ -10,7 +10,8 @@
  *   thread-block cluster (one slice each, partial statistics exchanged through distributed
  *   shared memory), F = NV * VEC floats per thread. CTAs are persistent (grid sized from
  *   occupancy) and stage their gamma/beta slice in shared memory once. Needs cols % VEC == 0
- *   and 16-byte aligned pointers.
+ *   and 16-byte aligned pointers. At F = 64 (16-bit rms_norm rows of 8192 or more) the row
+ *   stays packed: the loaded 16-bit vectors are kept and converted again in each pass.
  * - norm_loop_kernel ("looped"): any cols and alignment, scalar loads, one CTA per row, one pass
  *   over global memory per statistic and one for the output.
  * choose() below is the launch policy.
