@@ -100,7 +100,6 @@ struct Store16 {
         return w;
     }
     __device__ static void stv(void *p, int64_t vi, const float (&v)[VEC]) { RDG_STCS((uint4 *)p + vi, pack(v)); }
-    __device__ static void stv_raw(void *p, int64_t vi, const raw_t &w) { RDG_STCS((uint4 *)p + vi, w); }
     /* An empty asm that "changes" w: conversions of w before it cannot be reused after it, so a
      * packed row is not kept converted across passes (which would undo the packing). */
     __device__ static void launder(raw_t &w) { asm volatile("" : "+r"(w.x), "+r"(w.y), "+r"(w.z), "+r"(w.w)); }
@@ -201,9 +200,9 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
 {
     constexpr int VEC = S::VEC;
     constexpr int NV = F / VEC;
-    /* F = 64: 16-bit rows kept packed in registers (below) */
+    /* F = 64: 16-bit rms_norm rows kept packed in registers (below) */
     constexpr bool PACKED = F == 64;
-    static_assert(!PACKED || VEC == 8, "packed rows hold 16-bit data");
+    static_assert(!PACKED || (VEC == 8 && OP == OP_RMS), "packed rows: 16-bit rms_norm only (packed_op)");
     constexpr bool HAS_GAMMA = OP != OP_SOFTMAX;
     constexpr bool WARP = SCOPE == RED_WARP;
 
@@ -342,8 +341,6 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
 #pragma unroll
                     for (int k = 0; k < VEC; k++)
                         v[i][k] = S::round(v[i][k] + t[k]);
-                    if constexpr (PACKED)
-                        xr[i] = S::pack(v[i]); /* exact: v is already rounded to the format */
                 }
             } else {
 #pragma unroll
@@ -369,12 +366,8 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
 #pragma unroll
             for (int i = 0; i < NV; i++) {
                 const int vi = lane + i * gsize;
-                if (vi < count) {
-                    if constexpr (PACKED)
-                        S::stv_raw(a.xout, base + vi, xr[i]);
-                    else
-                        S::stv(a.xout, base + vi, v[i]);
-                }
+                if (vi < count)
+                    S::stv(a.xout, base + vi, v[i]);
             }
         }
 
@@ -413,38 +406,15 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
             block_allreduce_es<1, SCOPE>(e, s, ctx);
             const float sc = pow2_neg(e);
             const float mean = s / (float)a.cols;
-            /* u - mean (x * sc is exact): kept in v, or for PACKED rows computed again below */
-            auto centered = [&](int i, float (&d)[VEC]) {
-                if constexpr (PACKED) {
-                    S::launder(xr[i]);
-                    S::cvt(xr[i], d);
-#pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        d[k] = fmaf(d[k], sc, -mean);
-                } else {
-#pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        d[k] = v[i][k];
-                }
-            };
             float q = 0.0f;
 #pragma unroll
             for (int i = 0; i < NV; i++) {
                 const bool valid = lane + i * gsize < count;
-                if constexpr (PACKED) {
-                    float d[VEC];
-                    centered(i, d);
 #pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        if (valid)
-                            q = fmaf(d[k], d[k], q);
-                } else {
-#pragma unroll
-                    for (int k = 0; k < VEC; k++) {
-                        v[i][k] = fmaf(v[i][k], sc, -mean);
-                        if (valid)
-                            q = fmaf(v[i][k], v[i][k], q);
-                    }
+                for (int k = 0; k < VEC; k++) {
+                    v[i][k] = fmaf(v[i][k], sc, -mean); /* u - mean (x * sc is exact) */
+                    if (valid)
+                        q = fmaf(v[i][k], v[i][k], q);
                 }
             }
             q = block_allreduce<SumOp, SCOPE>(q, ctx);
@@ -457,51 +427,41 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
             for (int i = 0; i < NV; i++) {
                 const int vi = lane + i * gsize;
                 if (vi < count) {
-                    float g[VEC], d[VEC];
+                    float g[VEC];
                     load_affine<VEC, STAGED>(sg, gg, vi * VEC, g);
-                    centered(i, d);
                     if (STAGED || gb) {
                         float b[VEC];
                         load_affine<VEC, STAGED>(sb, gb, vi * VEC, b);
 #pragma unroll
                         for (int k = 0; k < VEC; k++)
-                            d[k] = fmaf(d[k] * inv, g[k], b[k]);
+                            v[i][k] = fmaf(v[i][k] * inv, g[k], b[k]);
                     } else {
 #pragma unroll
                         for (int k = 0; k < VEC; k++)
-                            d[k] = d[k] * inv * g[k];
+                            v[i][k] = v[i][k] * inv * g[k];
                     }
-                    S::stv(a.y, base + vi, d);
+                    S::stv(a.y, base + vi, v[i]);
                 }
             }
         } else { /* OP_SOFTMAX */
             float m = -INFINITY;
 #pragma unroll
             for (int i = 0; i < NV; i++) {
-                if (lane + i * gsize < count) {
-                    float t[VEC];
-                    row_vals(i, t);
+                if (lane + i * gsize < count)
 #pragma unroll
                     for (int k = 0; k < VEC; k++)
-                        m = fmaxf(m, t[k]);
-                }
+                        m = fmaxf(m, v[i][k]);
             }
             m = block_allreduce<MaxOp, SCOPE>(m, ctx);
-            /* exp(x - m): kept in v, or for PACKED rows computed again for the output */
             float s = 0.0f;
 #pragma unroll
             for (int i = 0; i < NV; i++) {
-                if (lane + i * gsize < count) {
-                    float t[VEC];
-                    row_vals(i, t);
+                if (lane + i * gsize < count)
 #pragma unroll
                     for (int k = 0; k < VEC; k++) {
-                        t[k] = expf(t[k] - m);
-                        s += t[k];
-                        if constexpr (!PACKED)
-                            v[i][k] = t[k];
+                        v[i][k] = expf(v[i][k] - m);
+                        s += v[i][k];
                     }
-                }
             }
             s = block_allreduce<SumOp, SCOPE>(s, ctx);
             const float inv = 1.0f / s;
@@ -509,12 +469,10 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
             for (int i = 0; i < NV; i++) {
                 const int vi = lane + i * gsize;
                 if (vi < count) {
-                    float t[VEC];
-                    row_vals(i, t);
 #pragma unroll
                     for (int k = 0; k < VEC; k++)
-                        t[k] = (PACKED ? expf(t[k] - m) : t[k]) * inv;
-                    S::stv(a.y, base + vi, t);
+                        v[i][k] *= inv;
+                    S::stv(a.y, base + vi, v[i]);
                 }
             }
         }
@@ -666,10 +624,15 @@ enum { V_WARP8, V_WARP32, V_BLOCK16, V_BLOCK32, V_CLUSTER16, V_CLUSTER32, V_BLOC
  * Measured on the H200 against F = 32 (bench/RESULTS.md): rms_norm [4096, 65536] 12-14% faster,
  * [16384, 8192] 1-2%; layer_norm 8-12% and softmax 5-8% slower (they convert twice more per
  * element and softmax computes exp twice); add_rms_norm's packed kernels spill (two inputs). */
+constexpr bool packed_op(int op, int esize)
+{
+    return RDG_NORM_PACKED16 && esize == 2 && op == OP_RMS;
+}
+
 template <class S, int OP>
 constexpr bool packed_rows()
 {
-    return RDG_NORM_PACKED16 && sizeof(typename S::elem_t) == 2 && OP == OP_RMS;
+    return packed_op(OP, (int)sizeof(typename S::elem_t));
 }
 
 template <class S, int OP>
@@ -857,7 +820,7 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
          * elements in 256 threads): half the per-row work (reductions, index arithmetic) per
          * element; these rows were issue-bound at F = 32 on the H200 (ncu). Rows of 4096 (CTAs
          * of 64 threads) measured 1-2% slower packed. */
-        const int packed = wide && RDG_NORM_PACKED16 && op == OP_RMS && cols >= 8192; /* packed_rows() */
+        const int packed = packed_op(op, esize) && cols >= 8192;
         const int64_t cta_elems = packed ? RDG_CTA_ELEMS_PACKED : wide ? RDG_CTA_ELEMS_F32 : RDG_CTA_ELEMS_F16;
         if (cols <= 8 * w) {
             variant = V_WARP8;
