@@ -10,13 +10,6 @@
 #include "rudnn/moe.h"
 #include "validate.h"
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        rudnn_status_t try_status_ = (expr);                                                       \
-        if (try_status_ != RUDNN_STATUS_SUCCESS)                                                   \
-            return try_status_;                                                                    \
-    } while (0)
-
 #define GROUPED_MAX_EXPERTS 1024
 #define GROUPED_MAX_GROUPS 128
 #define GROUPED_MAX_TOP_K 64

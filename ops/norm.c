@@ -3,13 +3,6 @@
 
 #include "validate.h"
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        rudnn_status_t try_status_ = (expr);                                                       \
-        if (try_status_ != RUDNN_STATUS_SUCCESS)                                                   \
-            return try_status_;                                                                    \
-    } while (0)
-
 /* Checks an input of rank >= 1 with a non-empty last axis and fills the plan. */
 static rudnn_status_t plan_rows(const char *op, const char *arg, rudnn_queue_t queue,
                                 const rudnn_tensor_t *input, float eps, rudnn_norm_plan_t *plan)
