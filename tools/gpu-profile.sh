@@ -10,6 +10,9 @@
 #   route     the routing kernels (softmax and grouped sigmoid), DeepSeek-V3 shape T 4096, E 256:
 #             ncu-route-softmax.txt and ncu-route-grouped.txt
 #   mixtral   the SwiGLU expert GEMMs (TensorCore strategy), Mixtral shape
+#   mixtral-cmp  rudnn's two expert GEMMs and PyTorch's three grouped GEMMs (the baseline's
+#             first forward), Mixtral shape, with the compute and memory workload sections:
+#             ncu-mixtral-ours.txt and ncu-mixtral-torch.txt
 #   norm-ln   layer_norm bf16 and f32 [4096, 65536]
 #   norm-1k   rms_norm and softmax f32 [65536, 1024]
 #   norm-16   the 16-bit rows below target: all four ops bf16 [4096, 65536], layer_norm bf16
@@ -58,8 +61,14 @@ for target in "$@"; do
         profile "route-$k" "route_$k" 2 "$BUILD/bench/rudnn-bench-moe" --backend cuda --case deepseek_v3_t4096 \
           --only route --reps 2
       done ;;
-    mixtral) EXTRA_METRICS=$stall_metrics profile mixtral 'tc_gemm|gather|combine|plan_|route' "${MIXTRAL_KERNELS:-12}" "$BUILD/bench/rudnn-bench-moe" \
+    mixtral) EXTRA_METRICS=$stall_metrics profile mixtral 'tc_gemm|tma_gemm|gather|combine|plan_|route' "${MIXTRAL_KERNELS:-12}" "$BUILD/bench/rudnn-bench-moe" \
                --backend cuda --case mixtral --only forward --reps 1 ;;
+    mixtral-cmp)
+      wl=(--section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis)
+      EXTRA_METRICS=$stall_metrics profile mixtral-ours 'tc_gemm|tma_gemm' 2 "${wl[@]}" "$BUILD/bench/rudnn-bench-moe" \
+        --backend cuda --case mixtral --only forward --reps 1
+      EXTRA_METRICS=$stall_metrics profile mixtral-torch 'device_kernel|GemmUniversal' 3 "${wl[@]}" \
+        python3 bench/baselines/torch_moe.py --case mixtral ;;
     norm-ln) profile norm-ln 'norm' 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=layer_norm \
                --shape=4096x65536 --dtype=bf16,f32 --reps=1 ;;
     norm-1k) profile norm-1k 'norm|softmax' 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=rms_norm,softmax \

@@ -19,7 +19,10 @@
  * experts_scalar: CUDA-core kernels, 64 x 64 tiles of 256 threads, K in steps of 16 through
  * shared memory (FP32), any H, I and alignment.
  *
- * experts_tensor_core (CUDA): 128-row tiles, K in steps of 64 through a cp.async pipeline of
+ * experts_tensor_core (CUDA): on sm_90a binaries with the driver's tensor-map encoder, the TMA +
+ * warp-specialised kernel of moe_experts_tma.cu (same tiles and work items; 16% faster on the
+ * Mixtral shape, bench/RESULTS.md); otherwise (or RUDNN_CUDA_MOE_TMA=0) the kernels below:
+ * 128-row tiles, K in steps of 64 through a cp.async pipeline of
  * 128-byte shared rows with the 128-byte XOR swizzle (wgmma's K-major layout; conflict-free for
  * ldmatrix too), FP32 accumulators, silu(g) * u in GEMM 1's epilogue (the tile holds the gate rows
  * and the up rows of the same columns, so a thread holds g and u of the same elements):
@@ -37,6 +40,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu_compat.h"
@@ -50,6 +54,9 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
                                            rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
                                            rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
                                            rudnn_mem_ref_t act, rudnn_mem_ref_t out);
+/* moe_experts_tma.cu */
+rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
+                                   const uint32_t *offsets);
 
 namespace {
 
@@ -183,9 +190,6 @@ scalar_gemm_kernel(const void *__restrict__ a, const void *__restrict__ b0, cons
  *   BN = 128: mma.sync m16n8k16 (sm_80+), 3 stages, 2 CTAs per SM
  * The host launches BN = 256 only where the loaded binary has wgmma (tc_probe_kernel). */
 #define TC_THREADS 256
-#ifndef RDG_MOE_SKIP_IDLE_WG
-#define RDG_MOE_SKIP_IDLE_WG 1 /* 0: both warpgroups always multiply (for A/B) */
-#endif
 
 template <int BN>
 struct TcCfg {
@@ -536,6 +540,14 @@ int has_wgmma(const rdg_queue_t *q)
     return yes;
 }
 
+/* RUDNN_CUDA_MOE_TMA=0 (for tests and measuring): sm_90a devices run the cp.async wgmma kernel
+ * instead of the TMA one. */
+int cp_async_forced()
+{
+    const char *s = getenv("RUDNN_CUDA_MOE_TMA");
+    return s && strcmp(s, "0") == 0;
+}
+
 /* Raises a kernel's dynamic shared memory limit once per device (racing threads set the same value). */
 rudnn_status_t allow_smem(tc_fn fn, int slot, int device, int bytes)
 {
@@ -619,6 +631,11 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
     if (!ok) /* documented fallback: the scalar kernels compute the same function */
         return rdg_moe_experts_scalar(queue, plan, tokens, offsets, gate, up, down, act, out);
     const uint32_t *off = (const uint32_t *)rdg_at(offsets);
+    if (wide && RDG_MOE_TMA && !cp_async_forced()) {
+        const rudnn_status_t st = rdg_moe_experts_tma(q, plan, ptrs, off);
+        if (st != RUDNN_STATUS_NOT_SUPPORTED) /* NOT_SUPPORTED: nothing launched, no message */
+            return st;
+    }
     return wide ? tc_launch<256>(q, plan, ptrs, off) : tc_launch<128>(q, plan, ptrs, off);
 #else
     (void)queue;

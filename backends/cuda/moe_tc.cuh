@@ -10,20 +10,60 @@
 
 #define TC_BM 128
 #define TC_BK 64     /* 128-byte shared rows */
+#ifndef RDG_MOE_SKIP_IDLE_WG
+#define RDG_MOE_SKIP_IDLE_WG 1 /* 0: both warpgroups always multiply (for A/B) */
+#endif
+#ifndef RDG_MOE_TMA
+#define RDG_MOE_TMA 1 /* sm_90a: 1 the TMA kernel (moe_experts_tma.cu), 0 the cp.async kernel only */
+#endif
 #ifndef TC_GROUP_N
 #define TC_GROUP_N 8 /* column tiles per raster group */
 #endif
 
 namespace {
 
+#ifndef RDG_MOE_FAST_SILU
+#define RDG_MOE_FAST_SILU 1 /* 0: expf and IEEE division in the GEMM 1 epilogue */
+#endif
 __device__ __forceinline__ float silu_mul(float g, float u)
 {
+#if RDG_MOE_FAST_SILU
+    /* ex2.approx and rcp.approx: a few FP32 ulps, far below the 16-bit rounding of act; a large
+     * negative g gives 1 + e = inf and g * rcp(inf) = -0, as the exact quotient rounds to */
+    return __fdividef(g, 1.0f + __expf(-g)) * u;
+#else
     return g / (1.0f + expf(-g)) * u;
+#endif
 }
 
 __device__ __forceinline__ int64_t slot_start(uint32_t offset, int64_t e, int bm)
 {
     return ((int64_t)offset + e * (bm - 1)) / bm;
+}
+
+/* Expert, first row and row count of slot v in one thread (a binary search over the experts'
+ * slot starts); false when the slot has no rows. */
+__device__ __forceinline__ bool find_tile_thread(const uint32_t *__restrict__ offsets, int experts, int64_t v, int bm,
+                                                 int *expert, int64_t *row0, int *rows)
+{
+    int lo = 0, hi = experts; /* the last e in [0, E] with slot_start(e) <= v; s(0) = 0 <= v */
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (slot_start(offsets[mid], mid, bm) <= v)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    if (lo >= experts)
+        return false;
+    const uint32_t o0 = offsets[lo], o1 = offsets[lo + 1];
+    const int64_t r0 = (int64_t)o0 + (v - slot_start(o0, lo, bm)) * bm;
+    if (r0 >= (int64_t)o1)
+        return false;
+    *expert = lo;
+    *row0 = r0;
+    *rows = (int)min((int64_t)bm, (int64_t)o1 - r0);
+    return true;
 }
 
 #if RDG_MOE_TENSOR_CORES

@@ -99,29 +99,45 @@ __device__ __forceinline__ float warp_allreduce(float v)
     return v;
 }
 
-/* RDG_ES_REDUX=1 (CUDA, sm_80+; a variant for measuring, off by default): the warp's max e in one
- * redux.sync, each lane's s scaled to it once, then a plain sum butterfly, instead of an (e, s)
- * butterfly with a rescale per step. Same terms in another association; deterministic and
- * bit-identical in every lane (the same e everywhere, commutative adds). */
+/* (e, s) warp reduction, two ways:
+ *   REDUX (CUDA): the warp's max e (one redux.sync on sm_80+), each lane's s scaled to it once,
+ *     then a plain sum butterfly;
+ *   otherwise: an (e, s) butterfly with a rescale per step (always on HIP).
+ * Same terms in another association; both deterministic and bit-identical in every lane (the
+ * same e everywhere, commutative adds). The norm kernels choose per kernel (norm.cu, es_redux);
+ * RDG_ES_REDUX=0 turns REDUX off everywhere, 2 on everywhere (for measuring). */
 #ifndef RDG_ES_REDUX
-#define RDG_ES_REDUX 0
+#define RDG_ES_REDUX 1
 #endif
 
-template <int SHIFT>
-__device__ __forceinline__ void warp_allreduce_es(int &e, float &s)
+/* the warp's maximum: one redux.sync on sm_80+ */
+__device__ __forceinline__ int warp_max_i32(int v)
 {
-#if RDG_ES_REDUX && !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const int em = __reduce_max_sync(0xffffffffu, e);
-    s = warp_allreduce<SumOp>(scale_pow2(s, SHIFT * (e - em)));
-    e = em;
+#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_max_sync(0xffffffffu, v);
 #else
 #pragma unroll
-    for (int m = RDG_WARP / 2; m > 0; m >>= 1) {
-        int e2 = RDG_SHFL_XOR(e, m);
-        float s2 = RDG_SHFL_XOR(s, m);
-        es_combine<SHIFT>(e, s, e2, s2);
-    }
+    for (int m = RDG_WARP / 2; m > 0; m >>= 1)
+        v = max(v, RDG_SHFL_XOR(v, m));
+    return v;
 #endif
+}
+
+template <int SHIFT, bool REDUX>
+__device__ __forceinline__ void warp_allreduce_es(int &e, float &s)
+{
+    if constexpr (REDUX && !RDG_HIP) {
+        const int em = warp_max_i32(e);
+        s = warp_allreduce<SumOp>(scale_pow2(s, SHIFT * (e - em)));
+        e = em;
+    } else {
+#pragma unroll
+        for (int m = RDG_WARP / 2; m > 0; m >>= 1) {
+            int e2 = RDG_SHFL_XOR(e, m);
+            float s2 = RDG_SHFL_XOR(s, m);
+            es_combine<SHIFT>(e, s, e2, s2);
+        }
+    }
 }
 
 #if RUDNN_HAS_CLUSTERS
@@ -223,7 +239,7 @@ __device__ __forceinline__ float block_allreduce(float v, RedCtx &c)
 }
 
 /* All-reduction of (e, s) pairs, s scaled by 2^(-SHIFT*e); returns the pair for the global max e. */
-template <int SHIFT, int SCOPE>
+template <int SHIFT, int SCOPE, bool REDUX>
 __device__ __forceinline__ void block_allreduce_es(int &e, float &s, RedCtx &c)
 {
     const int slot = c.counter & 1;
@@ -231,7 +247,7 @@ __device__ __forceinline__ void block_allreduce_es(int &e, float &s, RedCtx &c)
     const int lane = threadIdx.x % RDG_WARP;
     const int warp = threadIdx.x / RDG_WARP;
     const int nwarps = blockDim.x / RDG_WARP;
-    warp_allreduce_es<SHIFT>(e, s);
+    warp_allreduce_es<SHIFT, REDUX>(e, s);
     if (SCOPE == RED_WARP)
         return;
     if (nwarps > 1) {
@@ -247,7 +263,7 @@ __device__ __forceinline__ void block_allreduce_es(int &e, float &s, RedCtx &c)
             s = 0.0f;
             e = 0;
         }
-        warp_allreduce_es<SHIFT>(e, s);
+        warp_allreduce_es<SHIFT, REDUX>(e, s);
     }
     if (SCOPE == RED_CLUSTER) {
         int ea = 0;

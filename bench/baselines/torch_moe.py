@@ -72,17 +72,61 @@ def back_to_back_ms(fn, n=50):
     return a.elapsed_time(b) / n
 
 
+def parts(case, x, logits, gate_t, up_t, down_t, k, name):
+    """Each stage of moe_forward timed alone (--parts): where PyTorch's time goes, and its
+    grouped GEMMs against one dense cuBLAS GEMM of the same rows (torch.mm)."""
+    e = gate_t.shape[0]
+    w, idx = route(logits, k)
+    flat = idx.flatten()
+    order = torch.argsort(flat, stable=True)
+    tok = order // k
+    xs = x[tok]
+    offs = torch.cumsum(torch.bincount(flat, minlength=e), 0, dtype=torch.int32)
+    g = torch._grouped_mm(xs, gate_t, offs=offs)
+    u = torch._grouped_mm(xs, up_t, offs=offs)
+    act = F.silu(g) * u
+    rows, h, inter = xs.shape[0], xs.shape[1], gate_t.shape[2]
+    dense_w1 = gate_t[0][:, :inter]
+    dense_w2 = down_t[0]
+    stages = [
+        ("route", lambda: route(logits, k), 0),
+        ("sort_gather", lambda: x[torch.argsort(flat, stable=True) // k], 0),
+        ("grouped_mm_gate", lambda: torch._grouped_mm(xs, gate_t, offs=offs), 2.0 * rows * h * inter),
+        ("grouped_mm_up", lambda: torch._grouped_mm(xs, up_t, offs=offs), 2.0 * rows * h * inter),
+        ("silu_mul", lambda: F.silu(g) * u, 0),
+        ("grouped_mm_down", lambda: torch._grouped_mm(act, down_t, offs=offs), 2.0 * rows * h * inter),
+        ("dense_mm_gate_shape", lambda: torch.mm(xs, dense_w1), 2.0 * rows * h * inter),
+        ("dense_mm_down_shape", lambda: torch.mm(act, dense_w2), 2.0 * rows * h * inter),
+    ]
+    for stage, fn, flops in stages:
+        med, mn = time_ms(fn, 20)
+        print(json.dumps({"op": "moe_part", "case": case, "part": stage, "dtype": "bf16", "backend": "torch",
+                          "device": name, "median_ms": round(med, 4), "min_ms": round(mn, 4),
+                          "tflops": round(flops / (med * 1e9), 1) if flops else None}), flush=True)
+
+
 def main():
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--case", action="append", help="only these cases (repeatable)")
+    ap.add_argument("--parts", action="store_true", help="time each stage of the forward alone")
+    opts = ap.parse_args()
     dev = torch.device("cuda")
     name = torch.cuda.get_device_name()
     torch.manual_seed(0)
     for case, e, k, h, i, t in CASES:
+        if opts.case and case not in opts.case:
+            continue
         gate = torch.randn(e, i, h, device=dev, dtype=torch.bfloat16) / math.sqrt(h)
         up = torch.randn(e, i, h, device=dev, dtype=torch.bfloat16) / math.sqrt(h)
         down = torch.randn(e, h, i, device=dev, dtype=torch.bfloat16) / math.sqrt(i)
         x = torch.randn(t, h, device=dev, dtype=torch.bfloat16)
         logits = torch.randn(t, e, device=dev, dtype=torch.bfloat16) * 2
         gate_t, up_t, down_t = gate.transpose(1, 2), up.transpose(1, 2), down.transpose(1, 2)
+        if opts.parts:
+            parts(case, x, logits, gate_t, up_t, down_t, k, name)
+            continue
         med, mn = time_ms(lambda: moe_forward(x, logits, gate_t, up_t, down_t, k), 10)
         flops = 6.0 * t * k * h * i
         wbytes = 3.0 * e * h * i * 2

@@ -1,0 +1,344 @@
+/* MoE SwiGLU experts: the tensor-core GEMMs for sm_90a with TMA loads and warp specialisation.
+ *
+ * The same function, tiles and work items as moe_experts.cu's BN = 256 wgmma kernel (128 x 256
+ * tiles, K in steps of 64, GEMM 1 holding the gate and up rows of the same columns side by side
+ * and applying silu(g) * u in its epilogue), with the loads taken off the math warps:
+ *   - warpgroup 0, the producer: one thread issues the TMA loads (cp.async.bulk.tensor with the
+ *     128-byte swizzle, the layout wgmma reads) of A [128 x 64] and B [256 x 64] into 4 stages;
+ *     mbarrier full[s] counts the bytes in, empty[s] the consumer warps done reading;
+ *   - warpgroups 1 and 2, the consumers: 64 rows each, wgmma m64n256k16 straight from the stage,
+ *     one group left running, then the epilogue from registers (a tile of 64 rows or fewer, an
+ *     expert's last, leaves consumer 2 only padding rows: it skips its MMAs).
+ * One CTA per work item, in the same order as the cp.async kernel, so the hardware's block
+ * scheduler hands out the items as SMs free up. (Persistent CTAs taking every grid-th item were
+ * 20-35% slower on the H200: partial and empty slots let them drift apart, and the weight tiles
+ * in flight no longer fit in L2; bench/RESULTS.md.)
+ * Rows past a tile's expert are loaded (the next expert's rows, or zeros past the tensor: TMA
+ * fills out-of-bounds boxes with zeros) and never stored; K past the end reads zeros the same way.
+ * The tensor maps are encoded on the host for each call through the driver's
+ * cuTensorMapEncodeTiled, found with cudaGetDriverEntryPointByVersion (no link to libcuda).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "gpu_compat.h"
+#include "moe_tc.cuh"
+
+/* Both GEMMs of one forward; RUDNN_STATUS_NOT_SUPPORTED (nothing launched) when the driver has no
+ * tensor-map encoder, so the caller can take the cp.async kernel. ptrs: tokens, gate, up, down,
+ * act, out (16-byte aligned, H and I multiples of 8: checked by the caller). */
+rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
+                                   const uint32_t *offsets);
+
+namespace {
+
+#define TMA_STAGES 4
+#define TMA_THREADS 384 /* producer warpgroup + two consumer warpgroups */
+#define TMA_BN 256
+#define TMA_A_BYTES (TC_BM * TC_BK * 2)
+#define TMA_STAGE_BYTES ((TC_BM + TMA_BN) * TC_BK * 2)
+/* stages aligned to 1024 bytes (the swizzle atom), then the 2 x STAGES mbarriers */
+#define TMA_SMEM (TMA_STAGES * TMA_STAGE_BYTES + 1024 + 2 * TMA_STAGES * 8)
+
+#if RDG_HAS_WGMMA
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, int bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+/* waits until the phase with this parity has completed */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "wait_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra wait_%=;\n"
+                 "}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+
+/* box (64 elements of K at k, rows from row) of the tensor map -> shared dst, counted on bar */
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, int k, int row, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+                 "[%4];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(k), "r"(row), "r"(bar)
+                 : "memory");
+}
+
+template <int REGS>
+__device__ __forceinline__ void set_max_regs_inc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
+template <int REGS>
+__device__ __forceinline__ void set_max_regs_dec()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
+#endif
+
+/* C = A B^T over the slots' rows (a: map of [rows, K]; b0/b1: maps of [E N, K], boxes of 128 rows;
+ * c: [rows, N]); work item L as in moe_experts.cu. */
+template <int DT, bool DUAL>
+__global__ void __launch_bounds__(TMA_THREADS, 1)
+tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b0,
+                const __grid_constant__ CUtensorMap map_b1, const uint32_t *__restrict__ offsets,
+                uint16_t *__restrict__ c, int experts, int64_t n_total, int64_t k_total, int64_t slots,
+                int64_t n_tiles)
+{
+#if RDG_HAS_WGMMA
+    extern __shared__ __align__(128) uint8_t tma_smem[];
+    constexpr int NCOLS = DUAL ? TMA_BN / 2 : TMA_BN; /* output columns per tile */
+    const int tid = threadIdx.x;
+    const int wg = tid / 128;
+    const uint32_t smem0 = (smem_u32(tma_smem) + 1023u) & ~1023u;
+    const uint32_t full0 = smem0 + TMA_STAGES * TMA_STAGE_BYTES; /* full[s] at full0 + 8 s */
+    const uint32_t empty0 = full0 + TMA_STAGES * 8;
+    const int ktiles = (int)((k_total + TC_BK - 1) / TC_BK);
+    const int64_t per_group = (int64_t)TC_GROUP_N * slots;
+    const int64_t items = ((n_tiles + TC_GROUP_N - 1) / TC_GROUP_N) * per_group;
+
+    if (tid == 0) {
+        for (int s = 0; s < TMA_STAGES; s++) {
+            mbar_init(full0 + 8 * s, 1);
+            mbar_init(empty0 + 8 * s, 8); /* one arrival per consumer warp */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    /* the tile of item L: expert e, rows row0 .. + rows, output columns n0 .. + NCOLS */
+    auto tile_of = [&](int64_t item, int *e, int64_t *row0, int *rows, int64_t *n0) -> bool {
+        const int64_t grp = item / per_group;
+        const int64_t within = item - grp * per_group;
+        const int64_t gw = min((int64_t)TC_GROUP_N, n_tiles - grp * TC_GROUP_N);
+        if (within >= gw * slots)
+            return false;
+        *n0 = (grp * TC_GROUP_N + within % gw) * NCOLS;
+        return find_tile_thread(offsets, experts, within / gw, TC_BM, e, row0, rows);
+    };
+
+    if (wg == 0) {
+        set_max_regs_dec<40>();
+        if (tid != 0)
+            return;
+        uint32_t it = 0; /* k-tiles issued by this CTA: stage it % STAGES, pass it / STAGES */
+        for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+            int e, rows;
+            int64_t row0, n0;
+            if (!tile_of(item, &e, &row0, &rows, &n0))
+                continue;
+            const int brow = (int)((int64_t)e * n_total + n0); /* B row of the tile's first column */
+            for (int kt = 0; kt < ktiles; kt++, it++) {
+                const uint32_t s = it % TMA_STAGES;
+                const uint32_t full = full0 + 8 * s;
+                mbar_wait(empty0 + 8 * s, ((it / TMA_STAGES) & 1u) ^ 1u);
+                mbar_expect_tx(full, TMA_STAGE_BYTES);
+                const uint32_t sa = smem0 + s * TMA_STAGE_BYTES;
+                const uint32_t sb = sa + TMA_A_BYTES;
+                const int k = kt * TC_BK;
+                tma_load(sa, &map_a, k, (int)row0, full);
+                if (DUAL) {
+                    tma_load(sb, &map_b0, k, brow, full);                 /* gate rows */
+                    tma_load(sb + TC_BM * 128, &map_b1, k, brow, full);   /* up rows, same columns */
+                } else {
+                    tma_load(sb, &map_b0, k, brow, full);
+                    tma_load(sb + TC_BM * 128, &map_b0, k, brow + TC_BM, full);
+                }
+            }
+        }
+        return;
+    }
+
+    set_max_regs_inc<232>();
+    const int cw = wg - 1; /* consumer warpgroup: tile rows cw*64 .. + 64 */
+    const int warp = tid / 32 % 4, lane = tid % 32;
+    uint32_t it = 0;
+    for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+        int e, rows;
+        int64_t row0, n0;
+        if (!tile_of(item, &e, &row0, &rows, &n0))
+            continue;
+        float acc[128];
+#pragma unroll
+        for (int i = 0; i < 128; i++)
+            acc[i] = 0.0f;
+        if (RDG_MOE_SKIP_IDLE_WG && cw * 64 >= rows) {
+            /* only padding rows: release each stage as it arrives (waiting keeps this warpgroup's
+             * arrivals in the producer's phase) */
+            for (int kt = 0; kt < ktiles; kt++, it++) {
+                const uint32_t s = it % TMA_STAGES;
+                mbar_wait(full0 + 8 * s, (it / TMA_STAGES) & 1u);
+                if (lane == 0)
+                    mbar_arrive(empty0 + 8 * s);
+            }
+            continue; /* nothing to store */
+        }
+        uint32_t prev = 0;
+        for (int kt = 0; kt < ktiles; kt++, it++) {
+            const uint32_t s = it % TMA_STAGES;
+            mbar_wait(full0 + 8 * s, (it / TMA_STAGES) & 1u);
+            const uint32_t sa = smem0 + s * TMA_STAGE_BYTES + cw * 64 * 128;
+            const uint32_t sb = smem0 + s * TMA_STAGE_BYTES + TMA_A_BYTES;
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < TC_BK / 16; ks++)
+                wgmma_256<DT>(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
+            wgmma_commit();
+            wgmma_wait<1>(); /* the previous k-tile's group is done: its stage may be refilled */
+            fence_operands(acc);
+            if (kt > 0 && lane == 0)
+                mbar_arrive(empty0 + 8 * prev);
+            prev = s;
+        }
+        wgmma_wait<0>();
+        fence_operands(acc);
+        if (lane == 0)
+            mbar_arrive(empty0 + 8 * prev);
+
+        /* epilogue: block j of row half h: rows cw*64 + warp*16 + lane/4 + 8h */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int m = cw * 64 + warp * 16 + lane / 4 + h * 8;
+            if (m >= rows)
+                continue;
+            uint16_t *crow = c + (row0 + m) * n_total;
+#pragma unroll
+            for (int j = 0; j < NCOLS / 8; j++) {
+                const int64_t n = n0 + j * 8 + (lane % 4) * 2;
+                if (n < n_total) {
+                    float lo = acc[j * 4 + 2 * h], hi = acc[j * 4 + 2 * h + 1];
+                    if (DUAL) {
+                        lo = silu_mul(lo, acc[(j + 16) * 4 + 2 * h]);
+                        hi = silu_mul(hi, acc[(j + 16) * 4 + 2 * h + 1]);
+                    }
+                    *(uint32_t *)(crow + n) = pack2(DT, lo, hi);
+                }
+            }
+        }
+    }
+#else
+    (void)map_a;
+    (void)map_b0;
+    (void)map_b1;
+    (void)offsets;
+    (void)c;
+    (void)experts;
+    (void)n_total;
+    (void)k_total;
+    (void)slots;
+    (void)n_tiles;
+    __trap(); /* the host launches it only where the binary has wgmma */
+#endif
+}
+
+/* ---- host side ---- */
+
+PFN_cuTensorMapEncodeTiled_v12000 encoder(void)
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+    static volatile int tried = 0;
+    if (!tried) {
+        void *p = nullptr;
+        cudaDriverEntryPointQueryResult res;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &res) ==
+                cudaSuccess &&
+            res == cudaDriverEntryPointSuccess)
+            fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+        else
+            (void)cudaGetLastError();
+        tried = 1; /* racing threads find the same answer */
+    }
+    return fn;
+}
+
+/* A 2-D row-major [rows, cols] 16-bit tensor read in boxes of 64 columns x box_rows rows. */
+bool encode_2d(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, const void *base, rudnn_dtype_t dt,
+               int64_t rows, int64_t cols, int box_rows)
+{
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)cols * 2};
+    const cuuint32_t box[2] = {(cuuint32_t)TC_BK, (cuuint32_t)box_rows};
+    const cuuint32_t estrides[2] = {1, 1};
+    return enc(map, dt == RUDNN_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+               const_cast<void *>(base), dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+typedef void (*tma_fn)(CUtensorMap, CUtensorMap, CUtensorMap, const uint32_t *, uint16_t *, int, int64_t, int64_t,
+                       int64_t, int64_t);
+
+rudnn_status_t allow_tma_smem(tma_fn fn, int slot, int device)
+{
+    static volatile int done[4][64];
+    if (device >= 0 && device < 64 && done[slot][device])
+        return RUDNN_STATUS_SUCCESS;
+    cudaError_t err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, TMA_SMEM);
+    if (err != cudaSuccess)
+        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize) (moe tma)");
+    if (device >= 0 && device < 64)
+        done[slot][device] = 1;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+} // namespace
+
+rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
+                                   const uint32_t *offsets)
+{
+    PFN_cuTensorMapEncodeTiled_v12000 enc = encoder();
+    const int64_t E = plan->experts, H = plan->hidden, I = plan->inter, rows = plan->rows;
+    if (!enc || (size_t)TMA_SMEM > q->dev.smem_optin || E * I > INT32_MAX || E * H > INT32_MAX || rows > INT32_MAX)
+        return RUDNN_STATUS_NOT_SUPPORTED; /* the caller takes the cp.async kernel; no message */
+    const rudnn_dtype_t dt = plan->dtype;
+    /* GEMM 1: A = tokens [rows, H], B = gate / up [E I, H]; GEMM 2: A = act [rows, I], B = down [E H, I] */
+    CUtensorMap a1, g, u, a2, d;
+    if (!encode_2d(enc, &a1, ptrs[0], dt, rows, H, TC_BM) || !encode_2d(enc, &g, ptrs[1], dt, E * I, H, TC_BM) ||
+        !encode_2d(enc, &u, ptrs[2], dt, E * I, H, TC_BM) || !encode_2d(enc, &a2, ptrs[4], dt, rows, I, TC_BM) ||
+        !encode_2d(enc, &d, ptrs[3], dt, E * H, I, TC_BM))
+        return RUDNN_STATUS_NOT_SUPPORTED;
+
+    const bool bf16 = dt == RUDNN_BF16;
+    tma_fn f1 = bf16 ? tma_gemm_kernel<RUDNN_BF16, true> : tma_gemm_kernel<RUDNN_F16, true>;
+    tma_fn f2 = bf16 ? tma_gemm_kernel<RUDNN_BF16, false> : tma_gemm_kernel<RUDNN_F16, false>;
+    const int slot = bf16 ? 0 : 2;
+    rudnn_status_t st = allow_tma_smem(f1, slot, q->dev.index);
+    if (st == RUDNN_STATUS_SUCCESS)
+        st = allow_tma_smem(f2, slot + 1, q->dev.index);
+    if (st != RUDNN_STATUS_SUCCESS)
+        return st;
+
+    const int64_t slots = (rows + E * (TC_BM - 1)) / TC_BM;
+    const int64_t nt1 = (I + TMA_BN / 2 - 1) / (TMA_BN / 2), nt2 = (H + TMA_BN - 1) / TMA_BN;
+    const int64_t items1 = (nt1 + TC_GROUP_N - 1) / TC_GROUP_N * TC_GROUP_N * slots;
+    const int64_t items2 = (nt2 + TC_GROUP_N - 1) / TC_GROUP_N * TC_GROUP_N * slots;
+    const int64_t max_grid = 0x7fffffff;
+    f1<<<dim3((unsigned)(items1 < max_grid ? items1 : max_grid)), TMA_THREADS, TMA_SMEM, q->stream>>>(
+        a1, g, u, offsets, (uint16_t *)ptrs[4], (int)E, I, H, slots, nt1);
+    st = rdg_launched("moe experts_tensor_core tma gate/up");
+    if (st != RUDNN_STATUS_SUCCESS)
+        return st;
+    f2<<<dim3((unsigned)(items2 < max_grid ? items2 : max_grid)), TMA_THREADS, TMA_SMEM, q->stream>>>(
+        a2, d, d, offsets, (uint16_t *)ptrs[5], (int)E, H, I, slots, nt2);
+    return rdg_launched("moe experts_tensor_core tma down");
+}
