@@ -381,26 +381,7 @@ tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, 
             cp_async_wait<0>();
             __syncthreads(); /* the next item's prologue overwrites the stages */
 
-            /* epilogue: block j of row half h: rows wg*64 + (warp%4)*16 + lane/4 + 8h */
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int m = wg * 64 + (warp % 4) * 16 + lane / 4 + h * 8;
-                if (m >= rows)
-                    continue;
-                uint16_t *crow = c + (row0 + m) * n_total;
-#pragma unroll
-                for (int j = 0; j < NCOLS / 8; j++) {
-                    const int64_t n = n0 + j * 8 + (lane % 4) * 2;
-                    if (n < n_total) {
-                        float lo = acc[j * 4 + 2 * h], hi = acc[j * 4 + 2 * h + 1];
-                        if (DUAL) {
-                            lo = silu_mul(lo, acc[(j + 16) * 4 + 2 * h]);
-                            hi = silu_mul(hi, acc[(j + 16) * 4 + 2 * h + 1]);
-                        }
-                        *(uint32_t *)(crow + n) = pack2(DT, lo, hi);
-                    }
-                }
-            }
+            store_acc_256<DT, DUAL>(acc, c, row0, rows, wg * 64 + (warp % 4) * 16, n0, n_total, lane);
 #else
             __trap(); /* the host launches BN = 256 only where tc_probe_kernel reports wgmma */
 #endif

@@ -110,6 +110,36 @@ __device__ __forceinline__ void wgmma_256(float (&d)[128], uint64_t da, uint64_t
                      : "l"(da), "l"(db), "r"(1));
 }
 
+/* One warp's m64n256 accumulators -> rows of C: accumulator block j (0..31) holds columns j*8 ..
+ * +8; lane l has rows m0 + l/4 (+8) and columns 2 (l % 4) + 0, 1 of each block. DUAL (GEMM 1):
+ * blocks j < 16 are gate columns, j + 16 the up columns of the same outputs, stored as
+ * silu(g) * u. Rows at or past `rows` and columns past n_total are not stored. */
+template <int DT, bool DUAL>
+__device__ __forceinline__ void store_acc_256(const float (&acc)[128], uint16_t *__restrict__ c, int64_t row0,
+                                              int rows, int m0, int64_t n0, int64_t n_total, int lane)
+{
+    constexpr int NCOLS = DUAL ? 128 : 256;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int m = m0 + lane / 4 + h * 8;
+        if (m >= rows)
+            continue;
+        uint16_t *crow = c + (row0 + m) * n_total;
+#pragma unroll
+        for (int j = 0; j < NCOLS / 8; j++) {
+            const int64_t n = n0 + j * 8 + (lane % 4) * 2;
+            if (n < n_total) {
+                float lo = acc[j * 4 + 2 * h], hi = acc[j * 4 + 2 * h + 1];
+                if (DUAL) {
+                    lo = silu_mul(lo, acc[(j + 16) * 4 + 2 * h]);
+                    hi = silu_mul(hi, acc[(j + 16) * 4 + 2 * h + 1]);
+                }
+                *(uint32_t *)(crow + n) = pack2(DT, lo, hi);
+            }
+        }
+    }
+}
+
 __device__ __forceinline__ void wgmma_fence()
 {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");

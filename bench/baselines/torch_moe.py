@@ -26,16 +26,21 @@ def route(logits, k):
     return w / w.sum(dim=-1, keepdim=True), idx
 
 
-def moe_forward(x, logits, gate_t, up_t, down_t, k):
-    """gate_t, up_t: [E, H, I] and down_t: [E, I, H], column-major views (transposes of the
-    [E, I, H] / [E, H, I] weights), as torch._grouped_mm wants its second operand."""
-    e = gate_t.shape[0]
+def by_expert(x, logits, k, e):
+    """Routing, then the token rows sorted by expert: weights, expert ids, order, token of each
+    sorted row, the sorted rows, and the end offset of each expert's rows."""
     w, idx = route(logits, k)
     flat = idx.flatten()
     order = torch.argsort(flat, stable=True)
     tok = order // k
-    xs = x[tok]
     offs = torch.cumsum(torch.bincount(flat, minlength=e), 0, dtype=torch.int32)
+    return w, flat, order, tok, x[tok], offs
+
+
+def moe_forward(x, logits, gate_t, up_t, down_t, k):
+    """gate_t, up_t: [E, H, I] and down_t: [E, I, H], column-major views (transposes of the
+    [E, I, H] / [E, H, I] weights), as torch._grouped_mm wants its second operand."""
+    w, _, order, tok, xs, offs = by_expert(x, logits, k, gate_t.shape[0])
     g = torch._grouped_mm(xs, gate_t, offs=offs)
     u = torch._grouped_mm(xs, up_t, offs=offs)
     o = torch._grouped_mm(F.silu(g) * u, down_t, offs=offs)
@@ -75,13 +80,7 @@ def back_to_back_ms(fn, n=50):
 def parts(case, x, logits, gate_t, up_t, down_t, k, name):
     """Each stage of moe_forward timed alone (--parts): where PyTorch's time goes, and its
     grouped GEMMs against one dense cuBLAS GEMM of the same rows (torch.mm)."""
-    e = gate_t.shape[0]
-    w, idx = route(logits, k)
-    flat = idx.flatten()
-    order = torch.argsort(flat, stable=True)
-    tok = order // k
-    xs = x[tok]
-    offs = torch.cumsum(torch.bincount(flat, minlength=e), 0, dtype=torch.int32)
+    _, flat, _, _, xs, offs = by_expert(x, logits, k, gate_t.shape[0])
     g = torch._grouped_mm(xs, gate_t, offs=offs)
     u = torch._grouped_mm(xs, up_t, offs=offs)
     act = F.silu(g) * u
