@@ -160,13 +160,6 @@ struct RegBounds {
     };
 };
 
-#ifndef RDG_LN_ONE_PASS
-#define RDG_LN_ONE_PASS 1 /* 0: two reductions (mean, then variance) for every layer_norm row */
-#endif
-#ifndef RDG_SOFTMAX_ONE_PASS
-#define RDG_SOFTMAX_ONE_PASS 1 /* 0: two reductions (max, then sum) for every softmax row */
-#endif
-
 /* Which (e, s) warp reduction a register kernel uses (reduce.cuh): redux.sync, except for 16-bit
  * (VEC 8) rms_norm rows of one warp and 16-bit add_rms_norm rows over a cluster. Measured on the
  * H200 against the butterfly: layer_norm 4-13% faster (bf16 [16384, 8192] 0.1906 -> 0.1692 ms,
@@ -225,17 +218,11 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
     static_assert(!PACKED || (VEC == 8 && OP == OP_RMS), "packed rows: 16-bit rms_norm only (packed_op)");
     constexpr bool HAS_GAMMA = OP != OP_SOFTMAX;
     constexpr bool WARP = SCOPE == RED_WARP;
-    /* softmax rows of a CTA or a cluster: one (max, sum) reduction instead of two (a barrier and
-     * a cluster exchange fewer per row); rows of one warp keep the two plain butterflies, which
-     * cost fewer instructions than the rescaling one */
-    constexpr bool SOFTMAX_ONE_PASS = OP == OP_SOFTMAX && !WARP && RDG_SOFTMAX_ONE_PASS;
-    /* the same for layer_norm: one (e, n, mean, q) reduction (Chan) instead of (e, sum) then q */
-    constexpr bool LN_ONE_PASS = OP == OP_LN && !WARP && RDG_LN_ONE_PASS;
 
     extern __shared__ float4 rdg_dyn_smem[];
     __shared__ float red_f[2 * RDG_MAX_WARPS];
     __shared__ int red_i[2 * RDG_MAX_WARPS];
-    __shared__ float4 red_cl[2 * RDG_RED_MAX_CLUSTER];
+    __shared__ float2 red_cl[2 * RDG_RED_MAX_CLUSTER];
     __shared__ uint64_t red_bar[2];
 
     const int csize = SCOPE == RED_CLUSTER ? a.csize : 1;
@@ -334,7 +321,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
             each_val([&](float x) { m = fmaxf(m, fabsf(x)); });
             return m;
         };
-        if ((OP == OP_LN && !LN_ONE_PASS) || (OP == OP_SOFTMAX && !SOFTMAX_ONE_PASS))
+        if (OP == OP_LN || OP == OP_SOFTMAX)
             ctx.counter = 0; /* two reductions per row: fixed slots 0, 1 */
 
         /* loads: every 16-byte load of the row is issued before the first use */
@@ -424,52 +411,6 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                     S::stv(a.y, base + vi, t);
                 }
             }
-        } else if (LN_ONE_PASS) {
-            /* this thread's statistics of its valid values u = x 2^-e (its own e): n, mean and
-             * sum of squared deviations, combined over the row in one reduction (Chan) */
-            int e = exp_of_max(row_abs_max());
-            const float sc_t = pow2_neg(e);
-            float s = 0.0f, n = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                if (lane + i * gsize < count) {
-                    n += (float)VEC;
-#pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        s = fmaf(v[i][k], sc_t, s);
-                }
-            }
-            float mean = n > 0.0f ? s / n : 0.0f, q = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                if (lane + i * gsize < count)
-#pragma unroll
-                    for (int k = 0; k < VEC; k++) {
-                        const float t = fmaf(v[i][k], sc_t, -mean);
-                        q = fmaf(t, t, q);
-                    }
-            }
-            block_allreduce_mv<SCOPE>(e, n, mean, q, ctx);
-            const float sc = pow2_neg(e);
-            float inv = 1.0f / sqrtf(q / (float)a.cols + scale_pow2(a.eps, -2 * e));
-            if (isinf(inv))
-                inv = FLT_MAX; /* as below */
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                const int vi = lane + i * gsize;
-                if (vi < count) {
-                    float g[VEC], b[VEC];
-                    load_affine<VEC, STAGED>(sg, gg, vi * VEC, g);
-                    if (STAGED || gb)
-                        load_affine<VEC, STAGED>(sb, gb, vi * VEC, b);
-#pragma unroll
-                    for (int k = 0; k < VEC; k++) {
-                        const float t = fmaf(v[i][k], sc, -mean) * inv;
-                        v[i][k] = STAGED || gb ? fmaf(t, g[k], b[k]) : t * g[k];
-                    }
-                    S::stv(a.y, base + vi, v[i]);
-                }
-            }
         } else if (OP == OP_LN) {
             int e = exp_of_max(row_abs_max());
             const float sc_t = pow2_neg(e);
@@ -515,44 +456,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                     S::stv(a.y, base + vi, v[i]);
                 }
             }
-        } else if (SOFTMAX_ONE_PASS) {
-            /* this thread's max m, then s = sum exp(x - m) (an all -inf part takes 0 as its
-             * reference, so -inf gives 0 and NaN stays NaN); one (m, s) reduction gives the row's
-             * max M and sum S; y = exp(x - m) * exp(m - M) / S */
-            float m = -INFINITY;
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                if (lane + i * gsize < count)
-#pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        m = fmaxf(m, v[i][k]);
-            }
-            const float ref = m == -INFINITY ? 0.0f : m;
-            float s = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                if (lane + i * gsize < count)
-#pragma unroll
-                    for (int k = 0; k < VEC; k++) {
-                        v[i][k] = expf(v[i][k] - ref);
-                        s += v[i][k];
-                    }
-            }
-            float mr = m, sr = s;
-            block_allreduce_ms<SCOPE>(mr, sr, ctx);
-            /* a row of -inf only: S = 0, and 0 * (1 / 0) gives NaN, as in the two-pass form */
-            const float scale = ms_factor(m, mr) * (1.0f / sr);
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                const int vi = lane + i * gsize;
-                if (vi < count) {
-#pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        v[i][k] *= scale;
-                    S::stv(a.y, base + vi, v[i]);
-                }
-            }
-        } else { /* OP_SOFTMAX, two passes */
+        } else { /* OP_SOFTMAX */
             float m = -INFINITY;
 #pragma unroll
             for (int i = 0; i < NV; i++) {

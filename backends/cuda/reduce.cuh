@@ -36,7 +36,7 @@ enum { RED_WARP = 0, RED_BLOCK = 1, RED_CLUSTER = 2 };
 struct RedCtx {
     float *f;        /* [2][RDG_MAX_WARPS] warp partials (float part) */
     int *i;          /* [2][RDG_MAX_WARPS] warp partials (exponent part) */
-    float4 *cl;      /* [2][RDG_RED_MAX_CLUSTER] the cluster's partials by slot and rank */
+    float2 *cl;      /* [2][RDG_RED_MAX_CLUSTER] the cluster's partials by slot and rank */
     uint64_t *bar;   /* [2] mbarriers: the partials of slot s have arrived */
     int csize;       /* CTAs in the cluster (RED_CLUSTER) */
     int rank;        /* this CTA's rank in the cluster */
@@ -176,30 +176,21 @@ __device__ __forceinline__ void cluster_reduce_init(RedCtx &c)
  * by the caller through the callback. Push form: slot s is written again two reductions later,
  * by a CTA that has finished the reduction in between, which needs this CTA's partial of it,
  * which thread 0 pushes only after a block barrier that follows every thread's reads of slot s. */
-template <class T, class F> /* T: float2 or float4 */
-__device__ __forceinline__ void cluster_exchange(RedCtx &c, int slot, T mine, F combine)
+template <class F>
+__device__ __forceinline__ void cluster_exchange(RedCtx &c, int slot, float2 mine, F combine)
 {
     const uint32_t bar = red_smem_u32(&c.bar[slot]);
     if (blockDim.x <= RDG_WARP)
         __syncthreads(); /* the block barrier above, when the block reduction had none */
     if (threadIdx.x == 0) {
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-                     "r"(c.csize * (int)sizeof(T))
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(c.csize * 8)
                      : "memory");
         const uint32_t dst = red_smem_u32(&c.cl[slot * RDG_RED_MAX_CLUSTER + c.rank]);
-        for (int r = 0; r < c.csize; r++) {
-            if constexpr (sizeof(T) == 8)
-                asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];\n" ::"r"(
-                                 red_mapa(dst, r)),
-                             "r"(__float_as_uint(mine.x)), "r"(__float_as_uint(mine.y)), "r"(red_mapa(bar, r))
-                             : "memory");
-            else
-                asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
-                             "[%5];\n" ::"r"(red_mapa(dst, r)),
-                             "r"(__float_as_uint(mine.x)), "r"(__float_as_uint(mine.y)), "r"(__float_as_uint(mine.z)),
-                             "r"(__float_as_uint(mine.w)), "r"(red_mapa(bar, r))
-                             : "memory");
-        }
+        for (int r = 0; r < c.csize; r++)
+            asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];\n" ::"r"(
+                             red_mapa(dst, r)),
+                         "r"(__float_as_uint(mine.x)), "r"(__float_as_uint(mine.y)), "r"(red_mapa(bar, r))
+                         : "memory");
     }
     asm volatile("{\n.reg .pred done;\nwait_%=:\n"
                  "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
@@ -207,19 +198,14 @@ __device__ __forceinline__ void cluster_exchange(RedCtx &c, int slot, T mine, F 
                  "r"((c.parity >> slot) & 1u)
                  : "memory");
     c.parity ^= 1u << slot;
-    for (int r = 0; r < c.csize; r++) {
-        const float4 p = c.cl[slot * RDG_RED_MAX_CLUSTER + r];
-        if constexpr (sizeof(T) == 8)
-            combine(make_float2(p.x, p.y));
-        else
-            combine(p);
-    }
+    for (int r = 0; r < c.csize; r++)
+        combine(c.cl[slot * RDG_RED_MAX_CLUSTER + r]);
 }
 #else
 __device__ __forceinline__ void cluster_sync_all() {}
 __device__ __forceinline__ void cluster_reduce_init(RedCtx &) {}
-template <class T, class F>
-__device__ __forceinline__ void cluster_exchange(RedCtx &, int, T, F)
+template <class F>
+__device__ __forceinline__ void cluster_exchange(RedCtx &, int, float2, F)
 {
     /* never launched with csize > 1 on a target without clusters */
 }
@@ -250,156 +236,6 @@ __device__ __forceinline__ float block_allreduce(float v, RedCtx &c)
         v = acc;
     }
     return v;
-}
-
-/* layer_norm partials (e, n, mean, q): n values, their mean and the sum of their squared
- * deviations from it, both of values scaled by 2^-e. To a larger exponent E (exact but for
- * subnormals): */
-__device__ __forceinline__ void mv_rescale(float &mean, float &q, int e, int E)
-{
-    mean = scale_pow2(mean, e - E);
-    q = scale_pow2(q, 2 * (e - E));
-}
-
-/* Chan's pairwise combination of two partials of the same scale: (n, mean, q) += (n2, mean2,
- * q2). Symmetric in its arguments bit for bit (mean2 - mean only changes sign; the _rn
- * intrinsics keep nvcc from contracting one side into an FMA), which the butterflies rely on. */
-__device__ __forceinline__ void mv_combine(float &n, float &mean, float &q, float n2, float mean2, float q2)
-{
-    const float nn = n + n2;
-    const float d = mean2 - mean;
-    if (nn > 0.0f) {
-        const float w = __fdiv_rn(__fmul_rn(n, n2), nn);
-        mean = __fdiv_rn(__fadd_rn(__fmul_rn(n, mean), __fmul_rn(n2, mean2)), nn);
-        q = __fadd_rn(__fadd_rn(q, q2), __fmul_rn(__fmul_rn(d, d), w));
-    }
-    n = nn;
-}
-
-/* All-reduction of layer_norm partials (e, n, mean, q) (one statistic pass instead of a mean
- * reduction followed by a variance reduction): every warp scales its lanes' partials to the
- * warp's largest e, then combines them by butterfly; warp partials go through shared memory and
- * the same steps (2 words per warp in each of c.f and c.i: at most 16 warps), CTA partials of a
- * cluster are combined in rank order. Returns the row's e, n, mean and q. */
-template <int SCOPE>
-__device__ __forceinline__ void block_allreduce_mv(int &e, float &n, float &mean, float &q, RedCtx &c)
-{
-    const int slot = c.counter & 1;
-    c.counter++;
-    const int lane = threadIdx.x % RDG_WARP;
-    const int warp = threadIdx.x / RDG_WARP;
-    const int nwarps = blockDim.x / RDG_WARP;
-    auto warp_mv = [&]() {
-        const int E = warp_max_i32(e);
-        mv_rescale(mean, q, e, E);
-        e = E;
-#pragma unroll
-        for (int m = RDG_WARP / 2; m > 0; m >>= 1) {
-            const float n2 = RDG_SHFL_XOR(n, m), mean2 = RDG_SHFL_XOR(mean, m), q2 = RDG_SHFL_XOR(q, m);
-            mv_combine(n, mean, q, n2, mean2, q2);
-        }
-    };
-    warp_mv();
-    if (SCOPE == RED_WARP)
-        return;
-    if (nwarps > 1) {
-        float *f = c.f + slot * RDG_MAX_WARPS;
-        int *i = c.i + slot * RDG_MAX_WARPS;
-        if (lane == 0) {
-            f[2 * warp] = mean;
-            f[2 * warp + 1] = q;
-            i[2 * warp] = e;
-            i[2 * warp + 1] = __float_as_int(n);
-        }
-        __syncthreads();
-        if (lane < nwarps) {
-            mean = f[2 * lane];
-            q = f[2 * lane + 1];
-            e = i[2 * lane];
-            n = __int_as_float(i[2 * lane + 1]);
-        } else {
-            mean = q = n = 0.0f;
-            e = 0;
-        }
-        warp_mv();
-    }
-    if (SCOPE == RED_CLUSTER) {
-        int ea = 0;
-        float na = 0.0f, ma = 0.0f, qa = 0.0f;
-        cluster_exchange(c, slot, make_float4(__int_as_float(e), n, mean, q), [&](float4 p) {
-            int eb = __float_as_int(p.x);
-            float mb = p.z, qb = p.w;
-            const int E = max(ea, eb);
-            mv_rescale(ma, qa, ea, E);
-            mv_rescale(mb, qb, eb, E);
-            ea = E;
-            mv_combine(na, ma, qa, p.y, mb, qb);
-        });
-        e = ea;
-        n = na;
-        mean = ma;
-        q = qa;
-    }
-}
-
-/* exp(m - M) for a softmax partial with maximum m under the row's maximum M >= m; 0 for a part
- * with nothing above -inf, whose sum (0, or NaN from a NaN input) is then not scaled by
- * exp(-inf - -inf) = NaN where the whole row is -inf. */
-__device__ __forceinline__ float ms_factor(float m, float M)
-{
-    return m == -INFINITY ? 0.0f : expf(m - M);
-}
-
-/* (m, s) += (m2, s2) for softmax partials: s = sum of exp(x - m) over a part of the row */
-__device__ __forceinline__ void ms_combine(float &m, float &s, float m2, float s2)
-{
-    const float M = fmaxf(m, m2);
-    s = s * ms_factor(m, M) + s2 * ms_factor(m2, M);
-    m = M;
-}
-
-/* All-reduction of softmax partials (m, s): returns the row's maximum M and S = sum of
- * s * exp(m - M). A warp takes the max by butterfly, each lane rescales its s, then a sum
- * butterfly (bit-identical in every lane); warp partials go through shared memory and the same
- * steps, CTA partials of a cluster are combined in rank order: one barrier and one cluster
- * exchange for both statistics. */
-template <int SCOPE>
-__device__ __forceinline__ void block_allreduce_ms(float &m, float &s, RedCtx &c)
-{
-    const int slot = c.counter & 1;
-    c.counter++;
-    const int lane = threadIdx.x % RDG_WARP;
-    const int warp = threadIdx.x / RDG_WARP;
-    const int nwarps = blockDim.x / RDG_WARP;
-    auto warp_ms = [&]() {
-        const float M = warp_allreduce<MaxOp>(m);
-        s = warp_allreduce<SumOp>(s * ms_factor(m, M));
-        m = M;
-    };
-    warp_ms();
-    if (SCOPE == RED_WARP)
-        return;
-    if (nwarps > 1) {
-        if (lane == 0) {
-            c.f[slot * RDG_MAX_WARPS + warp] = s;
-            c.i[slot * RDG_MAX_WARPS + warp] = __float_as_int(m);
-        }
-        __syncthreads();
-        if (lane < nwarps) {
-            s = c.f[slot * RDG_MAX_WARPS + lane];
-            m = __int_as_float(c.i[slot * RDG_MAX_WARPS + lane]);
-        } else {
-            s = 0.0f;
-            m = -INFINITY;
-        }
-        warp_ms();
-    }
-    if (SCOPE == RED_CLUSTER) {
-        float ma = -INFINITY, sa = 0.0f;
-        cluster_exchange(c, slot, make_float2(m, s), [&](float2 p) { ms_combine(ma, sa, p.x, p.y); });
-        m = ma;
-        s = sa;
-    }
 }
 
 /* All-reduction of (e, s) pairs, s scaled by 2^(-SHIFT*e); returns the pair for the global max e. */
