@@ -160,6 +160,24 @@ struct RegBounds {
     };
 };
 
+/* exp(d) for d <= 0 in the register softmax. RDG_SOFTMAX16_FAST_EXP=1 (a variant for measuring,
+ * off by default, not yet run): 16-bit rows (VEC 8) take ex2.approx(d * log2 e) (2 instructions
+ * instead of expf's 8 or so; these rows looked issue-bound in ncu). Its error, a few 1e-7
+ * relative plus |d| * 2^-24 from rounding the argument, and results below 2^-126 flushed to 0,
+ * stay far below a 16-bit output's rounding (F16 ulp 2^-10, BF16 2^-7, F16 subnormals from
+ * 2^-24). F32 rows keep expf. */
+#ifndef RDG_SOFTMAX16_FAST_EXP
+#define RDG_SOFTMAX16_FAST_EXP 0
+#endif
+template <int VEC>
+__device__ __forceinline__ float softmax_exp(float d)
+{
+    if constexpr (RDG_SOFTMAX16_FAST_EXP && VEC == 8 && !RDG_HIP)
+        return __expf(d);
+    else
+        return expf(d);
+}
+
 /* Which (e, s) warp reduction a register kernel uses (reduce.cuh): redux.sync, except for 16-bit
  * (VEC 8) rms_norm rows of one warp and 16-bit add_rms_norm rows over a cluster. Measured on the
  * H200 against the butterfly: layer_norm 4-13% faster (bf16 [16384, 8192] 0.1906 -> 0.1692 ms,
@@ -472,7 +490,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                 if (lane + i * gsize < count)
 #pragma unroll
                     for (int k = 0; k < VEC; k++) {
-                        v[i][k] = expf(v[i][k] - m);
+                        v[i][k] = softmax_exp<VEC>(v[i][k] - m);
                         s += v[i][k];
                     }
             }
