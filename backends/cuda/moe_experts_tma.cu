@@ -11,8 +11,8 @@
  *     expert's last, leaves consumer 2 only padding rows: it skips its MMAs).
  * One CTA per work item, in the same order as the cp.async kernel, so the hardware's block
  * scheduler hands out the items as SMs free up. (Persistent CTAs taking every grid-th item were
- * 20-35% slower on the H200: partial and empty slots let them drift apart, and the weight tiles
- * in flight no longer fit in L2; bench/RESULTS.md.)
+ * up to 34% slower on the H200 (Mixtral, DeepSeek-V3 T 4096): partial and empty slots let them
+ * drift apart, and the weight tiles in flight no longer fit in L2; bench/RESULTS.md.)
  * Rows past a tile's expert are loaded (the next expert's rows, or zeros past the tensor: TMA
  * fills out-of-bounds boxes with zeros) and never stored; K past the end reads zeros the same way.
  * The tensor maps are encoded on the host for each call through the driver's

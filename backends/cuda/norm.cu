@@ -179,16 +179,16 @@ __device__ __forceinline__ float softmax_exp(float d)
 }
 
 /* Which (e, s) warp reduction a register kernel uses (reduce.cuh): redux.sync, except for 16-bit
- * (VEC 8) rms_norm rows of one warp and 16-bit add_rms_norm rows over a cluster. Measured on the
- * H200 against the butterfly: layer_norm 4-13% faster (bf16 [16384, 8192] 0.1906 -> 0.1692 ms,
- * [4096, 65536] 0.537 -> 0.488), F32 rms_norm [4096, 65536] 5.7%; the two exceptions were
- * slower (bf16 rms_norm [65536, 1024] 0.0724 -> 0.0760 ms, add_rms_norm [4096, 65536] 0.588 ->
- * 0.596, both in two runs). */
+ * (VEC 8) rms_norm rows and 16-bit add_rms_norm rows over a cluster. Measured on the H200 against
+ * the butterfly: layer_norm 4-13% faster (bf16 [16384, 8192] 0.1906 -> 0.1692 ms, [4096, 65536]
+ * 0.537 -> 0.488), F32 rms_norm [4096, 65536] 5.7%; the exceptions were slower in both A/B runs
+ * (bf16 rms_norm [65536, 1024] 0.0724 -> 0.0760 ms, [16384, 8192] and [4096, 65536] 0.2-0.8%,
+ * add_rms_norm [4096, 65536] 0.588 -> 0.596). */
 __host__ __device__ constexpr bool es_redux(int op, int scope, int vec)
 {
     return RDG_ES_REDUX == 2 ||
-           (RDG_ES_REDUX == 1 && !(vec == 8 && ((op == OP_RMS && scope == RED_WARP) ||
-                                                (op == OP_ADD_RMS && scope == RED_CLUSTER))));
+           (RDG_ES_REDUX == 1 &&
+            !(vec == 8 && (op == OP_RMS || (op == OP_ADD_RMS && scope == RED_CLUSTER))));
 }
 
 /* VEC floats of gamma or beta at slice float index c: from the staged copy in shared memory or
