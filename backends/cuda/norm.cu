@@ -226,7 +226,7 @@ __device__ __forceinline__ void issue_prefetch(typename S::raw_t *buf, const voi
  * rows side by side), the CTA (RED_BLOCK), or the CTAs of a cluster, each holding one slice of
  * the row (RED_CLUSTER). Thread `lane` of the group holds vectors lane + i * gsize (i < NV) of
  * its slice, F = NV * VEC floats. */
-template <class S, int OP, int F, int SCOPE, bool STAGE_AFFINE>
+template <class S, int OP, int F, int SCOPE, int STAGE_AFFINE>
 __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
 {
     constexpr int VEC = S::VEC;
@@ -263,9 +263,10 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
     const int count = min(a.slice_vec, nvec - vbeg); /* vectors in this CTA's slice */
 
     /* gamma/beta slice: staged once per CTA in shared memory (the CTA is persistent over rows);
-     * a missing beta is staged as zeros (fmaf(t, g, 0) == t * g). Without staging (HIP), they are
-     * read from global memory through the caches. */
-    constexpr bool STAGED = HAS_GAMMA && RDG_AFFINE_IN_SMEM && STAGE_AFFINE;
+     * a missing beta is staged as zeros (fmaf(t, g, 0) == t * g). STAGE_AFFINE: 1 gamma and beta
+     * staged, 2 gamma only (beta read through the caches), 0 neither (and always on HIP). */
+    constexpr bool STAGED = HAS_GAMMA && RDG_AFFINE_IN_SMEM && STAGE_AFFINE != 0;
+    constexpr bool STAGED_B = STAGED && OP == OP_LN && STAGE_AFFINE == 1;
     const float *sg = (const float *)rdg_dyn_smem;
     const float *sb = sg + (size_t)a.slice_vec * VEC;
     if (STAGED) {
@@ -274,7 +275,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
         const int n4 = count * (VEC / 4);
         for (int k = threadIdx.x; k < n4; k += blockDim.x) {
             ((float4 *)sg)[k] = g4[k];
-            if (OP == OP_LN)
+            if (STAGED_B)
                 ((float4 *)sb)[k] = b4 ? b4[k] : make_float4(0.f, 0.f, 0.f, 0.f);
         }
         __syncthreads();
@@ -294,7 +295,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
      * converts it to registers before it issues the next copy, so no barrier is needed. Rows
      * are disjoint, so this holds in place too. */
     constexpr int NIN = OP == OP_ADD_RMS ? 2 : 1;
-    const int nstaged = STAGED ? (OP == OP_LN ? 2 : 1) : 0;
+    const int nstaged = (STAGED ? 1 : 0) + (STAGED_B ? 1 : 0);
     typename S::raw_t *pf_x = (typename S::raw_t *)(sg + (size_t)nstaged * a.slice_vec * VEC) +
                               (size_t)group * NIN * a.slice_vec;
     typename S::raw_t *pf_r = pf_x + a.slice_vec;
@@ -460,9 +461,9 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                 if (vi < count) {
                     float g[VEC];
                     load_affine<VEC, STAGED>(sg, gg, vi * VEC, g);
-                    if (STAGED || gb) {
+                    if (STAGED_B || gb) {
                         float b[VEC];
-                        load_affine<VEC, STAGED>(sb, gb, vi * VEC, b);
+                        load_affine<VEC, STAGED_B>(sb, gb, vi * VEC, b);
 #pragma unroll
                         for (int k = 0; k < VEC; k++)
                             v[i][k] = fmaf(v[i][k] * inv, g[k], b[k]);
@@ -520,7 +521,7 @@ __global__ void RDG_LAUNCH_BOUNDS((RegBounds<F, SCOPE, OP, sizeof(typename S::el
                                   (RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::BLOCKS))
 norm_reg_kernel(NormArgs a)
 {
-    norm_reg_body<S, OP, F, SCOPE, true>(a);
+    norm_reg_body<S, OP, F, SCOPE, 1>(a);
 }
 
 /* The same with gamma and beta read through the caches instead of staged in shared memory
@@ -530,7 +531,22 @@ __global__ void RDG_LAUNCH_BOUNDS((RegBounds<F, SCOPE, OP, sizeof(typename S::el
                                   (RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::BLOCKS))
 norm_reg_kernel_unstaged(NormArgs a)
 {
-    norm_reg_body<S, OP, F, SCOPE, false>(a);
+    norm_reg_body<S, OP, F, SCOPE, 0>(a);
+}
+
+/* RDG_LN16_STAGE_GAMMA=1 (a variant for measuring, off by default, not yet run): 16-bit
+ * layer_norm clusters stage gamma only (64 KiB per CTA, so two CTAs still fit on an SM with their
+ * prefetch buffers) and read beta through the caches, halving the L2 reads of the affine data
+ * (they are 4x the row's own bytes in the unstaged kernel). (LaunchCfg::staged = 2.) */
+#ifndef RDG_LN16_STAGE_GAMMA
+#define RDG_LN16_STAGE_GAMMA 0
+#endif
+template <class S, int OP, int F, int SCOPE>
+__global__ void RDG_LAUNCH_BOUNDS((RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::THREADS),
+                                  (RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::BLOCKS))
+norm_reg_kernel_gamma_staged(NormArgs a)
+{
+    norm_reg_body<S, OP, F, SCOPE, 2>(a);
 }
 
 /* 16-bit layer_norm rows in one CTA at F = 32 (up to 512 threads): 80 registers. The launch
@@ -543,7 +559,7 @@ norm_reg_kernel_unstaged(NormArgs a)
 template <class S>
 __global__ void RDG_MAXNREG(512, 80) norm_reg_kernel_ln16(NormArgs a)
 {
-    norm_reg_body<S, OP_LN, 32, RED_BLOCK, true>(a);
+    norm_reg_body<S, OP_LN, 32, RED_BLOCK, 1>(a);
 }
 
 /* ---- looped kernel (any cols, any alignment) ---- */
@@ -670,14 +686,21 @@ template <class S, int OP>
 kernel_fn reg_kernel_for(int variant, int staged)
 {
 #if RDG_HOST_CLUSTERS
-    if (!staged) { /* the policy unstages only 16-bit layer_norm clusters */
-        if constexpr (OP == OP_LN && sizeof(typename S::elem_t) == 2)
-            return variant == V_CLUSTER32 ? norm_reg_kernel_unstaged<S, OP_LN, 32, RED_CLUSTER> : nullptr;
-        else
+    if (staged != 1) { /* the policy unstages only 16-bit layer_norm clusters (or stages gamma only) */
+        if constexpr (OP == OP_LN && sizeof(typename S::elem_t) == 2) {
+            if (variant != V_CLUSTER32)
+                return nullptr;
+            if constexpr (RDG_LN16_STAGE_GAMMA) {
+                if (staged == 2)
+                    return norm_reg_kernel_gamma_staged<S, OP_LN, 32, RED_CLUSTER>;
+            }
+            return staged == 0 ? norm_reg_kernel_unstaged<S, OP_LN, 32, RED_CLUSTER> : nullptr;
+        } else {
             return nullptr;
+        }
     }
 #else
-    if (!staged)
+    if (staged != 1)
         return nullptr;
 #endif
     switch (variant) {
@@ -785,7 +808,8 @@ struct LaunchCfg {
     int rows_per_cta; /* warp variants: one row per warp */
     int slice_vec;  /* vectors per CTA slice */
     size_t smem;    /* dynamic shared memory bytes */
-    int staged;     /* register kernel: gamma/beta staged in shared memory (else read through the caches) */
+    int staged;     /* register kernel: 1 gamma/beta staged in shared memory, 2 gamma only, 0 neither
+                       (read through the caches) */
     int prefetch;   /* next row copied asynchronously into shared memory (after gamma/beta) */
 };
 
@@ -893,8 +917,11 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
                  * through the caches measured faster on the H200 ([4096, 65536] bf16 0.709 ->
                  * 0.595 ms, 0.604 -> 0.535 with the push reductions of reduce.cuh; the other
                  * ops lost 0-6% that way) */
-                c.staged = !(op == OP_LN && wide && csize > 1 && variant == V_CLUSTER32);
-                const int ng = !RDG_AFFINE_IN_SMEM || !c.staged || op == OP_SOFTMAX ? 0 : op == OP_LN ? 2 : 1;
+                const int ln16_cluster = op == OP_LN && wide && csize > 1 && variant == V_CLUSTER32;
+                c.staged = !ln16_cluster ? 1 : RDG_LN16_STAGE_GAMMA ? 2 : 0;
+                const int ng = !RDG_AFFINE_IN_SMEM || !c.staged || op == OP_SOFTMAX ? 0
+                               : op == OP_LN && c.staged == 1                    ? 2
+                                                                                : 1;
                 const size_t bytes = (size_t)slice * vec * sizeof(float) * ng;
                 /* the next row's slice per row group (a and residual for add_rms_norm) */
                 const size_t pf_bytes = (size_t)slice * 16 * (op == OP_ADD_RMS ? 2 : 1) * c.rows_per_cta;
