@@ -2,7 +2,8 @@
 """Side-by-side table of rudnn-bench-moe and bench/baselines/torch_moe.py (JSON lines).
 
 usage: compare_moe.py RUDNN.jsonl TORCH.jsonl
-ratio = torch median / rudnn median (> 1: rudnn faster). Rows match on (op, case).
+ratio = torch median / rudnn median (> 1: rudnn faster). Rows match on (op, case); the MoE
+forward also against the baseline's cuBLAS-per-expert form (op moe_forward_cublas).
 Routing rows also give the back-to-back time per call (b2b) and rudnn's host time per call."""
 import json
 import sys
@@ -19,13 +20,16 @@ def load(path):
 
 
 ours, torch = load(sys.argv[1]), load(sys.argv[2])
-print("| op | case | strategy | ours ms | torch ms | ratio | our TFLOP/s | our weight GB/s |")
-print("|---|---|---|---|---|---|---|---|")
+print("| op | case | strategy | ours ms | torch ms | ratio | torch cuBLAS per expert ms | ratio "
+      "| our TFLOP/s | our weight GB/s |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for key in sorted(ours):
     o, t = ours[key], torch.get(key)
     tm = t["median_ms"] if t else float("nan")
+    c = torch.get(("moe_forward_cublas", key[1])) if key[0] == "moe_forward" else None
+    cm = c["median_ms"] if c else float("nan")
     print(f"| {key[0]} | {key[1]} | {o['strategy']} | {o['median_ms']:.4f} | {tm:.4f} | {tm / o['median_ms']:.2f} "
-          f"| {o.get('tflops', 0):.1f} | {o.get('weight_gbps', 0):.1f} |")
+          f"| {cm:.4f} | {cm / o['median_ms']:.2f} | {o.get('tflops', 0):.1f} | {o.get('weight_gbps', 0):.1f} |")
 routes = [k for k in sorted(ours) if "b2b_ms" in ours[k]]
 if routes:
     print()
