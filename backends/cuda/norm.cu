@@ -516,38 +516,24 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
         cluster_sync_all();
 }
 
-template <class S, int OP, int F, int SCOPE>
+/* STAGE (LaunchCfg::staged): 1 gamma and beta staged in shared memory; 0 both read through the
+ * caches, where the staged slice would leave one CTA per SM (16-bit layer_norm clusters);
+ * 2 gamma staged, beta through the caches (RDG_LN16_STAGE_GAMMA below). */
+template <class S, int OP, int F, int SCOPE, int STAGE = 1>
 __global__ void RDG_LAUNCH_BOUNDS((RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::THREADS),
                                   (RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::BLOCKS))
 norm_reg_kernel(NormArgs a)
 {
-    norm_reg_body<S, OP, F, SCOPE, 1>(a);
-}
-
-/* The same with gamma and beta read through the caches instead of staged in shared memory
- * (LaunchCfg::staged = 0): where the staged slice would leave one CTA per SM. */
-template <class S, int OP, int F, int SCOPE>
-__global__ void RDG_LAUNCH_BOUNDS((RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::THREADS),
-                                  (RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::BLOCKS))
-norm_reg_kernel_unstaged(NormArgs a)
-{
-    norm_reg_body<S, OP, F, SCOPE, 0>(a);
+    norm_reg_body<S, OP, F, SCOPE, STAGE>(a);
 }
 
 /* RDG_LN16_STAGE_GAMMA=1 (a variant for measuring, off by default, not yet run): 16-bit
  * layer_norm clusters stage gamma only (64 KiB per CTA, so two CTAs still fit on an SM with their
  * prefetch buffers) and read beta through the caches, halving the L2 reads of the affine data
- * (they are 4x the row's own bytes in the unstaged kernel). (LaunchCfg::staged = 2.) */
+ * (they are 4x the row's own bytes in the unstaged kernel). */
 #ifndef RDG_LN16_STAGE_GAMMA
 #define RDG_LN16_STAGE_GAMMA 0
 #endif
-template <class S, int OP, int F, int SCOPE>
-__global__ void RDG_LAUNCH_BOUNDS((RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::THREADS),
-                                  (RegBounds<F, SCOPE, OP, sizeof(typename S::elem_t)>::BLOCKS))
-norm_reg_kernel_gamma_staged(NormArgs a)
-{
-    norm_reg_body<S, OP, F, SCOPE, 2>(a);
-}
 
 /* 16-bit layer_norm rows in one CTA at F = 32 (up to 512 threads): 80 registers. The launch
  * bounds allow 64 (2 CTAs of 512), which spills 28 bytes, or 128 (1 CTA), with which ptxas
@@ -686,18 +672,15 @@ template <class S, int OP>
 kernel_fn reg_kernel_for(int variant, int staged)
 {
 #if RDG_HOST_CLUSTERS
-    if (staged != 1) { /* the policy unstages only 16-bit layer_norm clusters (or stages gamma only) */
+    if (staged != 1) { /* the policy stages less only for 16-bit layer_norm clusters */
         if constexpr (OP == OP_LN && sizeof(typename S::elem_t) == 2) {
-            if (variant != V_CLUSTER32)
-                return nullptr;
-            if constexpr (RDG_LN16_STAGE_GAMMA) {
-                if (staged == 2)
-                    return norm_reg_kernel_gamma_staged<S, OP_LN, 32, RED_CLUSTER>;
-            }
-            return staged == 0 ? norm_reg_kernel_unstaged<S, OP_LN, 32, RED_CLUSTER> : nullptr;
-        } else {
-            return nullptr;
+            if (variant == V_CLUSTER32 && staged == 0)
+                return norm_reg_kernel<S, OP_LN, 32, RED_CLUSTER, 0>;
+            if constexpr (RDG_LN16_STAGE_GAMMA)
+                if (variant == V_CLUSTER32 && staged == 2)
+                    return norm_reg_kernel<S, OP_LN, 32, RED_CLUSTER, 2>;
         }
+        return nullptr;
     }
 #else
     if (staged != 1)
