@@ -33,6 +33,15 @@ extern "C" {
 #define RUDNN_BACKEND_ABI_VERSION 1u
 #define RUDNN_BACKEND_ENTRY_SYMBOL "rudnn_backend_entry_v1"
 
+/* Returns the status of expr from the calling function when it is not SUCCESS (used by the op
+ * layer and the plugins alike). */
+#define RUDNN_TRY(expr)                                                                            \
+    do {                                                                                           \
+        rudnn_status_t rudnn_try_status_ = (expr);                                                 \
+        if (rudnn_try_status_ != RUDNN_STATUS_SUCCESS)                                             \
+            return rudnn_try_status_;                                                              \
+    } while (0)
+
 /* Services librudnn.so gives a plugin at init. */
 typedef struct rudnn_host_services {
     uint32_t struct_size;

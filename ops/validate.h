@@ -5,13 +5,7 @@
 
 #include "core/internal.h"
 
-/* Returns the status of expr from the calling function when it is not SUCCESS. */
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        rudnn_status_t try_status_ = (expr);                                                       \
-        if (try_status_ != RUDNN_STATUS_SUCCESS)                                                   \
-            return try_status_;                                                                    \
-    } while (0)
+#define TRY(expr) RUDNN_TRY(expr) /* backends/backend.h */
 
 /* Formats dims as "[4, 4095]" into buf. */
 const char *rudnn_shape_str(const rudnn_tensor_t *t, char *buf, size_t cap);

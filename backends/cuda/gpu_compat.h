@@ -350,12 +350,7 @@ rudnn_status_t rdg_use_device(int index);
 /* DEVICE_ERROR "<backend>: <api> kernel launch (<what>) failed: ..." when the last launch failed. */
 rudnn_status_t rdg_launched(const char *what);
 
-#define RDG_TRY(expr)                                                                              \
-    do {                                                                                           \
-        rudnn_status_t rdg_try_st_ = (expr);                                                       \
-        if (rdg_try_st_ != RUDNN_STATUS_SUCCESS)                                                   \
-            return rdg_try_st_;                                                                    \
-    } while (0)
+#define TRY(expr) RUDNN_TRY(expr) /* backends/backend.h */
 
 /* The device address of a memory reference (NULL stays NULL). */
 static inline void *rdg_at(rudnn_mem_ref_t m)

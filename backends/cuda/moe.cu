@@ -827,8 +827,6 @@ combine_kernel(const void *__restrict__ x, const uint32_t *__restrict__ position
 
 /* ---- host side ---- */
 
-#define TRY(expr) RDG_TRY(expr)
-
 rudnn_status_t begin(rdg_queue_t *q) { return rdg_use_device(q->dev.index); }
 
 int warp_size(const rdg_queue_t *q)

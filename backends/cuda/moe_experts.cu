@@ -470,8 +470,6 @@ tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, 
 
 /* ---- host side ---- */
 
-#define TRY(expr) RDG_TRY(expr)
-
 rudnn_status_t begin(rdg_queue_t *q) { return rdg_use_device(q->dev.index); }
 
 typedef void (*scalar_fn)(const void *, const void *, const void *, const uint32_t *, void *, int, int64_t, int64_t,

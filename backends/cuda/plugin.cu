@@ -82,8 +82,6 @@ rudnn_status_t rdg_use_device(int index)
 
 namespace {
 
-#define TRY(expr) RDG_TRY(expr)
-
 #define CHECK(call, what)                                                                          \
     do {                                                                                           \
         cudaError_t check_err_ = (call);                                                           \
