@@ -76,14 +76,8 @@ __device__ bool find_tile(const uint32_t *__restrict__ offsets, int experts, int
     const int e = cnt - 1; /* s(0) = 0 <= v, so cnt >= 1 */
     if (e >= experts)
         return false;
-    const uint32_t o0 = offsets[e], o1 = offsets[e + 1];
-    const int64_t r0 = (int64_t)o0 + (v - slot_start(o0, e, bm)) * bm;
-    if (r0 >= (int64_t)o1)
-        return false;
     *expert = e;
-    *row0 = r0;
-    *rows = (int)min((int64_t)bm, (int64_t)o1 - r0);
-    return true;
+    return slot_rows(offsets, e, v, bm, row0, rows);
 }
 
 int64_t slot_count(int64_t rows, int64_t experts, int bm)
@@ -527,19 +521,8 @@ int cp_async_forced()
     return s && strcmp(s, "0") == 0;
 }
 
-/* Raises a kernel's dynamic shared memory limit once per device (racing threads set the same value). */
-rudnn_status_t allow_smem(tc_fn fn, int slot, int device, int bytes)
-{
-    static volatile int done[8][64];
-    if (device >= 0 && device < 64 && done[slot][device])
-        return RUDNN_STATUS_SUCCESS;
-    cudaError_t err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (err != cudaSuccess)
-        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize) (moe experts)");
-    if (device >= 0 && device < 64)
-        done[slot][device] = 1;
-    return RUDNN_STATUS_SUCCESS;
-}
+/* dynamic shared memory limits raised, per kernel slot (tc_launch) and device */
+volatile int g_smem_done[8][64];
 
 template <int BN>
 rudnn_status_t tc_launch(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
@@ -550,8 +533,8 @@ rudnn_status_t tc_launch(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, cons
     tc_fn f1 = bf16 ? tc_gemm_kernel<RUDNN_BF16, true, BN> : tc_gemm_kernel<RUDNN_F16, true, BN>;
     tc_fn f2 = bf16 ? tc_gemm_kernel<RUDNN_BF16, false, BN> : tc_gemm_kernel<RUDNN_F16, false, BN>;
     const int slot = (BN == 256 ? 4 : 0) + (bf16 ? 0 : 2);
-    TRY(allow_smem(f1, slot, q->dev.index, Cfg::SMEM));
-    TRY(allow_smem(f2, slot + 1, q->dev.index, Cfg::SMEM));
+    TRY(allow_smem_once(g_smem_done, slot, (const void *)f1, q->dev.index, Cfg::SMEM, "moe experts"));
+    TRY(allow_smem_once(g_smem_done, slot + 1, (const void *)f2, q->dev.index, Cfg::SMEM, "moe experts"));
     const int64_t slots = slot_count(plan->rows, plan->experts, TC_BM);
     const int64_t nt1 = rdg_ceil_div(plan->inter, BN / 2), nt2 = rdg_ceil_div(plan->hidden, BN);
     const int64_t max_grid = 0x7fffffff;

@@ -269,18 +269,8 @@ bool encode_2d(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, const vo
 typedef void (*tma_fn)(CUtensorMap, CUtensorMap, CUtensorMap, const uint32_t *, uint16_t *, int, int64_t, int64_t,
                        int64_t, int64_t);
 
-rudnn_status_t allow_tma_smem(tma_fn fn, int slot, int device)
-{
-    static volatile int done[4][64];
-    if (device >= 0 && device < 64 && done[slot][device])
-        return RUDNN_STATUS_SUCCESS;
-    cudaError_t err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, TMA_SMEM);
-    if (err != cudaSuccess)
-        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize) (moe tma)");
-    if (device >= 0 && device < 64)
-        done[slot][device] = 1;
-    return RUDNN_STATUS_SUCCESS;
-}
+/* dynamic shared memory limits raised, per kernel slot and device */
+volatile int g_tma_smem_done[4][64];
 
 } // namespace
 
@@ -303,9 +293,9 @@ rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *
     tma_fn f1 = bf16 ? tma_gemm_kernel<RUDNN_BF16, true> : tma_gemm_kernel<RUDNN_F16, true>;
     tma_fn f2 = bf16 ? tma_gemm_kernel<RUDNN_BF16, false> : tma_gemm_kernel<RUDNN_F16, false>;
     const int slot = bf16 ? 0 : 2;
-    rudnn_status_t st = allow_tma_smem(f1, slot, q->dev.index);
+    rudnn_status_t st = allow_smem_once(g_tma_smem_done, slot, (const void *)f1, q->dev.index, TMA_SMEM, "moe tma");
     if (st == RUDNN_STATUS_SUCCESS)
-        st = allow_tma_smem(f2, slot + 1, q->dev.index);
+        st = allow_smem_once(g_tma_smem_done, slot + 1, (const void *)f2, q->dev.index, TMA_SMEM, "moe tma");
     if (st != RUDNN_STATUS_SUCCESS)
         return st;
 

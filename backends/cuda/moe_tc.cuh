@@ -41,6 +41,19 @@ __device__ __forceinline__ int64_t slot_start(uint32_t offset, int64_t e, int bm
     return ((int64_t)offset + e * (bm - 1)) / bm;
 }
 
+/* First row and row count of slot v of expert e; false when the slot has no rows. */
+__device__ __forceinline__ bool slot_rows(const uint32_t *__restrict__ offsets, int e, int64_t v, int bm,
+                                          int64_t *row0, int *rows)
+{
+    const uint32_t o0 = offsets[e], o1 = offsets[e + 1];
+    const int64_t r0 = (int64_t)o0 + (v - slot_start(o0, e, bm)) * bm;
+    if (r0 >= (int64_t)o1)
+        return false;
+    *row0 = r0;
+    *rows = (int)min((int64_t)bm, (int64_t)o1 - r0);
+    return true;
+}
+
 /* Expert, first row and row count of slot v in one thread (a binary search over the experts'
  * slot starts); false when the slot has no rows. */
 __device__ __forceinline__ bool find_tile_thread(const uint32_t *__restrict__ offsets, int experts, int64_t v, int bm,
@@ -54,19 +67,33 @@ __device__ __forceinline__ bool find_tile_thread(const uint32_t *__restrict__ of
         else
             hi = mid - 1;
     }
-    if (lo >= experts)
-        return false;
-    const uint32_t o0 = offsets[lo], o1 = offsets[lo + 1];
-    const int64_t r0 = (int64_t)o0 + (v - slot_start(o0, lo, bm)) * bm;
-    if (r0 >= (int64_t)o1)
+    if (lo >= experts || !slot_rows(offsets, lo, v, bm, row0, rows))
         return false;
     *expert = lo;
-    *row0 = r0;
-    *rows = (int)min((int64_t)bm, (int64_t)o1 - r0);
     return true;
 }
 
 #if RDG_MOE_TENSOR_CORES
+/* Raises kernel fn's dynamic shared memory limit to bytes, once per kernel slot and device:
+ * done[slot][device] remembers it (racing threads set the same value). what names the kernels
+ * in the error message. */
+template <int SLOTS>
+rudnn_status_t allow_smem_once(volatile int (&done)[SLOTS][64], int slot, const void *fn, int device, int bytes,
+                               const char *what)
+{
+    if (device >= 0 && device < 64 && done[slot][device])
+        return RUDNN_STATUS_SUCCESS;
+    cudaError_t err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (err != cudaSuccess) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "FuncSetAttribute(MaxDynamicSharedMemorySize) (%s)", what);
+        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, msg);
+    }
+    if (device >= 0 && device < 64)
+        done[slot][device] = 1;
+    return RUDNN_STATUS_SUCCESS;
+}
+
 __device__ __forceinline__ uint32_t smem_u32(const void *p)
 {
     return (uint32_t)__cvta_generic_to_shared(p);
