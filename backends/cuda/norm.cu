@@ -543,11 +543,19 @@ norm_reg_kernel(NormArgs a)
 #ifndef RDG_LN16_MAXNREG
 #define RDG_LN16_MAXNREG 1
 #endif
-template <class S>
+template <class S, int STAGE = 1>
 __global__ void RDG_MAXNREG(512, 80) norm_reg_kernel_ln16(NormArgs a)
 {
-    norm_reg_body<S, OP_LN, 32, RED_BLOCK, 1>(a);
+    norm_reg_body<S, OP_LN, 32, RED_BLOCK, STAGE>(a);
 }
+
+/* RDG_LN16_BLOCK_PF=1 (a variant for measuring, off by default): 16-bit layer_norm rows of one
+ * CTA stage gamma only (32 KiB at 8192 columns instead of 64) and prefetch the next row into
+ * the space saved, so that loads stay in flight across the row's two reductions (these CTAs,
+ * 3 per SM, had nothing in flight while they reduced). */
+#ifndef RDG_LN16_BLOCK_PF
+#define RDG_LN16_BLOCK_PF 0
+#endif
 
 /* ---- looped kernel (any cols, any alignment) ---- */
 
@@ -675,6 +683,9 @@ kernel_fn reg_kernel_for(int variant, int staged)
 #if RDG_HOST_CLUSTERS
     if (staged != 1) { /* the policy stages less only for 16-bit layer_norm clusters */
         if constexpr (OP == OP_LN && sizeof(typename S::elem_t) == 2) {
+            if constexpr (RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG)
+                if (variant == V_BLOCK32 && staged == 2)
+                    return norm_reg_kernel_ln16<S, 2>;
             if (variant == V_CLUSTER32 && staged == 0)
                 return norm_reg_kernel<S, OP_LN, 32, RED_CLUSTER, 0>;
             if constexpr (RDG_LN16_STAGE_GAMMA)
@@ -811,7 +822,12 @@ int64_t round_up(int64_t v, int64_t m)
 #define RDG_CTA_ELEMS_PACKED 16384
 #define RDG_MAX_CLUSTER 8 /* portable cluster size limit */
 static_assert(RDG_MAX_CLUSTER <= RDG_RED_MAX_CLUSTER, "reduce.cuh holds the partials of RDG_RED_MAX_CLUSTER CTAs");
+#ifndef RDG_WARP_ROWS_GRID
+#define RDG_WARP_ROWS_GRID 0
+#endif
+#ifndef RDG_WARP_ROWS_PER_CTA
 #define RDG_WARP_ROWS_PER_CTA 4
+#endif
 
 /* The looped kernel: one CTA of min(1024, cols rounded up to the warp size) threads per row. */
 LaunchCfg loop_cfg(const rdg_devinfo_t *d, int64_t cols)
@@ -902,7 +918,9 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
                  * 0.595 ms, 0.604 -> 0.535 with the push reductions of reduce.cuh; the other
                  * ops lost 0-6% that way) */
                 const int ln16_cluster = op == OP_LN && wide && csize > 1 && variant == V_CLUSTER32;
-                c.staged = !ln16_cluster ? 1 : RDG_LN16_STAGE_GAMMA ? 2 : 0;
+                const int ln16_block_pf = RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG && op == OP_LN && wide &&
+                                          variant == V_BLOCK32;
+                c.staged = ln16_block_pf ? 2 : !ln16_cluster ? 1 : RDG_LN16_STAGE_GAMMA ? 2 : 0;
                 const int ng = !RDG_AFFINE_IN_SMEM || !c.staged || op == OP_SOFTMAX ? 0
                                : op == OP_LN && c.staged == 1                    ? 2
                                                                                 : 1;
@@ -914,7 +932,7 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
                  * and for 16-bit rows split over a cluster, and costs elsewhere (F32 rms_norm
                  * and add_rms_norm clusters lost 10%; RDG_NORM_PREFETCH=2 turns it on wherever
                  * it fits, for measuring). */
-                const int want_pf = RDG_NORM_PREFETCH == 2 ||
+                const int want_pf = RDG_NORM_PREFETCH == 2 || ln16_block_pf ||
                                     (!warp_rows && (wide ? csize > 1 : csize == 1 || op == OP_LN));
                 if (RDG_PREFETCH_SMEM && want_pf && bytes + pf_bytes + RDG_STATIC_SMEM_RESERVE <= d->smem_optin) {
                     c.smem = bytes + pf_bytes;
@@ -1095,6 +1113,10 @@ rudnn_status_t launch(void *queue, int op, const rudnn_norm_plan_t *plan, NormAr
     else
         grid = (int64_t)resident * d->sm_count;
     const int64_t need = rdg_ceil_div(plan->rows, c.rows_per_cta) * c.csize;
+    /* RDG_WARP_ROWS_GRID=1 (a variant for measuring, off by default): CTAs of warp rows take one
+     * row group each, the hardware scheduler handing out the rest, instead of looping */
+    if (RDG_WARP_ROWS_GRID && c.rows_per_cta > 1)
+        grid = need;
     if (grid > need)
         grid = need;
     if (grid > INT_MAX - 8)
