@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Side-by-side table of rudnn-bench-moe and bench/baselines/torch_moe.py (JSON lines).
 
-usage: compare_moe.py RUDNN.jsonl TORCH.jsonl
+usage: compare_moe.py RUDNN.jsonl TORCH.jsonl [RUDNN_CUBLAS.jsonl]
 ratio = torch median / rudnn median (> 1: rudnn faster). Rows match on (op, case); the MoE
-forward also against the baseline's cuBLAS-per-expert form (op moe_forward_cublas).
+forward also against the baseline's cuBLAS-per-expert form (op moe_forward_cublas) and, with the
+third file (rudnn-bench-moe run with RUDNN_CUDA_MOE_GEMM=cublas), against rudnn's own forward with
+its expert GEMMs through cuBLAS's grouped GEMM instead of our kernels.
 Routing rows also give the back-to-back time per call (b2b) and rudnn's host time per call."""
 import json
 import sys
@@ -20,16 +22,20 @@ def load(path):
 
 
 ours, torch = load(sys.argv[1]), load(sys.argv[2])
+cublas = load(sys.argv[3]) if len(sys.argv) > 3 else {}
 print("| op | case | strategy | ours ms | torch ms | ratio | torch cuBLAS per expert ms | ratio "
-      "| our TFLOP/s | our weight GB/s |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+      "| rudnn cuBLAS grouped ms | ratio | our TFLOP/s | our weight GB/s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for key in sorted(ours):
     o, t = ours[key], torch.get(key)
     tm = t["median_ms"] if t else float("nan")
     c = torch.get(("moe_forward_cublas", key[1])) if key[0] == "moe_forward" else None
     cm = c["median_ms"] if c else float("nan")
+    g = cublas.get(key) if key[0] == "moe_forward" else None
+    gm = g["median_ms"] if g else float("nan")
     print(f"| {key[0]} | {key[1]} | {o['strategy']} | {o['median_ms']:.4f} | {tm:.4f} | {tm / o['median_ms']:.2f} "
-          f"| {cm:.4f} | {cm / o['median_ms']:.2f} | {o.get('tflops', 0):.1f} | {o.get('weight_gbps', 0):.1f} |")
+          f"| {cm:.4f} | {cm / o['median_ms']:.2f} | {gm:.4f} | {gm / o['median_ms']:.2f} "
+          f"| {o.get('tflops', 0):.1f} | {o.get('weight_gbps', 0):.1f} |")
 routes = [k for k in sorted(ours) if "b2b_ms" in ours[k]]
 if routes:
     print()

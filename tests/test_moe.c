@@ -72,6 +72,19 @@ static char backend_name[32];
 static int pocl_cpu;   /* the device is PoCL's CPU device */
 static int nvidia_ocl; /* OpenCL on NVIDIA's driver */
 
+/* The weights and expert outputs sit at small element offsets into their buffers, so most of them
+ * are not 16-byte aligned: the CUDA plugin then takes its documented scalar fallback instead of its
+ * tensor-core kernels (which need 16-byte aligned operands). Families whose point is a tensor-core
+ * or cuBLAS path set aligned_operands: the offsets become multiples of 8 elements (16 bytes for
+ * F16/BF16). */
+static int aligned_operands;
+/* set while a family runs whose path rounds g and u to the dtype (moe_ref_expert_row) */
+static int gu_rounded;
+static size_t operand_offset(size_t elems)
+{
+    return aligned_operands ? 8 * elems : elems;
+}
+
 /* CLBlast at build time: the OpenCL plugin uses it when meson finds it with
  * its header, and then the header is visible here too (a fact independent of
  * what the library answers). */
@@ -491,7 +504,8 @@ static int check_experts(const mcase_t *c, rudnn_dtype_t dt, state_t *s, const f
     for (int64_t e = 0; e < c->E; e++) {
         for (uint32_t r = s->ref_offsets[e]; r < s->ref_offsets[e + 1]; r++) {
             moe_ref_expert_row(dt, s->tokens + (size_t)r * H, s->gate + e * I * H, s->up + e * I * H,
-                               s->down + e * H * I, H, I, s->scratch, s->ref + (size_t)r * H, s->tol + (size_t)r * H);
+                               s->down + e * H * I, H, I, gu_rounded, s->scratch, s->ref + (size_t)r * H,
+                               s->tol + (size_t)r * H);
         }
     }
     size_t n = (size_t)(c->T * c->top_k * H);
@@ -544,6 +558,26 @@ static int one_call_matches_split(const mcase_t *c, state_t *s, rudnn_moe_strate
 /* TensorCore with an explicit workspace: of the size asked for (bit-identical to tc_vals, the
  * NULL-workspace result, and no byte past it written), then one byte short of it (BAD_PARAM
  * naming the workspace; neither the output nor the workspace written). */
+/* CUDA: an unknown RUDNN_CUDA_MOE_GEMM value is refused (BAD_PARAM naming the variable), the
+ * output untouched, rather than timing some other path under that name. */
+static int check_bad_gemm_env(state_t *s, rt_log_t *log, const char *label)
+{
+    out_watch_t w;
+    out_begin(&w, &s->EO_TC_WS);
+    setenv("RUDNN_CUDA_MOE_GEMM", "cublass", 1);
+    rudnn_status_t rs = rudnn_swiglu_experts_forward_dispatched(rt_queue, s->experts, s->disp, RUDNN_MOE_TENSOR_CORE,
+                                                               NULL, 0, &s->EO_TC_WS.t);
+    unsetenv("RUDNN_CUDA_MOE_GEMM");
+    int ok = 1;
+    if (rs != RUDNN_STATUS_BAD_PARAM || !strstr(rudnn_last_error(), "RUDNN_CUDA_MOE_GEMM=cublass")) {
+        rt_logf(log, "  %s: TensorCore with RUDNN_CUDA_MOE_GEMM=cublass returned %s: \"%s\", expected BAD_PARAM "
+                   "naming the variable\n", label, rudnn_status_string(rs), rudnn_last_error());
+        ok = 0;
+    }
+    ok &= out_end(&w, 0, NULL, log, label, "experts (TensorCore, RUDNN_CUDA_MOE_GEMM=cublass)");
+    return ok;
+}
+
 static int check_tc_workspace(state_t *s, int64_t pairs, const float *tc_vals, size_t neo, rt_log_t *log,
                               const char *label)
 {
@@ -604,6 +638,8 @@ static int check_tc_workspace(state_t *s, int64_t pairs, const float *tc_vals, s
         free(after);
     }
     free(snap);
+    if (strcmp(backend_name, "cuda") == 0 && pairs > 0 && !getenv("RUDNN_CUDA_MOE_GEMM"))
+        ok &= check_bad_gemm_env(s, log, label);
     return ok;
 }
 
@@ -815,9 +851,9 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
         ref_quantize(dt, s->up, s->up, nw);
         ref_quantize(dt, s->down, s->down, nw);
         int64_t gdims[3] = {E, I, H}, ddims[3] = {E, H, I};
-        rt_tensor_create(&s->G, dt, 3, gdims, 0, RT_TAIL_BYTES);
-        rt_tensor_create(&s->U, dt, 3, gdims, 2, RT_TAIL_BYTES);
-        rt_tensor_create(&s->D, dt, 3, ddims, 1, RT_TAIL_BYTES);
+        rt_tensor_create(&s->G, dt, 3, gdims, operand_offset(0), RT_TAIL_BYTES);
+        rt_tensor_create(&s->U, dt, 3, gdims, operand_offset(2), RT_TAIL_BYTES);
+        rt_tensor_create(&s->D, dt, 3, ddims, operand_offset(1), RT_TAIL_BYTES);
         rt_tensor_upload(&s->G, s->gate);
         rt_tensor_upload(&s->U, s->up);
         rt_tensor_upload(&s->D, s->down);
@@ -833,11 +869,11 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
     {
         int64_t eodims[2] = {pairs, H};
         size_t neo = (size_t)(pairs * H);
-        rt_tensor_create(&s->EO, dt, 2, eodims, 2, RT_TAIL_BYTES);
-        rt_tensor_create(&s->EO_WS, dt, 2, eodims, 0, RT_TAIL_BYTES);
-        rt_tensor_create(&s->EO_AUTO, dt, 2, eodims, 1, RT_TAIL_BYTES);
-        rt_tensor_create(&s->EO_TC, dt, 2, eodims, 3, RT_TAIL_BYTES);
-        rt_tensor_create(&s->EO_TC_WS, dt, 2, eodims, 1, RT_TAIL_BYTES);
+        rt_tensor_create(&s->EO, dt, 2, eodims, operand_offset(2), RT_TAIL_BYTES);
+        rt_tensor_create(&s->EO_WS, dt, 2, eodims, operand_offset(0), RT_TAIL_BYTES);
+        rt_tensor_create(&s->EO_AUTO, dt, 2, eodims, operand_offset(1), RT_TAIL_BYTES);
+        rt_tensor_create(&s->EO_TC, dt, 2, eodims, operand_offset(3), RT_TAIL_BYTES);
+        rt_tensor_create(&s->EO_TC_WS, dt, 2, eodims, operand_offset(1), RT_TAIL_BYTES);
         s->eo = rt_xmalloc(neo * sizeof(float));
         s->eo2 = rt_xmalloc(neo * sizeof(float));
         s->ref = rt_xmalloc(neo * sizeof(double));
@@ -1094,9 +1130,10 @@ static const mcase_t pipeline_cases[] = {
     SOFT("experts without tokens", 16, 16, 3, 1, D_NO_TOKEN, S_ALL, 40, 24),
     SOFT("one expert takes every token", 20, 8, 1, 0, D_ONE_EXPERT, S_ALL, 50, 30),
     SOFT("one expert takes 160 rows (more than one row tile)", 160, 8, 1, 1, D_ONE_EXPERT, S_ALL, 70, 33),
-    /* H and I multiples of 8 take the CUDA tensor-core kernels: several K steps and column tiles,
-     * row tiles that straddle experts, and (300 rows, 9 column tiles) more work items than an H200
-     * has SMs, so persistent CTAs take several tiles */
+    /* H and I multiples of 8 (the CUDA tensor-core kernels' shapes; here with unaligned operands,
+     * so CUDA takes its scalar fallback: tc_cases below run them aligned): several K steps and
+     * column tiles, row tiles that straddle experts, and (300 rows, 9 column tiles) more work items
+     * than an H200 has SMs */
     SOFT("tensor-core tiles: 300 rows, H 136, I 264", 100, 4, 3, 1, D_GRID, S_ALL, 136, 264),
     SOFT("one expert, 300 rows, H 72, I 1032", 300, 8, 1, 1, D_ONE_EXPERT, S_ALL, 72, 1032),
     SOFT("top_k = E", 9, 8, 8, 1, D_GRID, S_ALL, 19, 23),
@@ -1113,29 +1150,55 @@ static const mcase_t pipeline_cases[] = {
      S_ALL, 24, 16, 0, 1},
 };
 
-/* The tensor-core cases again with RUDNN_CUDA_MOE_TMA=0: on sm_90a the CUDA plugin then runs its
- * cp.async wgmma kernel instead of the TMA one (the other backends ignore the variable), so both
- * stay tested. Several tiles per expert, partial and empty tiles, GEMMs of one K step (K <= 64). */
-static const mcase_t cp_async_cases[] = {
-    SOFT("cp.async: 300 rows, H 136, I 264", 100, 4, 3, 1, D_GRID, S_ALL, 136, 264),
-    SOFT("cp.async: one expert, 300 rows, H 72, I 1032", 300, 8, 1, 1, D_ONE_EXPERT, S_ALL, 72, 1032),
-    SOFT("cp.async: experts without tokens, H 40, I 24", 16, 16, 3, 1, D_NO_TOKEN, S_ALL, 40, 24),
-    SOFT("cp.async: H 64, I 136", 200, 6, 2, 1, D_GRID, S_ALL, 64, 136),
+/* Tensor-core cases with 16-byte aligned operands (aligned_operands), as the default kernel of the
+ * device (pipeline_tensor_core: TMA on sm_90a), again with RUDNN_CUDA_MOE_TMA=0 (the cp.async wgmma
+ * kernel on sm_90a; the other backends ignore the variable), so both stay tested. Several tiles per
+ * expert, partial and empty tiles, GEMMs of one K step (K <= 64). */
+static const mcase_t tc_cases[] = {
+    SOFT("aligned: 300 rows, H 136, I 264", 100, 4, 3, 1, D_GRID, S_ALL, 136, 264),
+    SOFT("aligned: one expert, 300 rows, H 72, I 1032", 300, 8, 1, 1, D_ONE_EXPERT, S_ALL, 72, 1032),
+    SOFT("aligned: experts without tokens, H 40, I 24", 16, 16, 3, 1, D_NO_TOKEN, S_ALL, 40, 24),
+    SOFT("aligned: H 64, I 136", 200, 6, 2, 1, D_GRID, S_ALL, 64, 136),
+};
+
+/* The tensor-core cases with RUDNN_CUDA_MOE_GEMM=cublas / cublas_loop: the CUDA plugin's cuBLAS
+ * comparison path (grouped GEMMs, or one cublasGemmEx per expert) against the same reference; CUDA
+ * only (the other backends would only repeat their pipeline family). Experts without rows (groups
+ * skipped), an expert over several hundred rows, E = 256 (many groups), and no rows at all. */
+static const mcase_t cublas_cases[] = {
+    SOFT("cuBLAS: 300 rows, H 136, I 264", 100, 4, 3, 1, D_GRID, S_ALL, 136, 264),
+    SOFT("cuBLAS: one expert, 300 rows, H 72, I 1032", 300, 8, 1, 1, D_ONE_EXPERT, S_ALL, 72, 1032),
+    SOFT("cuBLAS: experts without tokens, H 40, I 24", 16, 16, 3, 1, D_NO_TOKEN, S_ALL, 40, 24),
+    SOFT("cuBLAS: H 64, I 136", 200, 6, 2, 1, D_GRID, S_ALL, 64, 136),
+    GROUPED("cuBLAS: E256 G8 sel4 k8, H 48, I 88", 64, 256, 8, 1, 8, 4, 1, 1, 2.5f, D_GRID, S_ALL, 48, 88),
+    SOFT("cuBLAS: T = 0", 0, 8, 2, 1, D_GRID, S_ALL, 24, 16),
 };
 
 typedef struct family {
     const char *name;
     const mcase_t *cases;
     size_t count;
+    const char *env, *value; /* set while the family runs, when not NULL */
+    int aligned;             /* aligned_operands while the family runs */
+    int cuda_only;           /* skipped on the other backends */
+    int gu_rounded;          /* the path rounds g and u to the dtype (gu_rounded) */
 } family_t;
 
-#define FAMILY(name, list) {name, list, sizeof list / sizeof list[0]}
+#define FAMILY(name, list) {name, list, sizeof list / sizeof list[0], NULL, NULL, 0, 0, 0}
+/* a family for a tensor-core path: aligned operands, env=value while it runs */
+#define FAMILY_TC(name, list, env, value, cuda_only, gu_rounded)                                            \
+    {name, list, sizeof list / sizeof list[0], env, value, 1, cuda_only, gu_rounded}
 static const family_t families[] = {
     FAMILY("route_softmax", route_softmax_cases),
     FAMILY("route_grouped", route_grouped_cases),
     FAMILY("dispatch", dispatch_cases),
     FAMILY("pipeline", pipeline_cases),
-    FAMILY("pipeline_cp_async", cp_async_cases),
+    FAMILY_TC("pipeline_tensor_core", tc_cases, NULL, NULL, 0, 0),
+    FAMILY_TC("pipeline_cp_async", tc_cases, "RUDNN_CUDA_MOE_TMA", "0", 0, 0),
+    FAMILY_TC("gemm_cublas", cublas_cases, "RUDNN_CUDA_MOE_GEMM", "cublas", 1, 0),
+    FAMILY_TC("gemm_cublas_loop", cublas_cases, "RUDNN_CUDA_MOE_GEMM", "cublas_loop", 1, 0),
+    FAMILY_TC("gemm_cublas_gu16", cublas_cases, "RUDNN_CUDA_MOE_GEMM", "cublas_gu16", 1, 1),
+    FAMILY_TC("gemm_cublas_loop_gu16", cublas_cases, "RUDNN_CUDA_MOE_GEMM", "cublas_loop_gu16", 1, 1),
 };
 #define FAMILY_COUNT (sizeof families / sizeof families[0])
 
@@ -1148,14 +1211,20 @@ typedef struct param {
 static void test_family(void **state)
 {
     const param_t *p = *state;
-    const int cp_async = p->family->cases == cp_async_cases;
-    if (cp_async)
-        setenv("RUDNN_CUDA_MOE_TMA", "0", 1);
+    const family_t *f = p->family;
+    if (f->cuda_only && strcmp(backend_name, "cuda") != 0)
+        skip();
+    if (f->env)
+        setenv(f->env, f->value, 1);
+    aligned_operands = f->aligned;
+    gu_rounded = f->gu_rounded;
     rt_log_t *log = rt_log_new();
-    for (size_t i = 0; i < p->family->count; i++)
-        run_case(p->dtype, &p->family->cases[i], p->name, (int)i, log);
-    if (cp_async)
-        unsetenv("RUDNN_CUDA_MOE_TMA");
+    for (size_t i = 0; i < f->count; i++)
+        run_case(p->dtype, &f->cases[i], p->name, (int)i, log);
+    aligned_operands = 0;
+    gu_rounded = 0;
+    if (f->env)
+        unsetenv(f->env);
     rt_log_finish_free(log, "case(s)");
 }
 

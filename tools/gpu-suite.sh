@@ -15,7 +15,8 @@
 #   baseline  bench/baselines/torch_norm.py (same shapes/ops/dtypes; torch.compile of
 #             add+rms_norm unless TORCH_COMPILE=0)
 #   compare   bench/compare.py -> $OUT/compare.md, printed at the very end
-#   moe       rudnn-bench-moe and bench/baselines/torch_moe.py -> $OUT/compare-moe.md
+#   moe       rudnn-bench-moe (on cuda also with RUDNN_CUDA_MOE_GEMM=cublas) and
+#             bench/baselines/torch_moe.py -> $OUT/compare-moe.md
 #   example   installs into a scratch DESTDIR and builds examples/ through pkg-config
 #
 # The image has CUDA (nvcc), PyTorch, pip meson+ninja and the NVIDIA driver, but no
@@ -267,8 +268,15 @@ stage_compare() {
 # MoE forward and routing (bf16, the model shapes) side by side with torch._grouped_mm.
 stage_moe() {
   "$BUILD/bench/rudnn-bench-moe" --backend "$BENCH_BACKEND" | tee "$OUT/moe-rudnn.jsonl" || return 1
+  local cublas=()
+  if [[ $BENCH_BACKEND == cuda ]]; then
+    # the same forward with the expert GEMMs through cuBLAS's grouped GEMM (README: RUDNN_CUDA_MOE_GEMM)
+    RUDNN_CUDA_MOE_GEMM=cublas "$BUILD/bench/rudnn-bench-moe" --backend cuda --only forward |
+      tee "$OUT/moe-rudnn-cublas.jsonl" || return 1
+    cublas=("$OUT/moe-rudnn-cublas.jsonl")
+  fi
   python3 bench/baselines/torch_moe.py | tee "$OUT/moe-torch.jsonl" || return 1
-  python3 bench/compare_moe.py "$OUT/moe-rudnn.jsonl" "$OUT/moe-torch.jsonl" | tee "$OUT/compare-moe.md"
+  python3 bench/compare_moe.py "$OUT/moe-rudnn.jsonl" "$OUT/moe-torch.jsonl" "${cublas[@]}" | tee "$OUT/compare-moe.md"
 }
 
 stage_example() {

@@ -37,6 +37,8 @@
  * Needs H % 8 == 0, I % 8 == 0 and 16-byte aligned operands (16-byte cp.async rows), and a device
  * of sm_80 or later; any other case runs the scalar kernels instead (documented fallback, same
  * function).
+ * RUDNN_CUDA_MOE_GEMM=cublas (or cublas_loop) replaces the tensor-core kernels, for the cases they
+ * take, with cuBLAS GEMMs (moe_experts_cublas.cu): a comparison path that synchronises the stream.
  */
 #include <math.h>
 #include <stdio.h>
@@ -57,6 +59,14 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
 /* moe_experts_tma.cu */
 rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
                                    const uint32_t *offsets);
+#ifndef RDG_HAVE_CUBLAS
+#define RDG_HAVE_CUBLAS 0 /* meson: 1 where the CUDA toolkit has cuBLAS's headers */
+#endif
+#if !RDG_HIP && RDG_HAVE_CUBLAS
+/* moe_experts_cublas.cu (CUDA only) */
+rudnn_status_t rdg_moe_experts_cublas(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
+                                      const uint32_t *offsets, int per_expert, int gu16);
+#endif
 
 namespace {
 
@@ -521,6 +531,31 @@ int cp_async_forced()
     return s && strcmp(s, "0") == 0;
 }
 
+/* RUDNN_CUDA_MOE_GEMM (for tests and measuring against the vendor library): unset or empty: our
+ * kernels; "cublas": cuBLAS grouped GEMMs; "cublas_loop": one cublasGemmEx per expert and matrix;
+ * a suffix "_gu16" rounds gate and up to the dtype between the GEMMs as PyTorch does
+ * (moe_experts_cublas.cu). Any other value is an error, so that a typo cannot measure our kernels
+ * under cuBLAS's name. */
+enum { GEMM_OURS = 0, GEMM_CUBLAS = 1, GEMM_LOOP = 2, GEMM_GU16 = 4, GEMM_INVALID = 8 };
+int gemm_choice(const char **value)
+{
+    const char *s = getenv("RUDNN_CUDA_MOE_GEMM");
+    *value = s;
+    if (!s || !*s)
+        return GEMM_OURS;
+    static const struct {
+        const char *name;
+        int flags;
+    } modes[] = {{"cublas", GEMM_CUBLAS},
+                 {"cublas_loop", GEMM_CUBLAS | GEMM_LOOP},
+                 {"cublas_gu16", GEMM_CUBLAS | GEMM_GU16},
+                 {"cublas_loop_gu16", GEMM_CUBLAS | GEMM_LOOP | GEMM_GU16}};
+    for (const auto &m : modes)
+        if (strcmp(s, m.name) == 0)
+            return m.flags;
+    return GEMM_INVALID;
+}
+
 /* dynamic shared memory limits raised, per kernel slot (tc_launch) and device */
 volatile int g_smem_done[8][64];
 
@@ -584,6 +619,12 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
         return RUDNN_STATUS_SUCCESS;
     TRY(begin(q));
     const void *ptrs[6] = {rdg_at(tokens), rdg_at(gate), rdg_at(up), rdg_at(down), rdg_at(act), rdg_at(out)};
+    const char *gemm_env;
+    const int gemm = gemm_choice(&gemm_env);
+    if (gemm == GEMM_INVALID)
+        return rdg_error(RUDNN_STATUS_BAD_PARAM, "%s: moe experts_tensor_core: RUDNN_CUDA_MOE_GEMM=%s (expected "
+                         "cublas, cublas_loop, cublas_gu16, cublas_loop_gu16, or unset for the plugin's own kernels)", RUDNN_GPU_BACKEND_NAME,
+                         gemm_env);
     const int wide = has_wgmma(q);
     int ok = q->dev.arch >= 80 && (plan->dtype == RUDNN_F16 || plan->dtype == RUDNN_BF16) &&
              plan->hidden % 8 == 0 && plan->inter % 8 == 0 &&
@@ -593,6 +634,14 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
     if (!ok) /* documented fallback: the scalar kernels compute the same function */
         return rdg_moe_experts_scalar(queue, plan, tokens, offsets, gate, up, down, act, out);
     const uint32_t *off = (const uint32_t *)rdg_at(offsets);
+    if (gemm != GEMM_OURS) { /* the comparison path; its failures are returned as they are */
+#if !RDG_HIP && RDG_HAVE_CUBLAS
+        return rdg_moe_experts_cublas(q, plan, ptrs, off, (gemm & GEMM_LOOP) != 0, (gemm & GEMM_GU16) != 0);
+#else
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: moe experts_tensor_core: RUDNN_CUDA_MOE_GEMM=%s: this "
+                         "plugin was built without cuBLAS's headers", RUDNN_GPU_BACKEND_NAME, gemm_env);
+#endif
+    }
     if (wide && RDG_MOE_TMA && !cp_async_forced()) {
         const rudnn_status_t st = rdg_moe_experts_tma(q, plan, ptrs, off);
         if (st != RUDNN_STATUS_NOT_SUPPORTED) /* NOT_SUPPORTED: nothing launched, no message */

@@ -549,12 +549,13 @@ __global__ void RDG_MAXNREG(512, 80) norm_reg_kernel_ln16(NormArgs a)
     norm_reg_body<S, OP_LN, 32, RED_BLOCK, STAGE>(a);
 }
 
-/* RDG_LN16_BLOCK_PF=1 (a variant for measuring, off by default): 16-bit layer_norm rows of one
- * CTA stage gamma only (32 KiB at 8192 columns instead of 64) and prefetch the next row into
- * the space saved, so that loads stay in flight across the row's two reductions (these CTAs,
- * 3 per SM, had nothing in flight while they reduced). */
+/* RDG_LN16_BLOCK_PF=1 (the default; 0 stages gamma and beta without prefetch): 16-bit layer_norm
+ * rows of one CTA stage gamma only (32 KiB at 8192 columns instead of 64) and prefetch the next
+ * row into the space saved, so that loads stay in flight across the row's two reductions (these
+ * CTAs, 3 per SM, had nothing in flight while they reduced). H200 A/B, 2 rounds: bf16 [16384,
+ * 8192] 0.169 -> 0.155 ms, [8192, 16384] 0.245 -> 0.188; f16 the same. */
 #ifndef RDG_LN16_BLOCK_PF
-#define RDG_LN16_BLOCK_PF 0
+#define RDG_LN16_BLOCK_PF 1
 #endif
 
 /* ---- looped kernel (any cols, any alignment) ---- */
@@ -822,9 +823,22 @@ int64_t round_up(int64_t v, int64_t m)
 #define RDG_CTA_ELEMS_PACKED 16384
 #define RDG_MAX_CLUSTER 8 /* portable cluster size limit */
 static_assert(RDG_MAX_CLUSTER <= RDG_RED_MAX_CLUSTER, "reduce.cuh holds the partials of RDG_RED_MAX_CLUSTER CTAs");
+/* Whether the CTAs of warp rows (cols <= 1024) each take one row group, the grid covering all
+ * rows, instead of a persistent grid looping over them. RDG_WARP_ROWS_GRID: 1 (default) the
+ * measured policy below, 0 always persistent, 2 always one row group per CTA. H200 A/B against persistent, 2 rounds,
+ * [65536, 1024] and [65536, 256]: F32 softmax -1.5% and -3%, F32 layer_norm 0 and -4.5%, F32
+ * rms_norm 0 and -2.6%, 16-bit softmax -3.8% and -1%; 16-bit rms_norm +3.5% and +1.8% and
+ * layer_norm +6% and +5.5% (slower), so those stay persistent; add_rms_norm was not measured and
+ * stays persistent. */
 #ifndef RDG_WARP_ROWS_GRID
-#define RDG_WARP_ROWS_GRID 0
+#define RDG_WARP_ROWS_GRID 1
 #endif
+bool warp_rows_grid(int op, rudnn_dtype_t dt)
+{
+    if (RDG_WARP_ROWS_GRID != 1)
+        return RDG_WARP_ROWS_GRID == 2;
+    return dt == RUDNN_F32 ? op != OP_ADD_RMS : op == OP_SOFTMAX;
+}
 #ifndef RDG_WARP_ROWS_PER_CTA
 #define RDG_WARP_ROWS_PER_CTA 4
 #endif
@@ -1113,9 +1127,9 @@ rudnn_status_t launch(void *queue, int op, const rudnn_norm_plan_t *plan, NormAr
     else
         grid = (int64_t)resident * d->sm_count;
     const int64_t need = rdg_ceil_div(plan->rows, c.rows_per_cta) * c.csize;
-    /* RDG_WARP_ROWS_GRID=1 (a variant for measuring, off by default): CTAs of warp rows take one
-     * row group each, the hardware scheduler handing out the rest, instead of looping */
-    if (RDG_WARP_ROWS_GRID && c.rows_per_cta > 1)
+    /* CTAs of warp rows take one row group each (the hardware scheduler handing out the rest)
+     * instead of looping, for F32 rows and 16-bit softmax (warp_rows_grid) */
+    if (c.rows_per_cta > 1 && warp_rows_grid(op, plan->dtype))
         grid = need;
     if (grid > need)
         grid = need;

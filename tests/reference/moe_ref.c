@@ -289,9 +289,10 @@ void moe_ref_dispatch(const uint32_t *indices, int64_t tokens, int top_k, int64_
  * and TensorCore kernels alike, and it is tight: an activation that is not
  * rounded to the dtype, a wrong weight row or a lost term shows up. */
 void moe_ref_expert_row(rudnn_dtype_t dtype, const float *x, const float *gate_e, const float *up_e,
-                        const float *down_e, int64_t hidden, int64_t inter, double *scratch, double *out,
-                        double *tol)
+                        const float *down_e, int64_t hidden, int64_t inter, int gu_rounded, double *scratch,
+                        double *out, double *tol)
 {
+    const double u_gu = gu_rounded ? unit_roundoff(dtype) : 0.0;
     double *a_mid = scratch, *a_rad = scratch + inter;
     for (int64_t i = 0; i < inter; i++) {
         const float *gr = gate_e + i * hidden, *ur = up_e + i * hidden;
@@ -304,6 +305,9 @@ void moe_ref_expert_row(rudnn_dtype_t dtype, const float *x, const float *gate_e
         }
         double dg = 2.0 * (double)(hidden + 2) * U32 * sg;
         double dv = 2.0 * (double)(hidden + 2) * U32 * sv;
+        /* a rounding to dtype: half an ulp of |g| + dg, and the subnormal step */
+        dg += u_gu * (fabs(g) + dg) + (gu_rounded ? subnormal_half_ulp(dtype) : 0.0);
+        dv += u_gu * (fabs(v) + dv) + (gu_rounded ? subnormal_half_ulp(dtype) : 0.0);
         double silu = g / (1.0 + exp(-g));
         double dsilu = 1.1 * dg + 8.0 * U32 * fabs(silu);
         double a = silu * v;
