@@ -543,19 +543,11 @@ norm_reg_kernel(NormArgs a)
 #ifndef RDG_LN16_MAXNREG
 #define RDG_LN16_MAXNREG 1
 #endif
-template <class S, int STAGE = 1, int SCOPE = RED_BLOCK>
+template <class S, int STAGE = 1>
 __global__ void RDG_MAXNREG(512, 80) norm_reg_kernel_ln16(NormArgs a)
 {
-    norm_reg_body<S, OP_LN, 32, SCOPE, STAGE>(a);
+    norm_reg_body<S, OP_LN, 32, RED_BLOCK, STAGE>(a);
 }
-
-/* RDG_LN16_CLUSTER_8K=1 (a variant for measuring, off by default): 16-bit layer_norm rows over a
- * cluster hold 8192 elements per CTA (256 threads, csize 8 at 65536 columns) with the 80-register
- * cap of norm_reg_kernel_ln16, instead of 16384 (512 threads at 64 registers, which spill 24
- * bytes): 3 CTAs per SM, no spill, gamma staged and the next row prefetched. */
-#ifndef RDG_LN16_CLUSTER_8K
-#define RDG_LN16_CLUSTER_8K 0
-#endif
 
 /* RDG_LN16_BLOCK_PF=1 (the default; 0 stages gamma and beta without prefetch): 16-bit layer_norm
  * rows of one CTA stage gamma only (32 KiB at 8192 columns instead of 64) and prefetch the next
@@ -669,7 +661,7 @@ __global__ void RDG_LAUNCH_BOUNDS(RDG_LOOP_THREADS, 1) norm_loop_kernel(NormArgs
 typedef void (*kernel_fn)(NormArgs);
 
 /* The register-kernel variants the policy uses (F floats per thread, reduction scope). */
-enum { V_WARP8, V_WARP32, V_BLOCK16, V_BLOCK32, V_CLUSTER16, V_CLUSTER32, V_BLOCK64, V_CLUSTER64, V_CLUSTER32_LN16 };
+enum { V_WARP8, V_WARP32, V_BLOCK16, V_BLOCK32, V_CLUSTER16, V_CLUSTER32, V_BLOCK64, V_CLUSTER64 };
 
 /* Ops whose 16-bit rows the policy holds packed at F = 64 in CTAs and clusters: rms_norm only.
  * Measured on the H200 against F = 32 (bench/RESULTS.md): rms_norm [4096, 65536] 12-14% faster,
@@ -695,9 +687,6 @@ kernel_fn reg_kernel_for(int variant, int staged)
             if constexpr (RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG)
                 if (variant == V_BLOCK32 && staged == 2)
                     return norm_reg_kernel_ln16<S, 2>;
-            if constexpr (RDG_LN16_CLUSTER_8K)
-                if (variant == V_CLUSTER32_LN16 && staged == 2)
-                    return norm_reg_kernel_ln16<S, 2, RED_CLUSTER>;
             if (variant == V_CLUSTER32 && staged == 0)
                 return norm_reg_kernel<S, OP_LN, 32, RED_CLUSTER, 0>;
             if constexpr (RDG_LN16_STAGE_GAMMA)
@@ -911,11 +900,6 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
         } else if (cols <= cta_elems) {
             variant = packed ? V_BLOCK64 : wide ? V_BLOCK32 : V_BLOCK16;
             f = packed ? 64 : wide ? 32 : 16;
-        } else if (RDG_LN16_CLUSTER_8K && d->clusters && op == OP_LN && wide &&
-                   cols <= RDG_MAX_CLUSTER * (RDG_CTA_ELEMS_F32 / 2)) {
-            variant = V_CLUSTER32_LN16;
-            f = 32;
-            csize = (int)rdg_ceil_div(cols, RDG_CTA_ELEMS_F32 / 2);
         } else if (d->clusters && cols <= RDG_MAX_CLUSTER * cta_elems) {
             variant = packed ? V_CLUSTER64 : wide ? V_CLUSTER32 : V_CLUSTER16;
             f = packed ? 64 : wide ? 32 : 16;
@@ -947,8 +931,7 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
                  * through the caches measured faster on the H200 ([4096, 65536] bf16 0.709 ->
                  * 0.595 ms, 0.604 -> 0.535 with the push reductions of reduce.cuh; the other
                  * ops lost 0-6% that way) */
-                const int ln16_cluster =
-                    op == OP_LN && wide && csize > 1 && (variant == V_CLUSTER32 || variant == V_CLUSTER32_LN16);
+                const int ln16_cluster = op == OP_LN && wide && csize > 1 && variant == V_CLUSTER32;
                 const int ln16_block_pf = RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG && op == OP_LN && wide &&
                                           variant == V_BLOCK32;
                 c.staged = ln16_block_pf ? 2 : !ln16_cluster ? 1 : RDG_LN16_STAGE_GAMMA ? 2 : 0;
