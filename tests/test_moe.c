@@ -1152,27 +1152,20 @@ static const mcase_t pipeline_cases[] = {
 
 /* Tensor-core cases with 16-byte aligned operands (aligned_operands), as the default kernel of the
  * device (pipeline_tensor_core: TMA on sm_90a), again with RUDNN_CUDA_MOE_TMA=0 (the cp.async wgmma
- * kernel on sm_90a; the other backends ignore the variable), so both stay tested. Several tiles per
- * expert, partial and empty tiles, GEMMs of one K step (K <= 64). */
+ * kernel on sm_90a; the other backends ignore the variable), and on CUDA with each
+ * RUDNN_CUDA_MOE_GEMM setting (the cuBLAS comparison path: grouped GEMMs, or one cublasGemmEx per
+ * expert, gate/up in FP32 or the dtype), so all stay tested. Several tiles per expert, partial and
+ * empty tiles (experts without rows: cuBLAS groups skipped), GEMMs of one K step (K <= 64), E = 256
+ * (many groups), no rows at all. */
 static const mcase_t tc_cases[] = {
     SOFT("aligned: 300 rows, H 136, I 264", 100, 4, 3, 1, D_GRID, S_ALL, 136, 264),
     SOFT("aligned: one expert, 300 rows, H 72, I 1032", 300, 8, 1, 1, D_ONE_EXPERT, S_ALL, 72, 1032),
     SOFT("aligned: experts without tokens, H 40, I 24", 16, 16, 3, 1, D_NO_TOKEN, S_ALL, 40, 24),
     SOFT("aligned: H 64, I 136", 200, 6, 2, 1, D_GRID, S_ALL, 64, 136),
+    GROUPED("aligned: E256 G8 sel4 k8, H 48, I 88", 64, 256, 8, 1, 8, 4, 1, 1, 2.5f, D_GRID, S_ALL, 48, 88),
+    SOFT("aligned: T = 0", 0, 8, 2, 1, D_GRID, S_ALL, 24, 16),
 };
 
-/* The tensor-core cases with RUDNN_CUDA_MOE_GEMM=cublas / cublas_loop: the CUDA plugin's cuBLAS
- * comparison path (grouped GEMMs, or one cublasGemmEx per expert) against the same reference; CUDA
- * only (the other backends would only repeat their pipeline family). Experts without rows (groups
- * skipped), an expert over several hundred rows, E = 256 (many groups), and no rows at all. */
-static const mcase_t cublas_cases[] = {
-    SOFT("cuBLAS: 300 rows, H 136, I 264", 100, 4, 3, 1, D_GRID, S_ALL, 136, 264),
-    SOFT("cuBLAS: one expert, 300 rows, H 72, I 1032", 300, 8, 1, 1, D_ONE_EXPERT, S_ALL, 72, 1032),
-    SOFT("cuBLAS: experts without tokens, H 40, I 24", 16, 16, 3, 1, D_NO_TOKEN, S_ALL, 40, 24),
-    SOFT("cuBLAS: H 64, I 136", 200, 6, 2, 1, D_GRID, S_ALL, 64, 136),
-    GROUPED("cuBLAS: E256 G8 sel4 k8, H 48, I 88", 64, 256, 8, 1, 8, 4, 1, 1, 2.5f, D_GRID, S_ALL, 48, 88),
-    SOFT("cuBLAS: T = 0", 0, 8, 2, 1, D_GRID, S_ALL, 24, 16),
-};
 
 typedef struct family {
     const char *name;
@@ -1195,10 +1188,10 @@ static const family_t families[] = {
     FAMILY("pipeline", pipeline_cases),
     FAMILY_TC("pipeline_tensor_core", tc_cases, NULL, NULL, 0, 0),
     FAMILY_TC("pipeline_cp_async", tc_cases, "RUDNN_CUDA_MOE_TMA", "0", 0, 0),
-    FAMILY_TC("gemm_cublas", cublas_cases, "RUDNN_CUDA_MOE_GEMM", "cublas", 1, 0),
-    FAMILY_TC("gemm_cublas_loop", cublas_cases, "RUDNN_CUDA_MOE_GEMM", "cublas_loop", 1, 0),
-    FAMILY_TC("gemm_cublas_gu16", cublas_cases, "RUDNN_CUDA_MOE_GEMM", "cublas_gu16", 1, 1),
-    FAMILY_TC("gemm_cublas_loop_gu16", cublas_cases, "RUDNN_CUDA_MOE_GEMM", "cublas_loop_gu16", 1, 1),
+    FAMILY_TC("gemm_cublas", tc_cases, "RUDNN_CUDA_MOE_GEMM", "cublas", 1, 0),
+    FAMILY_TC("gemm_cublas_loop", tc_cases, "RUDNN_CUDA_MOE_GEMM", "cublas_loop", 1, 0),
+    FAMILY_TC("gemm_cublas_gu16", tc_cases, "RUDNN_CUDA_MOE_GEMM", "cublas_gu16", 1, 1),
+    FAMILY_TC("gemm_cublas_loop_gu16", tc_cases, "RUDNN_CUDA_MOE_GEMM", "cublas_loop_gu16", 1, 1),
 };
 #define FAMILY_COUNT (sizeof families / sizeof families[0])
 
