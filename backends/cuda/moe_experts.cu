@@ -556,6 +556,15 @@ int gemm_choice(const char **value)
     return GEMM_INVALID;
 }
 
+/* RUDNN_CUDA_MOE_STRICT=1 (tests): a case the tensor-core kernels cannot take fails with
+ * NOT_SUPPORTED instead of running the scalar fallback, so that a test of those kernels proves it
+ * reached them (the MoE suite once passed on the fallback alone: its operands were unaligned). */
+int strict_tensor_core()
+{
+    const char *s = getenv("RUDNN_CUDA_MOE_STRICT");
+    return s && strcmp(s, "1") == 0;
+}
+
 /* dynamic shared memory limits raised, per kernel slot (tc_launch) and device */
 volatile int g_smem_done[8][64];
 
@@ -622,17 +631,26 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
     const char *gemm_env;
     const int gemm = gemm_choice(&gemm_env);
     if (gemm == GEMM_INVALID)
-        return rdg_error(RUDNN_STATUS_BAD_PARAM, "%s: moe experts_tensor_core: RUDNN_CUDA_MOE_GEMM=%s (expected "
-                         "cublas, cublas_loop, cublas_gu16, cublas_loop_gu16, or unset for the plugin's own kernels)", RUDNN_GPU_BACKEND_NAME,
-                         gemm_env);
+        return rdg_error(RUDNN_STATUS_BAD_PARAM,
+                         "%s: moe experts_tensor_core: RUDNN_CUDA_MOE_GEMM=%s (expected cublas, cublas_loop, "
+                         "cublas_gu16, cublas_loop_gu16, or unset for the plugin's own kernels)",
+                         RUDNN_GPU_BACKEND_NAME, gemm_env);
     const int wide = has_wgmma(q);
     int ok = q->dev.arch >= 80 && (plan->dtype == RUDNN_F16 || plan->dtype == RUDNN_BF16) &&
              plan->hidden % 8 == 0 && plan->inter % 8 == 0 &&
              (wide ? (size_t)TcCfg<256>::SMEM : (size_t)TcCfg<128>::SMEM) <= q->dev.smem_optin;
+    int aligned = 1;
     for (int i = 0; i < 6; i++)
-        ok = ok && ((uintptr_t)ptrs[i] % 16) == 0;
-    if (!ok) /* documented fallback: the scalar kernels compute the same function */
+        aligned = aligned && ((uintptr_t)ptrs[i] % 16) == 0;
+    if (!ok || !aligned) {
+        if (strict_tensor_core())
+            return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: moe experts_tensor_core: RUDNN_CUDA_MOE_STRICT=1 and "
+                             "this case would take the scalar fallback (dtype %d, hidden %lld, inter %lld, sm_%d, "
+                             "operands 16-byte aligned: %s)", RUDNN_GPU_BACKEND_NAME, (int)plan->dtype,
+                             (long long)plan->hidden, (long long)plan->inter, q->dev.arch, aligned ? "yes" : "no");
+        /* documented fallback: the scalar kernels compute the same function */
         return rdg_moe_experts_scalar(queue, plan, tokens, offsets, gate, up, down, act, out);
+    }
     const uint32_t *off = (const uint32_t *)rdg_at(offsets);
     if (gemm != GEMM_OURS) { /* the comparison path; its failures are returned as they are */
 #if !RDG_HIP && RDG_HAVE_CUBLAS
