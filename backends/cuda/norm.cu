@@ -681,24 +681,21 @@ constexpr bool packed_rows()
 template <class S, int OP>
 kernel_fn reg_kernel_for(int variant, int staged)
 {
-#if RDG_HOST_CLUSTERS
-    if (staged != 1) { /* the policy stages less only for 16-bit layer_norm clusters */
+    if (staged != 1) { /* the policy stages less only for 16-bit layer_norm (choose) */
         if constexpr (OP == OP_LN && sizeof(typename S::elem_t) == 2) {
             if constexpr (RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG)
                 if (variant == V_BLOCK32 && staged == 2)
                     return norm_reg_kernel_ln16<S, 2>;
+#if RDG_HOST_CLUSTERS
             if (variant == V_CLUSTER32 && staged == 0)
                 return norm_reg_kernel<S, OP_LN, 32, RED_CLUSTER, 0>;
             if constexpr (RDG_LN16_STAGE_GAMMA)
                 if (variant == V_CLUSTER32 && staged == 2)
                     return norm_reg_kernel<S, OP_LN, 32, RED_CLUSTER, 2>;
+#endif
         }
         return nullptr;
     }
-#else
-    if (staged != 1)
-        return nullptr;
-#endif
     switch (variant) {
     case V_WARP8:
         return norm_reg_kernel<S, OP, 8, RED_WARP>;
@@ -932,8 +929,8 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
                  * 0.595 ms, 0.604 -> 0.535 with the push reductions of reduce.cuh; the other
                  * ops lost 0-6% that way) */
                 const int ln16_cluster = op == OP_LN && wide && csize > 1 && variant == V_CLUSTER32;
-                const int ln16_block_pf = RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG && op == OP_LN && wide &&
-                                          variant == V_BLOCK32;
+                const int ln16_block_pf = RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG && RDG_PREFETCH_SMEM &&
+                                          op == OP_LN && wide && variant == V_BLOCK32;
                 c.staged = ln16_block_pf ? 2 : !ln16_cluster ? 1 : RDG_LN16_STAGE_GAMMA ? 2 : 0;
                 const int ng = !RDG_AFFINE_IN_SMEM || !c.staged || op == OP_SOFTMAX ? 0
                                : op == OP_LN && c.staged == 1                    ? 2
