@@ -37,8 +37,9 @@
  * Needs H % 8 == 0, I % 8 == 0 and 16-byte aligned operands (16-byte cp.async rows), and a device
  * of sm_80 or later; any other case runs the scalar kernels instead (documented fallback, same
  * function).
- * RUDNN_CUDA_MOE_GEMM=cublas (or cublas_loop) replaces the tensor-core kernels, for the cases they
- * take, with cuBLAS GEMMs (moe_experts_cublas.cu): a comparison path that synchronises the stream.
+ * RUDNN_CUDA_MOE_GEMM=cublas (cublas_loop, *_gu16: gemm_choice) replaces the tensor-core kernels,
+ * for the cases they take, with cuBLAS GEMMs (moe_experts_cublas.cu): a comparison path that
+ * synchronises the stream. RUDNN_CUDA_MOE_STRICT=1 makes the scalar fallback an error (tests).
  */
 #include <math.h>
 #include <stdio.h>
