@@ -8,7 +8,9 @@
 #
 # Targets:
 #   route     the routing kernels (softmax and grouped sigmoid), DeepSeek-V3 shape T 4096, E 256:
-#             ncu-route-softmax.txt and ncu-route-grouped.txt
+#             ncu-route-softmax.txt and ncu-route-grouped.txt, with stall reasons
+#   route-src the grouped routing kernel's SASS with per-instruction execution counts and stalls:
+#             ncu-route-src-sass.csv (and the report, ncu-route-src.ncu-rep)
 #   mixtral   the SwiGLU expert GEMMs (TensorCore strategy), Mixtral shape
 #   mixtral-cmp  rudnn's two expert GEMMs and PyTorch's three grouped GEMMs (the baseline's
 #             first forward), Mixtral shape, with the compute and memory workload sections:
@@ -58,9 +60,18 @@ for target in "$@"; do
   case $target in
     route)
       for k in softmax grouped; do
-        profile "route-$k" "route_$k" 2 "$BUILD/bench/rudnn-bench-moe" --backend cuda --case deepseek_v3_t4096 \
+        EXTRA_METRICS=$stall_metrics profile "route-$k" "route_$k" 2 "$BUILD/bench/rudnn-bench-moe" --backend cuda --case deepseek_v3_t4096 \
           --only route --reps 2
       done ;;
+    route-src) # the grouped routing kernel's SASS with executed-instruction counts per line
+      "$ncu" --clock-control none -k regex:route_grouped --launch-count 1 --section SourceCounters \
+        --section WarpStateStats --metrics "$stall_metrics" -o "$OUT/ncu-route-src" -f \
+        "$BUILD/bench/rudnn-bench-moe" --backend cuda --case deepseek_v3_t4096 --only route --reps 2 \
+        > "$OUT/ncu-route-src.log" 2>&1
+      "$ncu" -i "$OUT/ncu-route-src.ncu-rep" --page source --csv --print-source sass \
+        > "$OUT/ncu-route-src-sass.csv" 2>&1
+      "$ncu" -i "$OUT/ncu-route-src.ncu-rep" --page details > "$OUT/ncu-route-src.txt" 2>&1
+      echo "== gpu-profile: route-src -> $OUT/ncu-route-src-sass.csv" ;;
     mixtral) EXTRA_METRICS=$stall_metrics profile mixtral 'tc_gemm|tma_gemm|gather|combine|plan_|route' "${MIXTRAL_KERNELS:-12}" "$BUILD/bench/rudnn-bench-moe" \
                --backend cuda --case mixtral --only forward --reps 1 ;;
     mixtral-cmp)

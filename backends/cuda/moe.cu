@@ -66,12 +66,9 @@ __device__ __forceinline__ float ld_any(int dt, const void *p, int64_t i)
 
 __device__ __forceinline__ uint32_t order_key(float v)
 {
-    if (v != v)
-        return 1u;
-    uint32_t u = __float_as_uint(v);
-    if (u == 0x80000000u)
-        u = 0u; /* -0 ties with +0 */
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    const uint32_t u = __float_as_uint(v + 0.0f); /* -0 + 0 = +0: -0 ties with +0 */
+    const uint32_t flip = (uint32_t)((int32_t)u >> 31) | 0x80000000u; /* negative: all bits */
+    return v != v ? 1u : u ^ flip;
 }
 
 __device__ __forceinline__ float key_value(uint32_t k)
@@ -136,7 +133,13 @@ __device__ __forceinline__ float sigmoid_stable(float x)
 #endif
 __device__ __forceinline__ float sigmoid_rank(float x)
 {
-#if RDG_ROUTE_FAST
+#if RDG_ROUTE_FAST && !RDG_HIP
+    /* __expf without its subnormal fix-ups (which cannot change 1 + e^-x): two MUFU ops */
+    float e, r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * -1.4426950408889634f));
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+    return r;
+#elif RDG_ROUTE_FAST
     return __fdividef(1.0f, 1.0f + __expf(-x));
 #else
     return sigmoid_stable(x);
@@ -500,10 +503,18 @@ route_grouped_kernel(const void *__restrict__ logits, const float *__restrict__ 
     if (bias)
         load_scores<RUDNN_F32, EPT>(bias, lane, experts, 0.0f, b);
     LaneTopK<EPT> tk;
+    if ((lane + 1) * EPT <= experts) { /* the lane's experts all exist: no per-expert test */
 #pragma unroll
-    for (int i = 0; i < EPT; i++) {
-        const float p = sigmoid_rank(v[i]);
-        tk.key[i] = lane * EPT + i < experts ? order_key(bias ? p + b[i] : p) : 0u;
+        for (int i = 0; i < EPT; i++) {
+            const float p = sigmoid_rank(v[i]);
+            tk.key[i] = order_key(bias ? p + b[i] : p);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < EPT; i++) {
+            const float p = sigmoid_rank(v[i]);
+            tk.key[i] = lane * EPT + i < experts ? order_key(bias ? p + b[i] : p) : 0u;
+        }
     }
 
     if (lanes_per_group > 0) {
@@ -518,7 +529,7 @@ route_grouped_kernel(const void *__restrict__ logits, const float *__restrict__ 
         for (int r = 0; r < selected_groups; r++) {
             const uint32_t m = rdg_warp_max_u32(avail);
             const int owner = (int)rdg_warp_min_u32(avail == m ? (uint32_t)lane : 0xffffffffu);
-            if (lane / lanes_per_group == owner / lanes_per_group) {
+            if ((lane ^ owner) < lanes_per_group) { /* same group: lanes_per_group is a power of two */
                 chosen = true;
                 avail = 0u;
             }
@@ -536,22 +547,27 @@ route_grouped_kernel(const void *__restrict__ logits, const float *__restrict__ 
     uint32_t my_id[EPT], my_key[EPT];
     float unused;
     take_top_k<EPT>(tk, lane, top_k, my_id, my_key, &unused);
+    /* slots c * W + lane; the loops stop at the last slot group (top_k <= W: one pass) */
     float p[EPT];
     float part = 0.0f;
-#pragma unroll
+    RDG_UNROLL_EARLY_EXIT
     for (int c = 0; c < EPT; c++) {
+        if (c * RDG_WARP >= top_k)
+            break;
         const int j = lane + c * RDG_WARP;
         p[c] = 0.0f;
-        if (c * RDG_WARP < top_k && j < top_k) {
+        if (j < top_k) {
             p[c] = sigmoid_stable(Elem<DT>::ld(x, my_id[c]));
             part += p[c];
         }
     }
     const float sum = renormalize ? warp_sum(part) : 1.0f;
-#pragma unroll
+    RDG_UNROLL_EARLY_EXIT
     for (int c = 0; c < EPT; c++) {
+        if (c * RDG_WARP >= top_k)
+            break;
         const int j = lane + c * RDG_WARP;
-        if (c * RDG_WARP < top_k && j < top_k) {
+        if (j < top_k) {
             indices[t * top_k + j] = my_id[c];
             Elem<DT>::st(weights, t * top_k + j, (renormalize ? p[c] / sum : p[c]) * scale);
         }
