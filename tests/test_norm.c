@@ -589,7 +589,10 @@ static void test_magnitude(void **state)
  * a NaN in a row makes the row NaN for every op; layer_norm rows with an inf
  * are NaN (mean is inf); rms_norm rows with an inf give NaN at the inf and 0
  * elsewhere (x * rsqrt(inf), as PyTorch); softmax rows with NaN or +inf, or
- * all -inf, are NaN, and a -inf among finite values gives 0 there.
+ * all -inf, are NaN, and a -inf among finite values gives 0 there (also where
+ * the first half of the row is -inf: whole threads, CTAs or warps of a row
+ * then see no finite value). Lengths 37 and 4097 (one warp or one CTA per
+ * row) and 20000 (a 16-bit row over a cluster).
  * add_rms_norm gets the non-finite values through residual, and one row where
  * a + r overflows the dtype, so that x_out holds an inf. */
 static void test_nonfinite(void **state)
@@ -598,10 +601,10 @@ static void test_nonfinite(void **state)
     const rudnn_dtype_t dt = p->dtype;
     char test[128];
     test_name(test, sizeof test, p, "nonfinite");
-    enum { K_NORMAL, K_NAN, K_PINF, K_NINF, K_ALL_NINF, K_BOTH_INF, K_NAN_PINF, K_OVERFLOW, K_COUNT };
-    static const int64_t lengths[] = {37, 4097};
+    enum { K_NORMAL, K_NAN, K_PINF, K_NINF, K_ALL_NINF, K_HALF_NINF, K_BOTH_INF, K_NAN_PINF, K_OVERFLOW, K_COUNT };
+    static const int64_t lengths[] = {37, 4097, 20000};
     rt_log_t *log = rt_log_new();
-    for (size_t li = 0; li < 2; li++) {
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
         int64_t rows = K_COUNT + 1; /* a normal row at the end too */
         int64_t dims[2] = {rows, lengths[li]};
         int64_t cols = dims[1];
@@ -624,6 +627,10 @@ static void test_nonfinite(void **state)
                 for (int64_t c = 0; c < cols; c++)
                     row[c] = -INFINITY;
                 break;
+            case K_HALF_NINF:
+                for (int64_t c = 0; c < cols / 2; c++)
+                    row[c] = -INFINITY;
+                break;
             case K_BOTH_INF:
                 row[i1] = INFINITY;
                 row[i2] = -INFINITY;
@@ -641,7 +648,7 @@ static void test_nonfinite(void **state)
         }
         char label[96];
         snprintf(label, sizeof label,
-                 "rows: normal, NaN, +inf, -inf, all -inf, +-inf, NaN&+inf, big+big, normal (length %lld)",
+                 "rows: normal, NaN, +inf, -inf, all -inf, half -inf, +-inf, NaN&+inf, big+big, normal (length %lld)",
                  (long long)cols);
         run_t c = run_init(label, 2, dims, 1e-5f, &d);
         run_case(p, &c, log);

@@ -11,6 +11,8 @@
 #             ncu-route-softmax.txt and ncu-route-grouped.txt, with stall reasons
 #   route-src the grouped routing kernel's SASS with per-instruction execution counts and stalls:
 #             ncu-route-src-sass.csv (and the report, ncu-route-src.ncu-rep)
+#   norm-src  the same for the bf16 kernels of softmax, layer_norm and rms_norm [4096, 65536] and
+#             layer_norm [16384, 8192]: ncu-norm-src-OP-SHAPE-sass.csv
 #   mixtral   the SwiGLU expert GEMMs (TensorCore strategy), Mixtral shape
 #   mixtral-cmp  rudnn's two expert GEMMs and PyTorch's three grouped GEMMs (the baseline's
 #             first forward), Mixtral shape, with the compute and memory workload sections:
@@ -55,6 +57,19 @@ profile() { # name kernel-regex launch-count command...  (EXTRA_METRICS: more me
   echo "== gpu-profile: $name rc $? -> $OUT/ncu-$name.txt"
 }
 
+# SASS of one kernel launch with executed-instruction counts and stall samples per
+# instruction: $OUT/ncu-NAME-sass.csv (and ncu-NAME.txt, the details page)
+profile_src() { # name kernel-regex command...
+  local name=$1 regex=$2
+  shift 2
+  "$ncu" --clock-control none -k "regex:$regex" --launch-count 1 --section SourceCounters \
+    --section SpeedOfLight --section WarpStateStats --metrics "$metrics,$stall_metrics" \
+    -o "$OUT/ncu-$name" -f "$@" > "$OUT/ncu-$name.log" 2>&1
+  "$ncu" -i "$OUT/ncu-$name.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu-$name-sass.csv" 2>&1
+  "$ncu" -i "$OUT/ncu-$name.ncu-rep" --page details > "$OUT/ncu-$name.txt" 2>&1
+  echo "== gpu-profile: $name -> $OUT/ncu-$name-sass.csv"
+}
+
 rc=0
 for target in "$@"; do
   case $target in
@@ -63,15 +78,13 @@ for target in "$@"; do
         EXTRA_METRICS=$stall_metrics profile "route-$k" "route_$k" 2 "$BUILD/bench/rudnn-bench-moe" --backend cuda --case deepseek_v3_t4096 \
           --only route --reps 2
       done ;;
-    route-src) # the grouped routing kernel's SASS with executed-instruction counts per line
-      "$ncu" --clock-control none -k regex:route_grouped --launch-count 1 --section SourceCounters \
-        --section WarpStateStats --metrics "$stall_metrics" -o "$OUT/ncu-route-src" -f \
-        "$BUILD/bench/rudnn-bench-moe" --backend cuda --case deepseek_v3_t4096 --only route --reps 2 \
-        > "$OUT/ncu-route-src.log" 2>&1
-      "$ncu" -i "$OUT/ncu-route-src.ncu-rep" --page source --csv --print-source sass \
-        > "$OUT/ncu-route-src-sass.csv" 2>&1
-      "$ncu" -i "$OUT/ncu-route-src.ncu-rep" --page details > "$OUT/ncu-route-src.txt" 2>&1
-      echo "== gpu-profile: route-src -> $OUT/ncu-route-src-sass.csv" ;;
+    route-src) profile_src route-src route_grouped "$BUILD/bench/rudnn-bench-moe" --backend cuda \
+                 --case deepseek_v3_t4096 --only route --reps 2 ;;
+    norm-src)
+      for c in softmax:4096x65536 layer_norm:4096x65536 rms_norm:4096x65536 layer_norm:16384x8192; do
+        profile_src "norm-src-${c/:/-}" norm "$BUILD/bench/rudnn-bench" --backend=cuda --op="${c%%:*}" \
+          --shape="${c#*:}" --dtype=bf16 --reps=1
+      done ;;
     mixtral) EXTRA_METRICS=$stall_metrics profile mixtral 'tc_gemm|tma_gemm|gather|combine|plan_|route' "${MIXTRAL_KERNELS:-12}" "$BUILD/bench/rudnn-bench-moe" \
                --backend cuda --case mixtral --only forward --reps 1 ;;
     mixtral-cmp)
