@@ -10,9 +10,10 @@
 #   route     the routing kernels (softmax and grouped sigmoid), DeepSeek-V3 shape T 4096, E 256:
 #             ncu-route-softmax.txt and ncu-route-grouped.txt, with stall reasons
 #   route-src the grouped routing kernel's SASS with per-instruction execution counts and stalls:
-#             ncu-route-src-sass.csv (and the report, ncu-route-src.ncu-rep)
+#             ncu-route-src-sass.csv, summarised per token in ncu-route-src-top.txt
+#             (tools/ncu-sass-top.py), and the report, ncu-route-src.ncu-rep
 #   norm-src  the same for the bf16 kernels of softmax, layer_norm and rms_norm [4096, 65536] and
-#             layer_norm [16384, 8192]: ncu-norm-src-OP-SHAPE-sass.csv
+#             layer_norm [16384, 8192]: ncu-norm-src-OP-SHAPE-sass.csv and -top.txt (per row)
 #   mixtral   the SwiGLU expert GEMMs (TensorCore strategy), Mixtral shape
 #   mixtral-cmp  rudnn's two expert GEMMs and PyTorch's three grouped GEMMs (the baseline's
 #             first forward), Mixtral shape, with the compute and memory workload sections:
@@ -58,16 +59,19 @@ profile() { # name kernel-regex launch-count command...  (EXTRA_METRICS: more me
 }
 
 # SASS of one kernel launch with executed-instruction counts and stall samples per
-# instruction: $OUT/ncu-NAME-sass.csv (and ncu-NAME.txt, the details page)
-profile_src() { # name kernel-regex command...
-  local name=$1 regex=$2
-  shift 2
+# instruction: $OUT/ncu-NAME-sass.csv, its summary ncu-NAME-top.txt (tools/ncu-sass-top.py,
+# counts per UNITS: tokens, rows), and ncu-NAME.txt (the details page)
+profile_src() { # name kernel-regex units command...
+  local name=$1 regex=$2 units=$3
+  shift 3
   "$ncu" --clock-control none -k "regex:$regex" --launch-count 1 --section SourceCounters \
     --section SpeedOfLight --section WarpStateStats --metrics "$metrics,$stall_metrics" \
     -o "$OUT/ncu-$name" -f "$@" > "$OUT/ncu-$name.log" 2>&1
   "$ncu" -i "$OUT/ncu-$name.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu-$name-sass.csv" 2>&1
   "$ncu" -i "$OUT/ncu-$name.ncu-rep" --page details > "$OUT/ncu-$name.txt" 2>&1
-  echo "== gpu-profile: $name -> $OUT/ncu-$name-sass.csv"
+  python3 tools/ncu-sass-top.py "$OUT/ncu-$name-sass.csv" --top 30 --per "$units" --ranges \
+    > "$OUT/ncu-$name-top.txt" 2>&1
+  echo "== gpu-profile: $name -> $OUT/ncu-$name-sass.csv, ncu-$name-top.txt"
 }
 
 rc=0
@@ -78,11 +82,12 @@ for target in "$@"; do
         EXTRA_METRICS=$stall_metrics profile "route-$k" "route_$k" 2 "$BUILD/bench/rudnn-bench-moe" --backend cuda --case deepseek_v3_t4096 \
           --only route --reps 2
       done ;;
-    route-src) profile_src route-src route_grouped "$BUILD/bench/rudnn-bench-moe" --backend cuda \
+    route-src) profile_src route-src route_grouped 4096 "$BUILD/bench/rudnn-bench-moe" --backend cuda \
                  --case deepseek_v3_t4096 --only route --reps 2 ;;
     norm-src)
       for c in softmax:4096x65536 layer_norm:4096x65536 rms_norm:4096x65536 layer_norm:16384x8192; do
-        profile_src "norm-src-${c/:/-}" norm "$BUILD/bench/rudnn-bench" --backend=cuda --op="${c%%:*}" \
+        shape=${c#*:}
+        profile_src "norm-src-${c/:/-}" norm "${shape%%x*}" "$BUILD/bench/rudnn-bench" --backend=cuda --op="${c%%:*}" \
           --shape="${c#*:}" --dtype=bf16 --reps=1
       done ;;
     mixtral) EXTRA_METRICS=$stall_metrics profile mixtral 'tc_gemm|tma_gemm|gather|combine|plan_|route' "${MIXTRAL_KERNELS:-12}" "$BUILD/bench/rudnn-bench-moe" \
