@@ -88,7 +88,7 @@ for target in "$@"; do
       for c in softmax:4096x65536 layer_norm:4096x65536 rms_norm:4096x65536 layer_norm:16384x8192; do
         shape=${c#*:}
         profile_src "norm-src-${c/:/-}" norm "${shape%%x*}" "$BUILD/bench/rudnn-bench" --backend=cuda --op="${c%%:*}" \
-          --shape="${c#*:}" --dtype=bf16 --reps=1
+          --shape="$shape" --dtype=bf16 --reps=1
       done ;;
     mixtral) EXTRA_METRICS=$stall_metrics profile mixtral 'tc_gemm|tma_gemm|gather|combine|plan_|route' "${MIXTRAL_KERNELS:-12}" "$BUILD/bench/rudnn-bench-moe" \
                --backend cuda --case mixtral --only forward --reps 1 ;;
