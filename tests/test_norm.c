@@ -8,7 +8,10 @@
  *   large      rows of 65536 (2 and 200 rows) and 262144 elements
  *   empty      rows = 0 (an empty leading dim): succeeds, writes nothing
  *   magnitude  rows near 1e30, 1e-30 and FLT_MAX (F32, BF16), near 65504 and
- *              subnormal (F16): no overflow of the sum of squares
+ *              subnormal (F16), next to ordinary rows, for every kernel shape
+ *              (odd lengths, warp, CTA, cluster): no overflow of the sum of
+ *              squares, and rows of one launch on both sides of the CUDA
+ *              kernels' unscaled shortcut
  *   nonfinite  NaN, +inf, -inf, all -inf, and (add_rms_norm) a + r that
  *              overflows the dtype
  *   inplace    output == input; for add_rms_norm x_out == residual,
@@ -23,7 +26,7 @@
  * and compares with the reference using the tolerances of
  * reference/norm_ref.c (ref_tolerance, justified there). add_rms_norm checks
  * y, rstd and x_out (x_out bit-exact: it is defined as RNE(fp32(a + r))), and
- * that y is bit-identical to what rms_norm gives on x_out.
+ * that rms_norm run on x_out meets the same reference as y.
  *
  * Usage: test_norm [glob]   runs only tests whose name matches glob.
  * RUDNN_TEST_VERBOSE=1 prints each case's worst error as a fraction of the
@@ -546,7 +549,10 @@ static void test_magnitude(void **state)
     size_t nkinds = dt == RUDNN_F32 ? sizeof f32_rows / sizeof f32_rows[0]
                     : dt == RUDNN_BF16 ? sizeof bf16_rows / sizeof bf16_rows[0]
                                        : sizeof f16_rows / sizeof f16_rows[0];
-    static const int64_t lengths[] = {97, 4097, 1};
+    /* odd lengths and 1 (looped kernels), and lengths of the register kernels' row groups: a
+     * warp (96, 1024), a CTA (4096) and a cluster (20000); rows of one launch take both the
+     * unscaled and the scaled paths of the CUDA cluster kernels (backends/README.md) */
+    static const int64_t lengths[] = {97, 4097, 1, 96, 1024, 4096, 20000};
     rt_log_t *log = rt_log_new();
     for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
         int64_t dims[2] = {(int64_t)nkinds, lengths[li]};

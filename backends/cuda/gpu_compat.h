@@ -251,6 +251,14 @@ __device__ __forceinline__ void rdg_copy_async_commit(void)
 #endif
 }
 
+/* Waits for all but the newest commit group of this thread's copies. */
+__device__ __forceinline__ void rdg_copy_async_wait_but1(void)
+{
+#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+#endif
+}
+
 /* Waits for every copy this thread issued. */
 __device__ __forceinline__ void rdg_copy_async_wait(void)
 {

@@ -46,7 +46,8 @@ struct NormArgs {
     float eps;
     int csize;      /* CTAs per row (cluster size); 1 without a cluster */
     int slice_vec;  /* register kernel: vectors per CTA slice */
-    int prefetch;   /* register kernel: next row copied to shared memory while this one reduces */
+    int prefetch;   /* register kernel: rows copied ahead to shared memory while this one reduces
+                       (0 none, 1 the next row, 2 the next two) */
 };
 
 /* ---- storage types: vector (16-byte) and scalar access, F32 conversions ---- */
@@ -203,6 +204,53 @@ __host__ __device__ constexpr bool es_redux(int op, int scope, int vec)
 #define RDG_AFFINE_LDG 1
 #endif
 
+/* RDG_NORM_FAST_SUM=1 (the default; 0 always scales): the register kernel first sums the row
+ * unscaled (x for layer_norm's mean, then (x - mean)^2; x^2 for rms_norm) with plain FP32
+ * reductions, and takes the power-of-two scaled path of backends/README.md only when the
+ * reduced sum shows that the unscaled one may have lost something: not finite (an overflow,
+ * inf or NaN), above 2^100 (eps could vanish next to it, the output scale underflow), or for a
+ * sum of squares below 2^-95 (terms may have underflowed: each loses at most 2^-150, and
+ * cols <= 2^31 such losses stay below 2^-24 of a sum of 2^-95). In that range the scaled sums
+ * are the unscaled ones times an exact power of two, so both paths give the same result up to
+ * subnormal rounding. The decision is made on the reduced sum, so every thread of the row
+ * group (and of the cluster) takes the same path. Saves the max|x| pass and the (e, s) pair
+ * reductions on ordinary rows. */
+#ifndef RDG_NORM_FAST_SUM
+#define RDG_NORM_FAST_SUM 1
+#endif
+/* Which register kernels take the unscaled sums: rows over a cluster, except 16-bit layer_norm
+ * and add_rms_norm. Measured on the H200 (A/B against the scaled path, two runs of 2 rounds):
+ * F32 layer_norm [4096, 65536] -3.6 and -3.7%, rms_norm -1.8%, bf16 rms_norm -1.5 and -2.2%;
+ * everywhere (=2) the 16-bit layer_norm kernels spilled (one CTA per row [16384, 8192] +16%,
+ * cluster +2.8%), 16-bit warp rows lost 2-5% and 16-bit add_rms_norm clusters 1.5%; the other
+ * rows within 1%. The policy measured level (within 0.3%) on every row it leaves scaled. */
+__host__ __device__ constexpr bool fast_sums(int op, int scope, int vec)
+{
+    return RDG_NORM_FAST_SUM == 2 ||
+           (RDG_NORM_FAST_SUM == 1 && scope == RED_CLUSTER && op != OP_ADD_RMS && !(op == OP_LN && vec == 8));
+}
+__device__ __forceinline__ bool unscaled_sum_ok(float s)
+{
+    return fabsf(s) <= 0x1p100f; /* false for inf and NaN */
+}
+__device__ __forceinline__ bool unscaled_sumsq_ok(float q)
+{
+    return q >= 0x1p-95f && q <= 0x1p100f;
+}
+
+template <bool B>
+struct BoolC {
+    static constexpr bool value = B;
+};
+
+/* RDG_PF_DEPTH=2: 16-bit rows prefetched two rows ahead where two CTAs per SM still fit (for
+ * measuring); 1 (the default) one ahead. Measured on the H200 (A/B, 3 rounds): no row faster by
+ * more than 0.5%; softmax [4096, 65536] +0.9% (bf16) and +1.2% (f16), layer_norm +2-6%. More
+ * bytes in flight is not what these rows lack. */
+#ifndef RDG_PF_DEPTH
+#define RDG_PF_DEPTH 1
+#endif
+
 /* VEC floats of gamma or beta at slice float index c: from the staged copy in shared memory or
  * from global memory. */
 template <int VEC, bool STAGED>
@@ -250,6 +298,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
     static_assert(!PACKED || (VEC == 8 && OP == OP_RMS), "packed rows: 16-bit rms_norm only (packed_op)");
     constexpr bool HAS_GAMMA = OP != OP_SOFTMAX;
     constexpr bool WARP = SCOPE == RED_WARP;
+    constexpr bool FAST = fast_sums(OP, SCOPE, VEC); /* unscaled sums first (RDG_NORM_FAST_SUM) */
 
     extern __shared__ float4 rdg_dyn_smem[];
     __shared__ float red_f[2 * RDG_MAX_WARPS];
@@ -310,16 +359,23 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
      * are disjoint, so this holds in place too. */
     constexpr int NIN = OP == OP_ADD_RMS ? 2 : 1;
     const int nstaged = (STAGED ? 1 : 0) + (STAGED_B ? 1 : 0);
-    typename S::raw_t *pf_x = (typename S::raw_t *)(sg + (size_t)nstaged * a.slice_vec * VEC) +
-                              (size_t)group * NIN * a.slice_vec;
-    typename S::raw_t *pf_r = pf_x + a.slice_vec;
     const bool prefetch = RDG_PREFETCH_SMEM && a.prefetch;
-    if (prefetch && row < a.rows) {
-        issue_prefetch<S, NV>(pf_x, a.x, row * nvec + vbeg, lane, gsize, count);
-        if (OP == OP_ADD_RMS)
-            issue_prefetch<S, NV>(pf_r, a.r, row * nvec + vbeg, lane, gsize, count);
-        rdg_copy_async_commit();
-    }
+    const int depth = RDG_PF_DEPTH > 1 && prefetch ? a.prefetch : 1; /* buffers per group, used in turn */
+    typename S::raw_t *pf_group = (typename S::raw_t *)(sg + (size_t)nstaged * a.slice_vec * VEC) +
+                                  (size_t)group * depth * NIN * a.slice_vec;
+    auto prefetch_row = [&](int64_t r, int buf) {
+        typename S::raw_t *px = pf_group + (size_t)buf * NIN * a.slice_vec;
+        if (r < a.rows) {
+            issue_prefetch<S, NV>(px, a.x, r * nvec + vbeg, lane, gsize, count);
+            if (OP == OP_ADD_RMS)
+                issue_prefetch<S, NV>(px + a.slice_vec, a.r, r * nvec + vbeg, lane, gsize, count);
+        }
+        rdg_copy_async_commit(); /* one group per row, empty past the end */
+    };
+    if (prefetch)
+        for (int k = 0; k < depth; k++)
+            prefetch_row(row + k * step, k);
+    int buf = 0;
 
     for (; row < a.rows; row += step) {
         const int64_t base = row * nvec + vbeg; /* vector index of the slice start */
@@ -354,20 +410,26 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
             each_val([&](float x) { m = fmaxf(m, fabsf(x)); });
             return m;
         };
-        if (OP == OP_LN || OP == OP_SOFTMAX)
-            ctx.counter = 0; /* two reductions per row: fixed slots 0, 1 */
+        /* two reductions per row: fixed slots 0, 1 (layer_norm's count varies with the fast
+         * sums, so its slots keep alternating across rows) */
+        if (OP == OP_SOFTMAX || (OP == OP_LN && !FAST))
+            ctx.counter = 0;
 
         /* loads: every 16-byte load of the row is issued before the first use */
         {
             typename S::raw_t raw[NV], raw2[NV];
             if (prefetch) {
-                rdg_copy_async_wait();
+                if (depth > 1)
+                    rdg_copy_async_wait_but1(); /* this row's group, not the next one's */
+                else
+                    rdg_copy_async_wait();
+                const typename S::raw_t *px = pf_group + (size_t)buf * NIN * a.slice_vec;
 #pragma unroll
                 for (int i = 0; i < NV; i++) {
                     const int vi = lane + i * gsize;
-                    raw[i] = vi < count ? pf_x[vi] : S::zero();
+                    raw[i] = vi < count ? px[vi] : S::zero();
                     if (OP == OP_ADD_RMS)
-                        raw2[i] = vi < count ? pf_r[vi] : S::zero();
+                        raw2[i] = vi < count ? px[a.slice_vec + vi] : S::zero();
                 }
             } else {
 #pragma unroll
@@ -399,13 +461,8 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
             }
         }
         if (prefetch) {
-            const int64_t next = row + step;
-            if (next < a.rows) {
-                issue_prefetch<S, NV>(pf_x, a.x, next * nvec + vbeg, lane, gsize, count);
-                if (OP == OP_ADD_RMS)
-                    issue_prefetch<S, NV>(pf_r, a.r, next * nvec + vbeg, lane, gsize, count);
-            }
-            rdg_copy_async_commit();
+            prefetch_row(row + depth * step, buf); /* into the buffer just read */
+            buf = buf + 1 == depth ? 0 : buf + 1;
         }
         if (OP == OP_ADD_RMS) {
             /* x_out may be a or r: written only after this thread read both */
@@ -419,75 +476,125 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
 
         if (OP == OP_RMS || OP == OP_ADD_RMS) {
             /* masked-out entries are 0: they add nothing to max|x| or the sum */
-            int e = exp_of_max(row_abs_max());
-            const float sc_t = pow2_neg(e);
             float s = 0.0f;
-            each_val([&](float x) {
-                const float u = x * sc_t;
-                s = fmaf(u, u, s);
-            });
-            block_allreduce_es<2, SCOPE, es_redux(OP, SCOPE, VEC)>(e, s, ctx);
+            bool fast = false;
+            if constexpr (FAST) {
+                each_val([&](float x) { s = fmaf(x, x, s); });
+                s = block_allreduce<SumOp, SCOPE>(s, ctx);
+                fast = unscaled_sumsq_ok(s);
+            }
+            int e = 0;
+            if (!fast) {
+                e = exp_of_max(row_abs_max());
+                const float sc_t = pow2_neg(e);
+                s = 0.0f;
+                each_val([&](float x) {
+                    const float u = x * sc_t;
+                    s = fmaf(u, u, s);
+                });
+                block_allreduce_es<2, SCOPE, es_redux(OP, SCOPE, VEC)>(e, s, ctx);
+            }
             const float sc = pow2_neg(e);
             const float inv = 1.0f / sqrtf(s / (float)a.cols + scale_pow2(a.eps, -2 * e));
             if (OP == OP_ADD_RMS && rank == 0 && lane == 0)
                 a.rstd[row] = scale_pow2(inv, -e);
+            /* y = (x * 2^-e) * inv * gamma; the fast path's e is 0 and skips that multiply */
+            auto store_rows = [&](auto scaled) {
 #pragma unroll
-            for (int i = 0; i < NV; i++) {
-                const int vi = lane + i * gsize;
-                if (vi < count) {
-                    float g[VEC], t[VEC];
-                    load_affine<VEC, STAGED>(sg, gg, vi * VEC, g);
-                    row_vals(i, t);
-#pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        t[k] = (t[k] * sc) * inv * g[k];
-                    S::stv(a.y, base + vi, t);
-                }
-            }
-        } else if (OP == OP_LN) {
-            int e = exp_of_max(row_abs_max());
-            const float sc_t = pow2_neg(e);
-            float s = 0.0f;
-            each_val([&](float x) { s = fmaf(x, sc_t, s); });
-            block_allreduce_es<1, SCOPE, es_redux(OP, SCOPE, VEC)>(e, s, ctx);
-            const float sc = pow2_neg(e);
-            const float mean = s / (float)a.cols;
-            float q = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                const bool valid = lane + i * gsize < count;
-#pragma unroll
-                for (int k = 0; k < VEC; k++) {
-                    v[i][k] = fmaf(v[i][k], sc, -mean); /* u - mean (x * sc is exact) */
-                    if (valid)
-                        q = fmaf(v[i][k], v[i][k], q);
-                }
-            }
-            q = block_allreduce<SumOp, SCOPE>(q, ctx);
-            /* a constant row with large e: eps * 2^-2e underflows and var is 0, so inv would be
-             * inf and 0 * inf NaN; exact arithmetic gives y = beta (backends/README.md) */
-            float inv = 1.0f / sqrtf(q / (float)a.cols + scale_pow2(a.eps, -2 * e));
-            if (isinf(inv))
-                inv = FLT_MAX;
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                const int vi = lane + i * gsize;
-                if (vi < count) {
-                    float g[VEC];
-                    load_affine<VEC, STAGED>(sg, gg, vi * VEC, g);
-                    if (STAGED_B || gb) {
-                        float b[VEC];
-                        load_affine<VEC, STAGED_B>(sb, gb, vi * VEC, b);
+                for (int i = 0; i < NV; i++) {
+                    const int vi = lane + i * gsize;
+                    if (vi < count) {
+                        float g[VEC], t[VEC];
+                        load_affine<VEC, STAGED>(sg, gg, vi * VEC, g);
+                        row_vals(i, t);
 #pragma unroll
                         for (int k = 0; k < VEC; k++)
-                            v[i][k] = fmaf(v[i][k] * inv, g[k], b[k]);
-                    } else {
-#pragma unroll
-                        for (int k = 0; k < VEC; k++)
-                            v[i][k] = v[i][k] * inv * g[k];
+                            t[k] = (decltype(scaled)::value ? t[k] * sc : t[k]) * inv * g[k];
+                        S::stv(a.y, base + vi, t);
                     }
-                    S::stv(a.y, base + vi, v[i]);
                 }
+            };
+            if (fast)
+                store_rows(BoolC<false>());
+            else
+                store_rows(BoolC<true>());
+        } else if (OP == OP_LN) {
+            /* y = (x - mean) * inv * gamma + beta; CENTERED: v holds x - mean already (scaled
+             * path, in its scaled units) */
+            auto store_ln = [&](auto centered, float mean, float inv) {
+#pragma unroll
+                for (int i = 0; i < NV; i++) {
+                    const int vi = lane + i * gsize;
+                    if (vi < count) {
+                        float g[VEC], t[VEC];
+                        load_affine<VEC, STAGED>(sg, gg, vi * VEC, g);
+#pragma unroll
+                        for (int k = 0; k < VEC; k++)
+                            t[k] = (decltype(centered)::value ? v[i][k] : v[i][k] - mean) * inv;
+                        if (STAGED_B || gb) {
+                            float b[VEC];
+                            load_affine<VEC, STAGED_B>(sb, gb, vi * VEC, b);
+#pragma unroll
+                            for (int k = 0; k < VEC; k++)
+                                t[k] = fmaf(t[k], g[k], b[k]);
+                        } else {
+#pragma unroll
+                            for (int k = 0; k < VEC; k++)
+                                t[k] *= g[k];
+                        }
+                        S::stv(a.y, base + vi, t);
+                    }
+                }
+            };
+            bool fast = false;
+            if constexpr (FAST) {
+                float s = 0.0f;
+                each_val([&](float x) { s += x; });
+                s = block_allreduce<SumOp, SCOPE>(s, ctx);
+                if (unscaled_sum_ok(s)) {
+                    const float mean = s / (float)a.cols;
+                    float q = 0.0f;
+#pragma unroll
+                    for (int i = 0; i < NV; i++) {
+                        if (lane + i * gsize < count)
+#pragma unroll
+                            for (int k = 0; k < VEC; k++) {
+                                const float d = v[i][k] - mean;
+                                q = fmaf(d, d, q);
+                            }
+                    }
+                    q = block_allreduce<SumOp, SCOPE>(q, ctx);
+                    fast = unscaled_sumsq_ok(q);
+                    if (fast)
+                        store_ln(BoolC<false>(), mean, 1.0f / sqrtf(q / (float)a.cols + a.eps));
+                }
+            }
+            if (!fast) { /* the power-of-two scaled path */
+                int e = exp_of_max(row_abs_max());
+                const float sc_t = pow2_neg(e);
+                float s = 0.0f;
+                each_val([&](float x) { s = fmaf(x, sc_t, s); });
+                block_allreduce_es<1, SCOPE, es_redux(OP, SCOPE, VEC)>(e, s, ctx);
+                const float sc = pow2_neg(e);
+                const float mean = s / (float)a.cols;
+                float q = 0.0f;
+#pragma unroll
+                for (int i = 0; i < NV; i++) {
+                    const bool valid = lane + i * gsize < count;
+#pragma unroll
+                    for (int k = 0; k < VEC; k++) {
+                        v[i][k] = fmaf(v[i][k], sc, -mean); /* u - mean (x * sc is exact) */
+                        if (valid)
+                            q = fmaf(v[i][k], v[i][k], q);
+                    }
+                }
+                q = block_allreduce<SumOp, SCOPE>(q, ctx);
+                /* a constant row with large e: eps * 2^-2e underflows and var is 0, so inv would be
+                 * inf and 0 * inf NaN; exact arithmetic gives y = beta (backends/README.md) */
+                float inv = 1.0f / sqrtf(q / (float)a.cols + scale_pow2(a.eps, -2 * e));
+                if (isinf(inv))
+                    inv = FLT_MAX;
+                store_ln(BoolC<true>(), 0.0f, inv);
             }
         } else { /* OP_SOFTMAX */
             float m = -INFINITY;
@@ -959,8 +1066,12 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
                 const int want_pf = RDG_NORM_PREFETCH == 2 || ln16_block_pf ||
                                     (!warp_rows && (wide ? csize > 1 : csize == 1 || op == OP_LN));
                 if (RDG_PREFETCH_SMEM && want_pf && bytes + pf_bytes + RDG_STATIC_SMEM_RESERVE <= d->smem_optin) {
-                    c.smem = bytes + pf_bytes;
-                    c.prefetch = 1;
+                    /* two ahead: 16-bit rows, where two CTAs still fit on an SM */
+                    c.prefetch = RDG_PF_DEPTH > 1 && wide &&
+                                         2 * (bytes + 2 * pf_bytes + RDG_STATIC_SMEM_RESERVE) <= d->smem_optin
+                                     ? 2
+                                     : 1;
+                    c.smem = bytes + c.prefetch * pf_bytes;
                     return c;
                 }
                 if (bytes + RDG_STATIC_SMEM_RESERVE <= d->smem_optin) {
