@@ -19,6 +19,8 @@
 #             first forward), Mixtral shape, with the compute and memory workload sections:
 #             ncu-mixtral-ours.txt and ncu-mixtral-torch.txt
 #   norm-ln   layer_norm bf16 and f32 [4096, 65536]
+#   norm-mem  softmax and rms_norm [4096, 65536], f32 and bf16, with the memory workload
+#             section, DRAM and L2 bytes, and stall reasons: ncu-norm-mem-OP-DTYPE.txt
 #   norm-1k   rms_norm and softmax f32 [65536, 1024]
 #   norm-16   the 16-bit rows below target: all four ops bf16 [4096, 65536], layer_norm bf16
 #             [16384, 8192], layer_norm and softmax bf16 [65536, 1024], with stall reasons
@@ -98,6 +100,14 @@ for target in "$@"; do
         --backend cuda --case mixtral --only forward --reps 1
       EXTRA_METRICS=$stall_metrics profile mixtral-torch 'device_kernel|GemmUniversal' 3 "${wl[@]}" \
         python3 bench/baselines/torch_moe.py --case mixtral ;;
+    norm-mem)
+      # softmax and rms_norm [4096, 65536], F32 (above 85% of copy) against bf16 (below): where
+      # the bytes go (DRAM, L2, shared memory) and why warps wait
+      mem=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum
+      for c in softmax:f32 softmax:bf16 rms_norm:f32 rms_norm:bf16; do
+        EXTRA_METRICS="$stall_metrics,$mem" profile "norm-mem-${c/:/-}" 'norm' 1 --section MemoryWorkloadAnalysis \
+          "$BUILD/bench/rudnn-bench" --backend=cuda --op="${c%%:*}" --shape=4096x65536 --dtype="${c#*:}" --reps=1
+      done ;;
     norm-ln) profile norm-ln 'norm' 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=layer_norm \
                --shape=4096x65536 --dtype=bf16,f32 --reps=1 ;;
     norm-1k) profile norm-1k 'norm|softmax' 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=rms_norm,softmax \

@@ -268,9 +268,33 @@ __device__ __forceinline__ void load_affine(const float *sm, const float *gl, in
     }
 }
 
+/* Which cache path the prefetch copies take. RDG_PF_L1=1 (the default): cp.async.ca (through L1)
+ * except for 16-bit layer_norm, whose beta is read through L1 (those keep cp.async.cg); 2 .ca
+ * everywhere, 0 .cg everywhere. With .cg (16 bytes a thread, a warp's 512 bytes contiguous) ncu
+ * counted 2.5x the input's bytes in L2 read sectors for the 16-bit rows (42.0 M sectors for
+ * 16.8 M; F32 rows without prefetch 1.5x, the same as every write); with .ca, H200 A/B
+ * (2 rounds, 2 = everywhere): bf16 rms_norm [4096, 65536] -4.9%, add_rms_norm -4.8%,
+ * softmax -1.9%, F32 layer_norm -4.8%; bf16 layer_norm +1.9% ([4096, 65536]) and +2.3%
+ * ([16384, 8192]); the rest within 0.7%. */
+#ifndef RDG_PF_L1
+#define RDG_PF_L1 1
+#endif
+template <bool L1>
+__device__ __forceinline__ void copy16_async(void *smem, const void *gmem)
+{
+#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (L1) {
+        const unsigned d = (unsigned)__cvta_generic_to_shared(smem);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem) : "memory");
+        return;
+    }
+#endif
+    rdg_copy16_async(smem, gmem);
+}
+
 /* Asynchronous copies of this thread's vectors lane + i * gsize (i < NV, < count) of the slice
  * starting at vector base into buf (same vector index). */
-template <class S, int NV>
+template <class S, int NV, bool L1>
 __device__ __forceinline__ void issue_prefetch(typename S::raw_t *buf, const void *src, int64_t base, int lane,
                                                int gsize, int count)
 {
@@ -278,7 +302,7 @@ __device__ __forceinline__ void issue_prefetch(typename S::raw_t *buf, const voi
     for (int i = 0; i < NV; i++) {
         const int vi = lane + i * gsize;
         if (vi < count)
-            rdg_copy16_async(buf + vi, (const typename S::raw_t *)src + base + vi);
+            copy16_async<L1>(buf + vi, (const typename S::raw_t *)src + base + vi);
     }
 }
 
@@ -363,12 +387,13 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
     const int depth = RDG_PF_DEPTH > 1 && prefetch ? a.prefetch : 1; /* buffers per group, used in turn */
     typename S::raw_t *pf_group = (typename S::raw_t *)(sg + (size_t)nstaged * a.slice_vec * VEC) +
                                   (size_t)group * depth * NIN * a.slice_vec;
+    constexpr bool PF_L1 = RDG_PF_L1 == 2 || (RDG_PF_L1 == 1 && !(OP == OP_LN && VEC == 8));
     auto prefetch_row = [&](int64_t r, int buf) {
         typename S::raw_t *px = pf_group + (size_t)buf * NIN * a.slice_vec;
         if (r < a.rows) {
-            issue_prefetch<S, NV>(px, a.x, r * nvec + vbeg, lane, gsize, count);
+            issue_prefetch<S, NV, PF_L1>(px, a.x, r * nvec + vbeg, lane, gsize, count);
             if (OP == OP_ADD_RMS)
-                issue_prefetch<S, NV>(px + a.slice_vec, a.r, r * nvec + vbeg, lane, gsize, count);
+                issue_prefetch<S, NV, PF_L1>(px + a.slice_vec, a.r, r * nvec + vbeg, lane, gsize, count);
         }
         rdg_copy_async_commit(); /* one group per row, empty past the end */
     };
