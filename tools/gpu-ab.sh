@@ -4,10 +4,16 @@
 # benchmark command on each variant in turn, ROUNDS times (A B A B ...), so that clock and
 # thermal drift spread over all of them. JSON lines go to $OUT/ab.jsonl with "variant" added.
 #
-#   tools/gpu-ab.sh [-r ROUNDS] -v NAME=CUDA_ARGS ... -- 'BENCH ARGS' ...
+#   tools/gpu-ab.sh [-r ROUNDS] [-f FILE] -v NAME=CUDA_ARGS ... -n NAME=DEFINES ... -- 'BENCH ARGS' ...
 #
 #   -v NAME=CUDA_ARGS   a variant; CUDA_ARGS is a comma-separated nvcc argument list for meson's
 #                       cuda_args (empty: the committed defaults), e.g. -v old=-DRDG_ROUTE_FAST=0
+#   -n NAME=DEFINES     a variant of one source file only (FILE, default norm.cu): DEFINES, a
+#                       comma-separated list of MACRO=VALUE (empty: the defaults), go into
+#                       rdg_variant.h in the build folder of backends/cuda, which FILE includes
+#                       when it exists. The -n variants share one build folder (build-ab-one)
+#                       and rebuild FILE alone, one after the other, each plugin copied aside: a
+#                       fraction of a full build's time. E.g. -n base= -n pf2=RDG_PF_DEPTH=2
 #   BENCH ARGS          a benchmark binary of the build folder and its arguments, e.g.
 #                       'bench/rudnn-bench-moe --backend cuda --case mixtral --only forward'
 #
@@ -22,20 +28,59 @@ OUT=$(cd "$OUT" && pwd)
 
 rounds=2
 ab_timeout=${AB_TIMEOUT:-300}
+one_file=norm.cu
 names=()
 args=()
+one_names=()
+one_defs=()
 while (( $# )); do
   case $1 in
     -r) rounds=$2; shift 2 ;;
+    -f) one_file=$2; shift 2 ;;
     -v) names+=("${2%%=*}"); args+=("${2#*=}"); shift 2 ;;
+    -n) one_names+=("${2%%=*}"); one_defs+=("${2#*=}"); shift 2 ;;
     --) shift; break ;;
     *) echo "gpu-ab.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-if (( ${#names[@]} < 1 || $# < 1 )); then
-  echo "usage: tools/gpu-ab.sh [-r ROUNDS] -v NAME=CUDA_ARGS ... -- 'BENCH ARGS' ..." >&2
+if (( ${#names[@]} + ${#one_names[@]} < 1 || $# < 1 )); then
+  echo "usage: tools/gpu-ab.sh [-r ROUNDS] [-f FILE] -v NAME=CUDA_ARGS ... -n NAME=DEFINES ... -- 'BENCH ARGS' ..." >&2
   exit 2
 fi
+
+# where each variant's binaries and plugins are (the -n variants: build-ab-one's binaries)
+declare -A bin_dir plugin_path
+for n in "${names[@]}"; do
+  bin_dir[$n]=$repo_root/build-ab-$n
+  plugin_path[$n]=$repo_root/build-ab-$n/backends/cuda:$repo_root/build-ab-$n/backends/opencl
+done
+
+one_build() { # the -n variants, one after the other in build-ab-one
+  local b=$repo_root/build-ab-one
+  BUILD=build-ab-one OUT=$OUT/build-one bash tools/gpu-suite.sh build > "$OUT/build-one.log" 2>&1 || return 1
+  local obj
+  obj=$(find "$b/backends/cuda" -name "$one_file.o" | head -1)
+  if [[ -z $obj ]]; then
+    echo "gpu-ab.sh: no object for $one_file in $b/backends/cuda" >&2
+    return 1
+  fi
+  local i
+  for i in "${!one_names[@]}"; do
+    local hdr=$b/backends/cuda/rdg_variant.h d
+    : > "$hdr"
+    IFS=',' read -ra defs <<< "${one_defs[$i]}"
+    for d in "${defs[@]}"; do
+      [[ -n $d ]] && echo "#define ${d%%=*} ${d#*=}" >> "$hdr"
+    done
+    rm -f "$obj" # the header is found through __has_include: ninja does not know it yet
+    ninja -C "$b" backends/cuda/librudnn-cuda.so >> "$OUT/build-one.log" 2>&1 || return 1
+    mkdir -p "$OUT/plugins/${one_names[$i]}"
+    cp "$b"/backends/cuda/librudnn-cuda.so "$OUT/plugins/${one_names[$i]}/"
+    bin_dir[${one_names[$i]}]=$b
+    plugin_path[${one_names[$i]}]=$OUT/plugins/${one_names[$i]}:$b/backends/opencl
+  done
+  rm -f "$b/backends/cuda/rdg_variant.h" "$obj" # the folder builds the defaults again
+}
 
 pids=()
 for i in "${!names[@]}"; do
@@ -47,6 +92,11 @@ for i in "${!names[@]}"; do
   pids+=($!)
 done
 rc=0
+if (( ${#one_names[@]} )) && ! one_build; then
+  echo "gpu-ab.sh: one-file variants failed (tail of $OUT/build-one.log:)"
+  tail -30 "$OUT/build-one.log"
+  rc=1
+fi
 for i in "${!pids[@]}"; do
   if ! wait "${pids[$i]}"; then
     echo "gpu-ab.sh: build of variant ${names[$i]} failed (tail of its log:)"
@@ -61,12 +111,11 @@ export LD_LIBRARY_PATH=$DEBROOT/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_
 : > "$OUT/ab.jsonl"
 for cmd in "$@"; do
   for ((r = 0; r < rounds; r++)); do
-    for i in "${!names[@]}"; do
-      b=$repo_root/build-ab-${names[$i]}
-      echo "== gpu-ab: round $r variant ${names[$i]}: $cmd"
+    for n in "${names[@]}" "${one_names[@]}"; do
+      echo "== gpu-ab: round $r variant $n: $cmd"
       # shellcheck disable=SC2086
-      RUDNN_BACKEND_PATH=$b/backends/cuda:$b/backends/opencl timeout "$ab_timeout" "$b"/$cmd 2>&1 |
-        sed -n "s/^{\(.*\)}$/{\"variant\":\"${names[$i]}\",\"round\":$r,\1}/p" | tee -a "$OUT/ab.jsonl"
+      RUDNN_BACKEND_PATH=${plugin_path[$n]} timeout "$ab_timeout" "${bin_dir[$n]}"/$cmd 2>&1 |
+        sed -n "s/^{\(.*\)}$/{\"variant\":\"$n\",\"round\":$r,\1}/p" | tee -a "$OUT/ab.jsonl"
     done
   done
 done

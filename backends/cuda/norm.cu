@@ -26,6 +26,13 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Measurement variants of this file (tools/gpu-ab.sh -n): macros from a header in the build
+ * folder, which only that script writes, before every default below and in gpu_compat.h. */
+#if defined(__has_include)
+#if __has_include("rdg_variant.h")
+#include "rdg_variant.h"
+#endif
+#endif
 #include "gpu_compat.h"
 #include "reduce.cuh"
 
