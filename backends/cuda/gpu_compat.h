@@ -244,18 +244,21 @@ __device__ __forceinline__ void rdg_copy16_async(void *smem, const void *gmem)
 #endif
 }
 
+/* The same through L1 (cp.async.ca; rdg_copy16_async is .cg, L2 only) */
+__device__ __forceinline__ void rdg_copy16_async_l1(void *smem, const void *gmem)
+{
+#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+#else
+    *(uint4 *)smem = *(const uint4 *)gmem;
+#endif
+}
+
 __device__ __forceinline__ void rdg_copy_async_commit(void)
 {
 #if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-/* Waits for all but the newest commit group of this thread's copies. */
-__device__ __forceinline__ void rdg_copy_async_wait_but1(void)
-{
-#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
 #endif
 }
 

@@ -53,8 +53,7 @@ struct NormArgs {
     float eps;
     int csize;      /* CTAs per row (cluster size); 1 without a cluster */
     int slice_vec;  /* register kernel: vectors per CTA slice */
-    int prefetch;   /* register kernel: rows copied ahead to shared memory while this one reduces
-                       (0 none, 1 the next row, 2 the next two) */
+    int prefetch;   /* register kernel: next row copied to shared memory while this one reduces */
 };
 
 /* ---- storage types: vector (16-byte) and scalar access, F32 conversions ---- */
@@ -250,14 +249,6 @@ struct BoolC {
     static constexpr bool value = B;
 };
 
-/* RDG_PF_DEPTH=2: 16-bit rows prefetched two rows ahead where two CTAs per SM still fit (for
- * measuring); 1 (the default) one ahead. Measured on the H200 (A/B, 3 rounds): no row faster by
- * more than 0.5%; softmax [4096, 65536] +0.9% (bf16) and +1.2% (f16), layer_norm +2-6%. More
- * bytes in flight is not what these rows lack. */
-#ifndef RDG_PF_DEPTH
-#define RDG_PF_DEPTH 1
-#endif
-
 /* VEC floats of gamma or beta at slice float index c: from the staged copy in shared memory or
  * from global memory. */
 template <int VEC, bool STAGED>
@@ -286,18 +277,6 @@ __device__ __forceinline__ void load_affine(const float *sm, const float *gl, in
 #ifndef RDG_PF_L1
 #define RDG_PF_L1 1
 #endif
-template <bool L1>
-__device__ __forceinline__ void copy16_async(void *smem, const void *gmem)
-{
-#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if constexpr (L1) {
-        const unsigned d = (unsigned)__cvta_generic_to_shared(smem);
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem) : "memory");
-        return;
-    }
-#endif
-    rdg_copy16_async(smem, gmem);
-}
 
 /* Asynchronous copies of this thread's vectors lane + i * gsize (i < NV, < count) of the slice
  * starting at vector base into buf (same vector index). */
@@ -308,8 +287,12 @@ __device__ __forceinline__ void issue_prefetch(typename S::raw_t *buf, const voi
 #pragma unroll
     for (int i = 0; i < NV; i++) {
         const int vi = lane + i * gsize;
-        if (vi < count)
-            copy16_async<L1>(buf + vi, (const typename S::raw_t *)src + base + vi);
+        if (vi >= count)
+            continue;
+        if constexpr (L1)
+            rdg_copy16_async_l1(buf + vi, (const typename S::raw_t *)src + base + vi);
+        else
+            rdg_copy16_async(buf + vi, (const typename S::raw_t *)src + base + vi);
     }
 }
 
@@ -391,23 +374,19 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
     constexpr int NIN = OP == OP_ADD_RMS ? 2 : 1;
     const int nstaged = (STAGED ? 1 : 0) + (STAGED_B ? 1 : 0);
     const bool prefetch = RDG_PREFETCH_SMEM && a.prefetch;
-    const int depth = RDG_PF_DEPTH > 1 && prefetch ? a.prefetch : 1; /* buffers per group, used in turn */
-    typename S::raw_t *pf_group = (typename S::raw_t *)(sg + (size_t)nstaged * a.slice_vec * VEC) +
-                                  (size_t)group * depth * NIN * a.slice_vec;
+    typename S::raw_t *pf_x = (typename S::raw_t *)(sg + (size_t)nstaged * a.slice_vec * VEC) +
+                              (size_t)group * NIN * a.slice_vec;
     constexpr bool PF_L1 = RDG_PF_L1 == 2 || (RDG_PF_L1 == 1 && !(OP == OP_LN && VEC == 8));
-    auto prefetch_row = [&](int64_t r, int buf) {
-        typename S::raw_t *px = pf_group + (size_t)buf * NIN * a.slice_vec;
+    auto prefetch_row = [&](int64_t r) {
         if (r < a.rows) {
-            issue_prefetch<S, NV, PF_L1>(px, a.x, r * nvec + vbeg, lane, gsize, count);
+            issue_prefetch<S, NV, PF_L1>(pf_x, a.x, r * nvec + vbeg, lane, gsize, count);
             if (OP == OP_ADD_RMS)
-                issue_prefetch<S, NV, PF_L1>(px + a.slice_vec, a.r, r * nvec + vbeg, lane, gsize, count);
+                issue_prefetch<S, NV, PF_L1>(pf_x + a.slice_vec, a.r, r * nvec + vbeg, lane, gsize, count);
         }
         rdg_copy_async_commit(); /* one group per row, empty past the end */
     };
     if (prefetch)
-        for (int k = 0; k < depth; k++)
-            prefetch_row(row + k * step, k);
-    int buf = 0;
+        prefetch_row(row);
 
     for (; row < a.rows; row += step) {
         const int64_t base = row * nvec + vbeg; /* vector index of the slice start */
@@ -451,17 +430,13 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
         {
             typename S::raw_t raw[NV], raw2[NV];
             if (prefetch) {
-                if (depth > 1)
-                    rdg_copy_async_wait_but1(); /* this row's group, not the next one's */
-                else
-                    rdg_copy_async_wait();
-                const typename S::raw_t *px = pf_group + (size_t)buf * NIN * a.slice_vec;
+                rdg_copy_async_wait();
 #pragma unroll
                 for (int i = 0; i < NV; i++) {
                     const int vi = lane + i * gsize;
-                    raw[i] = vi < count ? px[vi] : S::zero();
+                    raw[i] = vi < count ? pf_x[vi] : S::zero();
                     if (OP == OP_ADD_RMS)
-                        raw2[i] = vi < count ? px[a.slice_vec + vi] : S::zero();
+                        raw2[i] = vi < count ? pf_x[a.slice_vec + vi] : S::zero();
                 }
             } else {
 #pragma unroll
@@ -493,8 +468,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
             }
         }
         if (prefetch) {
-            prefetch_row(row + depth * step, buf); /* into the buffer just read */
-            buf = buf + 1 == depth ? 0 : buf + 1;
+            prefetch_row(row + step); /* into the buffer just read */
         }
         if (OP == OP_ADD_RMS) {
             /* x_out may be a or r: written only after this thread read both */
@@ -1098,12 +1072,8 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
                 const int want_pf = RDG_NORM_PREFETCH == 2 || ln16_block_pf ||
                                     (!warp_rows && (wide ? csize > 1 : csize == 1 || op == OP_LN));
                 if (RDG_PREFETCH_SMEM && want_pf && bytes + pf_bytes + RDG_STATIC_SMEM_RESERVE <= d->smem_optin) {
-                    /* two ahead: 16-bit rows, where two CTAs still fit on an SM */
-                    c.prefetch = RDG_PF_DEPTH > 1 && wide &&
-                                         2 * (bytes + 2 * pf_bytes + RDG_STATIC_SMEM_RESERVE) <= d->smem_optin
-                                     ? 2
-                                     : 1;
-                    c.smem = bytes + c.prefetch * pf_bytes;
+                    c.prefetch = 1;
+                    c.smem = bytes + pf_bytes;
                     return c;
                 }
                 if (bytes + RDG_STATIC_SMEM_RESERVE <= d->smem_optin) {
