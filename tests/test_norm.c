@@ -597,8 +597,9 @@ static void test_magnitude(void **state)
  * elsewhere (x * rsqrt(inf), as PyTorch); softmax rows with NaN or +inf, or
  * all -inf, are NaN, and a -inf among finite values gives 0 there (also where
  * the first half of the row is -inf: whole threads, CTAs or warps of a row
- * then see no finite value). Lengths 37 and 4097 (one warp or one CTA per
- * row) and 20000 (a 16-bit row over a cluster).
+ * then see no finite value). Lengths 37 and 4097 (the looped kernels: not a
+ * whole number of 16-byte vectors), 4096 (one CTA per row, two 16-bit
+ * layer_norm rows per thread on CUDA) and 20000 (a 16-bit row over a cluster).
  * add_rms_norm gets the non-finite values through residual, and one row where
  * a + r overflows the dtype, so that x_out holds an inf. */
 static void test_nonfinite(void **state)
@@ -608,7 +609,7 @@ static void test_nonfinite(void **state)
     char test[128];
     test_name(test, sizeof test, p, "nonfinite");
     enum { K_NORMAL, K_NAN, K_PINF, K_NINF, K_ALL_NINF, K_HALF_NINF, K_BOTH_INF, K_NAN_PINF, K_OVERFLOW, K_COUNT };
-    static const int64_t lengths[] = {37, 4097, 20000};
+    static const int64_t lengths[] = {37, 4097, 4096, 20000};
     rt_log_t *log = rt_log_new();
     for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
         int64_t rows = K_COUNT + 1; /* a normal row at the end too */

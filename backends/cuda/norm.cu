@@ -167,20 +167,37 @@ struct RegBounds {
     };
 };
 
-/* exp(d) for d <= 0 in the register softmax. RDG_SOFTMAX16_FAST_EXP=1 (the default; 0 gives
- * expf everywhere): 16-bit rows (VEC 8) take ex2.approx(d * log2 e) (2 instructions instead of
- * expf's 8 or so; these rows were issue-bound in ncu). Measured on the H200 (A/B, 2 rounds): bf16
- * [4096, 65536] 0.381 -> 0.331 ms, [16384, 8192] 0.154 -> 0.152, [65536, 1024] 0.0795 -> 0.0774. Its error, a few 1e-7
- * relative plus |d| * 2^-24 from rounding the argument, and results below 2^-126 flushed to 0,
- * stay far below a 16-bit output's rounding (F16 ulp 2^-10, BF16 2^-7, F16 subnormals from
- * 2^-24). F32 rows keep expf. */
+/* exp(d) for d <= 0 in the register softmax. RDG_SOFTMAX16_FAST_EXP=2 (the default; 0 gives
+ * expf everywhere): 16-bit rows (VEC 8) take ex2.approx.ftz(d * log2 e), written out, 2
+ * instructions instead of expf's 8 or so (these rows were issue-bound in ncu). 1 is __expf,
+ * the same ex2.approx without .ftz, which ptxas wraps in subnormal fix-ups (about 10
+ * instructions per element in the exp loop of the seventh session's per-instruction profile).
+ * Measured on the H200 (A/B, 2 rounds): expf -> __expf, bf16 [4096, 65536] 0.381 -> 0.331 ms,
+ * [16384, 8192] 0.154 -> 0.152, [65536, 1024] 0.0795 -> 0.0774; __expf -> .ftz, [4096, 65536]
+ * 0.3220 -> 0.2983 ms (-7.4%), [16384, 8192] +0.9%. The error, a few 1e-7 relative plus |d| *
+ * 2^-24 from rounding the argument, and results below 2^-126 flushed to 0 (both ways), stay far
+ * below a 16-bit output's rounding (F16 ulp 2^-10, BF16 2^-7, F16 subnormals from 2^-24). F32
+ * rows keep expf. */
 #ifndef RDG_SOFTMAX16_FAST_EXP
-#define RDG_SOFTMAX16_FAST_EXP 1
+#define RDG_SOFTMAX16_FAST_EXP 2
 #endif
+/* 2^x by ex2.approx.ftz (CUDA; HIP takes exp2f) */
+__device__ __forceinline__ __attribute__((unused)) float exp2_approx(float x)
+{
+#if !RDG_HIP
+    float e;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x));
+    return e;
+#else
+    return exp2f(x);
+#endif
+}
 template <int VEC>
 __device__ __forceinline__ float softmax_exp(float d)
 {
-    if constexpr (RDG_SOFTMAX16_FAST_EXP && VEC == 8 && !RDG_HIP)
+    if constexpr (RDG_SOFTMAX16_FAST_EXP == 2 && VEC == 8 && !RDG_HIP)
+        return exp2_approx(d * 1.4426950408889634f);
+    else if constexpr (RDG_SOFTMAX16_FAST_EXP && VEC == 8 && !RDG_HIP)
         return __expf(d);
     else
         return expf(d);
@@ -235,11 +252,11 @@ __host__ __device__ constexpr bool fast_sums(int op, int scope, int vec)
     return RDG_NORM_FAST_SUM == 2 ||
            (RDG_NORM_FAST_SUM == 1 && scope == RED_CLUSTER && op != OP_ADD_RMS && !(op == OP_LN && vec == 8));
 }
-__device__ __forceinline__ bool unscaled_sum_ok(float s)
+__device__ __forceinline__ __attribute__((unused)) bool unscaled_sum_ok(float s)
 {
     return fabsf(s) <= 0x1p100f; /* false for inf and NaN */
 }
-__device__ __forceinline__ bool unscaled_sumsq_ok(float q)
+__device__ __forceinline__ __attribute__((unused)) bool unscaled_sumsq_ok(float q)
 {
     return q >= 0x1p-95f && q <= 0x1p100f;
 }
@@ -684,6 +701,10 @@ __global__ void RDG_MAXNREG(512, 80) norm_reg_kernel_ln16(NormArgs a)
 #define RDG_LN16_BLOCK_PF 1
 #endif
 
+#if RDG_PREFETCH_SMEM && RDG_AFFINE_IN_SMEM
+#include "norm_ln_pair.cuh"
+#endif
+
 /* ---- looped kernel (any cols, any alignment) ---- */
 
 #define RDG_LOOP_THREADS 1024
@@ -809,6 +830,14 @@ kernel_fn reg_kernel_for(int variant, int staged)
 {
     if (staged != 1) { /* the policy stages less only for 16-bit layer_norm (choose) */
         if constexpr (OP == OP_LN && sizeof(typename S::elem_t) == 2) {
+#if RDG_PREFETCH_SMEM && RDG_AFFINE_IN_SMEM
+            if (staged == 3) /* two rows per thread (norm_ln_pair.cuh) */
+                return variant == V_BLOCK32 ? ln_pair_kernel<S, RED_BLOCK>
+#if RDG_HOST_CLUSTERS
+                       : variant == V_CLUSTER32 ? ln_pair_kernel<S, RED_CLUSTER>
+#endif
+                                                : nullptr;
+#endif
             if constexpr (RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG)
                 if (variant == V_BLOCK32 && staged == 2)
                     return norm_reg_kernel_ln16<S, 2>;
@@ -924,11 +953,12 @@ struct LaunchCfg {
     int f;          /* register kernel: floats per thread (8, 16, 32) */
     int threads;    /* per CTA */
     int csize;      /* CTAs per row (cluster size), 1 otherwise */
-    int rows_per_cta; /* warp variants: one row per warp */
+    int rows_per_cta; /* warp variants: one row per warp; 2 for ln_pair_kernel */
     int slice_vec;  /* vectors per CTA slice */
     size_t smem;    /* dynamic shared memory bytes */
     int staged;     /* register kernel: 1 gamma/beta staged in shared memory, 2 gamma only, 0 neither
-                       (read through the caches) */
+                       (read through the caches), 3 both and two rows per thread (16-bit
+                       layer_norm, ln_pair_kernel) */
     int prefetch;   /* next row copied asynchronously into shared memory (after gamma/beta) */
 };
 
@@ -979,6 +1009,58 @@ LaunchCfg loop_cfg(const rdg_devinfo_t *d, int64_t cols)
     return c;
 }
 
+/* 16-bit layer_norm rows with two rows per thread (norm_ln_pair.cuh) where RDG_LN16_PAIR asks for
+ * it (bit 0: rows that choose() splits over a cluster, bit 1: rows of one CTA at F = 32) and
+ * gamma, beta and two rows' prefetch buffers fit in shared memory: fills c and returns 1. A
+ * CTA's slice is the row when it is at most RDG_LN16_PAIR_MIN_SLICE elements long (or the device
+ * has no clusters); longer rows are split evenly over a cluster into slices of about that size,
+ * larger where that would take more than RDG_MAX_CLUSTER CTAs. 8192 (the default) gives two CTAs
+ * of 256 threads per SM in place of one of 512. H200 A/B against 16384, 2 rounds, bf16:
+ * [4096, 65536] 0.3425 -> 0.3181 ms (-7.1%), [4096, 16384] -1.7%, [16384, 8192] +0.8% (the
+ * same kernel: noise), [2048, 131072] +0.6% (the same slices); 4096 lost where it changed the
+ * slice of 8192-element rows (cluster of 2: +9.2%) and of 16384 (+16.9%). */
+#ifndef RDG_LN16_PAIR_MIN_SLICE
+#define RDG_LN16_PAIR_MIN_SLICE 8192
+#endif
+int ln_pair_cfg(const rdg_devinfo_t *d, int op, int esize, int variant, int64_t nvec, LaunchCfg *c)
+{
+#if RDG_PREFETCH_SMEM && RDG_AFFINE_IN_SMEM
+    const int want = op == OP_LN && esize == 2 &&
+                     ((variant == V_CLUSTER32 && (RDG_LN16_PAIR & 1)) || (variant == V_BLOCK32 && (RDG_LN16_PAIR & 2)));
+    if (!want)
+        return 0;
+    const int w = d->warp_size > 0 ? d->warp_size : 32;
+    const int max_thr = d->max_threads > 0 && d->max_threads < 1024 ? d->max_threads : 1024;
+    int64_t slice = rdg_ceil_div(RDG_LN16_PAIR_MIN_SLICE, 8);
+    if (slice * RDG_MAX_CLUSTER < nvec)
+        slice = rdg_ceil_div(nvec, RDG_MAX_CLUSTER);
+    if (slice > nvec || !d->clusters)
+        slice = nvec;
+    const int csize = (int)rdg_ceil_div(nvec, slice);
+    slice = rdg_ceil_div(nvec, csize); /* balanced */
+    const int64_t thr = round_up(rdg_ceil_div(slice * 8, 32), w);
+    const size_t smem = (size_t)slice * 8 * sizeof(float) * 2 + (size_t)slice * 16 * 2;
+    if (thr > max_thr || thr > 512 ||
+        smem + RDG_STATIC_SMEM_RESERVE > d->smem_optin)
+        return 0;
+    memset(c, 0, sizeof *c);
+    c->reg = 1;
+    c->variant = csize > 1 ? V_CLUSTER32 : V_BLOCK32;
+    c->f = 32;
+    c->threads = (int)thr;
+    c->csize = csize;
+    c->rows_per_cta = 2;
+    c->slice_vec = (int)slice;
+    c->smem = smem;
+    c->staged = 3;
+    c->prefetch = 1;
+    return 1;
+#else
+    (void)d, (void)op, (void)esize, (void)variant, (void)nvec, (void)c;
+    return 0;
+#endif
+}
+
 /* The launch policy (w = warp size: 32 on NVIDIA, 32 or 64 on AMD). Register kernel when every
  * row is 16-byte aligned and cols is a multiple of the vector width (16 bytes):
  *   cols <= 8 w (256):     one warp per row, 4 rows per CTA, F = 8
@@ -989,6 +1071,8 @@ LaunchCfg loop_cfg(const rdg_devinfo_t *d, int64_t cols)
  *   cols <= 131072:        cluster of ceil(cols / 16384) CTAs, F = 32, <= 512 threads each
  *   16-bit data: F = 32 (cols <= 16384 in one CTA, 16384 per CTA of a cluster); rms_norm
  *                          from 8192: F = 64 packed (16384 per CTA of <= 256 threads)
+ *   16-bit layer_norm (CUDA): two rows per thread in CTAs of up to 8192 elements, or 16384 where
+ *                          a row needs more than 8 (ln_pair_cfg, norm_ln_pair.cuh)
  *   without clusters (HIP, pre-Hopper): 8192 < cols <= 16384 one CTA, F = 32, <= 512 threads
  * with gamma (and beta) staged in shared memory (CUDA) when they fit; anything else (odd sizes,
  * misalignment, longer rows) runs the looped kernel. */
@@ -1035,6 +1119,8 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
             variant = V_BLOCK32;
             f = 32;
         }
+        if (variant >= 0 && ln_pair_cfg(d, op, esize, variant, nvec, &c))
+            return c;
         if (variant >= 0) {
             const int warp_rows = variant == V_WARP8 || variant == V_WARP32;
             const int64_t slice = rdg_ceil_div(nvec, csize);
@@ -1252,7 +1338,7 @@ rudnn_status_t launch(void *queue, int op, const rudnn_norm_plan_t *plan, NormAr
     const int64_t need = rdg_ceil_div(plan->rows, c.rows_per_cta) * c.csize;
     /* CTAs of warp rows take one row group each (the hardware scheduler handing out the rest)
      * instead of looping, for F32 rows and 16-bit softmax (warp_rows_grid) */
-    if (c.rows_per_cta > 1 && warp_rows_grid(op, plan->dtype))
+    if ((c.variant == V_WARP8 || c.variant == V_WARP32) && c.reg && warp_rows_grid(op, plan->dtype))
         grid = need;
     if (grid > need)
         grid = need;
