@@ -313,6 +313,49 @@ __device__ __forceinline__ void issue_prefetch(typename S::raw_t *buf, const voi
     }
 }
 
+/* layer_norm's power-of-two scaled statistics (backends/README.md) of a row of which this thread
+ * holds v, vectors lane + i * gsize (< count valid; masked-out entries 0): v becomes
+ * x * 2^-e - mean, and the factor that normalizes it is returned. Every thread of the row group
+ * calls it (two reductions). */
+template <int SCOPE, bool REDUX, int NV, int VEC>
+__device__ __forceinline__ float ln_scaled_center(float (&v)[NV][VEC], int lane, int gsize, int count, float h,
+                                                  float eps, RedCtx &ctx)
+{
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; i++)
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            m = fmaxf(m, fabsf(v[i][k]));
+    int e = exp_of_max(m);
+    const float sc_t = pow2_neg(e);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; i++)
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            s = fmaf(v[i][k], sc_t, s);
+    block_allreduce_es<1, SCOPE, REDUX>(e, s, ctx);
+    const float sc = pow2_neg(e);
+    const float mean = s / h;
+    float q = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        const bool valid = lane + i * gsize < count;
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+            v[i][k] = fmaf(v[i][k], sc, -mean); /* u - mean (x * sc is exact) */
+            if (valid)
+                q = fmaf(v[i][k], v[i][k], q);
+        }
+    }
+    q = block_allreduce<SumOp, SCOPE>(q, ctx);
+    /* a constant row with large e: eps * 2^-2e underflows and var is 0, so inv would be inf and
+     * 0 * inf NaN; exact arithmetic gives y = beta (backends/README.md) */
+    const float inv = 1.0f / sqrtf(q / h + scale_pow2(eps, -2 * e));
+    return isinf(inv) ? FLT_MAX : inv;
+}
+
 /* ---- register kernel ----
  *
  * A row group handles one row at a time: one warp (SCOPE RED_WARP: the CTA runs blockDim / warp
@@ -593,30 +636,8 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                 }
             }
             if (!fast) { /* the power-of-two scaled path */
-                int e = exp_of_max(row_abs_max());
-                const float sc_t = pow2_neg(e);
-                float s = 0.0f;
-                each_val([&](float x) { s = fmaf(x, sc_t, s); });
-                block_allreduce_es<1, SCOPE, es_redux(OP, SCOPE, VEC)>(e, s, ctx);
-                const float sc = pow2_neg(e);
-                const float mean = s / (float)a.cols;
-                float q = 0.0f;
-#pragma unroll
-                for (int i = 0; i < NV; i++) {
-                    const bool valid = lane + i * gsize < count;
-#pragma unroll
-                    for (int k = 0; k < VEC; k++) {
-                        v[i][k] = fmaf(v[i][k], sc, -mean); /* u - mean (x * sc is exact) */
-                        if (valid)
-                            q = fmaf(v[i][k], v[i][k], q);
-                    }
-                }
-                q = block_allreduce<SumOp, SCOPE>(q, ctx);
-                /* a constant row with large e: eps * 2^-2e underflows and var is 0, so inv would be
-                 * inf and 0 * inf NaN; exact arithmetic gives y = beta (backends/README.md) */
-                float inv = 1.0f / sqrtf(q / (float)a.cols + scale_pow2(a.eps, -2 * e));
-                if (isinf(inv))
-                    inv = FLT_MAX;
+                const float inv = ln_scaled_center<SCOPE, es_redux(OP, SCOPE, VEC)>(v, lane, gsize, count,
+                                                                                   (float)a.cols, a.eps, ctx);
                 store_ln(BoolC<true>(), 0.0f, inv);
             }
         } else { /* OP_SOFTMAX */

@@ -152,38 +152,8 @@ __device__ __forceinline__ void ln_pair_body(const NormArgs &a)
         }
         /* the others: the scaled path of norm_reg_body, one row at a time */
         auto scaled_row = [&](float (&v)[NV][VEC], int64_t base) {
-            float m = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++)
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    m = fmaxf(m, fabsf(v[i][k]));
-            int e = exp_of_max(m);
-            const float sc_t = pow2_neg(e);
-            float ss = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++)
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    ss = fmaf(v[i][k], sc_t, ss);
-            block_allreduce_es<1, SCOPE, es_redux(OP_LN, SCOPE, VEC)>(e, ss, ctx);
-            const float sc = pow2_neg(e);
-            const float mean = ss / h;
-            float qq = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                const bool valid = lane + i * gsize < count;
-#pragma unroll
-                for (int k = 0; k < VEC; k++) {
-                    v[i][k] = fmaf(v[i][k], sc, -mean); /* u - mean (x * sc is exact) */
-                    if (valid)
-                        qq = fmaf(v[i][k], v[i][k], qq);
-                }
-            }
-            qq = block_allreduce<SumOp, SCOPE>(qq, ctx);
-            float inv = 1.0f / sqrtf(qq / h + scale_pow2(a.eps, -2 * e));
-            if (isinf(inv)) /* a constant row with large e: y = beta (norm_reg_body) */
-                inv = FLT_MAX;
+            const float inv = ln_scaled_center<SCOPE, es_redux(OP_LN, SCOPE, VEC)>(v, lane, gsize, count, h,
+                                                                                  a.eps, ctx);
 #pragma unroll
             for (int i = 0; i < NV; i++) {
                 const int vi = lane + i * gsize;
