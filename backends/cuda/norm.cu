@@ -382,15 +382,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
 
     const int csize = SCOPE == RED_CLUSTER ? a.csize : 1;
     const int rank = SCOPE == RED_CLUSTER ? (int)(blockIdx.x % (unsigned)csize) : 0;
-    RedCtx ctx;
-    ctx.f = red_f;
-    ctx.i = red_i;
-    ctx.cl = red_cl;
-    ctx.bar = red_bar;
-    ctx.csize = csize;
-    ctx.rank = rank;
-    ctx.counter = 0;
-    ctx.parity = 0u;
+    RedCtx ctx = red_ctx(red_f, red_i, red_cl, red_bar, csize, rank);
     const int lane = WARP ? (int)(threadIdx.x % RDG_WARP) : (int)threadIdx.x;
     const int gsize = WARP ? RDG_WARP : (int)blockDim.x;
     const int groups = WARP ? (int)(blockDim.x / RDG_WARP) : 1;
@@ -735,15 +727,7 @@ __global__ void RDG_LAUNCH_BOUNDS(RDG_LOOP_THREADS, 1) norm_loop_kernel(NormArgs
 {
     __shared__ float red_f[2 * RDG_MAX_WARPS];
     __shared__ int red_i[2 * RDG_MAX_WARPS];
-    RedCtx ctx;
-    ctx.f = red_f;
-    ctx.i = red_i;
-    ctx.cl = nullptr; /* no cluster */
-    ctx.bar = nullptr;
-    ctx.csize = 1;
-    ctx.rank = 0;
-    ctx.counter = 0;
-    ctx.parity = 0u;
+    RedCtx ctx = red_ctx(red_f, red_i, nullptr, nullptr, 1, 0); /* no cluster */
 
     const int tid = threadIdx.x;
     const int nthr = blockDim.x;

@@ -43,15 +43,7 @@ __device__ __forceinline__ void ln_pair_body(const NormArgs &a)
     const int gsize = (int)blockDim.x;
     const int csize = SCOPE == RED_CLUSTER ? a.csize : 1;
     const int rank = SCOPE == RED_CLUSTER ? (int)(blockIdx.x % (unsigned)csize) : 0;
-    RedCtx ctx;
-    ctx.f = red_f;
-    ctx.i = red_i;
-    ctx.cl = red_cl;
-    ctx.bar = red_bar;
-    ctx.csize = csize;
-    ctx.rank = rank;
-    ctx.counter = 0;
-    ctx.parity = 0u;
+    RedCtx ctx = red_ctx(red_f, red_i, red_cl, red_bar, csize, rank);
     const int nvec = (int)(a.cols / VEC);
     const int vbeg = rank * a.slice_vec;
     const int count = min(a.slice_vec, nvec - vbeg);

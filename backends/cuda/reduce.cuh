@@ -44,6 +44,21 @@ struct RedCtx {
     uint32_t parity; /* bit s: the phase parity of bar[s] to wait for next */
 };
 
+/* A context over the caller's scratch arrays (cl and bar: nullptr without a cluster). */
+__device__ __forceinline__ RedCtx red_ctx(float *f, int *i, float2 *cl, uint64_t *bar, int csize, int rank)
+{
+    RedCtx c;
+    c.f = f;
+    c.i = i;
+    c.cl = cl;
+    c.bar = bar;
+    c.csize = csize;
+    c.rank = rank;
+    c.counter = 0;
+    c.parity = 0u;
+    return c;
+}
+
 /* 2^-e for e in [0, 149] (exact, subnormal past 126). */
 __device__ __forceinline__ float pow2_neg(int e)
 {
