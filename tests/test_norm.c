@@ -669,7 +669,10 @@ static void test_inplace(void **state)
     const param_t *p = *state;
     char test[128];
     test_name(test, sizeof test, p, "inplace");
-    static const int64_t shapes[][2] = {{3, 1000}, {2, 4097}, {1, 65536}};
+    /* a warp, the looped kernel, a cluster and a CTA per row (the register kernels need 16-byte
+     * aligned rows: offset 8 keeps them, offset 2 sends every shape to the looped kernels) */
+    static const int64_t shapes[][2] = {{3, 1000}, {2, 4097}, {1, 65536}, {3, 4096}};
+    static const size_t offsets[] = {2, 8};
     static const struct {
         int alias;
         const char *label;
@@ -682,18 +685,21 @@ static void test_inplace(void **state)
     };
     rt_log_t *log = rt_log_new();
     int index = 0;
-    for (size_t s = 0; s < 3; s++) {
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t nalias = p->op == OP_ADD_RMS_NORM ? sizeof add_aliases / sizeof add_aliases[0] : 1;
-        for (size_t a = 0; a < nalias; a++) {
-            data_t d;
-            data_make(&d, p, test, index++, 2, shapes[s]);
-            run_t c = run_init(p->op == OP_ADD_RMS_NORM ? add_aliases[a].label : "output == input", 2, shapes[s],
-                               1e-5f, &d);
-            c.alias = p->op == OP_ADD_RMS_NORM ? add_aliases[a].alias : ALIAS_Y_IS_X;
-            c.off_x = 2; /* in place at an offset too */
-            run_case(p, &c, log);
-            data_free(&d);
-        }
+        for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; o++)
+            for (size_t a = 0; a < nalias; a++) {
+                data_t d;
+                data_make(&d, p, test, index++, 2, shapes[s]);
+                char label[128];
+                snprintf(label, sizeof label, "%s, offset %zu",
+                         p->op == OP_ADD_RMS_NORM ? add_aliases[a].label : "output == input", offsets[o]);
+                run_t c = run_init(label, 2, shapes[s], 1e-5f, &d);
+                c.alias = p->op == OP_ADD_RMS_NORM ? add_aliases[a].alias : ALIAS_Y_IS_X;
+                c.off_x = offsets[o]; /* in place at an offset too */
+                run_case(p, &c, log);
+                data_free(&d);
+            }
     }
     rt_log_finish_free(log, "case(s)");
 }
