@@ -718,6 +718,10 @@ static void test_offsets(void **state)
         {"odd offsets (not 16-byte aligned)", {2, 1000}, 1, 5, 1, 2, 3, 1, 7},
         {"odd offsets, length 4097", {2, 4097}, 3, 1, 3, 1, 5, 3, 1},
         {"odd offsets, length 4096", {3, 4096}, 1, 3, 2, 3, 7, 2, 5},
+        /* offsets that keep every row 16-byte aligned (the CUDA register kernels: a CTA and a
+         * cluster per row); F32 gamma and beta from 4 elements in */
+        {"aligned offsets, length 4096", {3, 4096}, 8, 16, 4, 8, 24, 1, 8},
+        {"aligned offsets, length 20000", {3, 20000}, 16, 8, 8, 4, 8, 3, 16},
     };
     rt_log_t *log = rt_log_new();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
