@@ -233,23 +233,17 @@ __device__ __forceinline__ uint16_t rdg_f32_to_f16(float f)
     return __half_as_ushort(__float2half_rn(f));
 }
 
-/* 16-byte asynchronous global -> shared copies (cp.async.cg, sm_80+); elsewhere a plain copy. */
+/* 16-byte asynchronous global -> shared copies (sm_80+; elsewhere a plain copy): cp.async.cg
+ * (L2 only), or with L1 cp.async.ca (through L1). */
+template <bool L1 = false>
 __device__ __forceinline__ void rdg_copy16_async(void *smem, const void *gmem)
 {
 #if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-#else
-    *(uint4 *)smem = *(const uint4 *)gmem;
-#endif
-}
-
-/* The same through L1 (cp.async.ca; rdg_copy16_async is .cg, L2 only) */
-__device__ __forceinline__ void rdg_copy16_async_l1(void *smem, const void *gmem)
-{
-#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+    if constexpr (L1)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+    else
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 #else
     *(uint4 *)smem = *(const uint4 *)gmem;
 #endif

@@ -306,10 +306,7 @@ __device__ __forceinline__ void issue_prefetch(typename S::raw_t *buf, const voi
         const int vi = lane + i * gsize;
         if (vi >= count)
             continue;
-        if constexpr (L1)
-            rdg_copy16_async_l1(buf + vi, (const typename S::raw_t *)src + base + vi);
-        else
-            rdg_copy16_async(buf + vi, (const typename S::raw_t *)src + base + vi);
+        rdg_copy16_async<L1>(buf + vi, (const typename S::raw_t *)src + base + vi);
     }
 }
 
