@@ -118,52 +118,36 @@ __device__ __forceinline__ void ln_pair_body(const NormArgs &a)
         const float inv0 = 1.0f / sqrtf(q.x / h + a.eps), inv1 = 1.0f / sqrtf(q.y / h + a.eps);
         const int64_t base0 = row * nvec + vbeg, base1 = base0 + nvec;
 
-        /* the rows that passed: gamma and beta read once for both */
-        if (fast0 || fast1) {
+        /* a row that failed takes the scaled path of norm_reg_body: v becomes x * 2^-e - mean */
+        float c0 = mean0, c1 = mean1, r0 = inv0, r1 = inv1;
+        if (!fast0) {
+            r0 = ln_scaled_center<SCOPE, es_redux(OP_LN, SCOPE, VEC)>(v0, lane, gsize, count, h, a.eps, ctx);
+            c0 = 0.0f;
+        }
+        if (has1 && !fast1) {
+            r1 = ln_scaled_center<SCOPE, es_redux(OP_LN, SCOPE, VEC)>(v1, lane, gsize, count, h, a.eps, ctx);
+            c1 = 0.0f;
+        }
+        /* both rows, gamma and beta read once */
 #pragma unroll
-            for (int i = 0; i < NV; i++) {
-                const int vi = lane + i * gsize;
-                if (vi < count) {
-                    float g[VEC], b[VEC], t[VEC];
-                    load_affine<VEC, true>(sg, nullptr, vi * VEC, g);
-                    load_affine<VEC, true>(sb, nullptr, vi * VEC, b);
-                    if (fast0) {
+        for (int i = 0; i < NV; i++) {
+            const int vi = lane + i * gsize;
+            if (vi < count) {
+                float g[VEC], b[VEC], t[VEC];
+                load_affine<VEC, true>(sg, nullptr, vi * VEC, g);
+                load_affine<VEC, true>(sb, nullptr, vi * VEC, b);
 #pragma unroll
-                        for (int k = 0; k < VEC; k++)
-                            t[k] = fmaf((v0[i][k] - mean0) * inv0, g[k], b[k]);
-                        S::stv(a.y, base0 + vi, t);
-                    }
-                    if (fast1) {
+                for (int k = 0; k < VEC; k++)
+                    t[k] = fmaf((v0[i][k] - c0) * r0, g[k], b[k]);
+                S::stv(a.y, base0 + vi, t);
+                if (has1) {
 #pragma unroll
-                        for (int k = 0; k < VEC; k++)
-                            t[k] = fmaf((v1[i][k] - mean1) * inv1, g[k], b[k]);
-                        S::stv(a.y, base1 + vi, t);
-                    }
+                    for (int k = 0; k < VEC; k++)
+                        t[k] = fmaf((v1[i][k] - c1) * r1, g[k], b[k]);
+                    S::stv(a.y, base1 + vi, t);
                 }
             }
         }
-        /* the others: the scaled path of norm_reg_body, one row at a time */
-        auto scaled_row = [&](float (&v)[NV][VEC], int64_t base) {
-            const float inv = ln_scaled_center<SCOPE, es_redux(OP_LN, SCOPE, VEC)>(v, lane, gsize, count, h,
-                                                                                  a.eps, ctx);
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                const int vi = lane + i * gsize;
-                if (vi < count) {
-                    float g[VEC], b[VEC], t[VEC];
-                    load_affine<VEC, true>(sg, nullptr, vi * VEC, g);
-                    load_affine<VEC, true>(sb, nullptr, vi * VEC, b);
-#pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        t[k] = fmaf(v[i][k] * inv, g[k], b[k]);
-                    S::stv(a.y, base + vi, t);
-                }
-            }
-        };
-        if (!fast0)
-            scaled_row(v0, base0);
-        if (has1 && !fast1)
-            scaled_row(v1, base1);
     }
     rdg_copy_async_wait();
     /* A CTA's shared memory must outlive the cluster's last remote write to it. */
