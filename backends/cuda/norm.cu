@@ -266,16 +266,33 @@ struct BoolC {
     static constexpr bool value = B;
 };
 
-/* VEC floats of gamma or beta at slice float index c: from the staged copy in shared memory or
- * from global memory. */
-template <int VEC, bool STAGED>
-__device__ __forceinline__ void load_affine(const float *sm, const float *gl, int c, float (&out)[VEC])
+/* Layout of the staged gamma/beta slice. A thread reads its vector's VEC floats as VEC / 4
+ * float4s. Stored in order (PLANAR false), a 16-bit row's vector (VEC = 8) spans 32 bytes, so
+ * the 8 threads of one LDS.128 phase span 256 bytes: a 2-way bank conflict on every load.
+ * PLANAR stores float4 p of vector v at p * slice_vec + v instead: a 16-byte stride, no
+ * conflict. Taken where it measured faster (the pair kernel, norm_pair.cuh); the one-row
+ * 16-bit kernels measured the same or up to 2% slower with it (H200, bench/RESULTS.md). */
+template <int VEC, bool PLANAR>
+__device__ __forceinline__ void stage_affine(float *sm, const float *src, int n4, int slice_vec)
+{
+    /* n4 float4s of the slice from src; zeros when src is null (a missing beta) */
+    for (int k = threadIdx.x; k < n4; k += blockDim.x)
+        ((float4 *)sm)[PLANAR ? (k % (VEC / 4)) * slice_vec + k / (VEC / 4) : k] =
+            src ? ((const float4 *)src)[k] : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+/* VEC floats of gamma or beta of slice vector vi: from the staged copy in shared memory or from
+ * global memory. */
+template <int VEC, bool STAGED, bool PLANAR = false>
+__device__ __forceinline__ void load_affine(const float *sm, const float *gl, int vi, int slice_vec,
+                                            float (&out)[VEC])
 {
 #pragma unroll
     for (int k = 0; k < VEC; k += 4) {
-        float4 g = STAGED           ? *(const float4 *)(sm + c + k)
-                   : RDG_AFFINE_LDG ? __ldg((const float4 *)(gl + c + k))
-                                    : *(const float4 *)(gl + c + k);
+        const int c = vi * VEC + k;
+        float4 g = STAGED ? (PLANAR ? ((const float4 *)sm)[(k / 4) * slice_vec + vi] : *(const float4 *)(sm + c))
+                   : RDG_AFFINE_LDG ? __ldg((const float4 *)(gl + c))
+                                    : *(const float4 *)(gl + c);
         out[k] = g.x;
         out[k + 1] = g.y;
         out[k + 2] = g.z;
@@ -396,14 +413,10 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
     const float *sg = (const float *)rdg_dyn_smem;
     const float *sb = sg + (size_t)a.slice_vec * VEC;
     if (STAGED) {
-        const float4 *g4 = (const float4 *)(a.gamma + (size_t)vbeg * VEC);
-        const float4 *b4 = a.beta ? (const float4 *)(a.beta + (size_t)vbeg * VEC) : nullptr;
         const int n4 = count * (VEC / 4);
-        for (int k = threadIdx.x; k < n4; k += blockDim.x) {
-            ((float4 *)sg)[k] = g4[k];
-            if (STAGED_B)
-                ((float4 *)sb)[k] = b4 ? b4[k] : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
+        stage_affine<VEC, false>((float *)sg, a.gamma + (size_t)vbeg * VEC, n4, a.slice_vec);
+        if (STAGED_B)
+            stage_affine<VEC, false>((float *)sb, a.beta ? a.beta + (size_t)vbeg * VEC : nullptr, n4, a.slice_vec);
         __syncthreads();
     }
     const float *gg = HAS_GAMMA ? a.gamma + (size_t)vbeg * VEC : nullptr;
@@ -560,7 +573,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                     const int vi = lane + i * gsize;
                     if (vi < count) {
                         float g[VEC], t[VEC];
-                        load_affine<VEC, STAGED>(sg, gg, vi * VEC, g);
+                        load_affine<VEC, STAGED>(sg, gg, vi, a.slice_vec, g);
                         row_vals(i, t);
 #pragma unroll
                         for (int k = 0; k < VEC; k++)
@@ -582,13 +595,13 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                     const int vi = lane + i * gsize;
                     if (vi < count) {
                         float g[VEC], t[VEC];
-                        load_affine<VEC, STAGED>(sg, gg, vi * VEC, g);
+                        load_affine<VEC, STAGED>(sg, gg, vi, a.slice_vec, g);
 #pragma unroll
                         for (int k = 0; k < VEC; k++)
                             t[k] = (decltype(centered)::value ? v[i][k] : v[i][k] - mean) * inv;
                         if (STAGED_B || gb) {
                             float b[VEC];
-                            load_affine<VEC, STAGED_B>(sb, gb, vi * VEC, b);
+                            load_affine<VEC, STAGED_B>(sb, gb, vi, a.slice_vec, b);
 #pragma unroll
                             for (int k = 0; k < VEC; k++)
                                 t[k] = fmaf(t[k], g[k], b[k]);
@@ -712,7 +725,7 @@ __global__ void RDG_MAXNREG(512, 80) norm_reg_kernel_ln16(NormArgs a)
 #endif
 
 #if RDG_PREFETCH_SMEM && RDG_AFFINE_IN_SMEM
-#include "norm_ln_pair.cuh"
+#include "norm_pair.cuh"
 #endif
 
 /* ---- looped kernel (any cols, any alignment) ---- */
@@ -830,16 +843,17 @@ constexpr bool packed_rows()
 template <class S, int OP>
 kernel_fn reg_kernel_for(int variant, int staged)
 {
+#if RDG_PREFETCH_SMEM && RDG_AFFINE_IN_SMEM
+    if constexpr ((OP == OP_LN || OP == OP_SOFTMAX) && sizeof(typename S::elem_t) == 2)
+        if (staged == 3) /* two rows per thread (norm_pair.cuh) */
+            return variant == V_BLOCK32 ? pair_kernel<S, OP, RED_BLOCK>
+#if RDG_HOST_CLUSTERS
+                   : variant == V_CLUSTER32 ? pair_kernel<S, OP, RED_CLUSTER>
+#endif
+                                            : nullptr;
+#endif
     if (staged != 1) { /* the policy stages less only for 16-bit layer_norm (choose) */
         if constexpr (OP == OP_LN && sizeof(typename S::elem_t) == 2) {
-#if RDG_PREFETCH_SMEM && RDG_AFFINE_IN_SMEM
-            if (staged == 3) /* two rows per thread (norm_ln_pair.cuh) */
-                return variant == V_BLOCK32 ? ln_pair_kernel<S, RED_BLOCK>
-#if RDG_HOST_CLUSTERS
-                       : variant == V_CLUSTER32 ? ln_pair_kernel<S, RED_CLUSTER>
-#endif
-                                                : nullptr;
-#endif
             if constexpr (RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG)
                 if (variant == V_BLOCK32 && staged == 2)
                     return norm_reg_kernel_ln16<S, 2>;
@@ -955,12 +969,12 @@ struct LaunchCfg {
     int f;          /* register kernel: floats per thread (8, 16, 32) */
     int threads;    /* per CTA */
     int csize;      /* CTAs per row (cluster size), 1 otherwise */
-    int rows_per_cta; /* warp variants: one row per warp; 2 for ln_pair_kernel */
+    int rows_per_cta; /* warp variants: one row per warp; 2 for pair_kernel */
     int slice_vec;  /* vectors per CTA slice */
     size_t smem;    /* dynamic shared memory bytes */
     int staged;     /* register kernel: 1 gamma/beta staged in shared memory, 2 gamma only, 0 neither
-                       (read through the caches), 3 both and two rows per thread (16-bit
-                       layer_norm, ln_pair_kernel) */
+                       (read through the caches), 3 two rows per thread (16-bit
+                       layer_norm, gamma and beta staged; softmax: pair_kernel) */
     int prefetch;   /* next row copied asynchronously into shared memory (after gamma/beta) */
 };
 
@@ -1011,44 +1025,51 @@ LaunchCfg loop_cfg(const rdg_devinfo_t *d, int64_t cols)
     return c;
 }
 
-/* 16-bit layer_norm rows with two rows per thread (norm_ln_pair.cuh) where RDG_LN16_PAIR asks for
- * it (bit 0: rows that choose() splits over a cluster, bit 1: rows of one CTA at F = 32) and
- * gamma, beta and two rows' prefetch buffers fit in shared memory: fills c and returns 1. A
- * CTA's slice is the row when it is at most RDG_LN16_PAIR_MIN_SLICE elements long (or the device
- * has no clusters); longer rows are split evenly over a cluster into slices of about that size,
- * larger where that would take more than RDG_MAX_CLUSTER CTAs. 8192 (the default) gives two CTAs
- * of 256 threads per SM in place of one of 512. H200 A/B against 16384, 2 rounds, bf16:
- * [4096, 65536] 0.3425 -> 0.3181 ms (-7.1%), [4096, 16384] -1.7%, [16384, 8192] +0.8% (the
- * same kernel: noise), [2048, 131072] +0.6% (the same slices); 4096 lost where it changed the
- * slice of 8192-element rows (cluster of 2: +9.2%) and of 16384 (+16.9%). */
+/* 16-bit layer_norm and softmax rows with two rows per thread (norm_pair.cuh) where
+ * RDG_LN16_PAIR or RDG_SOFTMAX16_PAIR asks for it (bit 0: rows that choose() splits over a
+ * cluster, bit 1: rows of one CTA at F = 32) and the staged gamma and beta (layer_norm) and two
+ * rows' prefetch buffers fit in shared memory: fills c and returns 1. A CTA's slice is the row
+ * when it is at most the op's minimum slice long (or the device has no clusters); longer rows
+ * are split evenly over a cluster into slices of about that size, larger where that would take
+ * more than RDG_MAX_CLUSTER CTAs. layer_norm, 8192 (the default) gives two CTAs of 256 threads
+ * per SM in place of one of 512. H200 A/B against 16384, 2 rounds, bf16: [4096, 65536] 0.3425
+ * -> 0.3181 ms (-7.1%), [4096, 16384] -1.7%, [16384, 8192] +0.8% (the same kernel: noise),
+ * [2048, 131072] +0.6% (the same slices); 4096 lost where it changed the slice of 8192-element
+ * rows (cluster of 2: +9.2%) and of 16384 (+16.9%). */
 #ifndef RDG_LN16_PAIR_MIN_SLICE
 #define RDG_LN16_PAIR_MIN_SLICE 8192
 #endif
-int ln_pair_cfg(const rdg_devinfo_t *d, int op, int esize, int variant, int64_t nvec, LaunchCfg *c)
+#ifndef RDG_SOFTMAX16_PAIR_MIN_SLICE
+#define RDG_SOFTMAX16_PAIR_MIN_SLICE 8192
+#endif
+int pair_cfg(const rdg_devinfo_t *d, int op, int esize, int variant, int64_t nvec, LaunchCfg *c)
 {
 #if RDG_PREFETCH_SMEM && RDG_AFFINE_IN_SMEM
-    const int want = op == OP_LN && esize == 2 &&
-                     ((variant == V_CLUSTER32 && (RDG_LN16_PAIR & 1)) || (variant == V_BLOCK32 && (RDG_LN16_PAIR & 2)));
+    const int bits = op == OP_LN ? RDG_LN16_PAIR : op == OP_SOFTMAX ? RDG_SOFTMAX16_PAIR : 0;
+    const int want = esize == 2 && ((variant == V_CLUSTER32 && (bits & 1)) || (variant == V_BLOCK32 && (bits & 2)));
     if (!want)
         return 0;
     const int w = d->warp_size > 0 ? d->warp_size : 32;
     const int max_thr = d->max_threads > 0 && d->max_threads < 1024 ? d->max_threads : 1024;
-    int64_t slice = rdg_ceil_div(RDG_LN16_PAIR_MIN_SLICE, 8);
+    const int min_slice = op == OP_LN ? RDG_LN16_PAIR_MIN_SLICE : RDG_SOFTMAX16_PAIR_MIN_SLICE;
+    int64_t slice = rdg_ceil_div(min_slice, 8);
     if (slice * RDG_MAX_CLUSTER < nvec)
         slice = rdg_ceil_div(nvec, RDG_MAX_CLUSTER);
     if (slice > nvec || !d->clusters)
         slice = nvec;
     const int csize = (int)rdg_ceil_div(nvec, slice);
     slice = rdg_ceil_div(nvec, csize); /* balanced */
-    const int64_t thr = round_up(rdg_ceil_div(slice * 8, 32), w);
-    const size_t smem = (size_t)slice * 8 * sizeof(float) * 2 + (size_t)slice * 16 * 2;
-    if (thr > max_thr || thr > 512 ||
-        smem + RDG_STATIC_SMEM_RESERVE > d->smem_optin)
+    /* softmax: only rows over more than 4 slices of min_slice (RDG_SOFTMAX16_PAIR, measured) */
+    if (op == OP_SOFTMAX && (slice * 8 > min_slice || csize <= 4))
+        return 0;
+    const int64_t thr = round_up(rdg_ceil_div(slice * 8, RDG_PAIR_F), w);
+    const size_t smem = (op == OP_LN ? (size_t)slice * 8 * sizeof(float) * 2 : 0) + (size_t)slice * 16 * 2;
+    if (thr > max_thr || thr > 16384 / RDG_PAIR_F || smem + RDG_STATIC_SMEM_RESERVE > d->smem_optin)
         return 0;
     memset(c, 0, sizeof *c);
     c->reg = 1;
     c->variant = csize > 1 ? V_CLUSTER32 : V_BLOCK32;
-    c->f = 32;
+    c->f = RDG_PAIR_F;
     c->threads = (int)thr;
     c->csize = csize;
     c->rows_per_cta = 2;
@@ -1074,7 +1095,7 @@ int ln_pair_cfg(const rdg_devinfo_t *d, int op, int esize, int variant, int64_t 
  *   16-bit data: F = 32 (cols <= 16384 in one CTA, 16384 per CTA of a cluster); rms_norm
  *                          from 8192: F = 64 packed (16384 per CTA of <= 256 threads)
  *   16-bit layer_norm (CUDA): two rows per thread in CTAs of up to 8192 elements, or 16384 where
- *                          a row needs more than 8 (ln_pair_cfg, norm_ln_pair.cuh)
+ *                          a row needs more than 8 (pair_cfg, norm_pair.cuh)
  *   without clusters (HIP, pre-Hopper): 8192 < cols <= 16384 one CTA, F = 32, <= 512 threads
  * with gamma (and beta) staged in shared memory (CUDA) when they fit; anything else (odd sizes,
  * misalignment, longer rows) runs the looped kernel. */
@@ -1121,7 +1142,7 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
             variant = V_BLOCK32;
             f = 32;
         }
-        if (variant >= 0 && ln_pair_cfg(d, op, esize, variant, nvec, &c))
+        if (variant >= 0 && pair_cfg(d, op, esize, variant, nvec, &c))
             return c;
         if (variant >= 0) {
             const int warp_rows = variant == V_WARP8 || variant == V_WARP32;

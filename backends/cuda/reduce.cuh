@@ -253,18 +253,18 @@ __device__ __forceinline__ float block_allreduce(float v, RedCtx &c)
     return v;
 }
 
-/* Sum of two independent values at once (two rows' partials): one barrier and one cluster
+/* Two independent values reduced at once (two rows' partials): one barrier and one cluster
  * exchange for both. The y parts of the warp partials go through the exponent scratch. */
-template <int SCOPE>
-__device__ __forceinline__ float2 block_allreduce_sum2(float2 v, RedCtx &c)
+template <class Op, int SCOPE>
+__device__ __forceinline__ float2 block_allreduce2(float2 v, RedCtx &c)
 {
     const int slot = c.counter & 1;
     c.counter++;
     const int lane = threadIdx.x % RDG_WARP;
     const int warp = threadIdx.x / RDG_WARP;
     const int nwarps = blockDim.x / RDG_WARP;
-    v.x = warp_allreduce<SumOp>(v.x);
-    v.y = warp_allreduce<SumOp>(v.y);
+    v.x = warp_allreduce<Op>(v.x);
+    v.y = warp_allreduce<Op>(v.y);
     if (SCOPE == RED_WARP)
         return v;
     if (nwarps > 1) {
@@ -273,16 +273,16 @@ __device__ __forceinline__ float2 block_allreduce_sum2(float2 v, RedCtx &c)
             c.i[slot * RDG_MAX_WARPS + warp] = __float_as_int(v.y);
         }
         __syncthreads();
-        v.x = lane < nwarps ? c.f[slot * RDG_MAX_WARPS + lane] : 0.0f;
-        v.y = lane < nwarps ? __int_as_float(c.i[slot * RDG_MAX_WARPS + lane]) : 0.0f;
-        v.x = warp_allreduce<SumOp>(v.x);
-        v.y = warp_allreduce<SumOp>(v.y);
+        v.x = lane < nwarps ? c.f[slot * RDG_MAX_WARPS + lane] : Op::identity();
+        v.y = lane < nwarps ? __int_as_float(c.i[slot * RDG_MAX_WARPS + lane]) : Op::identity();
+        v.x = warp_allreduce<Op>(v.x);
+        v.y = warp_allreduce<Op>(v.y);
     }
     if (SCOPE == RED_CLUSTER) {
-        float2 acc = make_float2(0.0f, 0.0f);
+        float2 acc = make_float2(Op::identity(), Op::identity());
         cluster_exchange(c, slot, v, [&](float2 p) {
-            acc.x += p.x;
-            acc.y += p.y;
+            acc.x = Op::apply(acc.x, p.x);
+            acc.y = Op::apply(acc.y, p.y);
         });
         v = acc;
     }
