@@ -22,6 +22,8 @@
 #   norm-mem  softmax and rms_norm [4096, 65536], f32 and bf16, with the memory workload
 #             section, DRAM and L2 bytes, and stall reasons: ncu-norm-mem-OP-DTYPE.txt
 #   norm-1k   rms_norm and softmax f32 [65536, 1024]
+#   norm-pair layer_norm and softmax bf16 [16384, 8192] and [4096, 65536] (the two-row kernels
+#             and the one-row softmax), with stall reasons
 #   norm-16   the 16-bit rows below target: all four ops bf16 [4096, 65536], layer_norm bf16
 #             [16384, 8192], layer_norm and softmax bf16 [65536, 1024], with stall reasons
 #
@@ -49,6 +51,9 @@ stall_metrics=$(for r in long_scoreboard short_scoreboard barrier membar wait lg
     branch_resolving misc imc_miss; do
   printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' "$r"; done)
 stall_metrics=${stall_metrics%,}
+
+# the normalization kernels: one-row (norm_*_kernel*) and two-row (pair_kernel, norm_pair.cuh)
+norm_kernels='norm|pair_kernel'
 
 profile() { # name kernel-regex launch-count command...  (EXTRA_METRICS: more metrics)
   local name=$1 regex=$2 count=$3
@@ -89,7 +94,7 @@ for target in "$@"; do
     norm-src)
       for c in softmax:4096x65536 layer_norm:4096x65536 rms_norm:4096x65536 layer_norm:16384x8192; do
         shape=${c#*:}
-        profile_src "norm-src-${c/:/-}" norm "${shape%%x*}" "$BUILD/bench/rudnn-bench" --backend=cuda --op="${c%%:*}" \
+        profile_src "norm-src-${c/:/-}" "$norm_kernels" "${shape%%x*}" "$BUILD/bench/rudnn-bench" --backend=cuda --op="${c%%:*}" \
           --shape="$shape" --dtype=bf16 --reps=1
       done ;;
     mixtral) EXTRA_METRICS=$stall_metrics profile mixtral 'tc_gemm|tma_gemm|gather|combine|plan_|route' "${MIXTRAL_KERNELS:-12}" "$BUILD/bench/rudnn-bench-moe" \
@@ -105,17 +110,22 @@ for target in "$@"; do
       # the bytes go (DRAM, L2, shared memory) and why warps wait
       mem=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum
       for c in softmax:f32 softmax:bf16 rms_norm:f32 rms_norm:bf16; do
-        EXTRA_METRICS="$stall_metrics,$mem" profile "norm-mem-${c/:/-}" 'norm' 1 --section MemoryWorkloadAnalysis \
+        EXTRA_METRICS="$stall_metrics,$mem" profile "norm-mem-${c/:/-}" "$norm_kernels" 1 --section MemoryWorkloadAnalysis \
           "$BUILD/bench/rudnn-bench" --backend=cuda --op="${c%%:*}" --shape=4096x65536 --dtype="${c#*:}" --reps=1
       done ;;
-    norm-ln) profile norm-ln 'norm' 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=layer_norm \
+    norm-ln) profile norm-ln "$norm_kernels" 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=layer_norm \
                --shape=4096x65536 --dtype=bf16,f32 --reps=1 ;;
-    norm-1k) profile norm-1k 'norm|softmax' 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=rms_norm,softmax \
+    norm-1k) profile norm-1k "$norm_kernels" 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=rms_norm,softmax \
                --shape=65536x1024 --dtype=f32 --reps=1 ;;
+    norm-pair)
+      for c in layer_norm:16384x8192 softmax:16384x8192 layer_norm:4096x65536 softmax:4096x65536; do
+        EXTRA_METRICS=$stall_metrics profile "norm-pair-${c/:/-}" "$norm_kernels" 1 "$BUILD/bench/rudnn-bench" --backend=cuda \
+          --op="${c%%:*}" --shape="${c#*:}" --dtype=bf16 --reps=1
+      done ;;
     norm-16)
       for c in rms_norm:4096x65536 layer_norm:4096x65536 add_rms_norm:4096x65536 softmax:4096x65536 \
                layer_norm:16384x8192 layer_norm:65536x1024 softmax:65536x1024; do
-        EXTRA_METRICS=$stall_metrics profile "norm-16-${c/:/-}" 'norm' 1 "$BUILD/bench/rudnn-bench" --backend=cuda \
+        EXTRA_METRICS=$stall_metrics profile "norm-16-${c/:/-}" "$norm_kernels" 1 "$BUILD/bench/rudnn-bench" --backend=cuda \
           --op="${c%%:*}" --shape="${c#*:}" --dtype=bf16 --reps=1
       done ;;
     *) echo "gpu-profile.sh: unknown target '$target'" >&2; rc=2 ;;
