@@ -23,7 +23,8 @@
 #             section, DRAM and L2 bytes, and stall reasons: ncu-norm-mem-OP-DTYPE.txt
 #   norm-1k   rms_norm and softmax f32 [65536, 1024]
 #   norm-pair layer_norm and softmax bf16 [16384, 8192] and [4096, 65536] (the two-row kernels
-#             and the one-row softmax), with stall reasons
+#             and the one-row softmax), with stall reasons, the memory workload section, DRAM
+#             and L2 bytes, L1 hit rate, carve-out and shared-load bank conflicts
 #   norm-16   the 16-bit rows below target: all four ops bf16 [4096, 65536], layer_norm bf16
 #             [16384, 8192], layer_norm and softmax bf16 [65536, 1024], with stall reasons
 #
@@ -52,6 +53,11 @@ stall_metrics=$(for r in long_scoreboard short_scoreboard barrier membar wait lg
   printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' "$r"; done)
 stall_metrics=${stall_metrics%,}
 
+# where the bytes go: DRAM, L2 sectors
+mem=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum
+# L1 and shared memory: hit rate, bank conflicts of shared loads (the shared-memory/L1 split is
+# in LaunchStats: "Shared Memory Configuration Size")
+l1=l1tex__t_sector_hit_rate.pct,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum
 # the normalization kernels: one-row (norm_*_kernel*) and two-row (pair_kernel, norm_pair.cuh)
 norm_kernels='norm|pair_kernel'
 
@@ -108,7 +114,6 @@ for target in "$@"; do
     norm-mem)
       # softmax and rms_norm [4096, 65536], F32 (above 85% of copy) against bf16 (below): where
       # the bytes go (DRAM, L2, shared memory) and why warps wait
-      mem=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum
       for c in softmax:f32 softmax:bf16 rms_norm:f32 rms_norm:bf16; do
         EXTRA_METRICS="$stall_metrics,$mem" profile "norm-mem-${c/:/-}" "$norm_kernels" 1 --section MemoryWorkloadAnalysis \
           "$BUILD/bench/rudnn-bench" --backend=cuda --op="${c%%:*}" --shape=4096x65536 --dtype="${c#*:}" --reps=1
@@ -118,8 +123,11 @@ for target in "$@"; do
     norm-1k) profile norm-1k "$norm_kernels" 4 "$BUILD/bench/rudnn-bench" --backend=cuda --op=rms_norm,softmax \
                --shape=65536x1024 --dtype=f32 --reps=1 ;;
     norm-pair)
+      # layer_norm's two-row kernel against softmax's (same structure; layer_norm also stages 64 KiB
+      # of gamma and beta per CTA, which leaves L1 little room for the .ca prefetch)
       for c in layer_norm:16384x8192 softmax:16384x8192 layer_norm:4096x65536 softmax:4096x65536; do
-        EXTRA_METRICS=$stall_metrics profile "norm-pair-${c/:/-}" "$norm_kernels" 1 "$BUILD/bench/rudnn-bench" --backend=cuda \
+        EXTRA_METRICS="$stall_metrics,$mem,$l1" profile "norm-pair-${c/:/-}" "$norm_kernels" 1 \
+          --section MemoryWorkloadAnalysis "$BUILD/bench/rudnn-bench" --backend=cuda \
           --op="${c%%:*}" --shape="${c#*:}" --dtype=bf16 --reps=1
       done ;;
     norm-16)

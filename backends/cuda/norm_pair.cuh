@@ -38,6 +38,11 @@
 /* gamma and beta staged in planes (stage_affine in norm.cu: no bank conflicts). H200 A/B, bf16
  * layer_norm, 2 rounds: [4096, 65536] -4.7%, [2048, 131072] -5.5%, [4096, 32768] -3.8%,
  * [16384, 8192] 0.0%. */
+/* RDG_PAIR_PF_L1: the prefetch copies through L1 (cp.async.ca, 1, the default) or L2 only (.cg,
+ * 0; to measure: with 64 KiB of gamma and beta per layer_norm CTA, two CTAs leave L1 little room) */
+#ifndef RDG_PAIR_PF_L1
+#define RDG_PAIR_PF_L1 1
+#endif
 #ifndef RDG_PAIR_AFFINE_PLANAR
 #define RDG_PAIR_AFFINE_PLANAR 1
 #endif
@@ -91,7 +96,7 @@ __device__ __forceinline__ void pair_body(const NormArgs &a)
     auto prefetch_pair = [&](int64_t r) {
         for (int k = 0; k < 2; k++)
             if (r + k < a.rows)
-                issue_prefetch<S, NV, true>(pf + (size_t)k * a.slice_vec, a.x, (r + k) * nvec + vbeg, lane,
+                issue_prefetch<S, NV, RDG_PAIR_PF_L1>(pf + (size_t)k * a.slice_vec, a.x, (r + k) * nvec + vbeg, lane,
                                             gsize, count);
         rdg_copy_async_commit();
     };
