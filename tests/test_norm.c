@@ -532,8 +532,8 @@ static void test_magnitude(void **state)
     char test[128];
     test_name(test, sizeof test, p, "magnitude");
     /* per row: scale of uniform(-1, 1) values, and whether one element is a
-     * spike of that scale among values of order 1 (2: the first element, which
-     * a shifted one-pass variance would cancel on). Rows of length 1 are
+     * spike of that scale among values of order 1 (2: the first element, so
+     * that a row starts far from its mean). Rows of length 1 are
      * included: layer_norm's variance is then exactly 0 while eps * 2^-2e
      * underflows in FP32 for the large rows, and the exact result is beta. */
     typedef struct {

@@ -1095,7 +1095,8 @@ int pair_cfg(const rdg_devinfo_t *d, int op, int esize, int variant, int64_t nve
  *   16-bit data: F = 32 (cols <= 16384 in one CTA, 16384 per CTA of a cluster); rms_norm
  *                          from 8192: F = 64 packed (16384 per CTA of <= 256 threads)
  *   16-bit layer_norm (CUDA): two rows per thread in CTAs of up to 8192 elements, or 16384 where
- *                          a row needs more than 8 (pair_cfg, norm_pair.cuh)
+ *                          a row needs more than 8 (pair_cfg, norm_pair.cuh); 16-bit softmax
+ *                          the same for rows over 5 to 8 CTAs of 8192 (32768 < cols <= 65536)
  *   without clusters (HIP, pre-Hopper): 8192 < cols <= 16384 one CTA, F = 32, <= 512 threads
  * with gamma (and beta) staged in shared memory (CUDA) when they fit; anything else (odd sizes,
  * misalignment, longer rows) runs the looped kernel. */

@@ -226,27 +226,40 @@ __device__ __forceinline__ void cluster_exchange(RedCtx &, int, float2, F)
 }
 #endif
 
+/* The next block reduction's scratch (slots alternate by ctx.counter, above) and this thread's
+ * place: one definition for block_allreduce, block_allreduce2 and block_allreduce_es. */
+struct RedStep {
+    int slot; /* scratch slot: warp partials at c.f / c.i [slot * RDG_MAX_WARPS + warp], cluster exchange */
+    int lane, warp, nwarps;
+};
+__device__ __forceinline__ RedStep red_step(RedCtx &c)
+{
+    RedStep r;
+    r.slot = c.counter & 1;
+    c.counter++;
+    r.lane = threadIdx.x % RDG_WARP;
+    r.warp = threadIdx.x / RDG_WARP;
+    r.nwarps = blockDim.x / RDG_WARP;
+    return r;
+}
+
 template <class Op, int SCOPE>
 __device__ __forceinline__ float block_allreduce(float v, RedCtx &c)
 {
-    const int slot = c.counter & 1;
-    c.counter++;
-    const int lane = threadIdx.x % RDG_WARP;
-    const int warp = threadIdx.x / RDG_WARP;
-    const int nwarps = blockDim.x / RDG_WARP;
+    const RedStep r = red_step(c);
     v = warp_allreduce<Op>(v);
     if (SCOPE == RED_WARP)
         return v;
-    if (nwarps > 1) {
-        if (lane == 0)
-            c.f[slot * RDG_MAX_WARPS + warp] = v;
+    if (r.nwarps > 1) {
+        if (r.lane == 0)
+            c.f[r.slot * RDG_MAX_WARPS + r.warp] = v;
         __syncthreads();
-        v = lane < nwarps ? c.f[slot * RDG_MAX_WARPS + lane] : Op::identity();
+        v = r.lane < r.nwarps ? c.f[r.slot * RDG_MAX_WARPS + r.lane] : Op::identity();
         v = warp_allreduce<Op>(v);
     }
     if (SCOPE == RED_CLUSTER) {
         float acc = Op::identity();
-        cluster_exchange(c, slot, make_float2(v, 0.0f),
+        cluster_exchange(c, r.slot, make_float2(v, 0.0f),
                          [&](float2 p) { acc = Op::apply(acc, p.x); });
         v = acc;
     }
@@ -258,29 +271,25 @@ __device__ __forceinline__ float block_allreduce(float v, RedCtx &c)
 template <class Op, int SCOPE>
 __device__ __forceinline__ float2 block_allreduce2(float2 v, RedCtx &c)
 {
-    const int slot = c.counter & 1;
-    c.counter++;
-    const int lane = threadIdx.x % RDG_WARP;
-    const int warp = threadIdx.x / RDG_WARP;
-    const int nwarps = blockDim.x / RDG_WARP;
+    const RedStep r = red_step(c);
     v.x = warp_allreduce<Op>(v.x);
     v.y = warp_allreduce<Op>(v.y);
     if (SCOPE == RED_WARP)
         return v;
-    if (nwarps > 1) {
-        if (lane == 0) {
-            c.f[slot * RDG_MAX_WARPS + warp] = v.x;
-            c.i[slot * RDG_MAX_WARPS + warp] = __float_as_int(v.y);
+    if (r.nwarps > 1) {
+        if (r.lane == 0) {
+            c.f[r.slot * RDG_MAX_WARPS + r.warp] = v.x;
+            c.i[r.slot * RDG_MAX_WARPS + r.warp] = __float_as_int(v.y);
         }
         __syncthreads();
-        v.x = lane < nwarps ? c.f[slot * RDG_MAX_WARPS + lane] : Op::identity();
-        v.y = lane < nwarps ? __int_as_float(c.i[slot * RDG_MAX_WARPS + lane]) : Op::identity();
+        v.x = r.lane < r.nwarps ? c.f[r.slot * RDG_MAX_WARPS + r.lane] : Op::identity();
+        v.y = r.lane < r.nwarps ? __int_as_float(c.i[r.slot * RDG_MAX_WARPS + r.lane]) : Op::identity();
         v.x = warp_allreduce<Op>(v.x);
         v.y = warp_allreduce<Op>(v.y);
     }
     if (SCOPE == RED_CLUSTER) {
         float2 acc = make_float2(Op::identity(), Op::identity());
-        cluster_exchange(c, slot, v, [&](float2 p) {
+        cluster_exchange(c, r.slot, v, [&](float2 p) {
             acc.x = Op::apply(acc.x, p.x);
             acc.y = Op::apply(acc.y, p.y);
         });
@@ -293,23 +302,19 @@ __device__ __forceinline__ float2 block_allreduce2(float2 v, RedCtx &c)
 template <int SHIFT, int SCOPE, bool REDUX>
 __device__ __forceinline__ void block_allreduce_es(int &e, float &s, RedCtx &c)
 {
-    const int slot = c.counter & 1;
-    c.counter++;
-    const int lane = threadIdx.x % RDG_WARP;
-    const int warp = threadIdx.x / RDG_WARP;
-    const int nwarps = blockDim.x / RDG_WARP;
+    const RedStep r = red_step(c);
     warp_allreduce_es<SHIFT, REDUX>(e, s);
     if (SCOPE == RED_WARP)
         return;
-    if (nwarps > 1) {
-        if (lane == 0) {
-            c.f[slot * RDG_MAX_WARPS + warp] = s;
-            c.i[slot * RDG_MAX_WARPS + warp] = e;
+    if (r.nwarps > 1) {
+        if (r.lane == 0) {
+            c.f[r.slot * RDG_MAX_WARPS + r.warp] = s;
+            c.i[r.slot * RDG_MAX_WARPS + r.warp] = e;
         }
         __syncthreads();
-        if (lane < nwarps) {
-            s = c.f[slot * RDG_MAX_WARPS + lane];
-            e = c.i[slot * RDG_MAX_WARPS + lane];
+        if (r.lane < r.nwarps) {
+            s = c.f[r.slot * RDG_MAX_WARPS + r.lane];
+            e = c.i[r.slot * RDG_MAX_WARPS + r.lane];
         } else {
             s = 0.0f;
             e = 0;
@@ -319,7 +324,7 @@ __device__ __forceinline__ void block_allreduce_es(int &e, float &s, RedCtx &c)
     if (SCOPE == RED_CLUSTER) {
         int ea = 0;
         float sa = 0.0f;
-        cluster_exchange(c, slot, make_float2(__int_as_float(e), s), [&](float2 p) {
+        cluster_exchange(c, r.slot, make_float2(__int_as_float(e), s), [&](float2 p) {
             es_combine<SHIFT>(ea, sa, __float_as_int(p.x), p.y);
         });
         e = ea;
