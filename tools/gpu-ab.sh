@@ -64,6 +64,10 @@ one_build() { # the -n variants, one after the other in build-ab-one
     echo "gpu-ab.sh: no object for $one_file in $b/backends/cuda" >&2
     return 1
   fi
+  # the defaults' plugin, put back afterwards: later stages (gpu-suite.sh bench, gpu-profile.sh)
+  # that use this folder without building would otherwise run the last variant
+  mkdir -p "$OUT/plugins"
+  cp "$b"/backends/cuda/librudnn-cuda.so "$OUT/plugins/defaults.so"
   local i
   for i in "${!one_names[@]}"; do
     local hdr=$b/backends/cuda/rdg_variant.h d
@@ -79,7 +83,8 @@ one_build() { # the -n variants, one after the other in build-ab-one
     bin_dir[${one_names[$i]}]=$b
     plugin_path[${one_names[$i]}]=$OUT/plugins/${one_names[$i]}:$b/backends/opencl
   done
-  rm -f "$b/backends/cuda/rdg_variant.h" "$obj" # the folder builds the defaults again
+  rm -f "$b/backends/cuda/rdg_variant.h" "$obj" # the next build compiles the defaults again
+  cp "$OUT/plugins/defaults.so" "$b"/backends/cuda/librudnn-cuda.so
 }
 
 pids=()

@@ -14,6 +14,8 @@
 #             (tools/ncu-sass-top.py), and the report, ncu-route-src.ncu-rep
 #   norm-src  the same for the bf16 kernels of softmax, layer_norm and rms_norm [4096, 65536] and
 #             layer_norm [16384, 8192]: ncu-norm-src-OP-SHAPE-sass.csv and -top.txt (per row)
+#   norm-src-pair  the same for the two-row kernel (norm_pair.cuh): layer_norm bf16 [16384, 8192]
+#             and [4096, 65536]
 #   mixtral   the SwiGLU expert GEMMs (TensorCore strategy), Mixtral shape
 #   mixtral-cmp  rudnn's two expert GEMMs and PyTorch's three grouped GEMMs (the baseline's
 #             first forward), Mixtral shape, with the compute and memory workload sections:
@@ -102,6 +104,12 @@ for target in "$@"; do
         shape=${c#*:}
         profile_src "norm-src-${c/:/-}" "$norm_kernels" "${shape%%x*}" "$BUILD/bench/rudnn-bench" --backend=cuda --op="${c%%:*}" \
           --shape="$shape" --dtype=bf16 --reps=1
+      done ;;
+    norm-src-pair)
+      for c in layer_norm:16384x8192 layer_norm:4096x65536; do
+        shape=${c#*:}
+        profile_src "norm-src-pair-${c/:/-}" pair_kernel "${shape%%x*}" "$BUILD/bench/rudnn-bench" --backend=cuda \
+          --op="${c%%:*}" --shape="$shape" --dtype=bf16 --reps=1
       done ;;
     mixtral) EXTRA_METRICS=$stall_metrics profile mixtral 'tc_gemm|tma_gemm|gather|combine|plan_|route' "${MIXTRAL_KERNELS:-12}" "$BUILD/bench/rudnn-bench-moe" \
                --backend cuda --case mixtral --only forward --reps 1 ;;

@@ -724,6 +724,14 @@ __global__ void RDG_MAXNREG(512, 80) norm_reg_kernel_ln16(NormArgs a)
 #define RDG_LN16_BLOCK_PF 1
 #endif
 
+/* RDG_LN16_BLOCK_L1=1 (to measure; 0, the default, as above): those rows, where the pair kernel
+ * does not take them (RDG_LN16_PAIR without bit 1), read gamma and beta through L1 (64 KiB at
+ * 8192 columns, which L1 keeps when no shared memory is carved out) and prefetch nothing, as the
+ * one-row softmax does (3 CTAs of 80 registers per SM). */
+#ifndef RDG_LN16_BLOCK_L1
+#define RDG_LN16_BLOCK_L1 0
+#endif
+
 #if RDG_PREFETCH_SMEM && RDG_AFFINE_IN_SMEM
 #include "norm_pair.cuh"
 #endif
@@ -857,6 +865,9 @@ kernel_fn reg_kernel_for(int variant, int staged)
             if constexpr (RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG)
                 if (variant == V_BLOCK32 && staged == 2)
                     return norm_reg_kernel_ln16<S, 2>;
+            if constexpr (RDG_LN16_BLOCK_L1 && RDG_LN16_MAXNREG)
+                if (variant == V_BLOCK32 && staged == 0)
+                    return norm_reg_kernel_ln16<S, 0>;
 #if RDG_HOST_CLUSTERS
             if (variant == V_CLUSTER32 && staged == 0)
                 return norm_reg_kernel<S, OP_LN, 32, RED_CLUSTER, 0>;
@@ -1165,9 +1176,15 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
                  * 0.595 ms, 0.604 -> 0.535 with the push reductions of reduce.cuh; the other
                  * ops lost 0-6% that way) */
                 const int ln16_cluster = op == OP_LN && wide && csize > 1 && variant == V_CLUSTER32;
-                const int ln16_block_pf = RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG && RDG_PREFETCH_SMEM &&
-                                          op == OP_LN && wide && variant == V_BLOCK32;
-                c.staged = ln16_block_pf ? 2 : !ln16_cluster ? 1 : RDG_LN16_STAGE_GAMMA ? 2 : 0;
+                const int ln16_block_l1 = RDG_LN16_BLOCK_L1 && RDG_LN16_MAXNREG && op == OP_LN && wide &&
+                                          variant == V_BLOCK32;
+                const int ln16_block_pf = !ln16_block_l1 && RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG &&
+                                          RDG_PREFETCH_SMEM && op == OP_LN && wide && variant == V_BLOCK32;
+                c.staged = ln16_block_l1   ? 0
+                           : ln16_block_pf ? 2
+                           : !ln16_cluster ? 1
+                           : RDG_LN16_STAGE_GAMMA ? 2
+                                                  : 0;
                 const int ng = !RDG_AFFINE_IN_SMEM || !c.staged || op == OP_SOFTMAX ? 0
                                : op == OP_LN && c.staged == 1                    ? 2
                                                                                 : 1;
