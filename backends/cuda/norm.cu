@@ -261,6 +261,32 @@ __device__ __forceinline__ __attribute__((unused)) bool unscaled_sumsq_ok(float 
     return q >= 0x1p-95f && q <= 0x1p100f;
 }
 
+/* RDG_NORM_FAST_STATS: the statistics divide by the row length as a product with its reciprocal
+ * and take rsqrtf (MUFU.RSQ, 2 ulp) instead of 1 / sqrtf, as PyTorch's layer_norm does: per row
+ * and statistic an IEEE division sequence and a square root less, with their slow-path branches,
+ * on the path every thread of the row (and every CTA of a cluster) waits on. The outputs' error
+ * grows by at most 3 ulp of FP32 (F32 tolerance 1e-5). 2 (the default): the two-row kernel
+ * (norm_pair.cuh); H200 A/B against 0, 3 rounds: bf16 layer_norm [4096, 65536] -2.7%,
+ * [2048, 131072] -5.9%, f16 -1.8% and -5.6%, [16384, 8192] (one CTA per row pair) within 0.3%.
+ * (Keeping x - mean from the variance pass there, one subtraction per element less: -0.8% to
+ * +0.3% alone, nothing on top of this; not kept.) 1: the one-row register kernels too
+ * (layer_norm's fast path, rms_norm and add_rms_norm; H200 A/B against 2, 2 rounds: within 1%
+ * on 17 of 18 rows, bf16 rms_norm [65536, 1024] 7.9% slower; the norm suites passed with it).
+ * 0: neither. */
+#ifndef RDG_NORM_FAST_STATS
+#define RDG_NORM_FAST_STATS 2
+#endif
+template <bool PAIR>
+__device__ __forceinline__ float stat_div(float x, float h, float rh)
+{
+    return (PAIR ? RDG_NORM_FAST_STATS >= 1 : RDG_NORM_FAST_STATS == 1) ? x * rh : x / h;
+}
+template <bool PAIR>
+__device__ __forceinline__ float stat_rsqrt(float x)
+{
+    return (PAIR ? RDG_NORM_FAST_STATS >= 1 : RDG_NORM_FAST_STATS == 1) ? rsqrtf(x) : 1.0f / sqrtf(x);
+}
+
 template <bool B>
 struct BoolC {
     static constexpr bool value = B;
@@ -404,6 +430,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
     const int nvec = (int)(a.cols / VEC); /* cols <= INT32_MAX */
     const int vbeg = rank * a.slice_vec;
     const int count = min(a.slice_vec, nvec - vbeg); /* vectors in this CTA's slice */
+    const float h = (float)a.cols, rh = 1.0f / h; /* stat_div */
 
     /* gamma/beta slice: staged once per CTA in shared memory (the CTA is persistent over rows);
      * a missing beta is staged as zeros (fmaf(t, g, 0) == t * g). STAGE_AFFINE: 1 gamma and beta
@@ -563,7 +590,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                 block_allreduce_es<2, SCOPE, es_redux(OP, SCOPE, VEC)>(e, s, ctx);
             }
             const float sc = pow2_neg(e);
-            const float inv = 1.0f / sqrtf(s / (float)a.cols + scale_pow2(a.eps, -2 * e));
+            const float inv = stat_rsqrt<false>(stat_div<false>(s, h, rh) + scale_pow2(a.eps, -2 * e));
             if (OP == OP_ADD_RMS && rank == 0 && lane == 0)
                 a.rstd[row] = scale_pow2(inv, -e);
             /* y = (x * 2^-e) * inv * gamma; the fast path's e is 0 and skips that multiply */
@@ -620,7 +647,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                 each_val([&](float x) { s += x; });
                 s = block_allreduce<SumOp, SCOPE>(s, ctx);
                 if (unscaled_sum_ok(s)) {
-                    const float mean = s / (float)a.cols;
+                    const float mean = stat_div<false>(s, h, rh);
                     float q = 0.0f;
 #pragma unroll
                     for (int i = 0; i < NV; i++) {
@@ -634,7 +661,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                     q = block_allreduce<SumOp, SCOPE>(q, ctx);
                     fast = unscaled_sumsq_ok(q);
                     if (fast)
-                        store_ln(BoolC<false>(), mean, 1.0f / sqrtf(q / (float)a.cols + a.eps));
+                        store_ln(BoolC<false>(), mean, stat_rsqrt<false>(stat_div<false>(q, h, rh) + a.eps));
                 }
             }
             if (!fast) { /* the power-of-two scaled path */
@@ -722,14 +749,6 @@ __global__ void RDG_MAXNREG(512, 80) norm_reg_kernel_ln16(NormArgs a)
  * 8192] 0.169 -> 0.155 ms, [8192, 16384] 0.245 -> 0.188; f16 the same. */
 #ifndef RDG_LN16_BLOCK_PF
 #define RDG_LN16_BLOCK_PF 1
-#endif
-
-/* RDG_LN16_BLOCK_L1=1 (to measure; 0, the default, as above): those rows, where the pair kernel
- * does not take them (RDG_LN16_PAIR without bit 1), read gamma and beta through L1 (64 KiB at
- * 8192 columns, which L1 keeps when no shared memory is carved out) and prefetch nothing, as the
- * one-row softmax does (3 CTAs of 80 registers per SM). */
-#ifndef RDG_LN16_BLOCK_L1
-#define RDG_LN16_BLOCK_L1 0
 #endif
 
 #if RDG_PREFETCH_SMEM && RDG_AFFINE_IN_SMEM
@@ -865,9 +884,6 @@ kernel_fn reg_kernel_for(int variant, int staged)
             if constexpr (RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG)
                 if (variant == V_BLOCK32 && staged == 2)
                     return norm_reg_kernel_ln16<S, 2>;
-            if constexpr (RDG_LN16_BLOCK_L1 && RDG_LN16_MAXNREG)
-                if (variant == V_BLOCK32 && staged == 0)
-                    return norm_reg_kernel_ln16<S, 0>;
 #if RDG_HOST_CLUSTERS
             if (variant == V_CLUSTER32 && staged == 0)
                 return norm_reg_kernel<S, OP_LN, 32, RED_CLUSTER, 0>;
@@ -1176,15 +1192,9 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
                  * 0.595 ms, 0.604 -> 0.535 with the push reductions of reduce.cuh; the other
                  * ops lost 0-6% that way) */
                 const int ln16_cluster = op == OP_LN && wide && csize > 1 && variant == V_CLUSTER32;
-                const int ln16_block_l1 = RDG_LN16_BLOCK_L1 && RDG_LN16_MAXNREG && op == OP_LN && wide &&
-                                          variant == V_BLOCK32;
-                const int ln16_block_pf = !ln16_block_l1 && RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG &&
-                                          RDG_PREFETCH_SMEM && op == OP_LN && wide && variant == V_BLOCK32;
-                c.staged = ln16_block_l1   ? 0
-                           : ln16_block_pf ? 2
-                           : !ln16_cluster ? 1
-                           : RDG_LN16_STAGE_GAMMA ? 2
-                                                  : 0;
+                const int ln16_block_pf = RDG_LN16_BLOCK_PF && RDG_LN16_MAXNREG && RDG_PREFETCH_SMEM &&
+                                          op == OP_LN && wide && variant == V_BLOCK32;
+                c.staged = ln16_block_pf ? 2 : !ln16_cluster ? 1 : RDG_LN16_STAGE_GAMMA ? 2 : 0;
                 const int ng = !RDG_AFFINE_IN_SMEM || !c.staged || op == OP_SOFTMAX ? 0
                                : op == OP_LN && c.staged == 1                    ? 2
                                                                                 : 1;

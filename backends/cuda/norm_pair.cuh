@@ -51,25 +51,6 @@
 #ifndef RDG_PAIR_F
 #define RDG_PAIR_F 32
 #endif
-/* RDG_PAIR_FAST_STATS=1 (0: IEEE division and 1 / sqrtf): layer_norm's statistics multiply by
- * the row length's reciprocal and take rsqrtf (MUFU.RSQ, 2 ulp), dropping per row pair four
- * division sequences and two square roots, with their slow-path branches, from the path every
- * CTA of a cluster waits on; the 16-bit outputs round far above either error. H200 A/B, 3
- * rounds: bf16 [4096, 65536] -2.3%, [2048, 131072] -5.0%, f16 -1.1% and -4.1%, [16384, 8192]
- * (one CTA per row) within 0.3%. (Also keeping x - mean from the variance pass, one subtraction
- * per element less: -1.6% to +0.9%, not kept.) */
-#ifndef RDG_PAIR_FAST_STATS
-#define RDG_PAIR_FAST_STATS 1
-#endif
-__device__ __forceinline__ float pair_div(float x, float h, float rh)
-{
-    return RDG_PAIR_FAST_STATS ? x * rh : x / h;
-}
-__device__ __forceinline__ float pair_rsqrt(float x)
-{
-    return RDG_PAIR_FAST_STATS ? rsqrtf(x) : 1.0f / sqrtf(x);
-}
-
 template <class S, int OP, int F, int SCOPE>
 __device__ __forceinline__ void pair_body(const NormArgs &a)
 {
@@ -95,7 +76,7 @@ __device__ __forceinline__ void pair_body(const NormArgs &a)
     const int vbeg = rank * a.slice_vec;
     const int count = min(a.slice_vec, nvec - vbeg);
     const float h = (float)a.cols;
-    const float rh = 1.0f / h; /* pair_div */
+    const float rh = 1.0f / h; /* stat_div */
 
     /* gamma and beta (zeros when absent) of the slice (layer_norm), then the prefetch buffers of
      * two rows */
@@ -135,7 +116,7 @@ __device__ __forceinline__ void pair_body(const NormArgs &a)
                 s.y += v1[i][k];
             }
         s = block_allreduce2<SumOp, SCOPE>(s, ctx);
-        const float mean0 = pair_div(s.x, h, rh), mean1 = pair_div(s.y, h, rh);
+        const float mean0 = stat_div<true>(s.x, h, rh), mean1 = stat_div<true>(s.y, h, rh);
         float2 q = make_float2(0.0f, 0.0f);
 #pragma unroll
         for (int i = 0; i < NV; i++) {
@@ -150,8 +131,8 @@ __device__ __forceinline__ void pair_body(const NormArgs &a)
         q = block_allreduce2<SumOp, SCOPE>(q, ctx);
         const bool fast0 = unscaled_sum_ok(s.x) && unscaled_sumsq_ok(q.x);
         const bool fast1 = has1 && unscaled_sum_ok(s.y) && unscaled_sumsq_ok(q.y);
-        const float inv0 = pair_rsqrt(pair_div(q.x, h, rh) + a.eps);
-        const float inv1 = pair_rsqrt(pair_div(q.y, h, rh) + a.eps);
+        const float inv0 = stat_rsqrt<true>(stat_div<true>(q.x, h, rh) + a.eps);
+        const float inv1 = stat_rsqrt<true>(stat_div<true>(q.y, h, rh) + a.eps);
 
         /* a row that failed takes the scaled path of norm_reg_body: v becomes x * 2^-e - mean */
         float c0 = mean0, c1 = mean1, r0 = inv0, r1 = inv1;
