@@ -276,15 +276,19 @@ __device__ __forceinline__ __attribute__((unused)) bool unscaled_sumsq_ok(float 
 #ifndef RDG_NORM_FAST_STATS
 #define RDG_NORM_FAST_STATS 2
 #endif
+__host__ __device__ constexpr bool fast_stats(bool pair)
+{
+    return pair ? RDG_NORM_FAST_STATS >= 1 : RDG_NORM_FAST_STATS == 1;
+}
 template <bool PAIR>
 __device__ __forceinline__ float stat_div(float x, float h, float rh)
 {
-    return (PAIR ? RDG_NORM_FAST_STATS >= 1 : RDG_NORM_FAST_STATS == 1) ? x * rh : x / h;
+    return fast_stats(PAIR) ? x * rh : x / h;
 }
 template <bool PAIR>
 __device__ __forceinline__ float stat_rsqrt(float x)
 {
-    return (PAIR ? RDG_NORM_FAST_STATS >= 1 : RDG_NORM_FAST_STATS == 1) ? rsqrtf(x) : 1.0f / sqrtf(x);
+    return fast_stats(PAIR) ? rsqrtf(x) : 1.0f / sqrtf(x);
 }
 
 template <bool B>
@@ -665,8 +669,8 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                 }
             }
             if (!fast) { /* the power-of-two scaled path */
-                const float inv = ln_scaled_center<SCOPE, es_redux(OP, SCOPE, VEC)>(v, lane, gsize, count,
-                                                                                   (float)a.cols, a.eps, ctx);
+                const float inv = ln_scaled_center<SCOPE, es_redux(OP, SCOPE, VEC)>(v, lane, gsize, count, h,
+                                                                                   a.eps, ctx);
                 store_ln(BoolC<true>(), 0.0f, inv);
             }
         } else { /* OP_SOFTMAX */
@@ -1078,8 +1082,9 @@ int pair_cfg(const rdg_devinfo_t *d, int op, int esize, int variant, int64_t nve
         return 0;
     const int w = d->warp_size > 0 ? d->warp_size : 32;
     const int max_thr = d->max_threads > 0 && d->max_threads < 1024 ? d->max_threads : 1024;
+    const int vec = 16 / esize; /* elements per 16-byte vector */
     const int min_slice = op == OP_LN ? RDG_LN16_PAIR_MIN_SLICE : RDG_SOFTMAX16_PAIR_MIN_SLICE;
-    int64_t slice = rdg_ceil_div(min_slice, 8);
+    int64_t slice = rdg_ceil_div(min_slice, vec);
     if (slice * RDG_MAX_CLUSTER < nvec)
         slice = rdg_ceil_div(nvec, RDG_MAX_CLUSTER);
     if (slice > nvec || !d->clusters)
@@ -1087,10 +1092,11 @@ int pair_cfg(const rdg_devinfo_t *d, int op, int esize, int variant, int64_t nve
     const int csize = (int)rdg_ceil_div(nvec, slice);
     slice = rdg_ceil_div(nvec, csize); /* balanced */
     /* softmax: only rows over more than 4 slices of min_slice (RDG_SOFTMAX16_PAIR, measured) */
-    if (op == OP_SOFTMAX && (slice * 8 > min_slice || csize <= 4))
+    if (op == OP_SOFTMAX && (slice * vec > min_slice || csize <= 4))
         return 0;
-    const int64_t thr = round_up(rdg_ceil_div(slice * 8, RDG_PAIR_F), w);
-    const size_t smem = (op == OP_LN ? (size_t)slice * 8 * sizeof(float) * 2 : 0) + (size_t)slice * 16 * 2;
+    const int64_t thr = round_up(rdg_ceil_div(slice * vec, RDG_PAIR_F), w);
+    /* gamma and beta (F32, layer_norm), then two rows' 16-byte vectors */
+    const size_t smem = (op == OP_LN ? (size_t)slice * vec * sizeof(float) * 2 : 0) + (size_t)slice * 16 * 2;
     if (thr > max_thr || thr > 16384 / RDG_PAIR_F || smem + RDG_STATIC_SMEM_RESERVE > d->smem_optin)
         return 0;
     memset(c, 0, sizeof *c);
