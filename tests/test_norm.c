@@ -492,6 +492,10 @@ static void test_shapes(void **state)
          * cases above keep the random data they ran with on the H200.) */
         {"length 10000", 2, {3, 10000}, 1e-5f},
         {"length 16384", 2, {2, 16384}, 1e-5f},
+        /* CUDA's bulk kernel (norm_bulk.cuh) gives each of its row groups (about 2100 of them
+         * at this length on an H200) a run of rows through 2 buffers: 5000 rows reuse every
+         * buffer and flip its mbarrier's phase. */
+        {"length 2048, rows over every row group", 2, {5000, 2048}, 1e-5f},
     };
     run_shape_list(state, "shapes", cases, sizeof cases / sizeof cases[0]);
 }
@@ -533,7 +537,10 @@ static void test_magnitude(void **state)
     test_name(test, sizeof test, p, "magnitude");
     /* per row: scale of uniform(-1, 1) values, and whether one element is a
      * spike of that scale among values of order 1 (2: the first element, so
-     * that a row starts far from its mean). Rows of length 1 are
+     * that a row starts far from its mean), or (3) the scale is an offset
+     * added to uniform(-1, 1) values: a mean far from the spread, which CUDA's
+     * one-pass layer_norm statistics (norm_bulk.cuh) must leave to their
+     * second reduction. Rows of length 1 are
      * included: layer_norm's variance is then exactly 0 while eps * 2^-2e
      * underflows in FP32 for the large rows, and the exact result is beta. */
     typedef struct {
@@ -543,13 +550,13 @@ static void test_magnitude(void **state)
     } row_kind_t;
     static const row_kind_t f32_rows[] = {{"~1e30", 1e30, 0},    {"~1e-30", 1e-30, 0}, {"one 1e30 among ~1", 1e30, 1},
                                           {"~3e38", 3.0e38, 0},  {"~1e20", 1e20, 0},   {"~1", 1.0, 0},
-                                          {"first 100 among ~1", 100.0, 2}};
+                                          {"first 100 among ~1", 100.0, 2}, {"100 + ~1", 100.0, 3}};
     static const row_kind_t bf16_rows[] = {{"~1e30", 1e30, 0},   {"~1e-30", 1e-30, 0}, {"one 1e30 among ~1", 1e30, 1},
                                            {"~3e38", 3.0e38, 0}, {"~1", 1.0, 0},
-                                           {"first 100 among ~1", 100.0, 2}};
+                                           {"first 100 among ~1", 100.0, 2}, {"100 + ~1", 100.0, 3}};
     static const row_kind_t f16_rows[] = {{"~6e4", 65000.0, 0},  {"~1e-3", 1e-3, 0},  {"subnormal ~1e-6", 1e-6, 0},
                                           {"one 6e4 among ~1", 60000.0, 1}, {"~1", 1.0, 0},
-                                          {"first 100 among ~1", 100.0, 2}};
+                                          {"first 100 among ~1", 100.0, 2}, {"100 + ~1", 100.0, 3}};
     const row_kind_t *kinds = dt == RUDNN_F32 ? f32_rows : dt == RUDNN_BF16 ? bf16_rows : f16_rows;
     size_t nkinds = dt == RUDNN_F32 ? sizeof f32_rows / sizeof f32_rows[0]
                     : dt == RUDNN_BF16 ? sizeof bf16_rows / sizeof bf16_rows[0]
@@ -573,7 +580,10 @@ static void test_magnitude(void **state)
             for (int64_t c = 0; c < cols; c++) {
                 float *x = &d.x[k * (size_t)cols + (size_t)c];
                 float *r = &d.r[k * (size_t)cols + (size_t)c];
-                if (kinds[k].spike) {
+                if (kinds[k].spike == 3) {
+                    *x = (float)(s + rt_rng_uniform(&rng, -1.0, 1.0));
+                    *r = (float)(s + rt_rng_uniform(&rng, -1.0, 1.0));
+                } else if (kinds[k].spike) {
                     *x = (float)rt_rng_uniform(&rng, -1.0, 1.0);
                     *r = (float)rt_rng_uniform(&rng, -1.0, 1.0);
                 } else {
@@ -581,7 +591,7 @@ static void test_magnitude(void **state)
                     *r = (float)(rt_rng_uniform(&rng, -1.0, 1.0) * s);
                 }
             }
-            if (kinds[k].spike) {
+            if (kinds[k].spike == 1 || kinds[k].spike == 2) {
                 size_t at = k * (size_t)cols + (kinds[k].spike == 2 ? 0 : (size_t)rt_rng_below(&rng, (uint64_t)cols));
                 d.x[at] = (float)s;
                 d.r[at] = (float)s;

@@ -4,7 +4,7 @@
  * Numerics follow backends/README.md (FP32 math, power-of-two scaling for the norms; partial
  * sums combine as (e, s) pairs, which equals scaling by the row's e up to subnormal rounding).
  *
- * Two kernel families:
+ * Kernel families:
  * - norm_reg_kernel ("row in registers"): 16-byte loads, each element read from DRAM once and
  *   written once. A row lives in the registers of one warp, of one CTA, or of the CTAs of a
  *   thread-block cluster (one slice each, partial statistics exchanged through distributed
@@ -12,6 +12,9 @@
  *   occupancy) and stage their gamma/beta slice in shared memory once. Needs cols % VEC == 0
  *   and 16-byte aligned pointers. At F = 64 (16-bit rms_norm rows of 8192 or more) the row
  *   stays packed: the loaded 16-bit vectors are kept and converted again in each pass.
+ * - bulk_kernel (norm_bulk.cuh, sm_90): 16-bit layer_norm and rms_norm rows of one CTA, several
+ *   row groups per CTA sharing the staged gamma/beta, each streaming whole rows into shared
+ *   memory with bulk copies (cp.async.bulk) a row or more ahead.
  * - norm_loop_kernel ("looped"): any cols and alignment, scalar loads, one CTA per row, one pass
  *   over global memory per statistic and one for the output.
  * choose() below is the launch policy.
@@ -54,6 +57,8 @@ struct NormArgs {
     int csize;      /* CTAs per row (cluster size); 1 without a cluster */
     int slice_vec;  /* register kernel: vectors per CTA slice */
     int prefetch;   /* register kernel: next row copied to shared memory while this one reduces */
+    int stages;        /* bulk kernel: row buffers per row group */
+    int group_threads; /* bulk kernel: threads per row group */
 };
 
 /* ---- storage types: vector (16-byte) and scalar access, F32 conversions ---- */
@@ -264,9 +269,9 @@ __device__ __forceinline__ __attribute__((unused)) bool unscaled_sumsq_ok(float 
 /* RDG_NORM_FAST_STATS: the statistics divide by the row length as a product with its reciprocal
  * and take rsqrtf (MUFU.RSQ, 2 ulp) instead of 1 / sqrtf, as PyTorch's layer_norm does: per row
  * and statistic an IEEE division sequence and a square root less, with their slow-path branches,
- * on the path every thread of the row (and every CTA of a cluster) waits on. The outputs' error
+  * on the path every thread of the row (and every CTA of a cluster) waits on. The outputs' error
  * grows by at most 3 ulp of FP32 (F32 tolerance 1e-5). 2 (the default): the two-row kernel
- * (norm_pair.cuh); H200 A/B against 0, 3 rounds: bf16 layer_norm [4096, 65536] -2.7%,
+ * (norm_pair.cuh) and the bulk kernel (norm_bulk.cuh, written with them); H200 A/B against 0, 3 rounds: bf16 layer_norm [4096, 65536] -2.7%,
  * [2048, 131072] -5.9%, f16 -1.8% and -5.6%, [16384, 8192] (one CTA per row pair) within 0.3%.
  * (Keeping x - mean from the variance pass there, one subtraction per element less: -0.8% to
  * +0.3% alone, nothing on top of this; not kept.) 1: the one-row register kernels too
@@ -758,6 +763,8 @@ __global__ void RDG_MAXNREG(512, 80) norm_reg_kernel_ln16(NormArgs a)
 #if RDG_PREFETCH_SMEM && RDG_AFFINE_IN_SMEM
 #include "norm_pair.cuh"
 #endif
+#include "norm_bulk.cuh"
+
 
 /* ---- looped kernel (any cols, any alignment) ---- */
 
@@ -994,6 +1001,40 @@ kernel_fn pick_loop(int op, rudnn_dtype_t dt)
     }
 }
 
+/* the bulk kernel of an op and dtype (sm_90 device code; choose() takes it only where the device
+ * has clusters, i.e. runs sm_90+ code) */
+template <int OP>
+kernel_fn bulk_kernel_for(rudnn_dtype_t dt)
+{
+#if RDG_HOST_CLUSTERS && !RDG_HIP
+    switch (dt) {
+    case RUDNN_F32: /* 16-bit rows only (bulk_cfg) */
+        return nullptr;
+    case RUDNN_F16:
+        return bulk_kernel<StoreF16, OP>;
+    default:
+        return bulk_kernel<StoreBF16, OP>;
+    }
+#else
+    (void)dt;
+    return nullptr;
+#endif
+}
+
+kernel_fn pick_bulk(int op, rudnn_dtype_t dt)
+{
+    switch (op) {
+    case OP_LN:
+        return bulk_kernel_for<OP_LN>(dt);
+    case OP_RMS:
+        return bulk_kernel_for<OP_RMS>(dt);
+    case OP_SOFTMAX:
+        return bulk_kernel_for<OP_SOFTMAX>(dt);
+    default:
+        return nullptr;
+    }
+}
+
 struct LaunchCfg {
     int reg;        /* 1: register kernel, 0: looped kernel */
     int variant;    /* register kernel: V_* */
@@ -1007,6 +1048,9 @@ struct LaunchCfg {
                        (read through the caches), 3 two rows per thread (16-bit
                        layer_norm, gamma and beta staged; softmax: pair_kernel) */
     int prefetch;   /* next row copied asynchronously into shared memory (after gamma/beta) */
+    int bulk;       /* 1: bulk kernel (norm_bulk.cuh): rows_per_cta groups of group_threads */
+    int stages;     /* bulk kernel: row buffers per group */
+    int group_threads;
 };
 
 int64_t round_up(int64_t v, int64_t m)
@@ -1117,6 +1161,49 @@ int pair_cfg(const rdg_devinfo_t *d, int op, int esize, int variant, int64_t nve
 #endif
 }
 
+/* Rows of one CTA through the bulk kernel (norm_bulk.cuh) where RDG_NORM_BULK asks for the op
+ * and the device runs sm_90 code: groups of T = ceil(cols / (RDG_BULK_NV * VEC)) threads (at
+ * least two warps, so that the group's first reduction has a barrier before the refill), as many
+ * per CTA as RDG_BULK_THREADS and shared memory allow (gamma and beta once, then RDG_BULK_STAGES
+ * row buffers per group). Fills c and returns 1. */
+int bulk_cfg(const rdg_devinfo_t *d, int op, int esize, int64_t nvec, LaunchCfg *c)
+{
+#if RDG_HOST_CLUSTERS
+    const int bit = op == OP_LN ? 1 : op == OP_RMS ? 2 : op == OP_SOFTMAX ? 4 : 0;
+    if (!(RDG_NORM_BULK & bit) || esize != 2 || !d->clusters || d->warp_size != 32)
+        return 0;
+    const int vec = 16 / esize;
+    const int64_t t = round_up(rdg_ceil_div(nvec, RDG_BULK_NV), 32);
+    const int max_thr = d->max_threads > 0 && d->max_threads < RDG_BULK_THREADS ? d->max_threads : RDG_BULK_THREADS;
+    if (t < 64 || t > max_thr)
+        return 0;
+    const size_t affine = (size_t)nvec * vec * sizeof(float) * (op == OP_LN ? 2 : op == OP_RMS ? 1 : 0);
+    const size_t per_group = (size_t)RDG_BULK_STAGES * nvec * 16;
+    int groups = (int)(max_thr / t);
+    if (groups > RDG_BULK_MAX_GROUPS)
+        groups = RDG_BULK_MAX_GROUPS;
+    while (groups > 0 && affine + groups * per_group + RDG_STATIC_SMEM_RESERVE > d->smem_optin)
+        groups--;
+    if (groups < 1)
+        return 0;
+    memset(c, 0, sizeof *c);
+    c->reg = 1;
+    c->bulk = 1;
+    c->variant = V_BLOCK32;
+    c->threads = (int)t * groups;
+    c->group_threads = (int)t;
+    c->csize = 1;
+    c->rows_per_cta = groups;
+    c->slice_vec = (int)nvec;
+    c->stages = RDG_BULK_STAGES;
+    c->smem = affine + groups * per_group;
+    return 1;
+#else
+    (void)d, (void)op, (void)esize, (void)nvec, (void)c;
+    return 0;
+#endif
+}
+
 /* The launch policy (w = warp size: 32 on NVIDIA, 32 or 64 on AMD). Register kernel when every
  * row is 16-byte aligned and cols is a multiple of the vector width (16 bytes):
  *   cols <= 8 w (256):     one warp per row, 4 rows per CTA, F = 8
@@ -1127,7 +1214,10 @@ int pair_cfg(const rdg_devinfo_t *d, int op, int esize, int variant, int64_t nve
  *   cols <= 131072:        cluster of ceil(cols / 16384) CTAs, F = 32, <= 512 threads each
  *   16-bit data: F = 32 (cols <= 16384 in one CTA, 16384 per CTA of a cluster); rms_norm
  *                          from 8192: F = 64 packed (16384 per CTA of <= 256 threads)
- *   16-bit layer_norm (CUDA): two rows per thread in CTAs of up to 8192 elements, or 16384 where
+ *   16-bit layer_norm and rms_norm rows of one CTA (sm_90, 2048 <= cols <= 16384): the bulk
+ *                          kernel (bulk_cfg, norm_bulk.cuh), row groups of cols / 32 threads
+ *   16-bit layer_norm (CUDA) rows the bulk kernel does not take: two rows per thread in CTAs
+ *                          of up to 8192 elements, or 16384 where
  *                          a row needs more than 8 (pair_cfg, norm_pair.cuh); 16-bit softmax
  *                          the same for rows over 5 to 8 CTAs of 8192 (32768 < cols <= 65536)
  *   without clusters (HIP, pre-Hopper): 8192 < cols <= 16384 one CTA, F = 32, <= 512 threads
@@ -1176,6 +1266,9 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
             variant = V_BLOCK32;
             f = 32;
         }
+        if (variant >= 0 && csize == 1 && variant != V_WARP8 && variant != V_WARP32 &&
+            bulk_cfg(d, op, esize, nvec, &c))
+            return c;
         if (variant >= 0 && pair_cfg(d, op, esize, variant, nvec, &c))
             return c;
         if (variant >= 0) {
@@ -1365,7 +1458,7 @@ rudnn_status_t launch(void *queue, int op, const rudnn_norm_plan_t *plan, NormAr
     int resident = 0;
     rudnn_status_t st;
     if (c.reg) {
-        fn = pick_reg(op, plan->dtype, c.variant, c.staged);
+        fn = c.bulk ? pick_bulk(op, plan->dtype) : pick_reg(op, plan->dtype, c.variant, c.staged);
         if (!fn)
             return rdg_error(RUDNN_STATUS_INTERNAL, "%s: %s: no kernel for variant %d", RUDNN_GPU_BACKEND_NAME,
                              op_name(op), c.variant);
@@ -1407,6 +1500,8 @@ rudnn_status_t launch(void *queue, int op, const rudnn_norm_plan_t *plan, NormAr
     a.csize = c.csize;
     a.slice_vec = c.slice_vec;
     a.prefetch = c.prefetch;
+    a.stages = c.stages;
+    a.group_threads = c.group_threads;
 
     /* any error left from an earlier failed call was reported then: start clean, so that the
      * check after the launch sees only this launch */

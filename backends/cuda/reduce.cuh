@@ -22,8 +22,9 @@
 
 namespace {
 
-/* Who takes part in a reduction: one warp, the CTA, or every CTA of the cluster. */
-enum { RED_WARP = 0, RED_BLOCK = 1, RED_CLUSTER = 2 };
+/* Who takes part in a reduction: one warp, the CTA, every CTA of the cluster, or a group of
+ * whole warps of the CTA with its own named barrier (RED_GROUP, CUDA: red_group below). */
+enum { RED_WARP = 0, RED_BLOCK = 1, RED_CLUSTER = 2, RED_GROUP = 3 };
 
 /* CTAs of a cluster at most (the portable limit) */
 #define RDG_RED_MAX_CLUSTER 8
@@ -42,6 +43,9 @@ struct RedCtx {
     int rank;        /* this CTA's rank in the cluster */
     int counter;
     uint32_t parity; /* bit s: the phase parity of bar[s] to wait for next */
+    int warp0;       /* RED_GROUP: the group's first warp, its warps, its named barrier */
+    int nwarps;
+    int bar_id;
 };
 
 /* A context over the caller's scratch arrays (cl and bar: nullptr without a cluster). */
@@ -56,7 +60,20 @@ __device__ __forceinline__ RedCtx red_ctx(float *f, int *i, float2 *cl, uint64_t
     c.rank = rank;
     c.counter = 0;
     c.parity = 0u;
+    c.warp0 = 0;
+    c.nwarps = 0;
+    c.bar_id = 0;
     return c;
+}
+
+/* RED_GROUP: the group of nwarps warps from warp0 reduces alone, synchronising on named barrier
+ * bar_id (1 to 15; 0 is __syncthreads'); its warp partials take their own places in the scratch
+ * (warp0 + w), so groups never share a slot. */
+__device__ __forceinline__ void red_group(RedCtx &c, int warp0, int nwarps, int bar_id)
+{
+    c.warp0 = warp0;
+    c.nwarps = nwarps;
+    c.bar_id = bar_id;
 }
 
 /* 2^-e for e in [0, 149] (exact, subnormal past 126). */
@@ -229,32 +246,49 @@ __device__ __forceinline__ void cluster_exchange(RedCtx &, int, float2, F)
 /* The next block reduction's scratch (slots alternate by ctx.counter, above) and this thread's
  * place: one definition for block_allreduce, block_allreduce2 and block_allreduce_es. */
 struct RedStep {
-    int slot; /* scratch slot: warp partials at c.f / c.i [slot * RDG_MAX_WARPS + warp], cluster exchange */
+    int slot; /* scratch slot: warp partials at c.f / c.i [slot * RDG_MAX_WARPS + base + warp], cluster exchange */
     int lane, warp, nwarps;
+    int base; /* RED_GROUP: the group's first warp; 0 otherwise */
 };
+template <int SCOPE>
 __device__ __forceinline__ RedStep red_step(RedCtx &c)
 {
     RedStep r;
     r.slot = c.counter & 1;
     c.counter++;
     r.lane = threadIdx.x % RDG_WARP;
-    r.warp = threadIdx.x / RDG_WARP;
-    r.nwarps = blockDim.x / RDG_WARP;
+    r.base = SCOPE == RED_GROUP ? c.warp0 : 0;
+    r.warp = threadIdx.x / RDG_WARP - r.base;
+    r.nwarps = SCOPE == RED_GROUP ? c.nwarps : blockDim.x / RDG_WARP;
     return r;
+}
+
+/* The barrier between writing the warp partials and reading them: the CTA's, or the group's. */
+template <int SCOPE>
+__device__ __forceinline__ void red_sync(const RedCtx &c)
+{
+#if !RDG_HIP
+    if constexpr (SCOPE == RED_GROUP) {
+        asm volatile("bar.sync %0, %1;\n" ::"r"(c.bar_id), "r"(c.nwarps * RDG_WARP) : "memory");
+        return;
+    }
+#endif
+    (void)c;
+    __syncthreads();
 }
 
 template <class Op, int SCOPE>
 __device__ __forceinline__ float block_allreduce(float v, RedCtx &c)
 {
-    const RedStep r = red_step(c);
+    const RedStep r = red_step<SCOPE>(c);
     v = warp_allreduce<Op>(v);
     if (SCOPE == RED_WARP)
         return v;
     if (r.nwarps > 1) {
         if (r.lane == 0)
-            c.f[r.slot * RDG_MAX_WARPS + r.warp] = v;
-        __syncthreads();
-        v = r.lane < r.nwarps ? c.f[r.slot * RDG_MAX_WARPS + r.lane] : Op::identity();
+            c.f[r.slot * RDG_MAX_WARPS + r.base + r.warp] = v;
+        red_sync<SCOPE>(c);
+        v = r.lane < r.nwarps ? c.f[r.slot * RDG_MAX_WARPS + r.base + r.lane] : Op::identity();
         v = warp_allreduce<Op>(v);
     }
     if (SCOPE == RED_CLUSTER) {
@@ -271,19 +305,19 @@ __device__ __forceinline__ float block_allreduce(float v, RedCtx &c)
 template <class Op, int SCOPE>
 __device__ __forceinline__ float2 block_allreduce2(float2 v, RedCtx &c)
 {
-    const RedStep r = red_step(c);
+    const RedStep r = red_step<SCOPE>(c);
     v.x = warp_allreduce<Op>(v.x);
     v.y = warp_allreduce<Op>(v.y);
     if (SCOPE == RED_WARP)
         return v;
     if (r.nwarps > 1) {
         if (r.lane == 0) {
-            c.f[r.slot * RDG_MAX_WARPS + r.warp] = v.x;
-            c.i[r.slot * RDG_MAX_WARPS + r.warp] = __float_as_int(v.y);
+            c.f[r.slot * RDG_MAX_WARPS + r.base + r.warp] = v.x;
+            c.i[r.slot * RDG_MAX_WARPS + r.base + r.warp] = __float_as_int(v.y);
         }
-        __syncthreads();
-        v.x = r.lane < r.nwarps ? c.f[r.slot * RDG_MAX_WARPS + r.lane] : Op::identity();
-        v.y = r.lane < r.nwarps ? __int_as_float(c.i[r.slot * RDG_MAX_WARPS + r.lane]) : Op::identity();
+        red_sync<SCOPE>(c);
+        v.x = r.lane < r.nwarps ? c.f[r.slot * RDG_MAX_WARPS + r.base + r.lane] : Op::identity();
+        v.y = r.lane < r.nwarps ? __int_as_float(c.i[r.slot * RDG_MAX_WARPS + r.base + r.lane]) : Op::identity();
         v.x = warp_allreduce<Op>(v.x);
         v.y = warp_allreduce<Op>(v.y);
     }
@@ -302,19 +336,19 @@ __device__ __forceinline__ float2 block_allreduce2(float2 v, RedCtx &c)
 template <int SHIFT, int SCOPE, bool REDUX>
 __device__ __forceinline__ void block_allreduce_es(int &e, float &s, RedCtx &c)
 {
-    const RedStep r = red_step(c);
+    const RedStep r = red_step<SCOPE>(c);
     warp_allreduce_es<SHIFT, REDUX>(e, s);
     if (SCOPE == RED_WARP)
         return;
     if (r.nwarps > 1) {
         if (r.lane == 0) {
-            c.f[r.slot * RDG_MAX_WARPS + r.warp] = s;
-            c.i[r.slot * RDG_MAX_WARPS + r.warp] = e;
+            c.f[r.slot * RDG_MAX_WARPS + r.base + r.warp] = s;
+            c.i[r.slot * RDG_MAX_WARPS + r.base + r.warp] = e;
         }
-        __syncthreads();
+        red_sync<SCOPE>(c);
         if (r.lane < r.nwarps) {
-            s = c.f[r.slot * RDG_MAX_WARPS + r.lane];
-            e = c.i[r.slot * RDG_MAX_WARPS + r.lane];
+            s = c.f[r.slot * RDG_MAX_WARPS + r.base + r.lane];
+            e = c.i[r.slot * RDG_MAX_WARPS + r.base + r.lane];
         } else {
             s = 0.0f;
             e = 0;

@@ -1,0 +1,412 @@
+/* 16-bit rows of one CTA streamed by bulk copies: layer_norm and rms_norm (softmax built, not
+ * taken); included by norm.cu inside its namespace; CUDA, device code for sm_90 and later, which
+ * have cp.async.bulk.
+ *
+ * Why: the register kernels hold a row's loads in registers or in per-thread cp.async copies, so
+ * the bytes in flight on an SM are bounded by its threads, and gamma/beta staged per CTA (64 KiB
+ * for a 16-bit layer_norm row of 8192) limit how many CTAs, hence rows, share an SM (the pair
+ * kernel: 2 CTAs, 15 warps). Here a CTA of G row groups of T threads stages gamma (and beta)
+ * once for all of them, and each group streams its own rows: the group's first thread copies a
+ * whole row into one of STAGES shared buffers with a single bulk copy, counted by that buffer's
+ * mbarrier, STAGES - 1 rows ahead of the row the group computes, so the next rows stay in
+ * flight through the current row's reductions and no thread spends registers or load
+ * instructions on them. Groups reduce on their own named barriers (reduce.cuh RED_GROUP).
+ *
+ * Numerics as the register kernel's unscaled-first path (RDG_NORM_FAST_SUM, backends/README.md):
+ * unscaled sums, and the power-of-two scaled path for a row whose reduced sums fail the bounds;
+ * statistics as the pair kernel's (RDG_NORM_FAST_STATS); layer_norm's variance in one pass where
+ * that is accurate enough (RDG_BULK_LN_ONE_PASS). */
+
+/* RDG_NORM_BULK (bits): the ops whose 16-bit rows of one CTA take this kernel where it fits
+ * (bulk_cfg in norm.cu): 1 layer_norm, 2 rms_norm, 4 softmax; 0 none. 3 (the default). H200 A/B
+ * against the kernels before (layer_norm: two rows per thread, rms_norm: packed rows), 2 rounds,
+ * bench/RESULTS.md: bf16 layer_norm [16384, 8192] -2.9%, [32768, 4096] -5.1%, [8192, 16384]
+ * -0.5%, f16 [16384, 8192] -2.8%; rms_norm bf16 -4.2%, -2.2%, -1.8%, f16 -3.5%. Softmax was
+ * 1.4% faster at [32768, 4096] but 2.9% to 5.5% slower at [16384, 8192] and [8192, 16384], and
+ * F32 rows of all three ops 2.3% to 4.2% slower (an earlier build), so those keep their kernels
+ * (F32 is not built). */
+#ifndef RDG_NORM_BULK
+#define RDG_NORM_BULK 3
+#endif
+/* shared buffers per row group (STAGES - 1 rows in flight while one is computed); 3 measured
+ * level on rms_norm and 1.7% slower on bf16 layer_norm [16384, 8192] (two-pass build) */
+#ifndef RDG_BULK_STAGES
+#define RDG_BULK_STAGES 2
+#endif
+/* 16-byte vectors of a row per thread (F = RDG_BULK_NV * VEC floats) */
+#ifndef RDG_BULK_NV
+#define RDG_BULK_NV 4
+#endif
+/* 16-bit rows kept packed in registers (bits: 1 layer_norm, 2 rms_norm) */
+#ifndef RDG_BULK_PACK
+#define RDG_BULK_PACK 3
+#endif
+/* layer_norm's statistics in one reduction where that is accurate enough (1, the default), or
+ * always in two (0). One pass: FP32 sums of x and x^2, each within about 40u (u = 2^-24; 32
+ * sequential terms per thread, then the reduction's tree) of the sum of the terms' magnitudes;
+ * var = E[x^2] - mean^2 then errs by at most about 124u E[x^2] (E|x| and |mean| are at most
+ * sqrt(E[x^2])), which when mean^2 <= 16 var is at most 17 * 124u = 1.3e-4 of var: 6.3e-5
+ * relative in rstd, an eighth of an F16 output's half-ulp and a thirtieth of BF16's (this kernel
+ * takes 16-bit rows only). Rows with a larger mean, and rows outside the unscaled bounds, take
+ * the second reduction (sum of (x - mean)^2). H200 A/B against two passes, 2 rounds: bf16
+ * [16384, 8192] -2.9%, [32768, 4096] -1.8%, f16 [16384, 8192] -2.2%. */
+#ifndef RDG_BULK_LN_ONE_PASS
+#define RDG_BULK_LN_ONE_PASS 1
+#endif
+/* threads per CTA at most (all groups), and row groups per CTA at most. 768 (3 groups of 256 at
+ * 8192 columns, 80 registers); 1024 (64 registers) measured 2.2% to 6.3% slower for layer_norm
+ * and 1% to 3% for rms_norm (H200, 2 rounds). */
+#ifndef RDG_BULK_THREADS
+#define RDG_BULK_THREADS 768
+#endif
+#define RDG_BULK_MAX_GROUPS 8
+#define RDG_BULK_MAX_STAGES 4
+static_assert(RDG_BULK_STAGES >= 1 && RDG_BULK_STAGES <= RDG_BULK_MAX_STAGES, "RDG_BULK_STAGES: 1 to RDG_BULK_MAX_STAGES");
+/* bulk copies with an L2 evict-first hint (1) or none (0): the rows are read once */
+#ifndef RDG_BULK_EVICT_FIRST
+#define RDG_BULK_EVICT_FIRST 1
+#endif
+
+#if RUDNN_HAS_CLUSTERS && !RDG_HIP
+__device__ __forceinline__ uint32_t bulk_smem_u32(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* waits until the phase of this parity of the mbarrier has completed */
+__device__ __forceinline__ void bulk_wait(uint32_t bar, uint32_t parity)
+{
+    asm volatile("{\n.reg .pred done;\nwait_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra wait_%=;\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+
+/* bytes (a multiple of 16) from 16-byte aligned global src into shared dst, counted on bar. The
+ * fence orders this thread's (and, after a barrier, its group's) earlier reads of dst before
+ * the copy's writes, which go through the async proxy. */
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+    if constexpr (RDG_BULK_EVICT_FIRST) {
+        uint64_t policy;
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                     " [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+                     "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+                     : "memory");
+    } else {
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                         dst),
+                     "l"(src), "r"(bytes), "r"(bar)
+                     : "memory");
+    }
+}
+#endif
+
+#if RUDNN_HAS_CLUSTERS && !RDG_HIP
+/* layer_norm's scaled path for a row of which this thread holds w (vectors lane + i * T < nvec,
+ * masked-out entries 0), and the row's output. Not inlined: it runs only for rows outside the
+ * unscaled bounds, and inline its registers made the whole kernel spill (ptxas, 768 threads).
+ * The context goes by value (by reference it would live in local memory in the hot path too);
+ * the caller takes back its reduction counter, returned. */
+template <class S, int NV>
+__device__ __noinline__ int bulk_ln_scaled(float (&w)[NV][S::VEC], void *y, float h, float eps, const float *sg,
+                                           const float *sb, int lane, int T, int nvec, int64_t base, RedCtx ctx)
+{
+    constexpr int VEC = S::VEC;
+    const float inv = ln_scaled_center<RED_GROUP, es_redux(OP_LN, RED_GROUP, VEC)>(w, lane, T, nvec, h, eps, ctx);
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        const int vi = lane + i * T;
+        if (vi < nvec) {
+            float g[VEC], b[VEC], t[VEC];
+            load_affine<VEC, true, true>(sg, nullptr, vi, nvec, g);
+            load_affine<VEC, true, true>(sb, nullptr, vi, nvec, b);
+#pragma unroll
+            for (int k = 0; k < VEC; k++)
+                t[k] = fmaf(w[i][k] * inv, g[k], b[k]);
+            S::stv(y, base + vi, t);
+        }
+    }
+    return ctx.counter;
+}
+#endif
+
+/* One row per group at a time; group g of CTA c takes rows c * G + g + k * gridDim.x * G. A
+ * thread holds vectors lane + i * T (i < NV) of the row in registers (as loaded or as FP32: PACK
+ * below), and reads its gamma and beta from shared memory in the output pass. Shared memory:
+ * gamma (and beta, layer_norm) in planes (stage_affine), then each group's STAGES row buffers. */
+template <class S, int OP>
+__global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
+{
+#if RUDNN_HAS_CLUSTERS && !RDG_HIP
+    static_assert(OP == OP_LN || OP == OP_RMS || OP == OP_SOFTMAX, "bulk kernel: layer_norm, rms_norm, softmax");
+    constexpr int VEC = S::VEC;
+    static_assert(VEC == 8, "bulk kernel: 16-bit rows");
+    constexpr int NV = RDG_BULK_NV;
+    constexpr bool LN = OP == OP_LN;
+    constexpr bool HAS_GAMMA = OP != OP_SOFTMAX;
+    /* 16-bit norms keep the row packed in registers and convert it in every pass (FP32 values
+     * of layer_norm and rms_norm beside gamma and beta would spill at 64 registers) */
+    constexpr bool ONE_PASS = RDG_BULK_LN_ONE_PASS != 0;
+    constexpr bool PACK = VEC == 8 && ((OP == OP_LN && (RDG_BULK_PACK & 1)) || (OP == OP_RMS && (RDG_BULK_PACK & 2)));
+    typedef typename S::raw_t raw_t;
+
+    extern __shared__ float4 rdg_dyn_smem[];
+    __shared__ float red_f[2 * RDG_MAX_WARPS];
+    __shared__ int red_i[2 * RDG_MAX_WARPS];
+    __shared__ uint64_t full[RDG_BULK_MAX_GROUPS * RDG_BULK_MAX_STAGES];
+
+    const int T = a.group_threads;
+    const int groups = (int)blockDim.x / T;
+    const int group = (int)threadIdx.x / T;
+    const int lane = (int)threadIdx.x - group * T;
+    const int stages = a.stages;
+    RedCtx ctx = red_ctx(red_f, red_i, nullptr, nullptr, 1, 0);
+    red_group(ctx, group * (T / RDG_WARP), T / RDG_WARP, 1 + group);
+
+    const int nvec = (int)(a.cols / VEC); /* the slice is the whole row */
+    const float h = (float)a.cols, rh = 1.0f / h;
+    const uint32_t row_bytes = (uint32_t)nvec * 16u;
+
+    float *sg = (float *)rdg_dyn_smem;
+    float *sb = sg + (size_t)nvec * VEC;
+    const int naffine = LN ? 2 : HAS_GAMMA ? 1 : 0;
+    raw_t *bufs = (raw_t *)(sg + (size_t)naffine * nvec * VEC) + (size_t)group * stages * nvec;
+    uint64_t *bars = full + group * RDG_BULK_MAX_STAGES;
+    if (HAS_GAMMA) {
+        stage_affine<VEC, true>(sg, a.gamma, nvec * (VEC / 4), nvec);
+        if (LN)
+            stage_affine<VEC, true>(sb, a.beta, nvec * (VEC / 4), nvec);
+    }
+    if (lane == 0) {
+        for (int s = 0; s < stages; s++)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bulk_smem_u32(&bars[s])) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    const int64_t step = (int64_t)gridDim.x * groups;
+    int64_t row = (int64_t)blockIdx.x * groups + group;
+    auto load_row = [&](int s, int64_t r) { /* by the group's first thread */
+        if (r < a.rows)
+            bulk_load(bulk_smem_u32(bufs + (size_t)s * nvec), (const raw_t *)a.x + r * nvec, row_bytes,
+                      bulk_smem_u32(&bars[s]));
+    };
+    if (lane == 0)
+        for (int s = 0; s < stages; s++)
+            load_row(s, row + s * step);
+
+    int s = 0;
+    uint32_t parity = 0u;
+    for (; row < a.rows; row += step) {
+        bulk_wait(bulk_smem_u32(&bars[s]), parity);
+        /* the row's vectors as loaded (xr, PACK) or as FP32 (v); vals(i, t) gives vector i in FP32 */
+        raw_t xr[NV];
+        float v[PACK ? 1 : NV][VEC];
+        const raw_t *buf = bufs + (size_t)s * nvec;
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            const int vi = lane + i * T;
+            const raw_t w = vi < nvec ? buf[vi] : S::zero();
+            if constexpr (PACK)
+                xr[i] = w;
+            else
+                S::cvt(w, v[i]);
+        }
+        auto vals = [&](int i, float (&t)[VEC]) {
+            if constexpr (PACK) {
+                S::launder(xr[i]);
+                S::cvt(xr[i], t);
+            } else {
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    t[k] = v[i][k];
+            }
+        };
+        /* after the first reduction's barrier every thread of the group has read buffer s: its
+         * first thread refills it with the row STAGES ahead */
+        const int refill_s = s;
+        auto refill = [&]() {
+            if (lane == 0)
+                load_row(refill_s, row + (int64_t)stages * step);
+        };
+        if (++s == stages) {
+            s = 0;
+            parity ^= 1u;
+        }
+        const int64_t base = row * nvec;
+
+        if constexpr (OP == OP_SOFTMAX) {
+            float m = -INFINITY;
+#pragma unroll
+            for (int i = 0; i < NV; i++)
+                if (lane + i * T < nvec)
+#pragma unroll
+                    for (int k = 0; k < VEC; k++)
+                        m = fmaxf(m, v[i][k]);
+            m = block_allreduce<MaxOp, RED_GROUP>(m, ctx);
+            refill();
+            float sum = 0.0f;
+#pragma unroll
+            for (int i = 0; i < NV; i++)
+                if (lane + i * T < nvec)
+#pragma unroll
+                    for (int k = 0; k < VEC; k++) {
+                        v[i][k] = softmax_exp<VEC>(v[i][k] - m);
+                        sum += v[i][k];
+                    }
+            sum = block_allreduce<SumOp, RED_GROUP>(sum, ctx);
+            const float inv = 1.0f / sum;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                const int vi = lane + i * T;
+                if (vi < nvec) {
+#pragma unroll
+                    for (int k = 0; k < VEC; k++)
+                        v[i][k] *= inv;
+                    S::stv(a.y, base + vi, v[i]);
+                }
+            }
+        } else if constexpr (OP == OP_RMS) {
+            float q = 0.0f;
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                float t[VEC];
+                vals(i, t);
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    q = fmaf(t[k], t[k], q);
+            }
+            q = block_allreduce<SumOp, RED_GROUP>(q, ctx);
+            refill();
+            int e = 0;
+            if (!unscaled_sumsq_ok(q)) { /* the power-of-two scaled path (the same in the whole group) */
+                float mx = 0.0f;
+#pragma unroll
+                for (int i = 0; i < NV; i++) {
+                    float t[VEC];
+                    vals(i, t);
+#pragma unroll
+                    for (int k = 0; k < VEC; k++)
+                        mx = fmaxf(mx, fabsf(t[k]));
+                }
+                e = exp_of_max(mx);
+                const float sc_t = pow2_neg(e);
+                q = 0.0f;
+#pragma unroll
+                for (int i = 0; i < NV; i++) {
+                    float t[VEC];
+                    vals(i, t);
+#pragma unroll
+                    for (int k = 0; k < VEC; k++) {
+                        const float u = t[k] * sc_t;
+                        q = fmaf(u, u, q);
+                    }
+                }
+                block_allreduce_es<2, RED_GROUP, es_redux(OP_RMS, RED_GROUP, VEC)>(e, q, ctx);
+            }
+            /* y = (x * 2^-e) * inv * gamma (x * 2^-e exact; e is 0 on the unscaled path) */
+            const float sc = pow2_neg(e);
+            const float inv = stat_rsqrt<true>(stat_div<true>(q, h, rh) + scale_pow2(a.eps, -2 * e));
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                const int vi = lane + i * T;
+                if (vi < nvec) {
+                    float g[VEC], t[VEC];
+                    load_affine<VEC, true, true>(sg, nullptr, vi, nvec, g);
+                    vals(i, t);
+#pragma unroll
+                    for (int k = 0; k < VEC; k++)
+                        t[k] = (t[k] * sc) * inv * g[k];
+                    S::stv(a.y, base + vi, t);
+                }
+            }
+        } else { /* OP_LN */
+            /* ONE_PASS: the sums of x and x^2 in one reduction, var = E[x^2] - mean^2, taken when
+             * mean^2 <= 16 var (below); otherwise, and without ONE_PASS, the sum of
+             * (x - mean)^2 in a second */
+            float sum = 0.0f, mean = 0.0f, var = 0.0f;
+            bool fast = false;
+            if constexpr (ONE_PASS) {
+                float2 sq = make_float2(0.0f, 0.0f);
+#pragma unroll
+                for (int i = 0; i < NV; i++) {
+                    float t[VEC];
+                    vals(i, t);
+#pragma unroll
+                    for (int k = 0; k < VEC; k++) {
+                        sq.x += t[k];
+                        sq.y = fmaf(t[k], t[k], sq.y);
+                    }
+                }
+                sq = block_allreduce2<SumOp, RED_GROUP>(sq, ctx);
+                refill();
+                sum = sq.x;
+                mean = stat_div<true>(sum, h, rh);
+                const float msq = mean * mean;
+                var = stat_div<true>(sq.y, h, rh) - msq;
+                fast = unscaled_sum_ok(sum) && unscaled_sumsq_ok(sq.y) && msq <= 16.0f * var;
+            } else {
+#pragma unroll
+                for (int i = 0; i < NV; i++) {
+                    float t[VEC];
+                    vals(i, t);
+#pragma unroll
+                    for (int k = 0; k < VEC; k++)
+                        sum += t[k];
+                }
+                sum = block_allreduce<SumOp, RED_GROUP>(sum, ctx);
+                refill();
+            }
+            if (!fast) {
+                mean = stat_div<true>(sum, h, rh);
+                float q = 0.0f;
+#pragma unroll
+                for (int i = 0; i < NV; i++)
+                    if (lane + i * T < nvec) {
+                        float t[VEC];
+                        vals(i, t);
+#pragma unroll
+                        for (int k = 0; k < VEC; k++) {
+                            const float d = t[k] - mean;
+                            q = fmaf(d, d, q);
+                        }
+                    }
+                q = block_allreduce<SumOp, RED_GROUP>(q, ctx);
+                fast = unscaled_sum_ok(sum) && unscaled_sumsq_ok(q);
+                var = stat_div<true>(q, h, rh);
+            }
+            if (fast) { /* y = (x - mean) * inv * gamma + beta */
+                const float inv = stat_rsqrt<true>(var + a.eps);
+#pragma unroll
+                for (int i = 0; i < NV; i++) {
+                    const int vi = lane + i * T;
+                    if (vi < nvec) {
+                        float g[VEC], b[VEC], t[VEC];
+                        load_affine<VEC, true, true>(sg, nullptr, vi, nvec, g);
+                        load_affine<VEC, true, true>(sb, nullptr, vi, nvec, b);
+                        vals(i, t);
+#pragma unroll
+                        for (int k = 0; k < VEC; k++)
+                            t[k] = fmaf((t[k] - mean) * inv, g[k], b[k]);
+                        S::stv(a.y, base + vi, t);
+                    }
+                }
+            } else { /* the power-of-two scaled path (the same in the whole group), out of line */
+                float w[NV][VEC];
+#pragma unroll
+                for (int i = 0; i < NV; i++)
+                    vals(i, w[i]);
+                ctx.counter = bulk_ln_scaled<S, NV>(w, a.y, h, a.eps, sg, sb, lane, T, nvec, base, ctx);
+            }
+        }
+    }
+    /* every copy a group issued was for a row it then waited on: none is left in flight */
+#else
+    (void)a;
+#endif
+}
