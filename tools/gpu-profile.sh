@@ -27,6 +27,8 @@
 #   norm-pair layer_norm and softmax bf16 [16384, 8192] and [4096, 65536] (the two-row kernels
 #             and the one-row softmax), with stall reasons, the memory workload section, DRAM
 #             and L2 bytes, L1 hit rate, carve-out and shared-load bank conflicts
+#   norm-bulk layer_norm and rms_norm bf16 [16384, 8192] (the bulk kernel, norm_bulk.cuh), with
+#             the metrics of norm-pair
 #   norm-16   the 16-bit rows below target: all four ops bf16 [4096, 65536], layer_norm bf16
 #             [16384, 8192], layer_norm and softmax bf16 [65536, 1024], with stall reasons
 #
@@ -60,8 +62,9 @@ mem=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_read.sum,lts__t
 # L1 and shared memory: hit rate, bank conflicts of shared loads (the shared-memory/L1 split is
 # in LaunchStats: "Shared Memory Configuration Size")
 l1=l1tex__t_sector_hit_rate.pct,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum
-# the normalization kernels: one-row (norm_*_kernel*) and two-row (pair_kernel, norm_pair.cuh)
-norm_kernels='norm|pair_kernel'
+# the normalization kernels: one-row (norm_*_kernel*), two-row (pair_kernel, norm_pair.cuh) and
+# bulk (bulk_kernel, norm_bulk.cuh)
+norm_kernels='norm|pair_kernel|bulk_kernel'
 
 profile() { # name kernel-regex launch-count command...  (EXTRA_METRICS: more metrics)
   local name=$1 regex=$2 count=$3
@@ -135,6 +138,12 @@ for target in "$@"; do
       # of gamma and beta per CTA, which leaves L1 little room for the .ca prefetch)
       for c in layer_norm:16384x8192 softmax:16384x8192 layer_norm:4096x65536 softmax:4096x65536; do
         EXTRA_METRICS="$stall_metrics,$mem,$l1" profile "norm-pair-${c/:/-}" "$norm_kernels" 1 \
+          --section MemoryWorkloadAnalysis "$BUILD/bench/rudnn-bench" --backend=cuda \
+          --op="${c%%:*}" --shape="${c#*:}" --dtype=bf16 --reps=1
+      done ;;
+    norm-bulk)
+      for c in layer_norm:16384x8192 rms_norm:16384x8192; do
+        EXTRA_METRICS="$stall_metrics,$mem,$l1" profile "norm-bulk-${c/:/-}" "$norm_kernels" 1 \
           --section MemoryWorkloadAnalysis "$BUILD/bench/rudnn-bench" --backend=cuda \
           --op="${c%%:*}" --shape="${c#*:}" --dtype=bf16 --reps=1
       done ;;
