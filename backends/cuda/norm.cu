@@ -1161,11 +1161,13 @@ int pair_cfg(const rdg_devinfo_t *d, int op, int esize, int variant, int64_t nve
 #endif
 }
 
-/* Rows of one CTA through the bulk kernel (norm_bulk.cuh) where RDG_NORM_BULK asks for the op
- * and the device runs sm_90 code: groups of T = ceil(cols / (RDG_BULK_NV * VEC)) threads (at
- * least two warps, so that the group's first reduction has a barrier before the refill), as many
- * per CTA as RDG_BULK_THREADS and shared memory allow (gamma and beta once, then RDG_BULK_STAGES
- * row buffers per group). Fills c and returns 1. */
+/* 16-bit rows of one CTA through the bulk kernel (norm_bulk.cuh) where RDG_NORM_BULK asks for
+ * the op and the device runs sm_90 code: groups of T = ceil(cols / (RDG_BULK_NV * VEC)) threads,
+ * as many per CTA as RDG_BULK_THREADS and shared memory allow (gamma and beta once, then
+ * RDG_BULK_STAGES row buffers per group). T >= 128: rows of 4096 or more, the shortest measured
+ * (rows of 2048 would get groups of 2 warps, 8 to a CTA, not measured); the kernel itself needs
+ * 2 warps, so that the group's first reduction has a barrier before the refill. Fills c and
+ * returns 1. */
 int bulk_cfg(const rdg_devinfo_t *d, int op, int esize, int64_t nvec, LaunchCfg *c)
 {
 #if RDG_HOST_CLUSTERS
@@ -1175,7 +1177,7 @@ int bulk_cfg(const rdg_devinfo_t *d, int op, int esize, int64_t nvec, LaunchCfg 
     const int vec = 16 / esize;
     const int64_t t = round_up(rdg_ceil_div(nvec, RDG_BULK_NV), 32);
     const int max_thr = d->max_threads > 0 && d->max_threads < RDG_BULK_THREADS ? d->max_threads : RDG_BULK_THREADS;
-    if (t < 64 || t > max_thr)
+    if (t < 128 || t > max_thr)
         return 0;
     const size_t affine = (size_t)nvec * vec * sizeof(float) * (op == OP_LN ? 2 : op == OP_RMS ? 1 : 0);
     const size_t per_group = (size_t)RDG_BULK_STAGES * nvec * 16;
@@ -1214,7 +1216,7 @@ int bulk_cfg(const rdg_devinfo_t *d, int op, int esize, int64_t nvec, LaunchCfg 
  *   cols <= 131072:        cluster of ceil(cols / 16384) CTAs, F = 32, <= 512 threads each
  *   16-bit data: F = 32 (cols <= 16384 in one CTA, 16384 per CTA of a cluster); rms_norm
  *                          from 8192: F = 64 packed (16384 per CTA of <= 256 threads)
- *   16-bit layer_norm and rms_norm rows of one CTA (sm_90, 2048 <= cols <= 16384): the bulk
+ *   16-bit layer_norm and rms_norm rows of one CTA (sm_90, 4096 <= cols <= 16384): the bulk
  *                          kernel (bulk_cfg, norm_bulk.cuh), row groups of cols / 32 threads
  *   16-bit layer_norm (CUDA) rows the bulk kernel does not take: two rows per thread in CTAs
  *                          of up to 8192 elements, or 16384 where

@@ -38,7 +38,8 @@
 #ifndef RDG_BULK_NV
 #define RDG_BULK_NV 4
 #endif
-/* 16-bit rows kept packed in registers (bits: 1 layer_norm, 2 rms_norm) */
+/* 16-bit rows kept packed in registers, converted in every pass (bits: 1 layer_norm, 2 rms_norm;
+ * unpacked, bf16 layer_norm spills at the 80 registers of 768 threads) */
 #ifndef RDG_BULK_PACK
 #define RDG_BULK_PACK 3
 #endif
@@ -107,9 +108,7 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_
                      : "memory");
     }
 }
-#endif
 
-#if RUDNN_HAS_CLUSTERS && !RDG_HIP
 /* layer_norm's scaled path for a row of which this thread holds w (vectors lane + i * T < nvec,
  * masked-out entries 0), and the row's output. Not inlined: it runs only for rows outside the
  * unscaled bounds, and inline its registers made the whole kernel spill (ptxas, 768 threads).
@@ -152,10 +151,9 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
     constexpr int NV = RDG_BULK_NV;
     constexpr bool LN = OP == OP_LN;
     constexpr bool HAS_GAMMA = OP != OP_SOFTMAX;
-    /* 16-bit norms keep the row packed in registers and convert it in every pass (FP32 values
-     * of layer_norm and rms_norm beside gamma and beta would spill at 64 registers) */
     constexpr bool ONE_PASS = RDG_BULK_LN_ONE_PASS != 0;
-    constexpr bool PACK = VEC == 8 && ((OP == OP_LN && (RDG_BULK_PACK & 1)) || (OP == OP_RMS && (RDG_BULK_PACK & 2)));
+    /* the norms keep the row packed in registers and convert it in every pass (RDG_BULK_PACK) */
+    constexpr bool PACK = (OP == OP_LN && (RDG_BULK_PACK & 1)) || (OP == OP_RMS && (RDG_BULK_PACK & 2));
     typedef typename S::raw_t raw_t;
 
     extern __shared__ float4 rdg_dyn_smem[];
