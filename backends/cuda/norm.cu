@@ -405,6 +405,22 @@ __device__ __forceinline__ float ln_scaled_center(float (&v)[NV][VEC], int lane,
     return isinf(inv) ? FLT_MAX : inv;
 }
 
+/* FP32 values t of one of a thread's row vectors, kept either as FP32 (v) or, PACK, as the
+ * 16-bit vector loaded (xr), converted again at every use: the empty asm of launder stops the
+ * compiler from keeping the converted values instead. */
+template <class S, bool PACK>
+__device__ __forceinline__ void vals_of(typename S::raw_t &xr, const float (&v)[S::VEC], float (&t)[S::VEC])
+{
+    if constexpr (PACK) {
+        S::launder(xr);
+        S::cvt(xr, t);
+    } else {
+#pragma unroll
+        for (int k = 0; k < S::VEC; k++)
+            t[k] = v[k];
+    }
+}
+
 /* ---- register kernel ----
  *
  * A row group handles one row at a time: one warp (SCOPE RED_WARP: the CTA runs blockDim / warp
@@ -492,16 +508,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
          * every pass; either way row_vals(i, t) gives vector i's FP32 values. */
         float v[NV][VEC];
         typename S::raw_t xr[NV];
-        auto row_vals = [&](int i, float (&t)[VEC]) {
-            if constexpr (PACKED) {
-                S::launder(xr[i]);
-                S::cvt(xr[i], t);
-            } else {
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    t[k] = v[i][k];
-            }
-        };
+        auto row_vals = [&](int i, float (&t)[VEC]) { vals_of<S, PACKED>(xr[i], v[i], t); };
         /* f(x) for each of this thread's values, masked-out entries (0) included */
         auto each_val = [&](auto &&f) {
 #pragma unroll
@@ -1028,8 +1035,6 @@ kernel_fn pick_bulk(int op, rudnn_dtype_t dt)
         return bulk_kernel_for<OP_LN>(dt);
     case OP_RMS:
         return bulk_kernel_for<OP_RMS>(dt);
-    case OP_SOFTMAX:
-        return bulk_kernel_for<OP_SOFTMAX>(dt);
     default:
         return nullptr;
     }
@@ -1171,7 +1176,7 @@ int pair_cfg(const rdg_devinfo_t *d, int op, int esize, int variant, int64_t nve
 int bulk_cfg(const rdg_devinfo_t *d, int op, int esize, int64_t nvec, LaunchCfg *c)
 {
 #if RDG_HOST_CLUSTERS
-    const int bit = op == OP_LN ? 1 : op == OP_RMS ? 2 : op == OP_SOFTMAX ? 4 : 0;
+    const int bit = op == OP_LN ? 1 : op == OP_RMS ? 2 : 0;
     if (!(RDG_NORM_BULK & bit) || esize != 2 || !d->clusters || d->warp_size != 32)
         return 0;
     const int vec = 16 / esize;

@@ -1,6 +1,5 @@
-/* 16-bit rows of one CTA streamed by bulk copies: layer_norm and rms_norm (softmax built, not
- * taken); included by norm.cu inside its namespace; CUDA, device code for sm_90 and later, which
- * have cp.async.bulk.
+/* 16-bit rows of one CTA streamed by bulk copies: layer_norm and rms_norm (included by norm.cu
+ * inside its namespace; CUDA, device code for sm_90 and later, which have cp.async.bulk).
  *
  * Why: the register kernels hold a row's loads in registers or in per-thread cp.async copies, so
  * the bytes in flight on an SM are bounded by its threads, and gamma/beta staged per CTA (64 KiB
@@ -18,13 +17,13 @@
  * that is accurate enough (RDG_BULK_LN_ONE_PASS). */
 
 /* RDG_NORM_BULK (bits): the ops whose 16-bit rows of one CTA take this kernel where it fits
- * (bulk_cfg in norm.cu): 1 layer_norm, 2 rms_norm, 4 softmax; 0 none. 3 (the default). H200 A/B
+ * (bulk_cfg in norm.cu): 1 layer_norm, 2 rms_norm; 0 none. 3 (the default). H200 A/B
  * against the kernels before (layer_norm: two rows per thread, rms_norm: packed rows), 2 rounds,
  * bench/RESULTS.md: bf16 layer_norm [16384, 8192] -2.9%, [32768, 4096] -5.1%, [8192, 16384]
  * -0.5%, f16 [16384, 8192] -2.8%; rms_norm bf16 -4.2%, -2.2%, -1.8%, f16 -3.5%. Softmax was
  * 1.4% faster at [32768, 4096] but 2.9% to 5.5% slower at [16384, 8192] and [8192, 16384], and
  * F32 rows of all three ops 2.3% to 4.2% slower (an earlier build), so those keep their kernels
- * (F32 is not built). */
+ * (their code was removed). */
 #ifndef RDG_NORM_BULK
 #define RDG_NORM_BULK 3
 #endif
@@ -109,6 +108,29 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_
     }
 }
 
+/* layer_norm's output for this thread's vectors (lane + i * T < nvec): y = (x - c) * inv *
+ * gamma + beta, x from src(i, t) */
+template <class S, int NV, class Src>
+__device__ __forceinline__ void bulk_ln_store(Src &&src, float c, float inv, void *y, const float *sg,
+                                              const float *sb, int lane, int T, int nvec, int64_t base)
+{
+    constexpr int VEC = S::VEC;
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        const int vi = lane + i * T;
+        if (vi < nvec) {
+            float g[VEC], b[VEC], t[VEC];
+            load_affine<VEC, true, true>(sg, nullptr, vi, nvec, g);
+            load_affine<VEC, true, true>(sb, nullptr, vi, nvec, b);
+            src(i, t);
+#pragma unroll
+            for (int k = 0; k < VEC; k++)
+                t[k] = fmaf((t[k] - c) * inv, g[k], b[k]);
+            S::stv(y, base + vi, t);
+        }
+    }
+}
+
 /* layer_norm's scaled path for a row of which this thread holds w (vectors lane + i * T < nvec,
  * masked-out entries 0), and the row's output. Not inlined: it runs only for rows outside the
  * unscaled bounds, and inline its registers made the whole kernel spill (ptxas, 768 threads).
@@ -120,19 +142,13 @@ __device__ __noinline__ int bulk_ln_scaled(float (&w)[NV][S::VEC], void *y, floa
 {
     constexpr int VEC = S::VEC;
     const float inv = ln_scaled_center<RED_GROUP, es_redux(OP_LN, RED_GROUP, VEC)>(w, lane, T, nvec, h, eps, ctx);
-#pragma unroll
-    for (int i = 0; i < NV; i++) {
-        const int vi = lane + i * T;
-        if (vi < nvec) {
-            float g[VEC], b[VEC], t[VEC];
-            load_affine<VEC, true, true>(sg, nullptr, vi, nvec, g);
-            load_affine<VEC, true, true>(sb, nullptr, vi, nvec, b);
+    bulk_ln_store<S, NV>(
+        [&](int i, float (&t)[VEC]) {
 #pragma unroll
             for (int k = 0; k < VEC; k++)
-                t[k] = fmaf(w[i][k] * inv, g[k], b[k]);
-            S::stv(y, base + vi, t);
-        }
-    }
+                t[k] = w[i][k];
+        },
+        0.0f, inv, y, sg, sb, lane, T, nvec, base);
     return ctx.counter;
 }
 #endif
@@ -145,12 +161,11 @@ template <class S, int OP>
 __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
 {
 #if RUDNN_HAS_CLUSTERS && !RDG_HIP
-    static_assert(OP == OP_LN || OP == OP_RMS || OP == OP_SOFTMAX, "bulk kernel: layer_norm, rms_norm, softmax");
+    static_assert(OP == OP_LN || OP == OP_RMS, "bulk kernel: layer_norm and rms_norm");
     constexpr int VEC = S::VEC;
     static_assert(VEC == 8, "bulk kernel: 16-bit rows");
     constexpr int NV = RDG_BULK_NV;
     constexpr bool LN = OP == OP_LN;
-    constexpr bool HAS_GAMMA = OP != OP_SOFTMAX;
     constexpr bool ONE_PASS = RDG_BULK_LN_ONE_PASS != 0;
     /* the norms keep the row packed in registers and convert it in every pass (RDG_BULK_PACK) */
     constexpr bool PACK = (OP == OP_LN && (RDG_BULK_PACK & 1)) || (OP == OP_RMS && (RDG_BULK_PACK & 2));
@@ -175,14 +190,12 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
 
     float *sg = (float *)rdg_dyn_smem;
     float *sb = sg + (size_t)nvec * VEC;
-    const int naffine = LN ? 2 : HAS_GAMMA ? 1 : 0;
+    const int naffine = LN ? 2 : 1;
     raw_t *bufs = (raw_t *)(sg + (size_t)naffine * nvec * VEC) + (size_t)group * stages * nvec;
     uint64_t *bars = full + group * RDG_BULK_MAX_STAGES;
-    if (HAS_GAMMA) {
-        stage_affine<VEC, true>(sg, a.gamma, nvec * (VEC / 4), nvec);
-        if (LN)
-            stage_affine<VEC, true>(sb, a.beta, nvec * (VEC / 4), nvec);
-    }
+    stage_affine<VEC, true>(sg, a.gamma, nvec * (VEC / 4), nvec);
+    if (LN)
+        stage_affine<VEC, true>(sb, a.beta, nvec * (VEC / 4), nvec);
     if (lane == 0) {
         for (int s = 0; s < stages; s++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bulk_smem_u32(&bars[s])) : "memory");
@@ -207,7 +220,7 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
         bulk_wait(bulk_smem_u32(&bars[s]), parity);
         /* the row's vectors as loaded (xr, PACK) or as FP32 (v); vals(i, t) gives vector i in FP32 */
         raw_t xr[NV];
-        float v[PACK ? 1 : NV][VEC];
+        float v[NV][VEC];
         const raw_t *buf = bufs + (size_t)s * nvec;
 #pragma unroll
         for (int i = 0; i < NV; i++) {
@@ -218,14 +231,16 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
             else
                 S::cvt(w, v[i]);
         }
-        auto vals = [&](int i, float (&t)[VEC]) {
-            if constexpr (PACK) {
-                S::launder(xr[i]);
-                S::cvt(xr[i], t);
-            } else {
+        auto vals = [&](int i, float (&t)[VEC]) { vals_of<S, PACK>(xr[i], v[i], t); };
+        /* f(x) for each of this thread's values (masked-out entries are 0) */
+        auto each = [&](auto &&f) {
+#pragma unroll
+            for (int i = 0; i < NV; i++) {
+                float t[VEC];
+                vals(i, t);
 #pragma unroll
                 for (int k = 0; k < VEC; k++)
-                    t[k] = v[i][k];
+                    f(t[k]);
             }
         };
         /* after the first reduction's barrier every thread of the group has read buffer s: its
@@ -241,73 +256,22 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
         }
         const int64_t base = row * nvec;
 
-        if constexpr (OP == OP_SOFTMAX) {
-            float m = -INFINITY;
-#pragma unroll
-            for (int i = 0; i < NV; i++)
-                if (lane + i * T < nvec)
-#pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        m = fmaxf(m, v[i][k]);
-            m = block_allreduce<MaxOp, RED_GROUP>(m, ctx);
-            refill();
-            float sum = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++)
-                if (lane + i * T < nvec)
-#pragma unroll
-                    for (int k = 0; k < VEC; k++) {
-                        v[i][k] = softmax_exp<VEC>(v[i][k] - m);
-                        sum += v[i][k];
-                    }
-            sum = block_allreduce<SumOp, RED_GROUP>(sum, ctx);
-            const float inv = 1.0f / sum;
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                const int vi = lane + i * T;
-                if (vi < nvec) {
-#pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        v[i][k] *= inv;
-                    S::stv(a.y, base + vi, v[i]);
-                }
-            }
-        } else if constexpr (OP == OP_RMS) {
+        if constexpr (OP == OP_RMS) {
             float q = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                float t[VEC];
-                vals(i, t);
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    q = fmaf(t[k], t[k], q);
-            }
+            each([&](float x) { q = fmaf(x, x, q); });
             q = block_allreduce<SumOp, RED_GROUP>(q, ctx);
             refill();
             int e = 0;
             if (!unscaled_sumsq_ok(q)) { /* the power-of-two scaled path (the same in the whole group) */
                 float mx = 0.0f;
-#pragma unroll
-                for (int i = 0; i < NV; i++) {
-                    float t[VEC];
-                    vals(i, t);
-#pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        mx = fmaxf(mx, fabsf(t[k]));
-                }
+                each([&](float x) { mx = fmaxf(mx, fabsf(x)); });
                 e = exp_of_max(mx);
                 const float sc_t = pow2_neg(e);
                 q = 0.0f;
-#pragma unroll
-                for (int i = 0; i < NV; i++) {
-                    float t[VEC];
-                    vals(i, t);
-#pragma unroll
-                    for (int k = 0; k < VEC; k++) {
-                        const float u = t[k] * sc_t;
-                        q = fmaf(u, u, q);
-                    }
-                }
+                each([&](float x) {
+                    const float u = x * sc_t;
+                    q = fmaf(u, u, q);
+                });
                 block_allreduce_es<2, RED_GROUP, es_redux(OP_RMS, RED_GROUP, VEC)>(e, q, ctx);
             }
             /* y = (x * 2^-e) * inv * gamma (x * 2^-e exact; e is 0 on the unscaled path) */
@@ -334,16 +298,10 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
             bool fast = false;
             if constexpr (ONE_PASS) {
                 float2 sq = make_float2(0.0f, 0.0f);
-#pragma unroll
-                for (int i = 0; i < NV; i++) {
-                    float t[VEC];
-                    vals(i, t);
-#pragma unroll
-                    for (int k = 0; k < VEC; k++) {
-                        sq.x += t[k];
-                        sq.y = fmaf(t[k], t[k], sq.y);
-                    }
-                }
+                each([&](float x) {
+                    sq.x += x;
+                    sq.y = fmaf(x, x, sq.y);
+                });
                 sq = block_allreduce2<SumOp, RED_GROUP>(sq, ctx);
                 refill();
                 sum = sq.x;
@@ -352,14 +310,7 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
                 var = stat_div<true>(sq.y, h, rh) - msq;
                 fast = unscaled_sum_ok(sum) && unscaled_sumsq_ok(sq.y) && msq <= 16.0f * var;
             } else {
-#pragma unroll
-                for (int i = 0; i < NV; i++) {
-                    float t[VEC];
-                    vals(i, t);
-#pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        sum += t[k];
-                }
+                each([&](float x) { sum += x; });
                 sum = block_allreduce<SumOp, RED_GROUP>(sum, ctx);
                 refill();
             }
@@ -381,22 +332,8 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
                 fast = unscaled_sum_ok(sum) && unscaled_sumsq_ok(q);
                 var = stat_div<true>(q, h, rh);
             }
-            if (fast) { /* y = (x - mean) * inv * gamma + beta */
-                const float inv = stat_rsqrt<true>(var + a.eps);
-#pragma unroll
-                for (int i = 0; i < NV; i++) {
-                    const int vi = lane + i * T;
-                    if (vi < nvec) {
-                        float g[VEC], b[VEC], t[VEC];
-                        load_affine<VEC, true, true>(sg, nullptr, vi, nvec, g);
-                        load_affine<VEC, true, true>(sb, nullptr, vi, nvec, b);
-                        vals(i, t);
-#pragma unroll
-                        for (int k = 0; k < VEC; k++)
-                            t[k] = fmaf((t[k] - mean) * inv, g[k], b[k]);
-                        S::stv(a.y, base + vi, t);
-                    }
-                }
+            if (fast) {
+                bulk_ln_store<S, NV>(vals, mean, stat_rsqrt<true>(var + a.eps), a.y, sg, sb, lane, T, nvec, base);
             } else { /* the power-of-two scaled path (the same in the whole group), out of line */
                 float w[NV][VEC];
 #pragma unroll
