@@ -4,14 +4,14 @@
  *
  *   shapes     rows of length 1, odd lengths (3, 7, 1000, 4097), power-of-two
  *              lengths, 10000 and 16384, ranks 1..4 (rows = product of the leading dims),
- *              thousands of short rows
+ *              thousands of short rows, 2000 rows of 4096
  *   large      rows of 65536 (2 and 201 rows) and 262144 elements
  *   empty      rows = 0 (an empty leading dim): succeeds, writes nothing
  *   magnitude  rows near 1e30, 1e-30 and FLT_MAX (F32, BF16), near 65504 and
  *              subnormal (F16), next to ordinary rows, for every kernel shape
  *              (odd lengths, warp, CTA, cluster): no overflow of the sum of
  *              squares, and rows of one launch on both sides of the CUDA
- *              kernels' unscaled shortcut
+ *              kernels' unscaled shortcut; rows offset far from their spread
  *   nonfinite  NaN, +inf, -inf, all -inf, and (add_rms_norm) a + r that
  *              overflows the dtype
  *   inplace    output == input; for add_rms_norm x_out == residual,
