@@ -1008,9 +1008,9 @@ kernel_fn pick_loop(int op, rudnn_dtype_t dt)
     }
 }
 
-/* the bulk kernel of an op and dtype (sm_90 device code; choose() takes it only where the device
- * has clusters, i.e. runs sm_90+ code) */
-template <int OP>
+/* the bulk kernel of an op, dtype and scope (sm_90 device code; choose() takes it only where
+ * the device has clusters, i.e. runs sm_90+ code) */
+template <int OP, int SCOPE>
 kernel_fn bulk_kernel_for(rudnn_dtype_t dt)
 {
 #if RDG_HOST_CLUSTERS && !RDG_HIP
@@ -1018,9 +1018,9 @@ kernel_fn bulk_kernel_for(rudnn_dtype_t dt)
     case RUDNN_F32: /* 16-bit rows only (bulk_cfg) */
         return nullptr;
     case RUDNN_F16:
-        return bulk_kernel<StoreF16, OP>;
+        return bulk_kernel<StoreF16, OP, SCOPE>;
     default:
-        return bulk_kernel<StoreBF16, OP>;
+        return bulk_kernel<StoreBF16, OP, SCOPE>;
     }
 #else
     (void)dt;
@@ -1028,13 +1028,13 @@ kernel_fn bulk_kernel_for(rudnn_dtype_t dt)
 #endif
 }
 
-kernel_fn pick_bulk(int op, rudnn_dtype_t dt)
+kernel_fn pick_bulk(int op, rudnn_dtype_t dt, int cluster)
 {
     switch (op) {
     case OP_LN:
-        return bulk_kernel_for<OP_LN>(dt);
+        return cluster ? bulk_kernel_for<OP_LN, RED_GROUP_CLUSTER>(dt) : bulk_kernel_for<OP_LN, RED_GROUP>(dt);
     case OP_RMS:
-        return bulk_kernel_for<OP_RMS>(dt);
+        return cluster ? bulk_kernel_for<OP_RMS, RED_GROUP_CLUSTER>(dt) : bulk_kernel_for<OP_RMS, RED_GROUP>(dt);
     default:
         return nullptr;
     }
@@ -1166,47 +1166,61 @@ int pair_cfg(const rdg_devinfo_t *d, int op, int esize, int variant, int64_t nve
 #endif
 }
 
-/* 16-bit rows of one CTA through the bulk kernel (norm_bulk.cuh) where RDG_NORM_BULK asks for
- * the op and the device runs sm_90 code: groups of T = ceil(cols / (RDG_BULK_NV * VEC)) threads,
- * as many per CTA as RDG_BULK_THREADS and shared memory allow (gamma and beta once, then
- * RDG_BULK_STAGES row buffers per group). T >= 128: rows of 4096 or more, the shortest measured
- * (rows of 2048 would get groups of 2 warps, 8 to a CTA, not measured); the kernel itself needs
- * 2 warps, so that the group's first reduction has a barrier before the refill. Fills c and
- * returns 1. */
-int bulk_cfg(const rdg_devinfo_t *d, int op, int esize, int64_t nvec, LaunchCfg *c)
+/* 16-bit rows through the bulk kernel (norm_bulk.cuh) where RDG_NORM_BULK asks for the op and
+ * the row's extent (one CTA, or a cluster: CLUSTER) and the device runs sm_90 code. A CTA's slice
+ * is the row, or over a cluster slices of RDG_BULK_CLUSTER_SLICE elements (balanced; larger
+ * where that would take more than RDG_MAX_CLUSTER CTAs). Groups of T = ceil(slice / (RDG_BULK_NV
+ * * VEC)) threads, as many per CTA as RDG_BULK_THREADS and shared memory allow (the slice's gamma
+ * and beta once, then RDG_BULK_STAGES slice buffers per group). T >= 128: rows of 4096 or more,
+ * the shortest measured (rows of 2048 would get groups of 2 warps, 8 to a CTA, not measured); the
+ * kernel itself needs 2 warps, so that the group's first reduction has a barrier before the
+ * refill. Fills c and returns 1. */
+int bulk_cfg(const rdg_devinfo_t *d, int op, int esize, int64_t nvec, int cluster, LaunchCfg *c)
 {
 #if RDG_HOST_CLUSTERS
-    const int bit = op == OP_LN ? 1 : op == OP_RMS ? 2 : 0;
+    const int bit = (op == OP_LN ? 1 : op == OP_RMS ? 2 : 0) << (cluster ? 2 : 0);
     if (!(RDG_NORM_BULK & bit) || esize != 2 || !d->clusters || d->warp_size != 32)
         return 0;
     const int vec = 16 / esize;
-    const int64_t t = round_up(rdg_ceil_div(nvec, RDG_BULK_NV), 32);
+    int64_t slice = nvec;
+    int csize = 1;
+    if (cluster) {
+        csize = (int)rdg_ceil_div(nvec, rdg_ceil_div(RDG_BULK_CLUSTER_SLICE, vec));
+        if (csize > RDG_MAX_CLUSTER)
+            csize = RDG_MAX_CLUSTER;
+        if (csize < 2)
+            return 0;
+        slice = rdg_ceil_div(nvec, csize);
+    }
+    const int64_t t = round_up(rdg_ceil_div(slice, RDG_BULK_NV), 32);
     const int max_thr = d->max_threads > 0 && d->max_threads < RDG_BULK_THREADS ? d->max_threads : RDG_BULK_THREADS;
     if (t < 128 || t > max_thr)
         return 0;
-    const size_t affine = (size_t)nvec * vec * sizeof(float) * (op == OP_LN ? 2 : op == OP_RMS ? 1 : 0);
-    const size_t per_group = (size_t)RDG_BULK_STAGES * nvec * 16;
+    const size_t affine = (size_t)slice * vec * sizeof(float) * (op == OP_LN ? 2 : 1);
+    const size_t per_group = (size_t)RDG_BULK_STAGES * slice * 16;
+    /* static shared memory: the cluster kernels also hold the groups' cluster partials */
+    const size_t reserve = RDG_STATIC_SMEM_RESERVE + (cluster ? 1024 : 0);
     int groups = (int)(max_thr / t);
     if (groups > RDG_BULK_MAX_GROUPS)
         groups = RDG_BULK_MAX_GROUPS;
-    while (groups > 0 && affine + groups * per_group + RDG_STATIC_SMEM_RESERVE > d->smem_optin)
+    while (groups > 0 && affine + groups * per_group + reserve > d->smem_optin)
         groups--;
     if (groups < 1)
         return 0;
     memset(c, 0, sizeof *c);
     c->reg = 1;
     c->bulk = 1;
-    c->variant = V_BLOCK32;
+    c->variant = cluster ? V_CLUSTER32 : V_BLOCK32;
     c->threads = (int)t * groups;
     c->group_threads = (int)t;
-    c->csize = 1;
+    c->csize = csize;
     c->rows_per_cta = groups;
-    c->slice_vec = (int)nvec;
+    c->slice_vec = (int)slice;
     c->stages = RDG_BULK_STAGES;
     c->smem = affine + groups * per_group;
     return 1;
 #else
-    (void)d, (void)op, (void)esize, (void)nvec, (void)c;
+    (void)d, (void)op, (void)esize, (void)nvec, (void)cluster, (void)c;
     return 0;
 #endif
 }
@@ -1222,7 +1236,8 @@ int bulk_cfg(const rdg_devinfo_t *d, int op, int esize, int64_t nvec, LaunchCfg 
  *   16-bit data: F = 32 (cols <= 16384 in one CTA, 16384 per CTA of a cluster); rms_norm
  *                          from 8192: F = 64 packed (16384 per CTA of <= 256 threads)
  *   16-bit layer_norm and rms_norm rows of one CTA (sm_90, 4096 <= cols <= 16384): the bulk
- *                          kernel (bulk_cfg, norm_bulk.cuh), row groups of cols / 32 threads
+ *                          kernel (bulk_cfg, norm_bulk.cuh), row groups of cols / 32 threads;
+ *                          rows over a cluster, when RDG_NORM_BULK asks (not by default)
  *   16-bit layer_norm (CUDA) rows the bulk kernel does not take: two rows per thread in CTAs
  *                          of up to 8192 elements, or 16384 where
  *                          a row needs more than 8 (pair_cfg, norm_pair.cuh); 16-bit softmax
@@ -1273,8 +1288,7 @@ LaunchCfg choose(const rdg_devinfo_t *d, int op, rudnn_dtype_t dt, int64_t cols,
             variant = V_BLOCK32;
             f = 32;
         }
-        if (variant >= 0 && csize == 1 && variant != V_WARP8 && variant != V_WARP32 &&
-            bulk_cfg(d, op, esize, nvec, &c))
+        if (variant >= 0 && variant != V_WARP8 && variant != V_WARP32 && bulk_cfg(d, op, esize, nvec, csize > 1, &c))
             return c;
         if (variant >= 0 && pair_cfg(d, op, esize, variant, nvec, &c))
             return c;
@@ -1465,7 +1479,7 @@ rudnn_status_t launch(void *queue, int op, const rudnn_norm_plan_t *plan, NormAr
     int resident = 0;
     rudnn_status_t st;
     if (c.reg) {
-        fn = c.bulk ? pick_bulk(op, plan->dtype) : pick_reg(op, plan->dtype, c.variant, c.staged);
+        fn = c.bulk ? pick_bulk(op, plan->dtype, c.csize > 1) : pick_reg(op, plan->dtype, c.variant, c.staged);
         if (!fn)
             return rdg_error(RUDNN_STATUS_INTERNAL, "%s: %s: no kernel for variant %d", RUDNN_GPU_BACKEND_NAME,
                              op_name(op), c.variant);

@@ -16,8 +16,10 @@
  * statistics as the pair kernel's (RDG_NORM_FAST_STATS); layer_norm's variance in one pass where
  * that is accurate enough (RDG_BULK_LN_ONE_PASS). */
 
-/* RDG_NORM_BULK (bits): the ops whose 16-bit rows of one CTA take this kernel where it fits
- * (bulk_cfg in norm.cu): 1 layer_norm, 2 rms_norm; 0 none. 3 (the default). H200 A/B
+/* RDG_NORM_BULK (bits): the 16-bit rows that take this kernel where it fits (bulk_cfg in
+ * norm.cu): rows of one CTA, 1 layer_norm, 2 rms_norm; rows over a cluster, 4 layer_norm, 8
+ * rms_norm (built, NOT YET RUN on a GPU: for the next A/B against the two-row cluster kernel); 0
+ * none. 3 (the default). H200 A/B
  * against the kernels before (layer_norm: two rows per thread, rms_norm: packed rows), 2 rounds,
  * bench/RESULTS.md: bf16 layer_norm [16384, 8192] -2.9%, [32768, 4096] -5.1%, [8192, 16384]
  * -0.5%, f16 [16384, 8192] -2.8%; rms_norm bf16 -4.2%, -2.2%, -1.8%, f16 -3.5%. Softmax was
@@ -26,6 +28,10 @@
  * (their code was removed). */
 #ifndef RDG_NORM_BULK
 #define RDG_NORM_BULK 3
+#endif
+/* elements per CTA slice of rows over a cluster (as the two-row kernel's RDG_LN16_PAIR_MIN_SLICE) */
+#ifndef RDG_BULK_CLUSTER_SLICE
+#define RDG_BULK_CLUSTER_SLICE 8192
 #endif
 /* shared buffers per row group (STAGES - 1 rows in flight while one is computed); 3 measured
  * no faster (H200 A/B, 2 rounds: bf16 layer_norm [16384, 8192] +0.3%, [32768, 4096] +0.6%,
@@ -108,20 +114,20 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_
     }
 }
 
-/* layer_norm's output for this thread's vectors (lane + i * T < nvec): y = (x - c) * inv *
+/* layer_norm's output for this thread's vectors (lane + i * T < count): y = (x - c) * inv *
  * gamma + beta, x from src(i, t) */
 template <class S, int NV, class Src>
 __device__ __forceinline__ void bulk_ln_store(Src &&src, float c, float inv, void *y, const float *sg,
-                                              const float *sb, int lane, int T, int nvec, int64_t base)
+                                              const float *sb, int lane, int T, int count, int slice, int64_t base)
 {
     constexpr int VEC = S::VEC;
 #pragma unroll
     for (int i = 0; i < NV; i++) {
         const int vi = lane + i * T;
-        if (vi < nvec) {
+        if (vi < count) {
             float g[VEC], b[VEC], t[VEC];
-            load_affine<VEC, true, true>(sg, nullptr, vi, nvec, g);
-            load_affine<VEC, true, true>(sb, nullptr, vi, nvec, b);
+            load_affine<VEC, true, true>(sg, nullptr, vi, slice, g);
+            load_affine<VEC, true, true>(sb, nullptr, vi, slice, b);
             src(i, t);
 #pragma unroll
             for (int k = 0; k < VEC; k++)
@@ -131,37 +137,43 @@ __device__ __forceinline__ void bulk_ln_store(Src &&src, float c, float inv, voi
     }
 }
 
-/* layer_norm's scaled path for a row of which this thread holds w (vectors lane + i * T < nvec,
+/* layer_norm's scaled path for a row of which this thread holds w (vectors lane + i * T < count,
  * masked-out entries 0), and the row's output. Not inlined: it runs only for rows outside the
  * unscaled bounds, and inline its registers made the whole kernel spill (ptxas, 768 threads).
  * The context goes by value (by reference it would live in local memory in the hot path too);
  * the caller takes back its reduction counter, returned. */
-template <class S, int NV>
+template <class S, int NV, int SCOPE>
 __device__ __noinline__ int bulk_ln_scaled(float (&w)[NV][S::VEC], void *y, float h, float eps, const float *sg,
-                                           const float *sb, int lane, int T, int nvec, int64_t base, RedCtx ctx)
+                                           const float *sb, int lane, int T, int count, int slice, int64_t base,
+                                           RedCtx ctx)
 {
     constexpr int VEC = S::VEC;
-    const float inv = ln_scaled_center<RED_GROUP, es_redux(OP_LN, RED_GROUP, VEC)>(w, lane, T, nvec, h, eps, ctx);
+    const float inv = ln_scaled_center<SCOPE, es_redux(OP_LN, SCOPE, VEC)>(w, lane, T, count, h, eps, ctx);
     bulk_ln_store<S, NV>(
         [&](int i, float (&t)[VEC]) {
 #pragma unroll
             for (int k = 0; k < VEC; k++)
                 t[k] = w[i][k];
         },
-        0.0f, inv, y, sg, sb, lane, T, nvec, base);
+        0.0f, inv, y, sg, sb, lane, T, count, slice, base);
     return ctx.counter;
 }
 #endif
 
-/* One row per group at a time; group g of CTA c takes rows c * G + g + k * gridDim.x * G. A
- * thread holds vectors lane + i * T (i < NV) of the row in registers (as loaded or as FP32: PACK
- * below), and reads its gamma and beta from shared memory in the output pass. Shared memory:
- * gamma (and beta, layer_norm) in planes (stage_affine), then each group's STAGES row buffers. */
-template <class S, int OP>
+/* One row per group at a time; group g of CTA (cluster) c takes rows c * G + g + k * (CTAs or
+ * clusters) * G. SCOPE RED_GROUP: the CTA's slice is the whole row; RED_GROUP_CLUSTER: the CTA of
+ * rank r in a cluster of csize holds slice r (a.slice_vec vectors) of its groups' rows, and group g
+ * reduces with group g of the other CTAs. A thread holds vectors lane + i * T (i < NV) of its
+ * slice in registers (as loaded or as FP32: PACK below), and reads its gamma and beta from
+ * shared memory in the output pass. Shared memory: the slice's gamma (and beta, layer_norm) in
+ * planes (stage_affine), then each group's STAGES slice buffers. */
+template <class S, int OP, int SCOPE>
 __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
 {
 #if RUDNN_HAS_CLUSTERS && !RDG_HIP
     static_assert(OP == OP_LN || OP == OP_RMS, "bulk kernel: layer_norm and rms_norm");
+    static_assert(SCOPE == RED_GROUP || SCOPE == RED_GROUP_CLUSTER, "bulk kernel: row groups");
+    constexpr bool CL = SCOPE == RED_GROUP_CLUSTER;
     constexpr int VEC = S::VEC;
     static_assert(VEC == 8, "bulk kernel: 16-bit rows");
     constexpr int NV = RDG_BULK_NV;
@@ -175,39 +187,50 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
     __shared__ float red_f[2 * RDG_MAX_WARPS];
     __shared__ int red_i[2 * RDG_MAX_WARPS];
     __shared__ uint64_t full[RDG_BULK_MAX_GROUPS * RDG_BULK_MAX_STAGES];
+    /* the groups' cluster partials and their mbarriers (reduce.cuh), by group */
+    __shared__ float2 red_cl[CL ? RDG_BULK_MAX_GROUPS * 2 * RDG_RED_MAX_CLUSTER : 1];
+    __shared__ uint64_t red_bar[CL ? RDG_BULK_MAX_GROUPS * 2 : 1];
 
     const int T = a.group_threads;
     const int groups = (int)blockDim.x / T;
     const int group = (int)threadIdx.x / T;
     const int lane = (int)threadIdx.x - group * T;
     const int stages = a.stages;
-    RedCtx ctx = red_ctx(red_f, red_i, nullptr, nullptr, 1, 0);
+    const int csize = CL ? a.csize : 1;
+    const int rank = CL ? (int)(blockIdx.x % (unsigned)csize) : 0;
+    RedCtx ctx = red_ctx(red_f, red_i, CL ? red_cl + group * 2 * RDG_RED_MAX_CLUSTER : nullptr,
+                         CL ? red_bar + group * 2 : nullptr, csize, rank);
     red_group(ctx, group * (T / RDG_WARP), T / RDG_WARP, 1 + group);
 
-    const int nvec = (int)(a.cols / VEC); /* the slice is the whole row */
+    const int64_t nvec_row = a.cols / VEC;
+    const int slice = CL ? a.slice_vec : (int)nvec_row; /* vectors per CTA slice */
+    const int vbeg = rank * slice;
+    const int count = CL ? (int)min((int64_t)slice, nvec_row - vbeg) : slice; /* valid in this CTA's slice */
     const float h = (float)a.cols, rh = 1.0f / h;
-    const uint32_t row_bytes = (uint32_t)nvec * 16u;
+    const uint32_t slice_bytes = (uint32_t)count * 16u;
 
     float *sg = (float *)rdg_dyn_smem;
-    float *sb = sg + (size_t)nvec * VEC;
+    float *sb = sg + (size_t)slice * VEC;
     const int naffine = LN ? 2 : 1;
-    raw_t *bufs = (raw_t *)(sg + (size_t)naffine * nvec * VEC) + (size_t)group * stages * nvec;
+    raw_t *bufs = (raw_t *)(sg + (size_t)naffine * slice * VEC) + (size_t)group * stages * slice;
     uint64_t *bars = full + group * RDG_BULK_MAX_STAGES;
-    stage_affine<VEC, true>(sg, a.gamma, nvec * (VEC / 4), nvec);
+    stage_affine<VEC, true>(sg, a.gamma + (size_t)vbeg * VEC, count * (VEC / 4), slice);
     if (LN)
-        stage_affine<VEC, true>(sb, a.beta, nvec * (VEC / 4), nvec);
+        stage_affine<VEC, true>(sb, CL && a.beta ? a.beta + (size_t)vbeg * VEC : a.beta, count * (VEC / 4), slice);
     if (lane == 0) {
         for (int s = 0; s < stages; s++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bulk_smem_u32(&bars[s])) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
+    if constexpr (CL)
+        cluster_reduce_init<SCOPE>(ctx); /* every thread of the cluster: the groups' mbarriers */
 
-    const int64_t step = (int64_t)gridDim.x * groups;
-    int64_t row = (int64_t)blockIdx.x * groups + group;
+    const int64_t step = (int64_t)(gridDim.x / (unsigned)csize) * groups;
+    int64_t row = (int64_t)(blockIdx.x / (unsigned)csize) * groups + group;
     auto load_row = [&](int s, int64_t r) { /* by the group's first thread */
         if (r < a.rows)
-            bulk_load(bulk_smem_u32(bufs + (size_t)s * nvec), (const raw_t *)a.x + r * nvec, row_bytes,
+            bulk_load(bulk_smem_u32(bufs + (size_t)s * slice), (const raw_t *)a.x + r * nvec_row + vbeg, slice_bytes,
                       bulk_smem_u32(&bars[s]));
     };
     if (lane == 0)
@@ -221,11 +244,11 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
         /* the row's vectors as loaded (xr, PACK) or as FP32 (v); vals(i, t) gives vector i in FP32 */
         raw_t xr[NV];
         float v[NV][VEC];
-        const raw_t *buf = bufs + (size_t)s * nvec;
+        const raw_t *buf = bufs + (size_t)s * slice;
 #pragma unroll
         for (int i = 0; i < NV; i++) {
             const int vi = lane + i * T;
-            const raw_t w = vi < nvec ? buf[vi] : S::zero();
+            const raw_t w = vi < count ? buf[vi] : S::zero();
             if constexpr (PACK)
                 xr[i] = w;
             else
@@ -254,12 +277,12 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
             s = 0;
             parity ^= 1u;
         }
-        const int64_t base = row * nvec;
+        const int64_t base = row * nvec_row + vbeg; /* vector index of the slice start */
 
         if constexpr (OP == OP_RMS) {
             float q = 0.0f;
             each([&](float x) { q = fmaf(x, x, q); });
-            q = block_allreduce<SumOp, RED_GROUP>(q, ctx);
+            q = block_allreduce<SumOp, SCOPE>(q, ctx);
             refill();
             int e = 0;
             if (!unscaled_sumsq_ok(q)) { /* the power-of-two scaled path (the same in the whole group) */
@@ -272,7 +295,7 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
                     const float u = x * sc_t;
                     q = fmaf(u, u, q);
                 });
-                block_allreduce_es<2, RED_GROUP, es_redux(OP_RMS, RED_GROUP, VEC)>(e, q, ctx);
+                block_allreduce_es<2, SCOPE, es_redux(OP_RMS, SCOPE, VEC)>(e, q, ctx);
             }
             /* y = (x * 2^-e) * inv * gamma (x * 2^-e exact; e is 0 on the unscaled path) */
             const float sc = pow2_neg(e);
@@ -280,9 +303,9 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
 #pragma unroll
             for (int i = 0; i < NV; i++) {
                 const int vi = lane + i * T;
-                if (vi < nvec) {
+                if (vi < count) {
                     float g[VEC], t[VEC];
-                    load_affine<VEC, true, true>(sg, nullptr, vi, nvec, g);
+                    load_affine<VEC, true, true>(sg, nullptr, vi, slice, g);
                     vals(i, t);
 #pragma unroll
                     for (int k = 0; k < VEC; k++)
@@ -302,7 +325,7 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
                     sq.x += x;
                     sq.y = fmaf(x, x, sq.y);
                 });
-                sq = block_allreduce2<SumOp, RED_GROUP>(sq, ctx);
+                sq = block_allreduce2<SumOp, SCOPE>(sq, ctx);
                 refill();
                 sum = sq.x;
                 mean = stat_div<true>(sum, h, rh);
@@ -311,7 +334,7 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
                 fast = unscaled_sum_ok(sum) && unscaled_sumsq_ok(sq.y) && msq <= 16.0f * var;
             } else {
                 each([&](float x) { sum += x; });
-                sum = block_allreduce<SumOp, RED_GROUP>(sum, ctx);
+                sum = block_allreduce<SumOp, SCOPE>(sum, ctx);
                 refill();
             }
             if (!fast) {
@@ -319,7 +342,7 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
                 float q = 0.0f;
 #pragma unroll
                 for (int i = 0; i < NV; i++)
-                    if (lane + i * T < nvec) {
+                    if (lane + i * T < count) {
                         float t[VEC];
                         vals(i, t);
 #pragma unroll
@@ -328,22 +351,26 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
                             q = fmaf(d, d, q);
                         }
                     }
-                q = block_allreduce<SumOp, RED_GROUP>(q, ctx);
+                q = block_allreduce<SumOp, SCOPE>(q, ctx);
                 fast = unscaled_sum_ok(sum) && unscaled_sumsq_ok(q);
                 var = stat_div<true>(q, h, rh);
             }
             if (fast) {
-                bulk_ln_store<S, NV>(vals, mean, stat_rsqrt<true>(var + a.eps), a.y, sg, sb, lane, T, nvec, base);
+                bulk_ln_store<S, NV>(vals, mean, stat_rsqrt<true>(var + a.eps), a.y, sg, sb, lane, T, count, slice,
+                                     base);
             } else { /* the power-of-two scaled path (the same in the whole group), out of line */
                 float w[NV][VEC];
 #pragma unroll
                 for (int i = 0; i < NV; i++)
                     vals(i, w[i]);
-                ctx.counter = bulk_ln_scaled<S, NV>(w, a.y, h, a.eps, sg, sb, lane, T, nvec, base, ctx);
+                ctx.counter = bulk_ln_scaled<S, NV, SCOPE>(w, a.y, h, a.eps, sg, sb, lane, T, count, slice, base, ctx);
             }
         }
     }
-    /* every copy a group issued was for a row it then waited on: none is left in flight */
+    /* every copy a group issued was for a row it then waited on: none is left in flight; a CTA's
+     * shared memory must outlive the cluster's last push to it */
+    if constexpr (CL)
+        cluster_sync_all();
 #else
     (void)a;
 #endif

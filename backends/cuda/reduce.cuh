@@ -22,9 +22,18 @@
 
 namespace {
 
-/* Who takes part in a reduction: one warp, the CTA, every CTA of the cluster, or a group of
- * whole warps of the CTA with its own named barrier (RED_GROUP, CUDA: red_group below). */
-enum { RED_WARP = 0, RED_BLOCK = 1, RED_CLUSTER = 2, RED_GROUP = 3 };
+/* Who takes part in a reduction: one warp, the CTA, every CTA of the cluster, a group of whole
+ * warps of the CTA with its own named barrier (RED_GROUP, CUDA: red_group below), or that group
+ * together with the groups of the same place in every CTA of the cluster (RED_GROUP_CLUSTER). */
+enum { RED_WARP = 0, RED_BLOCK = 1, RED_CLUSTER = 2, RED_GROUP = 3, RED_GROUP_CLUSTER = 4 };
+__host__ __device__ constexpr bool red_grouped(int scope)
+{
+    return scope == RED_GROUP || scope == RED_GROUP_CLUSTER;
+}
+__host__ __device__ constexpr bool red_clustered(int scope)
+{
+    return scope == RED_CLUSTER || scope == RED_GROUP_CLUSTER;
+}
 
 /* CTAs of a cluster at most (the portable limit) */
 #define RDG_RED_MAX_CLUSTER 8
@@ -66,14 +75,48 @@ __device__ __forceinline__ RedCtx red_ctx(float *f, int *i, float2 *cl, uint64_t
     return c;
 }
 
-/* RED_GROUP: the group of nwarps warps from warp0 reduces alone, synchronising on named barrier
- * bar_id (1 to 15; 0 is __syncthreads'); its warp partials take their own places in the scratch
- * (warp0 + w), so groups never share a slot. */
+/* RED_GROUP (and RED_GROUP_CLUSTER): the group of nwarps warps from warp0 reduces alone,
+ * synchronising on named barrier bar_id (1 to 15; 0 is __syncthreads'); its warp partials take
+ * their own places in the scratch (warp0 + w), so groups never share a slot. */
 __device__ __forceinline__ void red_group(RedCtx &c, int warp0, int nwarps, int bar_id)
 {
     c.warp0 = warp0;
     c.nwarps = nwarps;
     c.bar_id = bar_id;
+}
+
+/* The next block reduction's scratch (slots alternate by ctx.counter, above) and this thread's
+ * place: one definition for block_allreduce, block_allreduce2 and block_allreduce_es. */
+struct RedStep {
+    int slot; /* scratch slot: warp partials at c.f / c.i [slot * RDG_MAX_WARPS + base + warp], cluster exchange */
+    int lane, warp, nwarps;
+    int base; /* RED_GROUP: the group's first warp; 0 otherwise */
+};
+template <int SCOPE>
+__device__ __forceinline__ RedStep red_step(RedCtx &c)
+{
+    RedStep r;
+    r.slot = c.counter & 1;
+    c.counter++;
+    r.lane = threadIdx.x % RDG_WARP;
+    r.base = red_grouped(SCOPE) ? c.warp0 : 0;
+    r.warp = threadIdx.x / RDG_WARP - r.base;
+    r.nwarps = red_grouped(SCOPE) ? c.nwarps : blockDim.x / RDG_WARP;
+    return r;
+}
+
+/* The barrier between writing the warp partials and reading them: the CTA's, or the group's. */
+template <int SCOPE>
+__device__ __forceinline__ void red_sync(const RedCtx &c)
+{
+#if !RDG_HIP
+    if constexpr (red_grouped(SCOPE)) {
+        asm volatile("bar.sync %0, %1;\n" ::"r"(c.bar_id), "r"(c.nwarps * RDG_WARP) : "memory");
+        return;
+    }
+#endif
+    (void)c;
+    __syncthreads();
 }
 
 /* 2^-e for e in [0, 149] (exact, subnormal past 126). */
@@ -193,9 +236,10 @@ __device__ __forceinline__ uint32_t red_mapa(uint32_t a, int rank)
 
 /* Before the first cluster reduction, by every thread of every CTA of the cluster: the mbarriers
  * exist before any CTA pushes to them. */
+template <int SCOPE = RED_CLUSTER>
 __device__ __forceinline__ void cluster_reduce_init(RedCtx &c)
 {
-    if (threadIdx.x == 0) {
+    if (red_grouped(SCOPE) ? (int)threadIdx.x == c.warp0 * RDG_WARP : threadIdx.x == 0) {
         for (int s = 0; s < 2; s++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(red_smem_u32(&c.bar[s])) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -207,14 +251,17 @@ __device__ __forceinline__ void cluster_reduce_init(RedCtx &c)
 /* Publishes this CTA's partial and returns the partials of every rank, combined in rank order
  * by the caller through the callback. Push form: slot s is written again two reductions later,
  * by a CTA that has finished the reduction in between, which needs this CTA's partial of it,
- * which thread 0 pushes only after a block barrier that follows every thread's reads of slot s. */
-template <class F>
+ * which thread 0 (the group's first thread, RED_GROUP_CLUSTER) pushes only after a block (group)
+ * barrier that follows every thread's reads of slot s. In RED_GROUP_CLUSTER each group has its own
+ * partials and mbarriers (c.cl, c.bar) at the same place in every CTA. */
+template <int SCOPE, class F>
 __device__ __forceinline__ void cluster_exchange(RedCtx &c, int slot, float2 mine, F combine)
 {
     const uint32_t bar = red_smem_u32(&c.bar[slot]);
-    if (blockDim.x <= RDG_WARP)
-        __syncthreads(); /* the block barrier above, when the block reduction had none */
-    if (threadIdx.x == 0) {
+    /* the block (group) barrier above, when the reduction had none */
+    if (red_grouped(SCOPE) ? c.nwarps == 1 : blockDim.x <= RDG_WARP)
+        red_sync<SCOPE>(c);
+    if (red_grouped(SCOPE) ? (int)threadIdx.x == c.warp0 * RDG_WARP : threadIdx.x == 0) {
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(c.csize * 8)
                      : "memory");
         const uint32_t dst = red_smem_u32(&c.cl[slot * RDG_RED_MAX_CLUSTER + c.rank]);
@@ -235,47 +282,14 @@ __device__ __forceinline__ void cluster_exchange(RedCtx &c, int slot, float2 min
 }
 #else
 __device__ __forceinline__ void cluster_sync_all() {}
+template <int SCOPE = RED_CLUSTER>
 __device__ __forceinline__ void cluster_reduce_init(RedCtx &) {}
-template <class F>
+template <int SCOPE, class F>
 __device__ __forceinline__ void cluster_exchange(RedCtx &, int, float2, F)
 {
     /* never launched with csize > 1 on a target without clusters */
 }
 #endif
-
-/* The next block reduction's scratch (slots alternate by ctx.counter, above) and this thread's
- * place: one definition for block_allreduce, block_allreduce2 and block_allreduce_es. */
-struct RedStep {
-    int slot; /* scratch slot: warp partials at c.f / c.i [slot * RDG_MAX_WARPS + base + warp], cluster exchange */
-    int lane, warp, nwarps;
-    int base; /* RED_GROUP: the group's first warp; 0 otherwise */
-};
-template <int SCOPE>
-__device__ __forceinline__ RedStep red_step(RedCtx &c)
-{
-    RedStep r;
-    r.slot = c.counter & 1;
-    c.counter++;
-    r.lane = threadIdx.x % RDG_WARP;
-    r.base = SCOPE == RED_GROUP ? c.warp0 : 0;
-    r.warp = threadIdx.x / RDG_WARP - r.base;
-    r.nwarps = SCOPE == RED_GROUP ? c.nwarps : blockDim.x / RDG_WARP;
-    return r;
-}
-
-/* The barrier between writing the warp partials and reading them: the CTA's, or the group's. */
-template <int SCOPE>
-__device__ __forceinline__ void red_sync(const RedCtx &c)
-{
-#if !RDG_HIP
-    if constexpr (SCOPE == RED_GROUP) {
-        asm volatile("bar.sync %0, %1;\n" ::"r"(c.bar_id), "r"(c.nwarps * RDG_WARP) : "memory");
-        return;
-    }
-#endif
-    (void)c;
-    __syncthreads();
-}
 
 template <class Op, int SCOPE>
 __device__ __forceinline__ float block_allreduce(float v, RedCtx &c)
@@ -291,9 +305,9 @@ __device__ __forceinline__ float block_allreduce(float v, RedCtx &c)
         v = r.lane < r.nwarps ? c.f[r.slot * RDG_MAX_WARPS + r.base + r.lane] : Op::identity();
         v = warp_allreduce<Op>(v);
     }
-    if (SCOPE == RED_CLUSTER) {
+    if (red_clustered(SCOPE)) {
         float acc = Op::identity();
-        cluster_exchange(c, r.slot, make_float2(v, 0.0f),
+        cluster_exchange<SCOPE>(c, r.slot, make_float2(v, 0.0f),
                          [&](float2 p) { acc = Op::apply(acc, p.x); });
         v = acc;
     }
@@ -321,9 +335,9 @@ __device__ __forceinline__ float2 block_allreduce2(float2 v, RedCtx &c)
         v.x = warp_allreduce<Op>(v.x);
         v.y = warp_allreduce<Op>(v.y);
     }
-    if (SCOPE == RED_CLUSTER) {
+    if (red_clustered(SCOPE)) {
         float2 acc = make_float2(Op::identity(), Op::identity());
-        cluster_exchange(c, r.slot, v, [&](float2 p) {
+        cluster_exchange<SCOPE>(c, r.slot, v, [&](float2 p) {
             acc.x = Op::apply(acc.x, p.x);
             acc.y = Op::apply(acc.y, p.y);
         });
@@ -355,10 +369,10 @@ __device__ __forceinline__ void block_allreduce_es(int &e, float &s, RedCtx &c)
         }
         warp_allreduce_es<SHIFT, REDUX>(e, s);
     }
-    if (SCOPE == RED_CLUSTER) {
+    if (red_clustered(SCOPE)) {
         int ea = 0;
         float sa = 0.0f;
-        cluster_exchange(c, r.slot, make_float2(__int_as_float(e), s), [&](float2 p) {
+        cluster_exchange<SCOPE>(c, r.slot, make_float2(__int_as_float(e), s), [&](float2 p) {
             es_combine<SHIFT>(ea, sa, __float_as_int(p.x), p.y);
         });
         e = ea;
