@@ -25,6 +25,7 @@
 #include <cudaTypedefs.h>
 
 #include "gpu_compat.h"
+#include "mbarrier.cuh"
 #include "moe_tc.cuh"
 
 /* Both GEMMs of one forward; RUDNN_STATUS_NOT_SUPPORTED (nothing launched) when the driver has no
@@ -44,34 +45,6 @@ namespace {
 #define TMA_SMEM (TMA_STAGES * TMA_STAGE_BYTES + 1024 + 2 * TMA_STAGES * 8)
 
 #if RDG_HAS_WGMMA
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, int bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint32_t bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-
-/* waits until the phase with this parity has completed */
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
-{
-    asm volatile("{\n"
-                 ".reg .pred done;\n"
-                 "wait_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra wait_%=;\n"
-                 "}\n" ::"r"(bar),
-                 "r"(parity)
-                 : "memory");
-}
 
 /* box (64 elements of K at k, rows from row) of the tensor map -> shared dst, counted on bar */
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, int k, int row, uint32_t bar)

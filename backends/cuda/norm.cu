@@ -37,6 +37,7 @@
 #endif
 #endif
 #include "gpu_compat.h"
+#include "mbarrier.cuh"
 #include "reduce.cuh"
 
 namespace {
@@ -421,6 +422,25 @@ __device__ __forceinline__ void vals_of(typename S::raw_t &xr, const float (&v)[
     }
 }
 
+/* rms_norm's power-of-two scaled statistics (backends/README.md) of a row whose values this
+ * thread visits through each(f) (masked-out entries 0): returns e, and leaves in s the reduced
+ * sum of (x * 2^-e)^2. Every thread of the row group calls it (one reduction). */
+template <int SCOPE, bool REDUX, class Each>
+__device__ __forceinline__ int rms_scaled_sumsq(Each &&each, float &s, RedCtx &ctx)
+{
+    float m = 0.0f;
+    each([&](float x) { m = fmaxf(m, fabsf(x)); });
+    int e = exp_of_max(m);
+    const float sc_t = pow2_neg(e);
+    s = 0.0f;
+    each([&](float x) {
+        const float u = x * sc_t;
+        s = fmaf(u, u, s);
+    });
+    block_allreduce_es<2, SCOPE, REDUX>(e, s, ctx);
+    return e;
+}
+
 /* ---- register kernel ----
  *
  * A row group handles one row at a time: one warp (SCOPE RED_WARP: the CTA runs blockDim / warp
@@ -520,12 +540,6 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                     f(t[k]);
             }
         };
-        /* max |x| over this thread's values (masked-out entries are 0) */
-        auto row_abs_max = [&]() {
-            float m = 0.0f;
-            each_val([&](float x) { m = fmaxf(m, fabsf(x)); });
-            return m;
-        };
         /* two reductions per row: fixed slots 0, 1 (layer_norm's count varies with the fast
          * sums, so its slots keep alternating across rows) */
         if (OP == OP_SOFTMAX || (OP == OP_LN && !FAST))
@@ -595,16 +609,8 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                 fast = unscaled_sumsq_ok(s);
             }
             int e = 0;
-            if (!fast) {
-                e = exp_of_max(row_abs_max());
-                const float sc_t = pow2_neg(e);
-                s = 0.0f;
-                each_val([&](float x) {
-                    const float u = x * sc_t;
-                    s = fmaf(u, u, s);
-                });
-                block_allreduce_es<2, SCOPE, es_redux(OP, SCOPE, VEC)>(e, s, ctx);
-            }
+            if (!fast)
+                e = rms_scaled_sumsq<SCOPE, es_redux(OP, SCOPE, VEC)>(each_val, s, ctx);
             const float sc = pow2_neg(e);
             const float inv = stat_rsqrt<false>(stat_div<false>(s, h, rh) + scale_pow2(a.eps, -2 * e));
             if (OP == OP_ADD_RMS && rank == 0 && lane == 0)

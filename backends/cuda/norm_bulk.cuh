@@ -77,28 +77,13 @@ static_assert(RDG_BULK_STAGES >= 1 && RDG_BULK_STAGES <= RDG_BULK_MAX_STAGES, "R
 #endif
 
 #if RUDNN_HAS_CLUSTERS && !RDG_HIP
-__device__ __forceinline__ uint32_t bulk_smem_u32(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* waits until the phase of this parity of the mbarrier has completed */
-__device__ __forceinline__ void bulk_wait(uint32_t bar, uint32_t parity)
-{
-    asm volatile("{\n.reg .pred done;\nwait_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra wait_%=;\n}\n" ::"r"(bar),
-                 "r"(parity)
-                 : "memory");
-}
-
 /* bytes (a multiple of 16) from 16-byte aligned global src into shared dst, counted on bar. The
  * fence orders this thread's (and, after a barrier, its group's) earlier reads of dst before
  * the copy's writes, which go through the async proxy. */
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+    mbar_expect_tx(bar, (int)bytes);
     if constexpr (RDG_BULK_EVICT_FIRST) {
         uint64_t policy;
         asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
@@ -219,7 +204,7 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
         stage_affine<VEC, true>(sb, CL && a.beta ? a.beta + (size_t)vbeg * VEC : a.beta, count * (VEC / 4), slice);
     if (lane == 0) {
         for (int s = 0; s < stages; s++)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bulk_smem_u32(&bars[s])) : "memory");
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(red_smem_u32(&bars[s])) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -230,8 +215,8 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
     int64_t row = (int64_t)(blockIdx.x / (unsigned)csize) * groups + group;
     auto load_row = [&](int s, int64_t r) { /* by the group's first thread */
         if (r < a.rows)
-            bulk_load(bulk_smem_u32(bufs + (size_t)s * slice), (const raw_t *)a.x + r * nvec_row + vbeg, slice_bytes,
-                      bulk_smem_u32(&bars[s]));
+            bulk_load(red_smem_u32(bufs + (size_t)s * slice), (const raw_t *)a.x + r * nvec_row + vbeg, slice_bytes,
+                      red_smem_u32(&bars[s]));
     };
     if (lane == 0)
         for (int s = 0; s < stages; s++)
@@ -240,7 +225,7 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
     int s = 0;
     uint32_t parity = 0u;
     for (; row < a.rows; row += step) {
-        bulk_wait(bulk_smem_u32(&bars[s]), parity);
+        mbar_wait(red_smem_u32(&bars[s]), parity);
         /* the row's vectors as loaded (xr, PACK) or as FP32 (v); vals(i, t) gives vector i in FP32 */
         raw_t xr[NV];
         float v[NV][VEC];
@@ -285,18 +270,8 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
             q = block_allreduce<SumOp, SCOPE>(q, ctx);
             refill();
             int e = 0;
-            if (!unscaled_sumsq_ok(q)) { /* the power-of-two scaled path (the same in the whole group) */
-                float mx = 0.0f;
-                each([&](float x) { mx = fmaxf(mx, fabsf(x)); });
-                e = exp_of_max(mx);
-                const float sc_t = pow2_neg(e);
-                q = 0.0f;
-                each([&](float x) {
-                    const float u = x * sc_t;
-                    q = fmaf(u, u, q);
-                });
-                block_allreduce_es<2, SCOPE, es_redux(OP_RMS, SCOPE, VEC)>(e, q, ctx);
-            }
+            if (!unscaled_sumsq_ok(q)) /* the power-of-two scaled path (the same in the whole group) */
+                e = rms_scaled_sumsq<SCOPE, es_redux(OP_RMS, SCOPE, VEC)>(each, q, ctx);
             /* y = (x * 2^-e) * inv * gamma (x * 2^-e exact; e is 0 on the unscaled path) */
             const float sc = pow2_neg(e);
             const float inv = stat_rsqrt<true>(stat_div<true>(q, h, rh) + scale_pow2(a.eps, -2 * e));
