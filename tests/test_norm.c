@@ -510,6 +510,9 @@ static void test_large(void **state)
          * (norm_pair.cuh) a last row alone */
         {"length 65536, several rows per cluster, odd count", 2, {201, 65536}, 1e-5f},
         {"length 262144", 2, {1, 262144}, 1e-6f},
+        /* CUDA's bulk kernel over a cluster of 3 CTAs: slices of 1667, 1667 and 1666 vectors (the
+         * last CTA's slice shorter) */
+        {"length 40000, a cluster's last slice shorter", 2, {5, 40000}, 1e-5f},
     };
     run_shape_list(state, "large", cases, sizeof cases / sizeof cases[0]);
 }

@@ -27,8 +27,8 @@
 #   norm-pair layer_norm and softmax bf16 [16384, 8192] and [4096, 65536] (the two-row kernels
 #             and the one-row softmax), with stall reasons, the memory workload section, DRAM
 #             and L2 bytes, L1 hit rate, carve-out and shared-load bank conflicts
-#   norm-bulk layer_norm and rms_norm bf16 [16384, 8192] (the bulk kernel, norm_bulk.cuh), with
-#             the metrics of norm-pair
+#   norm-bulk layer_norm and rms_norm bf16 [16384, 8192] and [4096, 65536] (the bulk kernel,
+#             norm_bulk.cuh, rows of one CTA and over a cluster), with the metrics of norm-pair
 #   norm-16   the 16-bit rows below target: all four ops bf16 [4096, 65536], layer_norm bf16
 #             [16384, 8192], layer_norm and softmax bf16 [65536, 1024], with stall reasons
 #
@@ -142,7 +142,7 @@ for target in "$@"; do
           --op="${c%%:*}" --shape="${c#*:}" --dtype=bf16 --reps=1
       done ;;
     norm-bulk)
-      for c in layer_norm:16384x8192 rms_norm:16384x8192; do
+      for c in layer_norm:16384x8192 rms_norm:16384x8192 layer_norm:4096x65536 rms_norm:4096x65536; do
         EXTRA_METRICS="$stall_metrics,$mem,$l1" profile "norm-bulk-${c/:/-}" "$norm_kernels" 1 \
           --section MemoryWorkloadAnalysis "$BUILD/bench/rudnn-bench" --backend=cuda \
           --op="${c%%:*}" --shape="${c#*:}" --dtype=bf16 --reps=1

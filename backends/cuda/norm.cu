@@ -1243,7 +1243,8 @@ int bulk_cfg(const rdg_devinfo_t *d, int op, int esize, int64_t nvec, int cluste
  *                          from 8192: F = 64 packed (16384 per CTA of <= 256 threads)
  *   16-bit layer_norm and rms_norm rows of one CTA (sm_90, 4096 <= cols <= 16384): the bulk
  *                          kernel (bulk_cfg, norm_bulk.cuh), row groups of cols / 32 threads;
- *                          rows over a cluster, when RDG_NORM_BULK asks (not by default)
+ *                          rows over a cluster the same, in CTA slices of at least 16384
+ *                          (65536 -> 4 x 512 threads; up to 8 CTAs of <= 768 threads)
  *   16-bit layer_norm (CUDA) rows the bulk kernel does not take: two rows per thread in CTAs
  *                          of up to 8192 elements, or 16384 where
  *                          a row needs more than 8 (pair_cfg, norm_pair.cuh); 16-bit softmax

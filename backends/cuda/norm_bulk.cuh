@@ -18,20 +18,24 @@
 
 /* RDG_NORM_BULK (bits): the 16-bit rows that take this kernel where it fits (bulk_cfg in
  * norm.cu): rows of one CTA, 1 layer_norm, 2 rms_norm; rows over a cluster, 4 layer_norm, 8
- * rms_norm (built, NOT YET RUN on a GPU: for the next A/B against the two-row cluster kernel); 0
- * none. 3 (the default). H200 A/B
- * against the kernels before (layer_norm: two rows per thread, rms_norm: packed rows), 2 rounds,
- * bench/RESULTS.md: bf16 layer_norm [16384, 8192] -2.9%, [32768, 4096] -5.1%, [8192, 16384]
- * -0.5%, f16 [16384, 8192] -2.8%; rms_norm bf16 -4.2%, -2.2%, -1.8%, f16 -3.5%. Softmax was
- * 1.4% faster at [32768, 4096] but 2.9% to 5.5% slower at [16384, 8192] and [8192, 16384], and
- * F32 rows of all three ops 2.3% to 4.2% slower (an earlier build), so those keep their kernels
- * (their code was removed). */
+ * rms_norm; 0 none. 15 (the default). H200 A/B of the one-CTA rows against the kernels before
+ * (layer_norm: two rows per thread, rms_norm: packed rows), 2 rounds, bench/RESULTS.md: bf16
+ * layer_norm [16384, 8192] -2.9%, [32768, 4096] -5.1%, [8192, 16384] -0.5%, f16 [16384, 8192]
+ * -2.8%; rms_norm bf16 -4.2%, -2.2%, -1.8%, f16 -3.5%. Rows over a cluster (slices of 16384,
+ * early loads) against the two-row cluster kernel (layer_norm) and the packed cluster kernel
+ * (rms_norm), thirteenth session: bf16 layer_norm [4096, 32768] -3.3%, [4096, 65536] -5.2%,
+ * [2048, 131072] -9.2%; rms_norm -3.1%, -3.5%, -3.6%. Softmax was 1.4% faster at [32768, 4096]
+ * but 2.9% to 5.5% slower at [16384, 8192] and [8192, 16384], and F32 rows of all three ops
+ * 2.3% to 4.2% slower (an earlier build), so those keep their kernels (their code was removed). */
 #ifndef RDG_NORM_BULK
-#define RDG_NORM_BULK 3
+#define RDG_NORM_BULK 15
 #endif
-/* elements per CTA slice of rows over a cluster (as the two-row kernel's RDG_LN16_PAIR_MIN_SLICE) */
+/* elements per CTA slice of rows over a cluster at least (the cluster: ceil(cols / this) CTAs, at
+ * most 8). 16384 (a row of 65536 over 4 CTAs, one group of 512 threads each) against 8192 (8 CTAs,
+ * 3 groups of 256), H200, 2 rounds: bf16 layer_norm [4096, 65536] -3.4%, rms_norm -2.8%;
+ * [4096, 32768] +0.6% and +0.3%; [2048, 131072] the same launch (8 CTAs either way). */
 #ifndef RDG_BULK_CLUSTER_SLICE
-#define RDG_BULK_CLUSTER_SLICE 8192
+#define RDG_BULK_CLUSTER_SLICE 16384
 #endif
 /* shared buffers per row group (STAGES - 1 rows in flight while one is computed); 3 measured
  * no faster (H200 A/B, 2 rounds: bf16 layer_norm [16384, 8192] +0.3%, [32768, 4096] +0.6%,
@@ -74,6 +78,13 @@ static_assert(RDG_BULK_STAGES >= 1 && RDG_BULK_STAGES <= RDG_BULK_MAX_STAGES, "R
  * 0.0%, rms_norm -1.7% and -1.4% */
 #ifndef RDG_BULK_EVICT_FIRST
 #define RDG_BULK_EVICT_FIRST 0
+#endif
+
+/* the first rows' copies issued before gamma/beta are staged (1, the default), so that the
+ * launch's first DRAM reads need not wait for the staging, or after (0). H200 A/B, 2 rounds:
+ * bf16 layer_norm [32768, 4096] -1.5%, [16384, 8192] -0.7%; rms_norm within 0.3% */
+#ifndef RDG_BULK_EARLY_LOAD
+#define RDG_BULK_EARLY_LOAD 1
 #endif
 
 #if RUDNN_HAS_CLUSTERS && !RDG_HIP
@@ -199,10 +210,26 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
     const int naffine = LN ? 2 : 1;
     raw_t *bufs = (raw_t *)(sg + (size_t)naffine * slice * VEC) + (size_t)group * stages * slice;
     uint64_t *bars = full + group * RDG_BULK_MAX_STAGES;
+    /* the first row of this group and the rows' step, for the loads (as below) */
+    auto first_row = [&]() { return (int64_t)(blockIdx.x / (unsigned)csize) * groups + group; };
+    auto row_step = [&]() { return (int64_t)(gridDim.x / (unsigned)csize) * groups; };
+    auto load_row = [&](int s, int64_t r) { /* by the group's first thread */
+        if (r < a.rows)
+            bulk_load(red_smem_u32(bufs + (size_t)s * slice), (const raw_t *)a.x + r * nvec_row + vbeg, slice_bytes,
+                      red_smem_u32(&bars[s]));
+    };
+    if constexpr (RDG_BULK_EARLY_LOAD)
+        if (lane == 0) { /* the mbarriers, then the first rows' copies, before the staging */
+            for (int s = 0; s < stages; s++)
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(red_smem_u32(&bars[s])) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+            for (int s = 0; s < stages; s++)
+                load_row(s, first_row() + s * row_step());
+        }
     stage_affine<VEC, true>(sg, a.gamma + (size_t)vbeg * VEC, count * (VEC / 4), slice);
     if (LN)
         stage_affine<VEC, true>(sb, CL && a.beta ? a.beta + (size_t)vbeg * VEC : a.beta, count * (VEC / 4), slice);
-    if (lane == 0) {
+    if (!RDG_BULK_EARLY_LOAD && lane == 0) {
         for (int s = 0; s < stages; s++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(red_smem_u32(&bars[s])) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -211,14 +238,9 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
     if constexpr (CL)
         cluster_reduce_init<SCOPE>(ctx); /* every thread of the cluster: the groups' mbarriers */
 
-    const int64_t step = (int64_t)(gridDim.x / (unsigned)csize) * groups;
-    int64_t row = (int64_t)(blockIdx.x / (unsigned)csize) * groups + group;
-    auto load_row = [&](int s, int64_t r) { /* by the group's first thread */
-        if (r < a.rows)
-            bulk_load(red_smem_u32(bufs + (size_t)s * slice), (const raw_t *)a.x + r * nvec_row + vbeg, slice_bytes,
-                      red_smem_u32(&bars[s]));
-    };
-    if (lane == 0)
+    const int64_t step = row_step();
+    int64_t row = first_row();
+    if (!RDG_BULK_EARLY_LOAD && lane == 0)
         for (int s = 0; s < stages; s++)
             load_row(s, row + s * step);
 
