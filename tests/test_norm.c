@@ -543,7 +543,10 @@ static void test_magnitude(void **state)
      * that a row starts far from its mean), or (3) the scale is an offset
      * added to uniform(-1, 1) values: a mean far from the spread, which CUDA's
      * one-pass layer_norm statistics (norm_bulk.cuh) must leave to their
-     * second reduction. Rows of length 1 are
+     * second reduction, or (4) the first half of the row is -scale and the rest of order 1:
+     * threads (warps, CTAs) that see only values far below the row's maximum, which must
+     * count as nothing in a softmax whose threads first sum relative to their own maximum
+     * (tried in the thirteenth session). Rows of length 1 are
      * included: layer_norm's variance is then exactly 0 while eps * 2^-2e
      * underflows in FP32 for the large rows, and the exact result is beta. */
     typedef struct {
@@ -553,13 +556,16 @@ static void test_magnitude(void **state)
     } row_kind_t;
     static const row_kind_t f32_rows[] = {{"~1e30", 1e30, 0},    {"~1e-30", 1e-30, 0}, {"one 1e30 among ~1", 1e30, 1},
                                           {"~3e38", 3.0e38, 0},  {"~1e20", 1e20, 0},   {"~1", 1.0, 0},
-                                          {"first 100 among ~1", 100.0, 2}, {"100 + ~1", 100.0, 3}};
+                                          {"first 100 among ~1", 100.0, 2}, {"100 + ~1", 100.0, 3},
+                                          {"first half -1e30, then ~1", 1e30, 4}};
     static const row_kind_t bf16_rows[] = {{"~1e30", 1e30, 0},   {"~1e-30", 1e-30, 0}, {"one 1e30 among ~1", 1e30, 1},
                                            {"~3e38", 3.0e38, 0}, {"~1", 1.0, 0},
-                                           {"first 100 among ~1", 100.0, 2}, {"100 + ~1", 100.0, 3}};
+                                           {"first 100 among ~1", 100.0, 2}, {"100 + ~1", 100.0, 3},
+                                           {"first half -1e30, then ~1", 1e30, 4}};
     static const row_kind_t f16_rows[] = {{"~6e4", 65000.0, 0},  {"~1e-3", 1e-3, 0},  {"subnormal ~1e-6", 1e-6, 0},
                                           {"one 6e4 among ~1", 60000.0, 1}, {"~1", 1.0, 0},
-                                          {"first 100 among ~1", 100.0, 2}, {"100 + ~1", 100.0, 3}};
+                                          {"first 100 among ~1", 100.0, 2}, {"100 + ~1", 100.0, 3},
+                                          {"first half -6e4, then ~1", 60000.0, 4}};
     const row_kind_t *kinds = dt == RUDNN_F32 ? f32_rows : dt == RUDNN_BF16 ? bf16_rows : f16_rows;
     size_t nkinds = dt == RUDNN_F32 ? sizeof f32_rows / sizeof f32_rows[0]
                     : dt == RUDNN_BF16 ? sizeof bf16_rows / sizeof bf16_rows[0]
@@ -583,7 +589,10 @@ static void test_magnitude(void **state)
             for (int64_t c = 0; c < cols; c++) {
                 float *x = &d.x[k * (size_t)cols + (size_t)c];
                 float *r = &d.r[k * (size_t)cols + (size_t)c];
-                if (kinds[k].spike == 3) {
+                if (kinds[k].spike == 4 && c < cols / 2) {
+                    *x = (float)-s;
+                    *r = (float)-s;
+                } else if (kinds[k].spike == 3) {
                     *x = (float)(s + rt_rng_uniform(&rng, -1.0, 1.0));
                     *r = (float)(s + rt_rng_uniform(&rng, -1.0, 1.0));
                 } else if (kinds[k].spike) {

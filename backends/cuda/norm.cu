@@ -691,7 +691,9 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
                                                                                    a.eps, ctx);
                 store_ln(BoolC<true>(), 0.0f, inv);
             }
-        } else { /* OP_SOFTMAX */
+        } else { /* OP_SOFTMAX: max, then the sum of exp. One reduction instead, of (k, s) pairs
+                  * (each thread's sum relative to its own power of two k >= its maximum), was
+                  * no faster for 16-bit rows (H200, bench/RESULTS.md, thirteenth session) */
             float m = -INFINITY;
 #pragma unroll
             for (int i = 0; i < NV; i++) {
@@ -1244,7 +1246,8 @@ int bulk_cfg(const rdg_devinfo_t *d, int op, int esize, int64_t nvec, int cluste
  *   16-bit layer_norm and rms_norm rows of one CTA (sm_90, 4096 <= cols <= 16384): the bulk
  *                          kernel (bulk_cfg, norm_bulk.cuh), row groups of cols / 32 threads;
  *                          rows over a cluster the same, in CTA slices of at least 16384
- *                          (65536 -> 4 x 512 threads; up to 8 CTAs of <= 768 threads)
+ *                          (65536 -> 4 x 512 threads; up to 8 CTAs of <= 768 threads, where
+ *                          shared memory holds them: layer_norm to 153600, rms_norm to 196608)
  *   16-bit layer_norm (CUDA) rows the bulk kernel does not take: two rows per thread in CTAs
  *                          of up to 8192 elements, or 16384 where
  *                          a row needs more than 8 (pair_cfg, norm_pair.cuh); 16-bit softmax
