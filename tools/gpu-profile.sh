@@ -92,6 +92,18 @@ profile_src() { # name kernel-regex units command...
   echo "== gpu-profile: $name -> $OUT/ncu-$name-sass.csv, ncu-$name-top.txt"
 }
 
+# one report per bf16 OP:SHAPE case, NAME-OP-SHAPE, with the stall reasons, the memory workload
+# section, DRAM and L2 bytes and the L1 metrics (norm-pair, norm-bulk)
+norm_mem_cases() {
+  local name=$1 c
+  shift
+  for c in "$@"; do
+    EXTRA_METRICS="$stall_metrics,$mem,$l1" profile "$name-${c/:/-}" "$norm_kernels" 1 \
+      --section MemoryWorkloadAnalysis "$BUILD/bench/rudnn-bench" --backend=cuda \
+      --op="${c%%:*}" --shape="${c#*:}" --dtype=bf16 --reps=1
+  done
+}
+
 rc=0
 for target in "$@"; do
   case $target in
@@ -136,17 +148,9 @@ for target in "$@"; do
     norm-pair)
       # layer_norm's two-row kernel against softmax's (same structure; layer_norm also stages 64 KiB
       # of gamma and beta per CTA, which leaves L1 little room for the .ca prefetch)
-      for c in layer_norm:16384x8192 softmax:16384x8192 layer_norm:4096x65536 softmax:4096x65536; do
-        EXTRA_METRICS="$stall_metrics,$mem,$l1" profile "norm-pair-${c/:/-}" "$norm_kernels" 1 \
-          --section MemoryWorkloadAnalysis "$BUILD/bench/rudnn-bench" --backend=cuda \
-          --op="${c%%:*}" --shape="${c#*:}" --dtype=bf16 --reps=1
-      done ;;
+      norm_mem_cases norm-pair layer_norm:16384x8192 softmax:16384x8192 layer_norm:4096x65536 softmax:4096x65536 ;;
     norm-bulk)
-      for c in layer_norm:16384x8192 rms_norm:16384x8192 layer_norm:4096x65536 rms_norm:4096x65536; do
-        EXTRA_METRICS="$stall_metrics,$mem,$l1" profile "norm-bulk-${c/:/-}" "$norm_kernels" 1 \
-          --section MemoryWorkloadAnalysis "$BUILD/bench/rudnn-bench" --backend=cuda \
-          --op="${c%%:*}" --shape="${c#*:}" --dtype=bf16 --reps=1
-      done ;;
+      norm_mem_cases norm-bulk layer_norm:16384x8192 rms_norm:16384x8192 layer_norm:4096x65536 rms_norm:4096x65536 ;;
     norm-16)
       for c in rms_norm:4096x65536 layer_norm:4096x65536 add_rms_norm:4096x65536 softmax:4096x65536 \
                layer_norm:16384x8192 layer_norm:65536x1024 softmax:65536x1024; do

@@ -15,6 +15,12 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, int count)
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 
+/* makes this thread's mbarrier inits visible to the cluster (and the async proxy) before use */
+__device__ __forceinline__ void mbar_fence_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
 /* one arrival that also expects bytes of asynchronous copies (complete_tx) in this phase */
 __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, int bytes)
 {

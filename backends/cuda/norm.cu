@@ -422,6 +422,20 @@ __device__ __forceinline__ void vals_of(typename S::raw_t &xr, const float (&v)[
     }
 }
 
+/* f(x) for each value of a thread's NV vectors of VEC, vals(i, t) giving vector i in FP32 */
+template <int NV, int VEC, class Vals, class F>
+__device__ __forceinline__ void for_each_val(Vals &&vals, F &&f)
+{
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        float t[VEC];
+        vals(i, t);
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            f(t[k]);
+    }
+}
+
 /* rms_norm's power-of-two scaled statistics (backends/README.md) of a row whose values this
  * thread visits through each(f) (masked-out entries 0): returns e, and leaves in s the reduced
  * sum of (x * 2^-e)^2. Every thread of the row group calls it (one reduction). */
@@ -530,16 +544,7 @@ __device__ __forceinline__ void norm_reg_body(const NormArgs &a)
         typename S::raw_t xr[NV];
         auto row_vals = [&](int i, float (&t)[VEC]) { vals_of<S, PACKED>(xr[i], v[i], t); };
         /* f(x) for each of this thread's values, masked-out entries (0) included */
-        auto each_val = [&](auto &&f) {
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                float t[VEC];
-                row_vals(i, t);
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    f(t[k]);
-            }
-        };
+        auto each_val = [&](auto &&f) { for_each_val<NV, VEC>(row_vals, f); };
         /* two reductions per row: fixed slots 0, 1 (layer_norm's count varies with the fast
          * sums, so its slots keep alternating across rows) */
         if (OP == OP_SOFTMAX || (OP == OP_LN && !FAST))

@@ -80,13 +80,6 @@ static_assert(RDG_BULK_STAGES >= 1 && RDG_BULK_STAGES <= RDG_BULK_MAX_STAGES, "R
 #define RDG_BULK_EVICT_FIRST 0
 #endif
 
-/* the first rows' copies issued before gamma/beta are staged (1, the default), so that the
- * launch's first DRAM reads need not wait for the staging, or after (0). H200 A/B, 2 rounds:
- * bf16 layer_norm [32768, 4096] -1.5%, [16384, 8192] -0.7%; rms_norm within 0.3% */
-#ifndef RDG_BULK_EARLY_LOAD
-#define RDG_BULK_EARLY_LOAD 1
-#endif
-
 #if RUDNN_HAS_CLUSTERS && !RDG_HIP
 /* bytes (a multiple of 16) from 16-byte aligned global src into shared dst, counted on bar. The
  * fence orders this thread's (and, after a barrier, its group's) earlier reads of dst before
@@ -210,7 +203,8 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
     const int naffine = LN ? 2 : 1;
     raw_t *bufs = (raw_t *)(sg + (size_t)naffine * slice * VEC) + (size_t)group * stages * slice;
     uint64_t *bars = full + group * RDG_BULK_MAX_STAGES;
-    /* the first row of this group and the rows' step, for the loads (as below) */
+    /* this group's first row and the rows' step, taken where used (held from here on, they made
+     * layer_norm spill at 768 threads) */
     auto first_row = [&]() { return (int64_t)(blockIdx.x / (unsigned)csize) * groups + group; };
     auto row_step = [&]() { return (int64_t)(gridDim.x / (unsigned)csize) * groups; };
     auto load_row = [&](int s, int64_t r) { /* by the group's first thread */
@@ -218,32 +212,26 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
             bulk_load(red_smem_u32(bufs + (size_t)s * slice), (const raw_t *)a.x + r * nvec_row + vbeg, slice_bytes,
                       red_smem_u32(&bars[s]));
     };
-    if constexpr (RDG_BULK_EARLY_LOAD)
-        if (lane == 0) { /* the mbarriers, then the first rows' copies, before the staging */
-            for (int s = 0; s < stages; s++)
-                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(red_smem_u32(&bars[s])) : "memory");
-            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-            for (int s = 0; s < stages; s++)
-                load_row(s, first_row() + s * row_step());
-        }
+    /* the group's first thread sets up its buffers' mbarriers and issues its first rows' copies
+     * before gamma/beta are staged, so that the launch's first DRAM reads need not wait for the
+     * staging (H200 A/B against issuing them after, 2 rounds: bf16 layer_norm [32768, 4096]
+     * -1.5%, [16384, 8192] -0.7%; rms_norm within 0.3%); the barrier below publishes the inits */
+    if (lane == 0) {
+        for (int s = 0; s < stages; s++)
+            mbar_init(red_smem_u32(&bars[s]), 1);
+        mbar_fence_init();
+        for (int s = 0; s < stages; s++)
+            load_row(s, first_row() + s * row_step());
+    }
     stage_affine<VEC, true>(sg, a.gamma + (size_t)vbeg * VEC, count * (VEC / 4), slice);
     if (LN)
         stage_affine<VEC, true>(sb, CL && a.beta ? a.beta + (size_t)vbeg * VEC : a.beta, count * (VEC / 4), slice);
-    if (!RDG_BULK_EARLY_LOAD && lane == 0) {
-        for (int s = 0; s < stages; s++)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(red_smem_u32(&bars[s])) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
     __syncthreads();
     if constexpr (CL)
         cluster_reduce_init<SCOPE>(ctx); /* every thread of the cluster: the groups' mbarriers */
 
     const int64_t step = row_step();
     int64_t row = first_row();
-    if (!RDG_BULK_EARLY_LOAD && lane == 0)
-        for (int s = 0; s < stages; s++)
-            load_row(s, row + s * step);
-
     int s = 0;
     uint32_t parity = 0u;
     for (; row < a.rows; row += step) {
@@ -263,16 +251,7 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
         }
         auto vals = [&](int i, float (&t)[VEC]) { vals_of<S, PACK>(xr[i], v[i], t); };
         /* f(x) for each of this thread's values (masked-out entries are 0) */
-        auto each = [&](auto &&f) {
-#pragma unroll
-            for (int i = 0; i < NV; i++) {
-                float t[VEC];
-                vals(i, t);
-#pragma unroll
-                for (int k = 0; k < VEC; k++)
-                    f(t[k]);
-            }
-        };
+        auto each = [&](auto &&f) { for_each_val<NV, VEC>(vals, f); };
         /* after the first reduction's barrier every thread of the group has read buffer s: its
          * first thread refills it with the row STAGES ahead */
         const int refill_s = s;

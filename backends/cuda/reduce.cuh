@@ -15,6 +15,7 @@
 #define RUDNN_REDUCE_CUH
 
 #include "gpu_compat.h"
+#include "mbarrier.cuh"
 
 #if RUDNN_HAS_CLUSTERS
 #include <cooperative_groups.h>
@@ -241,8 +242,8 @@ __device__ __forceinline__ void cluster_reduce_init(RedCtx &c)
 {
     if (red_grouped(SCOPE) ? (int)threadIdx.x == c.warp0 * RDG_WARP : threadIdx.x == 0) {
         for (int s = 0; s < 2; s++)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(red_smem_u32(&c.bar[s])) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+            mbar_init(red_smem_u32(&c.bar[s]), 1);
+        mbar_fence_init();
     }
     c.parity = 0u;
     cluster_sync_all();
@@ -262,8 +263,7 @@ __device__ __forceinline__ void cluster_exchange(RedCtx &c, int slot, float2 min
     if (red_grouped(SCOPE) ? c.nwarps == 1 : blockDim.x <= RDG_WARP)
         red_sync<SCOPE>(c);
     if (red_grouped(SCOPE) ? (int)threadIdx.x == c.warp0 * RDG_WARP : threadIdx.x == 0) {
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(c.csize * 8)
-                     : "memory");
+        mbar_expect_tx(bar, c.csize * 8);
         const uint32_t dst = red_smem_u32(&c.cl[slot * RDG_RED_MAX_CLUSTER + c.rank]);
         for (int r = 0; r < c.csize; r++)
             asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];\n" ::"r"(
