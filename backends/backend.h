@@ -9,7 +9,9 @@
  * - Every entry returns rudnn_status_t; on failure it calls host->set_error
  *   with a message (the op layer adds the op's name where it knows it).
  * - Memory is an opaque handle (a device pointer on CUDA/HIP, a cl_mem on
- *   OpenCL) plus a byte offset: rudnn_mem_ref_t.
+ *   OpenCL) plus a byte offset: rudnn_mem_ref_t (hal/table.h).
+ * - Each family's plans and kernel table live in hal/<family>.h; the list of
+ *   families is families.txt at the top of the tree (one line a family).
  * - Kernel entries receive plans that ops/ already validated: shapes are
  *   consistent, every range fits in its buffer, offsets are element-aligned.
  *   They do not validate again.
@@ -53,115 +55,13 @@ typedef struct rudnn_host_services {
         ;
     /* Environment values read once by core/env.c (NULL when unset). */
     const char *cache_dir; /* folder for on-disk caches (OpenCL binaries); may be NULL */
+    /* Records, for rudnn_last_kernel(), the name of a kernel the calling thread is about to
+     * launch: "<family>.<kernel>", a string with static storage. Appended: a plugin checks
+     * struct_size before calling it. */
+    void (*note_kernel)(const char *name);
 } rudnn_host_services_t;
 
-typedef struct rudnn_mem_ref {
-    void *mem;      /* backend handle: device pointer or cl_mem */
-    size_t offset;  /* bytes */
-} rudnn_mem_ref_t;
-
-/* ---- kernel plans ------------------------------------------------------- */
-
-/* Row-wise normalization over the last axis: rows x cols, contiguous. */
-typedef struct rudnn_norm_plan {
-    rudnn_dtype_t dtype; /* of input/output: F32, F16 or BF16 */
-    int64_t rows;        /* >= 1 (ops/ skips empty launches) */
-    int64_t cols;        /* >= 1 */
-    float eps;
-} rudnn_norm_plan_t;
-
-typedef struct rudnn_norm_kernels {
-    /* beta.mem may be NULL (no shift). gamma/beta are F32 [cols]. */
-    rudnn_status_t (*layer_norm)(void *queue, const rudnn_norm_plan_t *plan, rudnn_mem_ref_t x,
-                                 rudnn_mem_ref_t gamma, rudnn_mem_ref_t beta, rudnn_mem_ref_t y);
-    rudnn_status_t (*rms_norm)(void *queue, const rudnn_norm_plan_t *plan, rudnn_mem_ref_t x,
-                               rudnn_mem_ref_t gamma, rudnn_mem_ref_t y);
-    rudnn_status_t (*softmax)(void *queue, const rudnn_norm_plan_t *plan, rudnn_mem_ref_t x,
-                              rudnn_mem_ref_t y);
-    /* x = round(a + r); y = rms_norm(x); rstd F32 [rows]. x_out may alias a or r. */
-    rudnn_status_t (*add_rms_norm)(void *queue, const rudnn_norm_plan_t *plan, rudnn_mem_ref_t a,
-                                   rudnn_mem_ref_t r, rudnn_mem_ref_t gamma, rudnn_mem_ref_t y,
-                                   rudnn_mem_ref_t rstd, rudnn_mem_ref_t x_out);
-} rudnn_norm_kernels_t;
-
-
-/* MoE (ops/moe.c plans; see include/rudnn/moe.h for the contract). */
-typedef struct rudnn_route_kernel_plan {
-    rudnn_dtype_t dtype;  /* logits dtype = weights dtype: F32, F16 or BF16 */
-    int64_t tokens;       /* T >= 1 */
-    int32_t experts;      /* E */
-    int32_t top_k;
-    int32_t renormalize;
-    /* grouped sigmoid routing only */
-    int32_t groups;
-    int32_t selected_groups;
-    int32_t group_top_two;
-    float scale;
-} rudnn_route_kernel_plan_t;
-
-typedef struct rudnn_moe_rows_plan {
-    rudnn_dtype_t dtype;        /* tokens / activations / expert weights dtype */
-    rudnn_dtype_t weight_dtype; /* routing weights dtype (combine) */
-    int64_t tokens;             /* T >= 1 */
-    int32_t top_k;
-    int32_t experts;            /* E */
-    int64_t hidden;             /* H */
-    int64_t inter;              /* I (experts only) */
-    int64_t rows;               /* T * top_k */
-} rudnn_moe_rows_plan_t;
-
-typedef struct rudnn_moe_kernels {
-    /* indices U32 [T, k], weights [T, k] in plan->dtype */
-    rudnn_status_t (*route_softmax)(void *queue, const rudnn_route_kernel_plan_t *plan,
-                                    rudnn_mem_ref_t logits, rudnn_mem_ref_t indices,
-                                    rudnn_mem_ref_t weights);
-    /* bias.mem may be NULL */
-    rudnn_status_t (*route_sigmoid_grouped)(void *queue, const rudnn_route_kernel_plan_t *plan,
-                                            rudnn_mem_ref_t logits, rudnn_mem_ref_t bias,
-                                            rudnn_mem_ref_t indices, rudnn_mem_ref_t weights);
-    /* From indices [T, k] (all < E): counts [E], offsets [E+1] (exclusive scan),
-     * positions [T*k] (dispatched row of pair t*k+j; rows of one expert in pair
-     * order) and row_token [T*k] (source token of each dispatched row). */
-    rudnn_status_t (*dispatch_plan)(void *queue, const rudnn_moe_rows_plan_t *plan,
-                                    rudnn_mem_ref_t indices, rudnn_mem_ref_t counts,
-                                    rudnn_mem_ref_t offsets, rudnn_mem_ref_t positions,
-                                    rudnn_mem_ref_t row_token);
-    /* tokens[r, :] = input[row_token[r], :] */
-    rudnn_status_t (*dispatch_gather)(void *queue, const rudnn_moe_rows_plan_t *plan,
-                                      rudnn_mem_ref_t input, rudnn_mem_ref_t row_token,
-                                      rudnn_mem_ref_t tokens);
-    /* Scalar SwiGLU experts over dispatched rows grouped by offsets [E+1];
-     * act is a workspace of rows * inter elements of plan->dtype. */
-    rudnn_status_t (*experts_scalar)(void *queue, const rudnn_moe_rows_plan_t *plan,
-                                     rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
-                                     rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
-                                     rudnn_mem_ref_t act, rudnn_mem_ref_t out);
-    /* Matrix-unit SwiGLU experts (F16/BF16); NULL where unsupported. Same
-     * arguments and workspace as experts_scalar. */
-    rudnn_status_t (*experts_tensor_core)(void *queue, const rudnn_moe_rows_plan_t *plan,
-                                          rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
-                                          rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
-                                          rudnn_mem_ref_t down, rudnn_mem_ref_t act,
-                                          rudnn_mem_ref_t out);
-    /* out[t, :] = sum_j weights[t, j] * expert_out[positions[t*k + j], :] (FP32) */
-    rudnn_status_t (*combine)(void *queue, const rudnn_moe_rows_plan_t *plan,
-                              rudnn_mem_ref_t expert_out, rudnn_mem_ref_t positions,
-                              rudnn_mem_ref_t weights, rudnn_mem_ref_t out);
-
-    /* Optional entries (appended; NULL keeps the behaviour described). */
-
-    /* Workspace bytes experts_tensor_core needs for plan (it reads dtype,
-     * experts, hidden, inter and rows only). NULL: rows * inter elements of
-     * plan->dtype, as experts_scalar. Sets an error (e.g. NOT_SUPPORTED when
-     * the size overflows) on failure. */
-    rudnn_status_t (*experts_tensor_core_workspace)(void *device, const rudnn_moe_rows_plan_t *plan,
-                                                    size_t *bytes);
-    /* Whether Auto should pick experts_tensor_core on this device for weights
-     * of plan's dtype, experts, hidden and inter (rows is not known: 0), when
-     * TensorCore can run at all. NULL: always. A backend whose matrix path is
-     * slower than its scalar one on some devices says 0 there. */
-    int (*experts_tensor_core_auto)(void *device, const rudnn_moe_rows_plan_t *plan);
-} rudnn_moe_kernels_t;
+#include "rudnn_families.h" /* generated from families.txt: the family tables */
 
 /* ---- the vtable ---------------------------------------------------------- */
 
@@ -196,10 +96,17 @@ typedef struct rudnn_backend {
     rudnn_status_t (*event_record)(void *event, void *queue);
     rudnn_status_t (*event_elapsed_ms)(void *start, void *end, float *ms);
 
-    /* kernel tables (NULL: family not implemented by this backend) */
-    const rudnn_norm_kernels_t *norm;
-    const rudnn_moe_kernels_t *moe;
+    /* One kernel table per family, in the order of families.txt (NULL: the backend does not
+     * implement that family). New families are appended there, so the struct grows at its end:
+     * the loader accepts a plugin whose struct ends anywhere after event_elapsed_ms, and ops/
+     * treats a family past the plugin's struct_size as absent (core/family.c). */
+#define RUDNN_FAMILY_FIELD(f) const rudnn_##f##_kernels_t *f;
+    RUDNN_FAMILIES(RUDNN_FAMILY_FIELD)
+#undef RUDNN_FAMILY_FIELD
 } rudnn_backend_t;
+
+/* The part of rudnn_backend_t every plugin must have: everything before the family tables. */
+#define RUDNN_BACKEND_MIN_SIZE RUDNN_TABLE_END(rudnn_backend_t, event_elapsed_ms)
 
 typedef const rudnn_backend_t *(*rudnn_backend_entry_fn)(void);
 

@@ -7,6 +7,7 @@
 #define RUDNN_ERROR_MAX 2048
 
 static _Thread_local char last_error[RUDNN_ERROR_MAX];
+static _Thread_local const char *last_kernel;
 
 const char *rudnn_status_string(rudnn_status_t status)
 {
@@ -29,6 +30,10 @@ const char *rudnn_status_string(rudnn_status_t status)
 }
 
 const char *rudnn_last_error(void) { return last_error; }
+
+const char *rudnn_last_kernel(void) { return last_kernel ? last_kernel : ""; }
+
+void rudnn_note_kernel(const char *name) { last_kernel = name; }
 
 void rudnn_clear_error(void) { last_error[0] = '\0'; }
 

@@ -47,6 +47,18 @@ void rudnn_copy_str(char *dst, size_t cap, const char *src);
 /* Prefixes the current message with "<op>: " unless it already starts so. */
 void rudnn_error_prefix(const char *op);
 
+/* core/error.c: the name of the last kernel a call on this thread launched (a plugin reports it
+ * through rudnn_host_services_t.note_kernel; see rudnn_last_kernel). */
+void rudnn_note_kernel(const char *name);
+
+/* core/family.c: backend's kernel table of the family at field_offset in rudnn_backend_t, or NULL
+ * when the plugin has none: its vtable ends before that field, the entry is NULL, or the table
+ * is shorter than min_size (its required entries). Read it through RUDNN_FAMILY_TABLE. */
+const void *rudnn_family_table_at(const rudnn_backend_t *backend, size_t field_offset, size_t min_size);
+#define RUDNN_FAMILY_TABLE(backend, f)                                                             \
+    ((const rudnn_##f##_kernels_t *)rudnn_family_table_at(                                         \
+        (backend), offsetof(rudnn_backend_t, f), rudnn_##f##_kernels_min_size))
+
 /* core/env.c: environment read once per process. */
 typedef struct rudnn_env {
     const char *backend;      /* RUDNN_BACKEND or NULL */

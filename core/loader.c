@@ -29,6 +29,7 @@ const rudnn_host_services_t rudnn_host_services = {
     .struct_size = sizeof(rudnn_host_services_t),
     .set_error = rudnn_set_error,
     .cache_dir = NULL, /* filled per call in host_services() */
+    .note_kernel = rudnn_note_kernel,
 };
 
 static rudnn_host_services_t services_with_env(void)
@@ -123,12 +124,15 @@ static try_result_t try_plugin(const char *name, const char *path, const rudnn_b
         dlclose(handle);
         return TRY_FAILED;
     }
+    /* a struct that ends among the family tables is an older plugin: the families it lacks are
+     * absent (core/family.c) */
     if (backend->abi_version != RUDNN_BACKEND_ABI_VERSION ||
-        backend->struct_size < sizeof(rudnn_backend_t)) {
+        backend->struct_size < RUDNN_BACKEND_MIN_SIZE) {
         snprintf(why, why_cap,
-                 "plugin ABI version %u (struct %u bytes), this librudnn needs ABI %u (%zu bytes)",
+                 "plugin ABI version %u (struct %u bytes), this librudnn needs ABI %u (at least %zu "
+                 "bytes)",
                  backend->abi_version, backend->struct_size, RUDNN_BACKEND_ABI_VERSION,
-                 sizeof(rudnn_backend_t));
+                 (size_t)RUDNN_BACKEND_MIN_SIZE);
         dlclose(handle);
         return TRY_ABI;
     }

@@ -136,7 +136,7 @@ static rudnn_status_t plan_create(const char *op, rudnn_queue_t queue,
     return RUDNN_STATUS_SUCCESS;
 }
 
-static const rudnn_moe_kernels_t *moe_kernels(rudnn_queue_t queue) { return queue->context->backend->moe; }
+static const rudnn_moe_kernels_t *moe_kernels(rudnn_queue_t queue) { return RUDNN_FAMILY_TABLE(queue->context->backend, moe); }
 
 static rudnn_status_t no_kernel(const char *op, rudnn_queue_t queue, const char *what)
 {
@@ -557,7 +557,7 @@ static rudnn_moe_rows_plan_t experts_plan(rudnn_swiglu_experts_t x, int64_t rows
 static rudnn_status_t resolve(const char *op, rudnn_swiglu_experts_t x, rudnn_moe_strategy_t requested,
                               rudnn_moe_strategy_t *resolved)
 {
-    const rudnn_moe_kernels_t *k = x->context->backend->moe;
+    const rudnn_moe_kernels_t *k = RUDNN_FAMILY_TABLE(x->context->backend, moe);
     const char *backend = x->context->backend->name;
     if (requested != RUDNN_MOE_SCALAR && requested != RUDNN_MOE_AUTO && requested != RUDNN_MOE_TENSOR_CORE)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: strategy %d is not a rudnn_moe_strategy_t", op,
@@ -605,7 +605,7 @@ rudnn_status_t rudnn_swiglu_experts_resolve(rudnn_swiglu_experts_t x, rudnn_moe_
 static rudnn_status_t workspace_bytes(const char *op, rudnn_swiglu_experts_t x, int64_t rows,
                                       rudnn_moe_strategy_t resolved, size_t *bytes)
 {
-    const rudnn_moe_kernels_t *k = x->context->backend->moe;
+    const rudnn_moe_kernels_t *k = RUDNN_FAMILY_TABLE(x->context->backend, moe);
     if (resolved == RUDNN_MOE_TENSOR_CORE && k->experts_tensor_core_workspace) {
         rudnn_moe_rows_plan_t rp = experts_plan(x, rows);
         return rudnn_kernel_status(op, k->experts_tensor_core_workspace(x->context->device, &rp, bytes));
@@ -665,7 +665,7 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
             return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
                                    "%s: expert_output overlaps the first workspace_bytes of workspace", op);
     }
-    const rudnn_moe_kernels_t *k = queue->context->backend->moe;
+    const rudnn_moe_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, moe);
     if (d->rows == 0)
         return RUDNN_STATUS_SUCCESS;
     void *act = workspace ? workspace->mem : NULL;

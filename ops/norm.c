@@ -44,7 +44,7 @@ static rudnn_status_t check_output(const char *op, const char *arg, rudnn_queue_
 
 static const rudnn_norm_kernels_t *kernels(rudnn_queue_t queue)
 {
-    return queue->context->backend->norm;
+    return RUDNN_FAMILY_TABLE(queue->context->backend, norm);
 }
 
 static rudnn_status_t missing(const char *op, rudnn_queue_t queue)

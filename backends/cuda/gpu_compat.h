@@ -374,8 +374,17 @@ rudnn_status_t rdg_error(rudnn_status_t status, const char *fmt, ...)
 #endif
     ;
 
+/* Tells rudnn_last_kernel() which kernel the calling thread launches next ("norm.bulk"). */
+void rdg_note_kernel(const char *name);
+
+/* Each family's kernel table, one function per family of families.txt (norm.cu: rdg_norm_table,
+ * moe.cu: rdg_moe_table, ...). Weak, so that a family whose kernels this plugin does not build
+ * is absent (NULL) rather than a link error. */
+#define RDG_TABLE_DECL(f) const rudnn_##f##_kernels_t *rdg_##f##_table(void) __attribute__((weak));
+RUDNN_FAMILIES(RDG_TABLE_DECL)
+#undef RDG_TABLE_DECL
+
 /* norm.cu */
-const rudnn_norm_kernels_t *rdg_norm_table(void);
 /* 1 if the loaded kernel binary for the current device supports cluster launches. */
 int rdg_norm_clusters_supported(const cudaDeviceProp *prop);
 

@@ -50,7 +50,6 @@ rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_pla
                                            rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
                                            rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
                                            rudnn_mem_ref_t act, rudnn_mem_ref_t out);
-const rudnn_moe_kernels_t *rdg_moe_table(void);
 
 namespace {
 
@@ -1107,6 +1106,7 @@ rudnn_status_t k_combine(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_m
 const rudnn_moe_kernels_t *rdg_moe_table(void)
 {
     static const rudnn_moe_kernels_t table = {
+        (uint32_t)sizeof(rudnn_moe_kernels_t),
         k_route_softmax,
         k_route_sigmoid_grouped,
         k_dispatch_plan,

@@ -1631,7 +1631,7 @@ rudnn_status_t k_add_rms_norm(void *queue, const rudnn_norm_plan_t *plan, rudnn_
  * HIP's compiler. */
 const rudnn_norm_kernels_t *rdg_norm_table(void)
 {
-    static const rudnn_norm_kernels_t table = {k_layer_norm, k_rms_norm, k_softmax, k_add_rms_norm};
+    static const rudnn_norm_kernels_t table = {(uint32_t)sizeof(rudnn_norm_kernels_t), k_layer_norm, k_rms_norm, k_softmax, k_add_rms_norm};
     return &table;
 }
 

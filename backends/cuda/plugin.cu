@@ -26,13 +26,17 @@ rudnn_status_t rdg_error(rudnn_status_t status, const char *fmt, ...)
     return status;
 }
 
+void rdg_note_kernel(const char *name)
+{
+    if (g_host && g_host->struct_size >= RUDNN_TABLE_END(rudnn_host_services_t, note_kernel) &&
+        g_host->note_kernel)
+        g_host->note_kernel(name);
+}
+
 rudnn_status_t rdg_fail(rudnn_status_t status, cudaError_t err, const char *what)
 {
     return rdg_error(status, "%s: %s%s failed: %s", RUDNN_GPU_BACKEND_NAME, RDG_API, what, cudaGetErrorString(err));
 }
-
-/* moe.cu */
-const rudnn_moe_kernels_t *rdg_moe_table(void);
 
 namespace {
 
@@ -347,8 +351,9 @@ rudnn_backend_t make_backend()
     b.event_destroy = b_event_destroy;
     b.event_record = b_event_record;
     b.event_elapsed_ms = b_event_elapsed_ms;
-    b.norm = rdg_norm_table();
-    b.moe = rdg_moe_table();
+#define RDG_TABLE_SET(f) b.f = rdg_##f##_table ? rdg_##f##_table() : nullptr;
+    RUDNN_FAMILIES(RDG_TABLE_SET)
+#undef RDG_TABLE_SET
     return b;
 }
 

@@ -446,6 +446,7 @@ static rudnn_status_t ocl_combine(void *queue, const rudnn_moe_rows_plan_t *plan
 }
 
 const rudnn_moe_kernels_t ocl_moe_kernels = {
+    .struct_size = sizeof(rudnn_moe_kernels_t),
     .route_softmax = ocl_route_softmax,
     .route_sigmoid_grouped = ocl_route_sigmoid_grouped,
     .dispatch_plan = ocl_dispatch_plan,

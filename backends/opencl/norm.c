@@ -152,6 +152,7 @@ static rudnn_status_t ocl_add_rms_norm(void *queue, const rudnn_norm_plan_t *pla
 }
 
 const rudnn_norm_kernels_t ocl_norm_kernels = {
+    .struct_size = sizeof(rudnn_norm_kernels_t),
     .layer_norm = ocl_layer_norm,
     .rms_norm = ocl_rms_norm,
     .softmax = ocl_softmax,

@@ -88,8 +88,15 @@ extern const size_t rudnn_ocl_src_moe_gemm_size;
 
 /* ---- kernel tables -------------------------------------------------------- */
 
-extern const rudnn_norm_kernels_t ocl_norm_kernels;
-extern const rudnn_moe_kernels_t ocl_moe_kernels;
+/* Each family's kernel table, one per family of families.txt (norm.c: ocl_norm_kernels, moe.c:
+ * ocl_moe_kernels, ...). Weak, so that a family whose kernels this plugin does not build is
+ * absent (NULL) rather than a link error. */
+#define OCL_TABLE_DECL(f) extern const rudnn_##f##_kernels_t ocl_##f##_kernels __attribute__((weak));
+RUDNN_FAMILIES(OCL_TABLE_DECL)
+#undef OCL_TABLE_DECL
+
+/* Tells rudnn_last_kernel() which kernel the calling thread launches next ("norm.rows"). */
+void ocl_note_kernel(const char *name);
 
 #ifdef RUDNN_HAVE_CLBLAST
 /* The TensorCore SwiGLU experts through CLBlast SGEMM (moe_gemm.c): the entry, its workspace

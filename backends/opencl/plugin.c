@@ -12,6 +12,7 @@
 /* ---- host services and errors --------------------------------------------- */
 
 static rudnn_status_t (*g_set_error)(rudnn_status_t status, const char *fmt, ...);
+static void (*g_note_kernel)(const char *name);
 static char *g_cache_dir;
 
 rudnn_status_t ocl_fail(rudnn_status_t status, const char *fmt, ...)
@@ -185,10 +186,20 @@ static rudnn_status_t gather(cl_platform_id *platforms, cl_uint np, cl_device_ty
     return RUDNN_STATUS_SUCCESS;
 }
 
+void ocl_note_kernel(const char *name)
+{
+    if (g_note_kernel != NULL) {
+        g_note_kernel(name);
+    }
+}
+
 static rudnn_status_t ocl_init(const rudnn_host_services_t *host, int *device_count)
 {
     if (host != NULL) {
         g_set_error = host->set_error;
+        g_note_kernel = host->struct_size >= RUDNN_TABLE_END(rudnn_host_services_t, note_kernel)
+                            ? host->note_kernel
+                            : NULL;
         free(g_cache_dir);
         g_cache_dir = NULL;
         if (host->struct_size >=
@@ -787,8 +798,9 @@ static const rudnn_backend_t g_backend = {
     .event_destroy = ocl_event_destroy,
     .event_record = ocl_event_record,
     .event_elapsed_ms = ocl_event_elapsed_ms,
-    .norm = &ocl_norm_kernels,
-    .moe = &ocl_moe_kernels,
+#define OCL_TABLE_SET(f) .f = &ocl_##f##_kernels,
+    RUDNN_FAMILIES(OCL_TABLE_SET)
+#undef OCL_TABLE_SET
 };
 
 RUDNN_PLUGIN_EXPORT const rudnn_backend_t *rudnn_backend_entry_v1(void);

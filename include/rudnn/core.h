@@ -145,6 +145,12 @@ RUDNN_API rudnn_status_t rudnn_tensor_write(rudnn_queue_t queue, const rudnn_ten
 RUDNN_API rudnn_status_t rudnn_tensor_read(rudnn_queue_t queue, const rudnn_tensor_t *tensor,
                                            void *host, size_t bytes);
 
+/* Debugging: the name of the last kernel that a rudnn call on this thread launched,
+ * "<family>.<kernel>" (e.g. "norm.bulk", "moe.wgmma_tma"), or "" before any launch. A call
+ * that launches several kernels leaves the last one's name; a call that launches none (an
+ * empty tensor, a rejected argument) leaves it unchanged. The string has static storage. */
+RUDNN_API const char *rudnn_last_kernel(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,89 @@
+/* The MoE family's kernel table (ops/moe.c plans; include/rudnn/moe.h has the contract).
+ * Included through backends/backend.h. */
+#ifndef RUDNN_HAL_MOE_H
+#define RUDNN_HAL_MOE_H
+
+#include "table.h"
+
+typedef struct rudnn_route_kernel_plan {
+    rudnn_dtype_t dtype;  /* logits dtype = weights dtype: F32, F16 or BF16 */
+    int64_t tokens;       /* T >= 1 */
+    int32_t experts;      /* E */
+    int32_t top_k;
+    int32_t renormalize;
+    /* grouped sigmoid routing only */
+    int32_t groups;
+    int32_t selected_groups;
+    int32_t group_top_two;
+    float scale;
+} rudnn_route_kernel_plan_t;
+
+typedef struct rudnn_moe_rows_plan {
+    rudnn_dtype_t dtype;        /* tokens / activations / expert weights dtype */
+    rudnn_dtype_t weight_dtype; /* routing weights dtype (combine) */
+    int64_t tokens;             /* T >= 1 */
+    int32_t top_k;
+    int32_t experts;            /* E */
+    int64_t hidden;             /* H */
+    int64_t inter;              /* I (experts only) */
+    int64_t rows;               /* T * top_k */
+} rudnn_moe_rows_plan_t;
+
+typedef struct rudnn_moe_kernels {
+    uint32_t struct_size; /* sizeof(rudnn_moe_kernels_t) the plugin was built with */
+    /* indices U32 [T, k], weights [T, k] in plan->dtype */
+    rudnn_status_t (*route_softmax)(void *queue, const rudnn_route_kernel_plan_t *plan,
+                                    rudnn_mem_ref_t logits, rudnn_mem_ref_t indices,
+                                    rudnn_mem_ref_t weights);
+    /* bias.mem may be NULL */
+    rudnn_status_t (*route_sigmoid_grouped)(void *queue, const rudnn_route_kernel_plan_t *plan,
+                                            rudnn_mem_ref_t logits, rudnn_mem_ref_t bias,
+                                            rudnn_mem_ref_t indices, rudnn_mem_ref_t weights);
+    /* From indices [T, k] (all < E): counts [E], offsets [E+1] (exclusive scan),
+     * positions [T*k] (dispatched row of pair t*k+j; rows of one expert in pair
+     * order) and row_token [T*k] (source token of each dispatched row). */
+    rudnn_status_t (*dispatch_plan)(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                    rudnn_mem_ref_t indices, rudnn_mem_ref_t counts,
+                                    rudnn_mem_ref_t offsets, rudnn_mem_ref_t positions,
+                                    rudnn_mem_ref_t row_token);
+    /* tokens[r, :] = input[row_token[r], :] */
+    rudnn_status_t (*dispatch_gather)(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                      rudnn_mem_ref_t input, rudnn_mem_ref_t row_token,
+                                      rudnn_mem_ref_t tokens);
+    /* Scalar SwiGLU experts over dispatched rows grouped by offsets [E+1];
+     * act is a workspace of rows * inter elements of plan->dtype. */
+    rudnn_status_t (*experts_scalar)(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                     rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
+                                     rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
+                                     rudnn_mem_ref_t act, rudnn_mem_ref_t out);
+    /* Matrix-unit SwiGLU experts (F16/BF16); NULL where unsupported. Same
+     * arguments and workspace as experts_scalar. */
+    rudnn_status_t (*experts_tensor_core)(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                          rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
+                                          rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
+                                          rudnn_mem_ref_t down, rudnn_mem_ref_t act,
+                                          rudnn_mem_ref_t out);
+    /* out[t, :] = sum_j weights[t, j] * expert_out[positions[t*k + j], :] (FP32) */
+    rudnn_status_t (*combine)(void *queue, const rudnn_moe_rows_plan_t *plan,
+                              rudnn_mem_ref_t expert_out, rudnn_mem_ref_t positions,
+                              rudnn_mem_ref_t weights, rudnn_mem_ref_t out);
+
+    /* Optional entries (appended; NULL keeps the behaviour described). */
+
+    /* Workspace bytes experts_tensor_core needs for plan (it reads dtype,
+     * experts, hidden, inter and rows only). NULL: rows * inter elements of
+     * plan->dtype, as experts_scalar. Sets an error (e.g. NOT_SUPPORTED when
+     * the size overflows) on failure. */
+    rudnn_status_t (*experts_tensor_core_workspace)(void *device, const rudnn_moe_rows_plan_t *plan,
+                                                    size_t *bytes);
+    /* Whether Auto should pick experts_tensor_core on this device for weights
+     * of plan's dtype, experts, hidden and inter (rows is not known: 0), when
+     * TensorCore can run at all. NULL: always. A backend whose matrix path is
+     * slower than its scalar one on some devices says 0 there. */
+    int (*experts_tensor_core_auto)(void *device, const rudnn_moe_rows_plan_t *plan);
+} rudnn_moe_kernels_t;
+
+/* A table shorter than this is refused (the family is then absent on that backend). */
+#define rudnn_moe_kernels_min_size RUDNN_TABLE_END(rudnn_moe_kernels_t, combine)
+
+#endif
