@@ -61,6 +61,7 @@ typedef struct rudnn_host_services {
     void (*note_kernel)(const char *name);
 } rudnn_host_services_t;
 
+#include "limits.h"          /* contract limits kernels depend on */
 #include "rudnn_families.h" /* generated from families.txt: the family tables */
 
 /* ---- the vtable ---------------------------------------------------------- */

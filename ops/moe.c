@@ -10,9 +10,6 @@
 #include "rudnn/moe.h"
 #include "validate.h"
 
-#define GROUPED_MAX_EXPERTS 1024
-#define GROUPED_MAX_GROUPS 128
-#define GROUPED_MAX_TOP_K 64
 
 /* ---- objects ----------------------------------------------------------------- */
 
@@ -197,21 +194,21 @@ rudnn_status_t rudnn_moe_route(rudnn_queue_t queue, const rudnn_tensor_t *logits
 static rudnn_status_t check_grouped_options(const char *op, const rudnn_grouped_routing_options_t *o,
                                             int64_t experts)
 {
-    if (experts < 1 || experts > GROUPED_MAX_EXPERTS)
+    if (experts < 1 || experts > RUDNN_MOE_GROUPED_MAX_EXPERTS)
         return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: logits has %lld experts, expected 1..%d", op,
-                               (long long)experts, GROUPED_MAX_EXPERTS);
-    if (o->groups < 1 || o->groups > GROUPED_MAX_GROUPS)
+                               (long long)experts, RUDNN_MOE_GROUPED_MAX_EXPERTS);
+    if (o->groups < 1 || o->groups > RUDNN_MOE_GROUPED_MAX_GROUPS)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: groups = %d, expected 1..%d", op, o->groups,
-                               GROUPED_MAX_GROUPS);
+                               RUDNN_MOE_GROUPED_MAX_GROUPS);
     if (experts % o->groups)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: experts (%lld) is not divisible by groups (%d)", op,
                                (long long)experts, o->groups);
     if (o->selected_groups < 1 || o->selected_groups > o->groups)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: selected_groups = %d, expected 1..groups (%d)", op,
                                o->selected_groups, o->groups);
-    if (o->top_k < 1 || o->top_k > GROUPED_MAX_TOP_K)
+    if (o->top_k < 1 || o->top_k > RUDNN_MOE_GROUPED_MAX_TOP_K)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: top_k = %d, expected 1..%d", op, o->top_k,
-                               GROUPED_MAX_TOP_K);
+                               RUDNN_MOE_GROUPED_MAX_TOP_K);
     int64_t per_group = experts / o->groups;
     if (o->top_k > per_group * o->selected_groups)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
