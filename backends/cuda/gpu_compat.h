@@ -342,6 +342,12 @@ typedef struct rdg_devinfo {
     int clusters;        /* thread-block cluster launches usable (CUDA, sm_90+ binary) */
 } rdg_devinfo_t;
 
+/* The device handle the HAL passes (plugin.cu's device starts with its rdg_devinfo_t). */
+static inline const rdg_devinfo_t *rdg_devinfo_of(void *device)
+{
+    return (const rdg_devinfo_t *)device;
+}
+
 typedef struct rdg_queue {
     cudaStream_t stream;
     rdg_devinfo_t dev;

@@ -43,13 +43,16 @@
 #include "elem.cuh"
 
 /* moe_experts.cu */
-rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
-                                      rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
-                                      rudnn_mem_ref_t down, rudnn_mem_ref_t act, rudnn_mem_ref_t out);
-rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_plan_t *plan,
-                                           rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
-                                           rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
-                                           rudnn_mem_ref_t act, rudnn_mem_ref_t out);
+/* moe_experts.cu: the SwiGLU expert candidates (backends/hal/moe.h) */
+const rudnn_kernel_candidate_t *rdg_moe_experts_candidates(uint32_t *count);
+void rdg_moe_experts_check(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                           rudnn_candidate_verdict_t *verdict);
+rudnn_status_t rdg_moe_experts_workspace(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                                         size_t *bytes);
+rudnn_status_t rdg_moe_experts_run(void *queue, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                                   rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate,
+                                   rudnn_mem_ref_t up, rudnn_mem_ref_t down, rudnn_mem_ref_t act,
+                                   rudnn_mem_ref_t out);
 
 namespace {
 
@@ -1105,21 +1108,18 @@ rudnn_status_t k_combine(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_m
  * HIP's compiler. */
 const rudnn_moe_kernels_t *rdg_moe_table(void)
 {
-    static const rudnn_moe_kernels_t table = {
-        (uint32_t)sizeof(rudnn_moe_kernels_t),
-        k_route_softmax,
-        k_route_sigmoid_grouped,
-        k_dispatch_plan,
-        k_dispatch_gather,
-        rdg_moe_experts_scalar,
-#if RDG_MOE_TENSOR_CORES
-        rdg_moe_experts_tensor_core,
-#else
-        nullptr,
-#endif
-        k_combine,
-        nullptr, /* experts_tensor_core_workspace: the common size */
-        nullptr, /* experts_tensor_core_auto: always where it runs */
-    };
+    static rudnn_moe_kernels_t table;
+    if (!table.struct_size) { /* racing threads write the same values */
+        table.route_softmax = k_route_softmax;
+        table.route_sigmoid_grouped = k_route_sigmoid_grouped;
+        table.dispatch_plan = k_dispatch_plan;
+        table.dispatch_gather = k_dispatch_gather;
+        table.combine = k_combine;
+        table.experts_candidates = rdg_moe_experts_candidates(&table.experts_candidate_count);
+        table.experts_check = rdg_moe_experts_check;
+        table.experts_workspace = rdg_moe_experts_workspace;
+        table.experts_run = rdg_moe_experts_run;
+        table.struct_size = (uint32_t)sizeof table;
+    }
     return &table;
 }
