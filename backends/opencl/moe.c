@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/limits.h"
 #include "ocl_internal.h"
 #include "ocl_launch.h"
 
@@ -38,11 +39,12 @@ static const char *const k_experts_names[K_EXPERTS_COUNT] = {
 enum { K_COMBINE, K_COMBINE_COUNT };
 static const char *const k_combine_names[K_COMBINE_COUNT] = {"rudnn_moe_combine"};
 
-/* Must match moe.cl. */
-#define MOE_ROUTE_MAX_LOCAL 256u /* static reduction scratch of the grouped router */
-#define MOE_GROUPED_MAX_EXPERTS 1024
-#define MOE_GROUPED_MAX_GROUPS 128
-#define MOE_GROUPED_MAX_TOP_K 64
+/* Local-size bound of the routing kernels; the route program gets it as
+ * -DMOE_ROUTE_MAX_LOCAL (the grouped router's static reduction scratch). The
+ * grouped router's other arrays are sized by backends/limits.h, which the
+ * build puts before moe.cl and ops/moe.c enforces. */
+#define MOE_ROUTE_MAX_LOCAL 256u
+/* Largest expert tile tried (T x T work-items); passed as -DMOE_TILE. */
 #define MOE_TILE_MAX 16u
 
 /* Upper bound of the local size of the row-wise kernels. */
@@ -72,7 +74,9 @@ static rudnn_status_t get_program(ocl_queue_t *q, int part, int dtype, int wdtyp
     const char *label;
     switch (part) {
     case PART_ROUTE:
-        snprintf(options, sizeof options, "-DRUDNN_MOE_PART=1 -DRUDNN_DTYPE=%d", dtype);
+        snprintf(options, sizeof options,
+                 "-DRUDNN_MOE_PART=1 -DRUDNN_DTYPE=%d -DMOE_ROUTE_MAX_LOCAL=%u", dtype,
+                 MOE_ROUTE_MAX_LOCAL);
         names = k_route_names;
         count = K_ROUTE_COUNT;
         label = "moe.cl (route)";
@@ -193,14 +197,15 @@ static rudnn_status_t ocl_route_sigmoid_grouped(void *queue, const rudnn_route_k
         return st;
     }
     /* the kernel's local arrays are sized for ops/moe.c's limits */
-    if (plan->experts < 1 || plan->experts > MOE_GROUPED_MAX_EXPERTS || plan->groups < 1 ||
-        plan->groups > MOE_GROUPED_MAX_GROUPS || plan->experts % plan->groups != 0 ||
-        plan->top_k < 1 || plan->top_k > MOE_GROUPED_MAX_TOP_K) {
+    if (plan->experts < 1 || plan->experts > RUDNN_MOE_GROUPED_MAX_EXPERTS || plan->groups < 1 ||
+        plan->groups > RUDNN_MOE_GROUPED_MAX_GROUPS || plan->experts % plan->groups != 0 ||
+        plan->top_k < 1 || plan->top_k > RUDNN_MOE_GROUPED_MAX_TOP_K) {
         return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED,
                         "%s: opencl: experts %d, groups %d, top_k %d outside 1..%d, 1..%d "
                         "(dividing experts), 1..%d",
                         op, (int)plan->experts, (int)plan->groups, (int)plan->top_k,
-                        MOE_GROUPED_MAX_EXPERTS, MOE_GROUPED_MAX_GROUPS, MOE_GROUPED_MAX_TOP_K);
+                        RUDNN_MOE_GROUPED_MAX_EXPERTS, RUDNN_MOE_GROUPED_MAX_GROUPS,
+                        RUDNN_MOE_GROUPED_MAX_TOP_K);
     }
     ocl_kernel_set_t *ks;
     st = get_program(q, PART_ROUTE, code, 0, 0, &ks);
