@@ -5,11 +5,8 @@
  * size; also holds gather) and combine (token dtype x routing-weight dtype).
  * Every launch is one-dimensional and split so that one NDRange stays below
  * 2^31 work-items; the kernels take the first work-group of the launch. */
-#include <limits.h>
 #include <stdio.h>
-#include <string.h>
 
-#include "backends/limits.h"
 #include "ocl_internal.h"
 #include "ocl_launch.h"
 
@@ -132,10 +129,14 @@ static rudnn_status_t experts_program(ocl_queue_t *q, int dtype, const char *op,
                     q->dev->name);
 }
 
-static rudnn_status_t too_big(const char *op, const char *what, long long v)
+/* The kernels take sizes that ops/ does not bound (hidden, inter) as uint. */
+static rudnn_status_t fits_u32(const char *op, const char *what, int64_t v)
 {
-    return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED, "%s: opencl: %s = %lld exceeds %u", op, what, v,
-                    (unsigned)UINT32_MAX);
+    if ((uint64_t)v <= UINT32_MAX) {
+        return RUDNN_STATUS_SUCCESS;
+    }
+    return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED, "%s: opencl: %s = %lld exceeds %u", op, what,
+                    (long long)v, (unsigned)UINT32_MAX);
 }
 
 /* ---- routing -------------------------------------------------------------------- */
@@ -151,10 +152,6 @@ static rudnn_status_t ocl_route_softmax(void *queue, const rudnn_route_kernel_pl
     rudnn_status_t st = ocl_dtype_code(plan->dtype, op, "logits", &code, &elem);
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
-    }
-    if (plan->experts < 1 || plan->top_k < 1 || plan->top_k > plan->experts) {
-        return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: experts %d, top_k %d", op,
-                        (int)plan->experts, (int)plan->top_k);
     }
     ocl_kernel_set_t *ks;
     st = get_program(q, PART_ROUTE, code, 0, 0, &ks);
@@ -196,17 +193,6 @@ static rudnn_status_t ocl_route_sigmoid_grouped(void *queue, const rudnn_route_k
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
     }
-    /* the kernel's local arrays are sized for ops/moe.c's limits */
-    if (plan->experts < 1 || plan->experts > RUDNN_MOE_GROUPED_MAX_EXPERTS || plan->groups < 1 ||
-        plan->groups > RUDNN_MOE_GROUPED_MAX_GROUPS || plan->experts % plan->groups != 0 ||
-        plan->top_k < 1 || plan->top_k > RUDNN_MOE_GROUPED_MAX_TOP_K) {
-        return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED,
-                        "%s: opencl: experts %d, groups %d, top_k %d outside 1..%d, 1..%d "
-                        "(dividing experts), 1..%d",
-                        op, (int)plan->experts, (int)plan->groups, (int)plan->top_k,
-                        RUDNN_MOE_GROUPED_MAX_EXPERTS, RUDNN_MOE_GROUPED_MAX_GROUPS,
-                        RUDNN_MOE_GROUPED_MAX_TOP_K);
-    }
     ocl_kernel_set_t *ks;
     st = get_program(q, PART_ROUTE, code, 0, 0, &ks);
     if (st != RUDNN_STATUS_SUCCESS) {
@@ -242,13 +228,6 @@ static rudnn_status_t ocl_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t
 {
     const char *op = "moe_dispatch";
     ocl_queue_t *q = (ocl_queue_t *)queue;
-    if (plan->rows < 1 || (uint64_t)plan->rows > UINT32_MAX) {
-        return too_big(op, "rows (tokens x top_k)", (long long)plan->rows);
-    }
-    if (plan->experts < 1 || plan->top_k < 1) {
-        return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: experts %d, top_k %d", op,
-                        (int)plan->experts, (int)plan->top_k);
-    }
     ocl_kernel_set_t *ks;
     rudnn_status_t st = get_program(q, PART_DISPATCH, 0, 0, 0, &ks);
     if (st != RUDNN_STATUS_SUCCESS) {
@@ -259,6 +238,7 @@ static rudnn_status_t ocl_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t
     cl_ulong io = indices.offset / 4u, co = counts.offset / 4u, oo = offsets.offset / 4u;
     cl_ulong po = positions.offset / 4u, ro = row_token.offset / 4u;
     cl_ulong group0 = 0;
+    /* ops/ keeps rows (tokens x top_k) in 1..UINT32_MAX */
     cl_uint pairs = (cl_uint)plan->rows, experts = (cl_uint)plan->experts;
     cl_uint top_k = (cl_uint)plan->top_k;
 
@@ -306,8 +286,9 @@ static rudnn_status_t ocl_dispatch_gather(void *queue, const rudnn_moe_rows_plan
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
     }
-    if (plan->hidden < 1 || (uint64_t)plan->hidden > UINT32_MAX) {
-        return too_big(op, "hidden", (long long)plan->hidden);
+    st = fits_u32(op, "hidden", plan->hidden);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
     }
     ocl_kernel_set_t *ks;
     unsigned tile;
@@ -342,19 +323,12 @@ static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
     }
-    if ((uint64_t)plan->rows > UINT32_MAX) {
-        return too_big(op, "rows (tokens x top_k)", (long long)plan->rows);
+    st = fits_u32(op, "hidden", plan->hidden);
+    if (st == RUDNN_STATUS_SUCCESS) {
+        st = fits_u32(op, "inter", plan->inter);
     }
-    if ((uint64_t)plan->hidden > UINT32_MAX) {
-        return too_big(op, "hidden", (long long)plan->hidden);
-    }
-    if ((uint64_t)plan->inter > UINT32_MAX) {
-        return too_big(op, "inter", (long long)plan->inter);
-    }
-    if (plan->rows < 1 || plan->hidden < 1 || plan->inter < 1 || plan->experts < 1) {
-        return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: rows %lld, hidden %lld, inter %lld",
-                        op, (long long)plan->rows, (long long)plan->hidden,
-                        (long long)plan->inter);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
     }
     ocl_kernel_set_t *ks;
     unsigned tile;
@@ -372,6 +346,7 @@ static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_
     cl_ulong uo = up.offset / elem, dof = down.offset / elem, ao = act.offset / elem;
     cl_ulong yo = out.offset / elem;
     cl_ulong group0 = 0;
+    /* ops/ keeps rows (tokens x top_k) in 1..UINT32_MAX */
     cl_uint rows = (cl_uint)plan->rows, experts = (cl_uint)plan->experts;
     cl_uint hidden = (cl_uint)plan->hidden, inter = (cl_uint)plan->inter;
     const uint64_t row_tiles = ((uint64_t)rows + tile - 1) / tile;
@@ -426,11 +401,9 @@ static rudnn_status_t ocl_combine(void *queue, const rudnn_moe_rows_plan_t *plan
     if (st != RUDNN_STATUS_SUCCESS) {
         return st;
     }
-    if (plan->hidden < 1 || (uint64_t)plan->hidden > UINT32_MAX) {
-        return too_big(op, "hidden", (long long)plan->hidden);
-    }
-    if (plan->top_k < 1) {
-        return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: top_k %d", op, (int)plan->top_k);
+    st = fits_u32(op, "hidden", plan->hidden);
+    if (st != RUDNN_STATUS_SUCCESS) {
+        return st;
     }
     ocl_kernel_set_t *ks;
     st = get_program(q, PART_COMBINE, code, wcode, 0, &ks);
