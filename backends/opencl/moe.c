@@ -167,17 +167,13 @@ static rudnn_status_t ocl_route_softmax(void *queue, const rudnn_route_kernel_pl
 
     cl_mem lm = (cl_mem)logits.mem, im = (cl_mem)indices.mem, wm = (cl_mem)weights.mem;
     cl_ulong lo = logits.offset / elem, io = indices.offset / 4u, wo = weights.offset / elem;
-    cl_ulong group0 = 0;
     cl_uint experts = (cl_uint)plan->experts, top_k = (cl_uint)plan->top_k;
     cl_uint renormalize = plan->renormalize != 0;
-    karg_t args[] = {ARG(lm),          ARG(lo),
-                     ARG(im),          ARG(io),
-                     ARG(wm),          ARG(wo),
-                     ARG(group0),      ARG(experts),
-                     ARG(top_k),       ARG(renormalize),
-                     ARG(p_in_local),  LOCAL_ARG(p_in_local ? (size_t)p_bytes : 4u),
-                     LOCAL_ARG(local * 4u), LOCAL_ARG(local * 4u)};
-    return ocl_enqueue_groups(q, ks, K_ROUTE_SOFTMAX, k_route_names, op, args, 14, 6,
+    const karg_list_t args = KARGS(ARG(lm), ARG(lo), ARG(im), ARG(io), ARG(wm), ARG(wo),
+                                   GROUP0_ARG(), ARG(experts), ARG(top_k), ARG(renormalize),
+                                   ARG(p_in_local), LOCAL_ARG(p_in_local ? (size_t)p_bytes : 4u),
+                                   LOCAL_ARG(local * 4u), LOCAL_ARG(local * 4u));
+    return ocl_enqueue_groups(q, ks, K_ROUTE_SOFTMAX, k_route_names, op, args,
                               (uint64_t)plan->tokens, local);
 }
 
@@ -206,16 +202,15 @@ static rudnn_status_t ocl_route_sigmoid_grouped(void *queue, const rudnn_route_k
     cl_mem bm = has_bias ? (cl_mem)bias.mem : lm; /* placeholder, never read */
     cl_ulong lo = logits.offset / elem, bo = has_bias ? bias.offset / 4u : 0;
     cl_ulong io = indices.offset / 4u, wo = weights.offset / elem;
-    cl_ulong group0 = 0;
     cl_uint experts = (cl_uint)plan->experts, top_k = (cl_uint)plan->top_k;
     cl_uint renormalize = plan->renormalize != 0, groups = (cl_uint)plan->groups;
     cl_uint selected = (cl_uint)plan->selected_groups, top_two = plan->group_top_two != 0;
     float scale = plan->scale;
-    karg_t args[] = {ARG(lm),     ARG(lo),          ARG(bm),      ARG(bo),      ARG(has_bias),
-                     ARG(im),     ARG(io),          ARG(wm),      ARG(wo),      ARG(group0),
-                     ARG(experts), ARG(top_k),      ARG(renormalize), ARG(groups), ARG(selected),
-                     ARG(top_two), ARG(scale)};
-    return ocl_enqueue_groups(q, ks, K_ROUTE_GROUPED, k_route_names, op, args, 17, 9,
+    const karg_list_t args = KARGS(ARG(lm), ARG(lo), ARG(bm), ARG(bo), ARG(has_bias), ARG(im),
+                                   ARG(io), ARG(wm), ARG(wo), GROUP0_ARG(), ARG(experts),
+                                   ARG(top_k), ARG(renormalize), ARG(groups), ARG(selected),
+                                   ARG(top_two), ARG(scale));
+    return ocl_enqueue_groups(q, ks, K_ROUTE_GROUPED, k_route_names, op, args,
                               (uint64_t)plan->tokens, local);
 }
 
@@ -237,7 +232,6 @@ static rudnn_status_t ocl_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t
     cl_mem pm = (cl_mem)positions.mem, rm = (cl_mem)row_token.mem;
     cl_ulong io = indices.offset / 4u, co = counts.offset / 4u, oo = offsets.offset / 4u;
     cl_ulong po = positions.offset / 4u, ro = row_token.offset / 4u;
-    cl_ulong group0 = 0;
     /* ops/ keeps rows (tokens x top_k) in 1..UINT32_MAX */
     cl_uint pairs = (cl_uint)plan->rows, experts = (cl_uint)plan->experts;
     cl_uint top_k = (cl_uint)plan->top_k;
@@ -245,9 +239,9 @@ static rudnn_status_t ocl_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t
     /* ranks within each expert and counts: one work-group per expert */
     size_t local = ocl_pick_local(q->dev, ks, (uint64_t)pairs / 4u, MOE_MAX_LOCAL);
     {
-        karg_t args[] = {ARG(im), ARG(io), ARG(cm), ARG(co), ARG(pm), ARG(po),
-                         ARG(group0), ARG(pairs), LOCAL_ARG(local * 4u)};
-        st = ocl_enqueue_groups(q, ks, K_DISPATCH_RANK, k_dispatch_names, op, args, 9, 6,
+        const karg_list_t args = KARGS(ARG(im), ARG(io), ARG(cm), ARG(co), ARG(pm), ARG(po),
+                                       GROUP0_ARG(), ARG(pairs), LOCAL_ARG(local * 4u));
+        st = ocl_enqueue_groups(q, ks, K_DISPATCH_RANK, k_dispatch_names, op, args,
                                 (uint64_t)experts, local);
         if (st != RUDNN_STATUS_SUCCESS) {
             return st;
@@ -256,9 +250,9 @@ static rudnn_status_t ocl_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t
     /* offsets: one work-group */
     local = ocl_pick_local(q->dev, ks, (uint64_t)experts / 4u, MOE_MAX_LOCAL);
     {
-        karg_t args[] = {ARG(cm), ARG(co), ARG(om), ARG(oo), ARG(group0), ARG(experts),
-                         LOCAL_ARG(local * 4u)};
-        st = ocl_enqueue_groups(q, ks, K_DISPATCH_SCAN, k_dispatch_names, op, args, 7, 4, 1,
+        const karg_list_t args = KARGS(ARG(cm), ARG(co), ARG(om), ARG(oo), GROUP0_ARG(),
+                                       ARG(experts), LOCAL_ARG(local * 4u));
+        st = ocl_enqueue_groups(q, ks, K_DISPATCH_SCAN, k_dispatch_names, op, args, 1,
                                 local);
         if (st != RUDNN_STATUS_SUCCESS) {
             return st;
@@ -267,9 +261,9 @@ static rudnn_status_t ocl_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t
     /* global rows and row_token: one work-item per pair */
     local = ocl_local_cap(q->dev, ks, 64u);
     {
-        karg_t args[] = {ARG(im), ARG(io), ARG(om), ARG(oo), ARG(pm), ARG(po),
-                         ARG(rm), ARG(ro), ARG(group0), ARG(pairs), ARG(top_k)};
-        return ocl_enqueue_groups(q, ks, K_DISPATCH_FINISH, k_dispatch_names, op, args, 11, 8,
+        const karg_list_t args = KARGS(ARG(im), ARG(io), ARG(om), ARG(oo), ARG(pm), ARG(po),
+                                       ARG(rm), ARG(ro), GROUP0_ARG(), ARG(pairs), ARG(top_k));
+        return ocl_enqueue_groups(q, ks, K_DISPATCH_FINISH, k_dispatch_names, op, args,
                                   ((uint64_t)pairs + local - 1) / local, local);
     }
 }
@@ -299,11 +293,10 @@ static rudnn_status_t ocl_dispatch_gather(void *queue, const rudnn_moe_rows_plan
     const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)plan->hidden, MOE_MAX_LOCAL);
     cl_mem xm = (cl_mem)input.mem, rm = (cl_mem)row_token.mem, tm = (cl_mem)tokens.mem;
     cl_ulong xo = input.offset / elem, ro = row_token.offset / 4u, to = tokens.offset / elem;
-    cl_ulong group0 = 0;
     cl_uint hidden = (cl_uint)plan->hidden;
-    karg_t args[] = {ARG(xm), ARG(xo), ARG(rm), ARG(ro), ARG(tm), ARG(to), ARG(group0),
-                     ARG(hidden)};
-    return ocl_enqueue_groups(q, ks, K_GATHER, k_experts_names, op, args, 8, 6,
+    const karg_list_t args = KARGS(ARG(xm), ARG(xo), ARG(rm), ARG(ro), ARG(tm), ARG(to),
+                                   GROUP0_ARG(), ARG(hidden));
+    return ocl_enqueue_groups(q, ks, K_GATHER, k_experts_names, op, args,
                               (uint64_t)plan->rows, local);
 }
 
@@ -345,7 +338,6 @@ static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_
     cl_ulong xo = tokens.offset / elem, oo = offsets.offset / 4u, go = gate.offset / elem;
     cl_ulong uo = up.offset / elem, dof = down.offset / elem, ao = act.offset / elem;
     cl_ulong yo = out.offset / elem;
-    cl_ulong group0 = 0;
     /* ops/ keeps rows (tokens x top_k) in 1..UINT32_MAX */
     cl_uint rows = (cl_uint)plan->rows, experts = (cl_uint)plan->experts;
     cl_uint hidden = (cl_uint)plan->hidden, inter = (cl_uint)plan->inter;
@@ -354,15 +346,14 @@ static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_
     /* act = round(silu(x gate^T) * (x up^T)) */
     cl_uint out_tiles = (cl_uint)(((uint64_t)inter + tile - 1) / tile);
     {
-        karg_t args[] = {ARG(xm),    ARG(xo),     ARG(om),     ARG(oo),    ARG(gm),
-                         ARG(go),    ARG(um),     ARG(uo),     ARG(am),    ARG(ao),
-                         ARG(group0), ARG(rows),  ARG(experts), ARG(hidden), ARG(inter),
-                         ARG(out_tiles)};
+        const karg_list_t args = KARGS(ARG(xm), ARG(xo), ARG(om), ARG(oo), ARG(gm), ARG(go),
+                                       ARG(um), ARG(uo), ARG(am), ARG(ao), GROUP0_ARG(), ARG(rows),
+                                       ARG(experts), ARG(hidden), ARG(inter), ARG(out_tiles));
         if (dot) {
-            st = ocl_enqueue_groups(q, ks, K_GATE_UP_DOT, k_experts_names, op, args, 16, 10,
+            st = ocl_enqueue_groups(q, ks, K_GATE_UP_DOT, k_experts_names, op, args,
                                     ((uint64_t)rows * inter + local - 1) / local, local);
         } else {
-            st = ocl_enqueue_groups(q, ks, K_GATE_UP, k_experts_names, op, args, 16, 10,
+            st = ocl_enqueue_groups(q, ks, K_GATE_UP, k_experts_names, op, args,
                                     row_tiles * out_tiles, local);
         }
         if (st != RUDNN_STATUS_SUCCESS) {
@@ -372,14 +363,14 @@ static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_
     /* out = round(act down^T) */
     out_tiles = (cl_uint)(((uint64_t)hidden + tile - 1) / tile);
     {
-        karg_t args[] = {ARG(am),     ARG(ao),    ARG(om),      ARG(oo),     ARG(dm),
-                         ARG(dof),    ARG(ym),    ARG(yo),      ARG(group0), ARG(rows),
-                         ARG(experts), ARG(hidden), ARG(inter), ARG(out_tiles)};
+        const karg_list_t args = KARGS(ARG(am), ARG(ao), ARG(om), ARG(oo), ARG(dm), ARG(dof),
+                                       ARG(ym), ARG(yo), GROUP0_ARG(), ARG(rows), ARG(experts),
+                                       ARG(hidden), ARG(inter), ARG(out_tiles));
         if (dot) {
-            return ocl_enqueue_groups(q, ks, K_DOWN_DOT, k_experts_names, op, args, 14, 8,
+            return ocl_enqueue_groups(q, ks, K_DOWN_DOT, k_experts_names, op, args,
                                       ((uint64_t)rows * hidden + local - 1) / local, local);
         }
-        return ocl_enqueue_groups(q, ks, K_DOWN, k_experts_names, op, args, 14, 8,
+        return ocl_enqueue_groups(q, ks, K_DOWN, k_experts_names, op, args,
                                   row_tiles * out_tiles, local);
     }
 }
@@ -415,11 +406,10 @@ static rudnn_status_t ocl_combine(void *queue, const rudnn_moe_rows_plan_t *plan
     cl_mem ym = (cl_mem)out.mem;
     cl_ulong eo = expert_out.offset / elem, po = positions.offset / 4u;
     cl_ulong wo = weights.offset / welem, yo = out.offset / elem;
-    cl_ulong group0 = 0;
     cl_uint top_k = (cl_uint)plan->top_k, hidden = (cl_uint)plan->hidden;
-    karg_t args[] = {ARG(em), ARG(eo), ARG(pm), ARG(po),     ARG(wm),    ARG(wo),
-                     ARG(ym), ARG(yo), ARG(group0), ARG(top_k), ARG(hidden)};
-    return ocl_enqueue_groups(q, ks, K_COMBINE, k_combine_names, op, args, 11, 8,
+    const karg_list_t args = KARGS(ARG(em), ARG(eo), ARG(pm), ARG(po), ARG(wm), ARG(wo), ARG(ym),
+                                   ARG(yo), GROUP0_ARG(), ARG(top_k), ARG(hidden));
+    return ocl_enqueue_groups(q, ks, K_COMBINE, k_combine_names, op, args,
                               (uint64_t)plan->tokens, local);
 }
 
