@@ -256,10 +256,7 @@ static rudnn_status_t run_expert(ocl_queue_t *q, ocl_kernel_set_t *ks, const gem
         cl_ulong wo = w, ih = in * h, expert = e;
         const karg_list_t args = KARGS(ARG(gm), ARG(go), ARG(um), ARG(uo), ARG(dm), ARG(dof),
                                        ARG(ws), ARG(wo), GROUP0_ARG(), ARG(ih), ARG(expert));
-        rudnn_status_t st = launch_items(q, ks, K_WEIGHTS, args, 3u * ih);
-        if (st != RUDNN_STATUS_SUCCESS) {
-            return st;
-        }
+        RUDNN_TRY(launch_items(q, ks, K_WEIGHTS, args, 3u * ih));
     }
     CLBlastStatusCode s = sgemm_abt(q, m, 2u * in, h, ws, xy + r0 * h, h, ws, w, h, ws,
                                     c + r0 * 2u * in, 2u * in);
@@ -270,10 +267,7 @@ static rudnn_status_t run_expert(ocl_queue_t *q, ocl_kernel_set_t *ks, const gem
         cl_ulong co = c + r0 * 2u * in, n = m * in;
         cl_uint inter = (cl_uint)in;
         const karg_list_t args = KARGS(ARG(ws), ARG(co), GROUP0_ARG(), ARG(n), ARG(inter));
-        rudnn_status_t st = launch_items(q, ks, K_SWIGLU, args, n);
-        if (st != RUDNN_STATUS_SUCCESS) {
-            return st;
-        }
+        RUDNN_TRY(launch_items(q, ks, K_SWIGLU, args, n));
     }
     s = sgemm_abt(q, m, h, in, ws, c + r0 * 2u * in, 2u * in, ws, w + 2u * in * h, in, ws,
                   xy + r0 * h, h);
@@ -329,10 +323,7 @@ rudnn_status_t ocl_experts_gemm(void *queue, const rudnn_moe_rows_plan_t *plan,
     ocl_queue_t *q = (ocl_queue_t *)queue;
     int code;
     size_t elem;
-    rudnn_status_t st = ocl_dtype_code(plan->dtype, op_name, "weight", &code, &elem);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(ocl_dtype_code(plan->dtype, op_name, "weight", &code, &elem));
     /* the SwiGLU epilogue takes inter as a uint, which ops/ does not bound */
     if ((uint64_t)plan->inter > UINT32_MAX) {
         return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: TensorCore plan inter %lld exceeds %u",
@@ -342,28 +333,19 @@ rudnn_status_t ocl_experts_gemm(void *queue, const rudnn_moe_rows_plan_t *plan,
      * ocl_experts_gemm_workspace, which fails where gemm_layout does */
     gemm_layout_t l;
     (void)gemm_layout(plan, &l);
-    st = clblast_load();
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(clblast_load());
     ocl_kernel_set_t *ks;
     char options[64];
     snprintf(options, sizeof options, "-DRUDNN_DTYPE=%d", code);
-    st = ocl_program_get(q->dev, "moe_gemm.cl", rudnn_ocl_src_moe_gemm, options, k_names, K_COUNT,
-                         &ks);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(ocl_program_get(q->dev, "moe_gemm.cl", rudnn_ocl_src_moe_gemm, options, k_names,
+                              K_COUNT, &ks));
     uint32_t *off = NULL;
-    st = read_offsets(q, offsets, (uint64_t)plan->experts, &off);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(read_offsets(q, offsets, (uint64_t)plan->experts, &off));
     const uint64_t rows = (uint64_t)plan->rows, h = (uint64_t)plan->hidden;
     const uint64_t in = (uint64_t)plan->inter;
     cl_mem ws = (cl_mem)act.mem;
     const cl_ulong ws0 = act.offset / 4u;
-    st = check_offsets(off, (uint64_t)plan->experts, rows);
+    rudnn_status_t st = check_offsets(off, (uint64_t)plan->experts, rows);
 
     /* X32 = f32(tokens) */
     if (st == RUDNN_STATUS_SUCCESS) {

@@ -32,17 +32,11 @@ static rudnn_status_t norm_prepare(void *queue, const rudnn_norm_plan_t *plan, c
 {
     ocl_queue_t *q = (ocl_queue_t *)queue;
     int code;
-    rudnn_status_t st = ocl_dtype_code(plan->dtype, op, "x", &code, &nl->elem);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(ocl_dtype_code(plan->dtype, op, "x", &code, &nl->elem));
     char options[64];
     snprintf(options, sizeof options, "-DRUDNN_DTYPE=%d", code);
-    st = ocl_program_get(q->dev, "norm.cl", rudnn_ocl_src_norm, options, k_names, K_COUNT,
-                         &nl->ks);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(ocl_program_get(q->dev, "norm.cl", rudnn_ocl_src_norm, options, k_names, K_COUNT,
+                              &nl->ks));
     /* scratch of L floats must fit in local memory next to nothing else */
     size_t cap = NORM_MAX_LOCAL;
     while (cap > 1 && (cl_ulong)cap * sizeof(float) > q->dev->local_mem) {
@@ -69,10 +63,7 @@ static rudnn_status_t ocl_layer_norm(void *queue, const rudnn_norm_plan_t *plan,
                                      rudnn_mem_ref_t y)
 {
     norm_launch_t nl;
-    rudnn_status_t st = norm_prepare(queue, plan, "layer_norm", &nl);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(norm_prepare(queue, plan, "layer_norm", &nl));
     cl_mem xm = (cl_mem)x.mem, gm = (cl_mem)gamma.mem, ym = (cl_mem)y.mem;
     const cl_uint has_beta = beta.mem != NULL;
     cl_mem bm = has_beta ? (cl_mem)beta.mem : gm; /* placeholder, never read */
@@ -89,10 +80,7 @@ static rudnn_status_t ocl_rms_norm(void *queue, const rudnn_norm_plan_t *plan, r
                                    rudnn_mem_ref_t gamma, rudnn_mem_ref_t y)
 {
     norm_launch_t nl;
-    rudnn_status_t st = norm_prepare(queue, plan, "rms_norm", &nl);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(norm_prepare(queue, plan, "rms_norm", &nl));
     cl_mem xm = (cl_mem)x.mem, gm = (cl_mem)gamma.mem, ym = (cl_mem)y.mem;
     cl_ulong xo = x.offset / nl.elem, go = gamma.offset / sizeof(float), yo = y.offset / nl.elem;
     float eps = plan->eps;
@@ -105,10 +93,7 @@ static rudnn_status_t ocl_softmax(void *queue, const rudnn_norm_plan_t *plan, ru
                                   rudnn_mem_ref_t y)
 {
     norm_launch_t nl;
-    rudnn_status_t st = norm_prepare(queue, plan, "softmax", &nl);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(norm_prepare(queue, plan, "softmax", &nl));
     cl_mem xm = (cl_mem)x.mem, ym = (cl_mem)y.mem;
     cl_ulong xo = x.offset / nl.elem, yo = y.offset / nl.elem;
     const karg_list_t args = KARGS(ARG(xm), ARG(xo), ARG(ym), ARG(yo), GROUP0_ARG(), ARG(nl.cols),
@@ -122,10 +107,7 @@ static rudnn_status_t ocl_add_rms_norm(void *queue, const rudnn_norm_plan_t *pla
                                        rudnn_mem_ref_t rstd, rudnn_mem_ref_t x_out)
 {
     norm_launch_t nl;
-    rudnn_status_t st = norm_prepare(queue, plan, "add_rms_norm", &nl);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(norm_prepare(queue, plan, "add_rms_norm", &nl));
     cl_mem am = (cl_mem)a.mem, rm = (cl_mem)r.mem, gm = (cl_mem)gamma.mem, ym = (cl_mem)y.mem;
     cl_mem sm = (cl_mem)rstd.mem, xm = (cl_mem)x_out.mem;
     cl_ulong ao = a.offset / nl.elem, ro = r.offset / nl.elem, go = gamma.offset / sizeof(float);
