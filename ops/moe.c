@@ -602,8 +602,8 @@ static rudnn_status_t experts_kernels(const char *op, rudnn_swiglu_experts_t x, 
 }
 
 /* Picks the candidate for requested on plan rp: the kernel named by swiglu_experts_set_kernel,
- * else the first candidate of the requested strategy that runs (Auto: the first that runs and
- * that the backend lets an automatic choice take; Scalar candidates always may). */
+ * else, among the candidates of the requested strategy (Auto: all) that run, the first the
+ * backend prefers on this device, or the first that runs when it prefers none. */
 static rudnn_status_t choose(const char *op, rudnn_swiglu_experts_t x, const rudnn_moe_rows_plan_t *rp,
                              rudnn_moe_strategy_t requested, uint32_t *picked, rudnn_moe_choice_t *choice)
 {
@@ -634,20 +634,31 @@ static rudnn_status_t choose(const char *op, rudnn_swiglu_experts_t x, const rud
         add_reason(choice, "%s%s", "named by swiglu_experts_set_kernel", "");
         return RUDNN_STATUS_SUCCESS;
     }
+    int64_t first_runs = -1;
     for (uint32_t i = 0; i < k->experts_candidate_count; i++) {
         const rudnn_kernel_candidate_t *c = &k->experts_candidates[i];
         if ((c->flags & RUDNN_CANDIDATE_NAMED_ONLY) || (requested != RUDNN_MOE_AUTO && c->strategy != (int)requested))
             continue;
         memset(&v, 0, sizeof v);
         k->experts_check(x->context->device, rp, i, &v);
-        if (!v.runs || (requested == RUDNN_MOE_AUTO && !v.auto_ok && c->strategy != RUDNN_MOE_SCALAR)) {
+        if (v.runs && first_runs < 0)
+            first_runs = i;
+        if (!v.runs || !v.preferred) {
             add_reason(choice, "%s passed over: %s", c->name, v.why[0] ? v.why : "no reason given");
             continue;
         }
         *picked = i;
         choice->strategy = (rudnn_moe_strategy_t)c->strategy;
         choice->kernel = c->name;
-        add_reason(choice, "%s chosen for %s", c->name, strategy_name(requested));
+        add_reason(choice, "%s chosen", c->name, "");
+        return RUDNN_STATUS_SUCCESS;
+    }
+    if (first_runs >= 0) {
+        const rudnn_kernel_candidate_t *c = &k->experts_candidates[first_runs];
+        *picked = (uint32_t)first_runs;
+        choice->strategy = (rudnn_moe_strategy_t)c->strategy;
+        choice->kernel = c->name;
+        add_reason(choice, "%s chosen: the first that runs (none is preferred here)", c->name, "");
         return RUDNN_STATUS_SUCCESS;
     }
     return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: %s strategy on backend '%s' with %s weights: no kernel "

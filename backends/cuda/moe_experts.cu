@@ -663,7 +663,7 @@ void rdg_moe_experts_check(void *device, const rudnn_moe_rows_plan_t *plan, uint
     }
     (void)dev;
     verdict->runs = why == nullptr;
-    verdict->auto_ok = verdict->runs;
+    verdict->preferred = verdict->runs;
     if (why && why != verdict->why)
         snprintf(verdict->why, sizeof verdict->why, "%s", why);
 }

@@ -65,7 +65,7 @@ typedef struct rudnn_moe_kernels {
     const rudnn_kernel_candidate_t *experts_candidates;
     uint32_t experts_candidate_count;
     /* Whether candidate c runs plan on device (plan->rows is 0 when not known yet: the answer
-     * must then hold for any rows), and whether an automatic choice may take it there. */
+     * must then hold for any rows), and whether it is preferred there. */
     void (*experts_check)(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
                           rudnn_candidate_verdict_t *verdict);
     /* Workspace bytes candidate c needs for plan (asked only for a candidate that runs). Sets an

@@ -47,11 +47,6 @@ static const char *const k_combine_names[K_COMBINE_COUNT] = {"rudnn_moe_combine"
 /* Upper bound of the local size of the row-wise kernels. */
 #define MOE_MAX_LOCAL 256u
 
-/* Expert kernels: 0 picks by device (CPU: vectorised per-output dot products,
- * else local-memory tiles), 1 forces the tiles, 2 the dot products (tests). */
-#ifndef OCL_MOE_EXPERTS_PATH
-#define OCL_MOE_EXPERTS_PATH 0
-#endif
 /* Work-items per group of the CPU dot-product kernels. */
 #define MOE_CPU_DOT_LOCAL 16u
 
@@ -285,11 +280,10 @@ static rudnn_status_t ocl_dispatch_gather(void *queue, const rudnn_moe_rows_plan
 
 /* ---- experts -------------------------------------------------------------------- */
 
-static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan,
-                                         rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
-                                         rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
-                                         rudnn_mem_ref_t down, rudnn_mem_ref_t act,
-                                         rudnn_mem_ref_t out)
+rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, int dot,
+                                  rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
+                                  rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
+                                  rudnn_mem_ref_t act, rudnn_mem_ref_t out)
 {
     const char *op = "swiglu_experts_forward_dispatched";
     RUDNN_TRY(fits_u32(op, "inter", plan->inter));
@@ -299,7 +293,6 @@ static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_
     ocl_kernel_set_t *ks = el.ks;
     const size_t elem = el.elem;
     const unsigned tile = el.tile;
-    const int dot = OCL_MOE_EXPERTS_PATH == 2 || (OCL_MOE_EXPERTS_PATH == 0 && q->dev->is_cpu);
     const size_t local =
         dot ? ocl_local_cap(q->dev, ks, MOE_CPU_DOT_LOCAL) : (size_t)tile * tile;
     cl_mem xm = (cl_mem)tokens.mem, om = (cl_mem)offsets.mem, gm = (cl_mem)gate.mem;
@@ -365,15 +358,10 @@ const rudnn_moe_kernels_t ocl_moe_kernels = {
     .route_sigmoid_grouped = ocl_route_sigmoid_grouped,
     .dispatch_plan = ocl_dispatch_plan,
     .dispatch_gather = ocl_dispatch_gather,
-    .experts_scalar = ocl_experts_scalar,
-#ifdef RUDNN_HAVE_CLBLAST
-    /* TensorCore through CLBlast SGEMM (moe_gemm.c); built only when CLBlast was found. */
-    .experts_tensor_core = ocl_experts_gemm,
-    .experts_tensor_core_workspace = ocl_experts_gemm_workspace,
-    .experts_tensor_core_auto = ocl_experts_gemm_auto,
-#else
-    /* Without CLBlast there is no GEMM library: ops/ answers NOT_SUPPORTED. */
-    .experts_tensor_core = NULL,
-#endif
     .combine = ocl_combine,
+    .experts_candidates = ocl_experts_candidates,
+    .experts_candidate_count = OCL_EXPERTS_CANDIDATES,
+    .experts_check = ocl_experts_check,
+    .experts_workspace = ocl_experts_workspace,
+    .experts_run = ocl_experts_run,
 };

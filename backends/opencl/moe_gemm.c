@@ -158,18 +158,10 @@ rudnn_status_t ocl_experts_gemm_workspace(void *device, const rudnn_moe_rows_pla
     return RUDNN_STATUS_SUCCESS;
 }
 
-/* Measured on PoCL (2-core AVX-512 CPU, bf16, bench/moe_bench --quick and T 256-512, H and I
- * 512-1024): CLBlast is 1.6-2.6x slower than the Scalar dot-product kernels at every shape
- * tried, so Auto takes CLBlast on non-CPU devices only, and only where it loads (Auto must not
- * resolve to a path that cannot run). */
-int ocl_experts_gemm_auto(void *device, const rudnn_moe_rows_plan_t *plan)
+const char *ocl_clblast_unavailable(void)
 {
-    (void)plan;
-    if (((const ocl_device_t *)device)->is_cpu) {
-        return 0;
-    }
     pthread_once(&g_clblast_once, load_clblast);
-    return g_sgemm != NULL;
+    return g_sgemm != NULL ? NULL : g_clblast_error;
 }
 
 /* ---- errors ---------------------------------------------------------------------------------- */
