@@ -15,7 +15,7 @@
 #   baseline  bench/baselines/torch_norm.py (same shapes/ops/dtypes; torch.compile of
 #             add+rms_norm unless TORCH_COMPILE=0)
 #   compare   bench/compare.py -> $OUT/compare.md, printed at the very end
-#   moe       rudnn-bench-moe (on cuda also with RUDNN_CUDA_MOE_GEMM=cublas) and
+#   moe       rudnn-bench-moe (on cuda also with --kernel moe.cublas_grouped) and
 #             bench/baselines/torch_moe.py -> $OUT/compare-moe.md
 #   example   installs into a scratch DESTDIR and builds examples/ through pkg-config
 #
@@ -270,8 +270,8 @@ stage_moe() {
   "$BUILD/bench/rudnn-bench-moe" --backend "$BENCH_BACKEND" | tee "$OUT/moe-rudnn.jsonl" || return 1
   local cublas=()
   if [[ $BENCH_BACKEND == cuda ]]; then
-    # the same forward with the expert GEMMs through cuBLAS's grouped GEMM (README: RUDNN_CUDA_MOE_GEMM)
-    RUDNN_CUDA_MOE_GEMM=cublas "$BUILD/bench/rudnn-bench-moe" --backend cuda --only forward |
+    # the same forward with the expert GEMMs through cuBLAS's grouped GEMM (the kernel moe.cublas_grouped)
+    "$BUILD/bench/rudnn-bench-moe" --backend cuda --only forward --kernel moe.cublas_grouped |
       tee "$OUT/moe-rudnn-cublas.jsonl" || return 1
     cublas=("$OUT/moe-rudnn-cublas.jsonl")
   fi
