@@ -262,7 +262,10 @@ stage_baseline() {
 }
 
 stage_compare() {
-  python3 bench/compare.py "$OUT/rudnn-$BENCH_BACKEND.jsonl" "$OUT/torch.jsonl" > "$OUT/compare.md"
+  rm -f "$OUT/RESULTS.md" # the moe stage builds on this file: never on an earlier run's
+  python3 bench/compare.py "$OUT/rudnn-$BENCH_BACKEND.jsonl" "$OUT/torch.jsonl" > "$OUT/compare.md" || return 1
+  # $OUT/RESULTS.md: bench/RESULTS.md with this run's norm section (bench/results.py's header)
+  python3 bench/results.py norm "$OUT/rudnn-$BENCH_BACKEND.jsonl" "$OUT/torch.jsonl" --out "$OUT/RESULTS.md"
 }
 
 # MoE forward and routing (bf16, the model shapes) side by side with torch._grouped_mm.
@@ -276,7 +279,12 @@ stage_moe() {
     cublas=("$OUT/moe-rudnn-cublas.jsonl")
   fi
   python3 bench/baselines/torch_moe.py | tee "$OUT/moe-torch.jsonl" || return 1
-  python3 bench/compare_moe.py "$OUT/moe-rudnn.jsonl" "$OUT/moe-torch.jsonl" "${cublas[@]}" | tee "$OUT/compare-moe.md"
+  python3 bench/compare_moe.py "$OUT/moe-rudnn.jsonl" "$OUT/moe-torch.jsonl" "${cublas[@]}" | tee "$OUT/compare-moe.md" || return 1
+  # the moe section of $OUT/RESULTS.md, on top of the norm section when this run's compare stage wrote it
+  local results=bench/RESULTS.md
+  [[ " ${stages[*]} " == *" compare "* && -f $OUT/RESULTS.md ]] && results=$OUT/RESULTS.md
+  python3 bench/results.py moe "$OUT/moe-rudnn.jsonl" "$OUT/moe-torch.jsonl" "${cublas[@]}" \
+    --results "$results" --out "$OUT/RESULTS.md"
 }
 
 stage_example() {
