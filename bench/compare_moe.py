@@ -4,7 +4,7 @@
 usage: compare_moe.py RUDNN.jsonl TORCH.jsonl [RUDNN_CUBLAS.jsonl]
 ratio = torch median / rudnn median (> 1: rudnn faster). Rows match on (op, case); the MoE
 forward also against the baseline's cuBLAS-per-expert form (op moe_forward_cublas) and, with the
-third file (rudnn-bench-moe run with RUDNN_CUDA_MOE_GEMM=cublas), against rudnn's own forward with
+third file (rudnn-bench-moe run with --kernel moe.cublas_grouped), against rudnn's own forward with
 its expert GEMMs through cuBLAS's grouped GEMM instead of our kernels.
 Routing rows also give the back-to-back time per call (b2b) and rudnn's host time per call."""
 import json
