@@ -347,7 +347,7 @@ tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, 
             const int wg = warp / 4;
             /* A tile with 64 rows or fewer (an expert's last) leaves warpgroup 1 only padding rows:
              * it skips its MMAs (uniform in the warpgroup) and the SM's tensor cores do half the work. */
-            const bool wg_busy = !RDG_MOE_SKIP_IDLE_WG || wg * 64 < rows;
+            const bool wg_busy = wg * 64 < rows; /* a tile of <= 64 rows leaves one warpgroup idle */
             float acc[128];
 #pragma unroll
             for (int i = 0; i < 128; i++)

@@ -154,7 +154,7 @@ tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant
 #pragma unroll
         for (int i = 0; i < 128; i++)
             acc[i] = 0.0f;
-        if (RDG_MOE_SKIP_IDLE_WG && cw * 64 >= rows) {
+        if (cw * 64 >= rows) {
             /* only padding rows: release each stage as it arrives (waiting keeps this warpgroup's
              * arrivals in the producer's phase) */
             for (int kt = 0; kt < ktiles; kt++, it++) {
