@@ -190,6 +190,7 @@ static rudnn_status_t ocl_route_softmax(void *queue, const rudnn_route_kernel_pl
                                    GROUP0_ARG(), ARG(experts), ARG(top_k), ARG(renormalize),
                                    ARG(p_in_local), LOCAL_ARG(p_in_local ? (size_t)p_bytes : 4u),
                                    LOCAL_ARG(local * 4u), LOCAL_ARG(local * 4u));
+    ocl_note_kernel("moe.route_softmax");
     return ocl_enqueue_groups(rl.q, rl.ks, K_ROUTE_SOFTMAX, k_route_names, op, args,
                               (uint64_t)plan->tokens, local);
 }
@@ -215,6 +216,7 @@ static rudnn_status_t ocl_route_sigmoid_grouped(void *queue, const rudnn_route_k
                                    ARG(io), ARG(wm), ARG(wo), GROUP0_ARG(), ARG(experts),
                                    ARG(top_k), ARG(renormalize), ARG(groups), ARG(selected),
                                    ARG(top_two), ARG(scale));
+    ocl_note_kernel("moe.route_grouped");
     return ocl_enqueue_groups(rl.q, rl.ks, K_ROUTE_GROUPED, k_route_names, op, args,
                               (uint64_t)plan->tokens, rl.local);
 }
@@ -254,6 +256,7 @@ static rudnn_status_t ocl_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t
     const size_t local = ocl_local_cap(q->dev, ks, 64u);
     const karg_list_t args = KARGS(ARG(im), ARG(io), ARG(om), ARG(oo), ARG(pm), ARG(po), ARG(rm),
                                    ARG(ro), GROUP0_ARG(), ARG(pairs), ARG(top_k));
+    ocl_note_kernel("moe.dispatch_plan");
     return ocl_enqueue_groups(q, ks, K_DISPATCH_FINISH, k_dispatch_names, op, args,
                               ((uint64_t)pairs + local - 1) / local, local);
 }
@@ -274,6 +277,7 @@ static rudnn_status_t ocl_dispatch_gather(void *queue, const rudnn_moe_rows_plan
     cl_uint hidden = (cl_uint)plan->hidden;
     const karg_list_t args = KARGS(ARG(xm), ARG(xo), ARG(rm), ARG(ro), ARG(tm), ARG(to),
                                    GROUP0_ARG(), ARG(hidden));
+    ocl_note_kernel("moe.gather");
     return ocl_enqueue_groups(q, ks, K_GATHER, k_experts_names, op, args, (uint64_t)plan->rows,
                               local);
 }
@@ -348,6 +352,7 @@ static rudnn_status_t ocl_combine(void *queue, const rudnn_moe_rows_plan_t *plan
     cl_uint top_k = (cl_uint)plan->top_k, hidden = (cl_uint)plan->hidden;
     const karg_list_t args = KARGS(ARG(em), ARG(eo), ARG(pm), ARG(po), ARG(wm), ARG(wo), ARG(ym),
                                    ARG(yo), GROUP0_ARG(), ARG(top_k), ARG(hidden));
+    ocl_note_kernel("moe.combine");
     return ocl_enqueue_groups(q, ks, K_COMBINE, k_combine_names, op, args, (uint64_t)plan->tokens,
                               local);
 }

@@ -12,6 +12,14 @@ static const char *const k_names[K_COUNT] = {
     "rudnn_softmax",
     "rudnn_add_rms_norm",
 };
+/* What rudnn_last_kernel() reports for each: one work-group per row, every op. */
+static const char *const k_report[K_COUNT] = {
+    "norm.layer_norm_rows",
+    "norm.rms_norm_rows",
+    "norm.softmax_rows",
+    "norm.add_rms_norm_rows",
+};
+
 
 /* Upper bound of the local size: wider groups only add reduction steps. */
 #define NORM_MAX_LOCAL 256u
@@ -55,6 +63,7 @@ static rudnn_status_t norm_prepare(void *queue, const rudnn_norm_plan_t *plan, c
 static rudnn_status_t norm_enqueue(const norm_launch_t *nl, int k, const char *op,
                                    karg_list_t args, int64_t rows)
 {
+    ocl_note_kernel(k_report[k]);
     return ocl_enqueue_groups(nl->q, nl->ks, k, k_names, op, args, (uint64_t)rows, nl->local);
 }
 
