@@ -10,7 +10,7 @@
  *   norm_pair.cuh    two 16-bit rows per thread
  *   norm_bulk.cuh    16-bit rows streamed by bulk copies (sm_90)
  *   norm_loop.cuh    any length and alignment
- * Reductions are deterministic (reduce.cuh).
+ * Reductions are deterministic (reduce.cuh). Each launch names its kind for rudnn_last_kernel().
  */
 #include <limits.h>
 #include <pthread.h>
@@ -369,6 +369,7 @@ rudnn_status_t launch(void *queue, int op, const rudnn_norm_plan_t *plan, NormAr
     /* any error left from an earlier failed call was reported then: start clean, so that the
      * check after the launch sees only this launch */
     (void)cudaGetLastError();
+    rdg_note_kernel(rdg_norm_kind_name(c.kind));
     if (c.csize > 1) {
 #if RDG_HOST_CLUSTERS
         cudaLaunchConfig_t cfg = cudaLaunchConfig_t();
