@@ -826,15 +826,7 @@ static void test_kernel_coverage(void **state)
     rudnn_device_info_t info;
     rt_assert_status(rudnn_context_device_info(rt_ctx, &info), RUDNN_STATUS_SUCCESS);
     const int gpu = strcmp(info.backend, "cuda") == 0 || strcmp(info.backend, "hip") == 0;
-    int named = 0, failures = 0;
-    for (int op = 0; op < OP_COUNT; op++)
-        for (int i = 0; i < kernels_seen[op].count; i++)
-            named |= kernels_seen[op].names[i][0] != '\0';
-    if (!gpu && !named) {
-        print_message("  %s: no norm kernel named (rudnn_last_kernel() stayed empty): coverage not checked\n",
-                      info.backend);
-        skip();
-    }
+    int failures = 0;
     unsigned ran = 0;
     for (int op = 0; op < OP_COUNT; op++) {
         int op_named = 0;
