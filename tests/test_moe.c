@@ -419,8 +419,8 @@ static int auto_tensor_core_expected(void)
 
 typedef struct state {
     /* device */
-    rt_tensor_t L, B, X, G, U, D, EO, EO_WS, EO_AUTO, EO_TC, EO_TC_WS, OUT, OUT_ONE, OUT_AUTO, OUT_ONE_AUTO,
-        OUT_TC, OUT_ONE_TC;
+    rt_tensor_t L, B, X, G, U, D, EO, EO_WS, EO_AUTO, EO_TC, EO_TC_WS, EO_K, OUT, OUT_ONE, OUT_AUTO,
+        OUT_ONE_AUTO, OUT_TC, OUT_ONE_TC;
     rudnn_routing_plan_t plan;
     rudnn_dispatched_t disp;
     rudnn_swiglu_experts_t experts;
@@ -447,7 +447,7 @@ static void state_free(state_t *s)
     if (s->ws_tc)
         rudnn_buffer_destroy(s->ws_tc);
     rt_tensor_t *all[] = {&s->L, &s->B, &s->X, &s->G, &s->U, &s->D, &s->EO, &s->EO_WS, &s->EO_AUTO, &s->EO_TC,
-                          &s->EO_TC_WS, &s->OUT, &s->OUT_ONE, &s->OUT_AUTO, &s->OUT_ONE_AUTO, &s->OUT_TC,
+                          &s->EO_TC_WS, &s->EO_K, &s->OUT, &s->OUT_ONE, &s->OUT_AUTO, &s->OUT_ONE_AUTO, &s->OUT_TC,
                           &s->OUT_ONE_TC};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         rt_tensor_destroy(all[i]);
@@ -579,7 +579,7 @@ static int check_every_kernel(const mcase_t *c, rudnn_dtype_t dt, state_t *s, in
     int count = 0, ok = 1;
     if (!check_ok(log, label, "swiglu_experts_kernel_count", rudnn_swiglu_experts_kernel_count(s->experts, &count)))
         return 0;
-    const size_t neo = (size_t)rudnn_tensor_numel(&s->EO_TC.t);
+    const size_t neo = (size_t)rudnn_tensor_numel(&s->EO_K.t);
     rudnn_status_t rs = rudnn_swiglu_experts_set_kernel(s->experts, "moe.no_such_kernel");
     if (rs != RUDNN_STATUS_BAD_PARAM || !strstr(rudnn_last_error(), "moe.no_such_kernel") ||
         !strstr(rudnn_last_error(), "moe.")) {
@@ -597,7 +597,7 @@ static int check_every_kernel(const mcase_t *c, rudnn_dtype_t dt, state_t *s, in
         char what[128];
         snprintf(what, sizeof what, "experts (kernel %s)", name);
         rudnn_moe_choice_t choice;
-        rudnn_status_t cs = rudnn_swiglu_experts_choose(s->experts, s->disp, &s->EO_TC.t, strategy, &choice);
+        rudnn_status_t cs = rudnn_swiglu_experts_choose(s->experts, s->disp, &s->EO_K.t, strategy, &choice);
         const int scalar = strategy == RUDNN_MOE_SCALAR;
         const int must_run = scalar || tc_expect == 1;
         const int must_not = !scalar && (tc_expect == 0 || (strcmp(backend_name, "cuda") == 0 && !aligned_operands));
@@ -611,14 +611,14 @@ static int check_every_kernel(const mcase_t *c, rudnn_dtype_t dt, state_t *s, in
         }
         if (cs == RUDNN_STATUS_SUCCESS) {
             gu_rounded = strstr(name, "_gu16") != NULL; /* rounds g and u to the dtype, as PyTorch */
-            ok = run_experts(s, strategy, NULL, 0, &s->EO_TC, s->eo2, log, label, what) &&
+            ok = run_experts(s, strategy, NULL, 0, &s->EO_K, s->eo2, log, label, what) &&
                  check_experts(c, dt, s, s->eo2, log, label, what, worst);
             gu_rounded = 0;
         } else {
             out_watch_t w;
-            out_begin(&w, &s->EO_TC);
+            out_begin(&w, &s->EO_K);
             rs = rudnn_swiglu_experts_forward_dispatched(rt_queue, s->experts, s->disp, strategy, NULL, 0,
-                                                         &s->EO_TC.t);
+                                                         &s->EO_K.t);
             if (rs != RUDNN_STATUS_NOT_SUPPORTED || !strstr(rudnn_last_error(), name)) {
                 rt_logf(log, "  %s: %s where choose said NOT_SUPPORTED returned %s: \"%s\"\n", label, what,
                         rudnn_status_string(rs), rudnn_last_error());
@@ -929,6 +929,7 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
         rt_tensor_create(&s->EO_AUTO, dt, 2, eodims, operand_offset(1), RT_TAIL_BYTES);
         rt_tensor_create(&s->EO_TC, dt, 2, eodims, operand_offset(3), RT_TAIL_BYTES);
         rt_tensor_create(&s->EO_TC_WS, dt, 2, eodims, operand_offset(1), RT_TAIL_BYTES);
+        rt_tensor_create(&s->EO_K, dt, 2, eodims, operand_offset(2), RT_TAIL_BYTES);
         s->eo = rt_xmalloc(neo * sizeof(float));
         s->eo2 = rt_xmalloc(neo * sizeof(float));
         s->ref = rt_xmalloc(neo * sizeof(double));

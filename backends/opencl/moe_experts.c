@@ -5,15 +5,15 @@
 
 #include "ocl_internal.h"
 
-enum { C_SCALAR_TILED, C_SCALAR_DOT, C_CLBLAST_SGEMM };
+enum { C_CLBLAST_SGEMM, C_SCALAR_TILED, C_SCALAR_DOT };
 
 const rudnn_kernel_candidate_t ocl_experts_candidates[OCL_EXPERTS_CANDIDATES] = {
+    /* one SGEMM per expert over F32 copies; reads the expert offsets back */
+    {"moe.clblast_sgemm", RUDNN_MOE_TENSOR_CORE, RUDNN_CANDIDATE_SYNCS},
     /* local-memory tiles: GPUs */
     {"moe.scalar_tiled", RUDNN_MOE_SCALAR, 0},
     /* one vectorised dot product per output: CPU devices, where the tiles' barriers cost most */
     {"moe.scalar_dot", RUDNN_MOE_SCALAR, 0},
-    /* one SGEMM per expert over F32 copies; reads the expert offsets back */
-    {"moe.clblast_sgemm", RUDNN_MOE_TENSOR_CORE, RUDNN_CANDIDATE_SYNCS},
 };
 
 void ocl_experts_check(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
