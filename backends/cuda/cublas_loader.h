@@ -19,7 +19,7 @@
 
 #include <cublas_v2.h>
 
-#include "gpu_compat.h"
+#include "rdg_internal.h"
 
 /* The entry points used, with the signatures of cuBLAS 12.5+ (written out: the C++ header overloads
  * cublasGemmEx, and headers before 12.5 lack the grouped GEMM). */

@@ -39,17 +39,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gpu_compat.h"
+#include "rdg_internal.h"
 #include "elem.cuh"
-
-/* moe_experts.cu */
-rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
-                                      rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
-                                      rudnn_mem_ref_t down, rudnn_mem_ref_t act, rudnn_mem_ref_t out);
-rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_plan_t *plan,
-                                           rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
-                                           rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
-                                           rudnn_mem_ref_t act, rudnn_mem_ref_t out);
 
 namespace {
 

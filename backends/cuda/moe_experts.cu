@@ -46,28 +46,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_compat.h"
+#include "rdg_internal.h"
 #include "elem.cuh"
 #include "moe_tc.cuh"
-
-rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
-                                      rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
-                                      rudnn_mem_ref_t down, rudnn_mem_ref_t act, rudnn_mem_ref_t out);
-rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_plan_t *plan,
-                                           rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
-                                           rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
-                                           rudnn_mem_ref_t act, rudnn_mem_ref_t out);
-/* moe_experts_tma.cu */
-rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
-                                   const uint32_t *offsets);
-#ifndef RDG_HAVE_CUBLAS
-#define RDG_HAVE_CUBLAS 0 /* meson: 1 where the CUDA toolkit has cuBLAS's headers */
-#endif
-#if !RDG_HIP && RDG_HAVE_CUBLAS
-/* moe_experts_cublas.cu (CUDA only) */
-rudnn_status_t rdg_moe_experts_cublas(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
-                                      const uint32_t *offsets, int per_expert, int gu16);
-#endif
 
 namespace {
 

@@ -36,7 +36,7 @@
 #include "rdg_variant.h"
 #endif
 #endif
-#include "gpu_compat.h"
+#include "rdg_internal.h"
 #include "mbarrier.cuh"
 #include "reduce.cuh"
 

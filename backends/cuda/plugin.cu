@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_compat.h"
+#include "rdg_internal.h"
 
 static const rudnn_host_services_t *g_host;
 

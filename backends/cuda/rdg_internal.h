@@ -1,0 +1,107 @@
+/* The CUDA/HIP plugin's internal interface: the device and queue types every launcher reads, the
+ * error helpers of plugin.cu, and the entry points one source file calls in another. Each
+ * function is declared here once; every .cu includes this header (gpu_compat.h, the portability
+ * layer, comes with it).
+ */
+#ifndef RUDNN_RDG_INTERNAL_H
+#define RUDNN_RDG_INTERNAL_H
+
+#include "gpu_compat.h"
+
+#include "backends/backend.h"
+
+/* ---- devices and queues ---- */
+
+/* What the kernel launchers need to know about a device (copied into every queue), filled by
+ * device_open (plugin.cu). */
+typedef struct rdg_devinfo {
+    int index;
+    int sm_count;
+    int warp_size;
+    int max_threads;   /* per block */
+    size_t smem_optin; /* dynamic + static shared memory a block may use */
+    int arch;          /* rdg_arch_number */
+    int clusters;      /* thread-block cluster launches usable (CUDA, sm_90+ binary) */
+} rdg_devinfo_t;
+
+typedef struct rdg_queue {
+    cudaStream_t stream;
+    rdg_devinfo_t dev;
+} rdg_queue_t;
+
+/* Makes device `index` the calling thread's (cheap when it already is) and clears a launch error
+ * left by an earlier failed call, so the checks after this call's launches see only its own. */
+rudnn_status_t rdg_use_device(int index);
+
+/* ---- errors (plugin.cu) ---- */
+
+/* Records "<backend>: <what> failed: <runtime message>" through the host and returns status. */
+rudnn_status_t rdg_fail(rudnn_status_t status, cudaError_t err, const char *what);
+/* Same, printf-style message without a runtime error. */
+rudnn_status_t rdg_error(rudnn_status_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* DEVICE_ERROR "<backend>: <api> kernel launch (<what>) failed: ..." when the last launch failed. */
+rudnn_status_t rdg_launched(const char *what);
+/* Tells rudnn_last_kernel() which kernel the calling thread launches next ("norm.bulk"). */
+void rdg_note_kernel(const char *name);
+
+#define TRY(expr) RUDNN_TRY(expr) /* backends/backend.h */
+
+/* ---- host helpers ---- */
+
+/* The device address of a memory reference (NULL stays NULL). */
+static inline void *rdg_at(rudnn_mem_ref_t m)
+{
+    return m.mem ? (void *)((char *)m.mem + m.offset) : nullptr;
+}
+
+static inline int64_t rdg_ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/* ---- kernel tables ---- */
+
+/* Each family's kernel table, one function per family of families.txt (norm.cu: rdg_norm_table,
+ * moe.cu: rdg_moe_table, ...). Weak, so that a family whose kernels this plugin does not build
+ * is absent (NULL) rather than a link error. */
+#define RDG_TABLE_DECL(f) const rudnn_##f##_kernels_t *rdg_##f##_table(void) __attribute__((weak));
+RUDNN_FAMILIES(RDG_TABLE_DECL)
+#undef RDG_TABLE_DECL
+
+/* ---- entry points across files ---- */
+
+/* norm.cu: 1 if the loaded kernel binary for the current device supports cluster launches. */
+int rdg_norm_clusters_supported(const cudaDeviceProp *prop);
+
+/* moe_experts.cu */
+rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
+                                      rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
+                                      rudnn_mem_ref_t down, rudnn_mem_ref_t act, rudnn_mem_ref_t out);
+rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                           rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
+                                           rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
+                                           rudnn_mem_ref_t act, rudnn_mem_ref_t out);
+
+/* moe_experts_tma.cu (CUDA only): both GEMMs of one forward; RUDNN_STATUS_NOT_SUPPORTED (nothing
+ * launched) when the driver has no tensor-map encoder, so the caller can take the cp.async kernel.
+ * ptrs: tokens, gate, up, down, act, out (16-byte aligned, H and I multiples of 8: checked by the
+ * caller). */
+rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
+                                   const uint32_t *offsets);
+
+#ifndef RDG_HAVE_CUBLAS
+#define RDG_HAVE_CUBLAS 0 /* meson: 1 where the CUDA toolkit has cuBLAS's headers */
+#endif
+#if !RDG_HIP && RDG_HAVE_CUBLAS
+/* moe_experts_cublas.cu (CUDA only). ptrs: tokens, gate, up, down, act, out (F16/BF16, H and I
+ * multiples of 8, 16-byte aligned: checked by the caller); offsets: device [E+1]; per_expert: 1
+ * forces one cublasGemmEx per expert. */
+rudnn_status_t rdg_moe_experts_cublas(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
+                                      const uint32_t *offsets, int per_expert, int gu16);
+#endif
+
+#endif
