@@ -12,8 +12,8 @@
 
 /* ---- devices and queues ---- */
 
-/* What the kernel launchers need to know about a device (copied into every queue), filled by
- * device_open (plugin.cu). */
+/* What the kernel launchers need to know about a device (copied into every queue). Filled once
+ * by device_open (plugin.cu); the capabilities at the end come from rdg_probe_caps. */
 typedef struct rdg_devinfo {
     int index;
     int sm_count;
@@ -21,13 +21,22 @@ typedef struct rdg_devinfo {
     int max_threads;   /* per block */
     size_t smem_optin; /* dynamic + static shared memory a block may use */
     int arch;          /* rdg_arch_number */
-    int clusters;      /* thread-block cluster launches usable (CUDA, sm_90+ binary) */
+    /* capabilities of this device with the kernel binary the runtime loaded for it */
+    int clusters; /* thread-block cluster launches usable (CUDA, sm_90+ binary) */
+    int wgmma;    /* Hopper's wgmma compiled in (an sm_90a binary on an sm_90 device) */
+    /* the driver's cuTensorMapEncodeTiled (PFN_cuTensorMapEncodeTiled_v12000 of cudaTypedefs.h), for
+     * TMA loads; NULL where the driver has none, and under HIP */
+    void *tensor_map_encode;
 } rdg_devinfo_t;
 
 typedef struct rdg_queue {
     cudaStream_t stream;
     rdg_devinfo_t dev;
 } rdg_queue_t;
+
+/* device_caps.cu: fills the capability fields of info (the others already set) for the device of
+ * prop, which is the current one. */
+void rdg_probe_caps(const cudaDeviceProp *prop, rdg_devinfo_t *info);
 
 /* Makes device `index` the calling thread's (cheap when it already is) and clears a launch error
  * left by an earlier failed call, so the checks after this call's launches see only its own. */
