@@ -7,7 +7,7 @@
 #   tools/gpu-ab.sh [-r ROUNDS] [-f FILE] -v NAME=CUDA_ARGS ... -n NAME=DEFINES ... -- 'BENCH ARGS' ...
 #
 #   -v NAME=CUDA_ARGS   a variant; CUDA_ARGS is a comma-separated nvcc argument list for meson's
-#                       cuda_args (empty: the committed defaults), e.g. -v old=-DRDG_ROUTE_FAST=0
+#                       cuda_args (empty: the committed defaults), e.g. -v old=-DRDG_MOE_FAST_SILU=0
 #   -n NAME=DEFINES     a variant of one source file only (FILE, default norm.cu): DEFINES, a
 #                       comma-separated list of MACRO=VALUE (empty: the defaults), go into
 #                       rdg_variant.h in the build folder of backends/cuda, which FILE includes

@@ -295,8 +295,8 @@ __device__ __forceinline__ uint16_t rdg_f32_to_bf16(float f)
     return (uint16_t)(rdg_pack_bf16x2(f, 0.0f) & 0xffffu);
 }
 
-/* Warp-wide u32 max / min, the result in every lane (moe.cu's top-k rounds): one redux.sync on
- * sm_80+, xor butterflies elsewhere (HIP: over the 32- or 64-wide wavefront). */
+/* Warp-wide u32 max / min, the result in every lane (moe_route.cu's top-k rounds): one redux.sync
+ * on sm_80+, xor butterflies elsewhere (HIP: over the 32- or 64-wide wavefront). */
 __device__ __forceinline__ uint32_t rdg_warp_max_u32(uint32_t v)
 {
 #if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -315,6 +315,21 @@ __device__ __forceinline__ uint32_t rdg_warp_min_u32(uint32_t v)
     for (int m = RDG_WARP / 2; m > 0; m >>= 1)
         v = min(v, (uint32_t)RDG_SHFL_XOR(v, m));
     return v;
+#endif
+}
+
+/* 1 / (1 + e^-x) from the hardware exponential and reciprocal, within about 1e-6 relative of the
+ * exact quotient; -inf and x < -88 give 0, +inf gives 1, NaN stays NaN. CUDA: ex2.approx.ftz and
+ * rcp.approx.ftz (__expf without its subnormal fix-ups, which cannot change 1 + e^-x). */
+__device__ __forceinline__ float rdg_sigmoid_approx(float x)
+{
+#if !RDG_HIP
+    float e, r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * -1.4426950408889634f));
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+    return r;
+#else
+    return __fdividef(1.0f, 1.0f + __expf(-x));
 #endif
 }
 

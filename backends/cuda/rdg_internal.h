@@ -75,8 +75,8 @@ static inline int64_t rdg_ceil_div(int64_t a, int64_t b)
 /* ---- kernel tables ---- */
 
 /* Each family's kernel table, one function per family of families.txt (norm.cu: rdg_norm_table,
- * moe.cu: rdg_moe_table, ...). Weak, so that a family whose kernels this plugin does not build
- * is absent (NULL) rather than a link error. */
+ * moe_table.cu: rdg_moe_table, ...). Weak, so that a family whose kernels this plugin does not
+ * build is absent (NULL) rather than a link error. */
 #define RDG_TABLE_DECL(f) const rudnn_##f##_kernels_t *rdg_##f##_table(void) __attribute__((weak));
 RUDNN_FAMILIES(RDG_TABLE_DECL)
 #undef RDG_TABLE_DECL
@@ -85,6 +85,20 @@ RUDNN_FAMILIES(RDG_TABLE_DECL)
 
 /* norm.cu: 1 if the loaded kernel binary for the current device supports cluster launches. */
 int rdg_norm_clusters_supported(const cudaDeviceProp *prop);
+
+/* moe_route.cu, moe_permute.cu: the rudnn_moe_kernels_t entries of those names (hal/moe.h). */
+rudnn_status_t rdg_moe_route_softmax(void *queue, const rudnn_route_kernel_plan_t *plan, rudnn_mem_ref_t logits,
+                                     rudnn_mem_ref_t indices, rudnn_mem_ref_t weights);
+rudnn_status_t rdg_moe_route_sigmoid_grouped(void *queue, const rudnn_route_kernel_plan_t *plan,
+                                             rudnn_mem_ref_t logits, rudnn_mem_ref_t bias, rudnn_mem_ref_t indices,
+                                             rudnn_mem_ref_t weights);
+rudnn_status_t rdg_moe_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t indices,
+                                     rudnn_mem_ref_t counts, rudnn_mem_ref_t offsets, rudnn_mem_ref_t positions,
+                                     rudnn_mem_ref_t row_token);
+rudnn_status_t rdg_moe_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t input,
+                                       rudnn_mem_ref_t row_token, rudnn_mem_ref_t tokens);
+rudnn_status_t rdg_moe_combine(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t expert_out,
+                               rudnn_mem_ref_t positions, rudnn_mem_ref_t weights, rudnn_mem_ref_t out);
 
 /* moe_experts.cu */
 rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
