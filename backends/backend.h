@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define RUDNN_BACKEND_ABI_VERSION 1u
+#define RUDNN_BACKEND_ABI_VERSION 2u /* 2: family tables with struct_size, expert candidates */
 #define RUDNN_BACKEND_ENTRY_SYMBOL "rudnn_backend_entry_v1"
 
 /* Returns the status of expr from the calling function when it is not SUCCESS (used by the op

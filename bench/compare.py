@@ -14,6 +14,9 @@ lines are ignored. Rows are matched on (op, shape, dtype). Columns:
                        the same rudnn-bench run
   flag                 rows below the target: under --target of copy bandwidth, or slower
                        than the best torch time
+
+bench/results.py writes the same lines (copy_lines, target_line, table_lines) into the norm
+section of bench/RESULTS.md.
 """
 
 import argparse
@@ -43,27 +46,46 @@ def fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
 
-def main():
-    p = argparse.ArgumentParser(description="compare rudnn-bench with the PyTorch baseline")
-    p.add_argument("ours")
-    p.add_argument("torch")
-    p.add_argument("--target", type=float, default=0.85,
-                   help="fraction of copy bandwidth a row must reach (default 0.85)")
-    args = p.parse_args()
+DEFAULT_TARGET = 0.85
 
+
+def read_inputs(ours_path, torch_path, prog="compare.py"):
+    """(ours, theirs) rows, or None when rudnn-bench's file is missing; a missing baseline file
+    leaves the torch columns empty."""
     try:
-        ours = load(args.ours)
+        ours = load(ours_path)
     except FileNotFoundError:
-        print("compare.py: %s not found (did rudnn-bench run?)" % args.ours, file=sys.stderr)
-        return 1
+        print("%s: %s not found (did rudnn-bench run?)" % (prog, ours_path), file=sys.stderr)
+        return None
     try:
-        theirs = load(args.torch)
+        theirs = load(torch_path)
     except FileNotFoundError:
-        print("compare.py: %s not found; the torch columns stay empty" % args.torch, file=sys.stderr)
+        print("%s: %s not found; the torch columns stay empty" % (prog, torch_path), file=sys.stderr)
         theirs = []
+    return ours, theirs
 
-    our_copy = [r for r in ours if r.get("op") == "copy" and "gbps" in r]
-    torch_copy = [r for r in theirs if r.get("op") == "copy" and "gbps" in r]
+
+def copy_lines(ours, theirs):
+    """The copy bandwidth each side measured in its own run, as Markdown list items."""
+    out = []
+    for r in ours:
+        if r.get("op") == "copy" and "gbps" in r:
+            out.append("- copy bandwidth, rudnn %s (rudnn_buffer_copy, %d MiB, read+write): %.1f GB/s"
+                       % (r.get("backend"), r["shape"][0] >> 20, r["gbps"]))
+    for r in theirs:
+        if r.get("op") == "copy" and "gbps" in r:
+            out.append("- copy bandwidth, torch (copy_, %d MiB, read+write): %.1f GB/s"
+                       % (r["shape"][0] >> 20, r["gbps"]))
+    return out
+
+
+def target_line(target):
+    return ("- target: %.0f%% of copy bandwidth and no slower than PyTorch; ratio = torch / ours"
+            " (> 1: rudnn faster)" % (target * 100))
+
+
+def table_lines(ours, theirs, target=DEFAULT_TARGET):
+    """The side-by-side table, a blank line and the count of rows below target."""
     torch_eager, torch_compiled, torch_skipped = {}, {}, {}
     for r in theirs:
         if r.get("op") == "copy":
@@ -80,20 +102,6 @@ def main():
     multi = len(backends) > 1
 
     out = []
-    out.append("## rudnn vs PyTorch")
-    out.append("")
-    devices = sorted({r.get("device", "?") for r in ours + theirs})
-    out.append("- device: %s" % (", ".join(devices) if devices else "?"))
-    for r in our_copy:
-        out.append("- copy bandwidth, rudnn %s (rudnn_buffer_copy, %d MiB, read+write): %.1f GB/s"
-                   % (r.get("backend"), r["shape"][0] >> 20, r["gbps"]))
-    for r in torch_copy:
-        out.append("- copy bandwidth, torch (copy_, %d MiB, read+write): %.1f GB/s"
-                   % (r["shape"][0] >> 20, r["gbps"]))
-    out.append("- target: %.0f%% of copy bandwidth and no slower than PyTorch; ratio = torch / ours"
-               " (> 1: rudnn faster)" % (args.target * 100))
-    out.append("")
-
     head = ["op", "shape", "dtype"]
     if multi:
         head.append("backend")
@@ -131,8 +139,8 @@ def main():
         ratio = best_torch / ms if best_torch is not None and ms else None
         frac = r.get("peak_fraction")
         flags = []
-        if frac is not None and frac < args.target:
-            flags.append("< %.0f%% copy" % (args.target * 100))
+        if frac is not None and frac < target:
+            flags.append("< %.0f%% copy" % (target * 100))
         if ratio is not None and ratio < 1.0:
             flags.append("slower than torch")
         if best_torch is None:
@@ -153,6 +161,28 @@ def main():
 
     out.append("")
     out.append("%d of %d timed rows below target." % (flagged, total))
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description="compare rudnn-bench with the PyTorch baseline")
+    p.add_argument("ours")
+    p.add_argument("torch")
+    p.add_argument("--target", type=float, default=DEFAULT_TARGET,
+                   help="fraction of copy bandwidth a row must reach (default 0.85)")
+    args = p.parse_args()
+
+    runs = read_inputs(args.ours, args.torch)
+    if runs is None:
+        return 1
+    ours, theirs = runs
+    devices = sorted({r.get("device", "?") for r in ours + theirs})
+    out = ["## rudnn vs PyTorch", ""]
+    out.append("- device: %s" % (", ".join(devices) if devices else "?"))
+    out += copy_lines(ours, theirs)
+    out.append(target_line(args.target))
+    out.append("")
+    out += table_lines(ours, theirs, args.target)
     print("\n".join(out))
     return 0
 

@@ -2,6 +2,7 @@
  * routing alone, on the issue's model shapes. One JSON line per case, as rudnn-bench.
  *
  *   rudnn-bench-moe [--backend NAME] [--quick] [--reps N] [--strategy scalar|auto|tensor_core]
+ *                   [--kernel NAME] (one of rudnn_swiglu_experts_kernel_info's names)
  *                   [--case NAME] [--only forward|route]
  *
  * Routing rows carry three figures: median_ms (an event pair around each call, the GPU idle
@@ -105,6 +106,7 @@ typedef struct run_args {
     const rudnn_tensor_t *input, *logits, *bias, *output;
     const moe_case_t *c;
     rudnn_moe_strategy_t strategy;
+    const char *kernel; /* the expert kernel the forward runs (rudnn_swiglu_experts_choose) */
 } run_args_t;
 
 /* The full forward through the split path (so the strategy applies): route, dispatch,
@@ -187,10 +189,11 @@ static void time_case(const run_args_t *a, what_t what, int reps, const char *ba
                            : a->strategy == RUDNN_MOE_SCALAR ? "scalar"
                            : a->strategy == RUDNN_MOE_AUTO ? "auto" : "tensor_core";
     printf("{\"op\":\"%s\",\"case\":\"%s\",\"shape\":{\"T\":%lld,\"E\":%d,\"top_k\":%d,\"H\":%lld,\"I\":%lld},"
-           "\"dtype\":\"bf16\",\"backend\":\"%s\",\"device\":\"%s\",\"strategy\":\"%s\",\"median_ms\":%.4f,"
+           "\"dtype\":\"bf16\",\"backend\":\"%s\",\"device\":\"%s\",\"strategy\":\"%s\",\"kernel\":\"%s\","
+           "\"median_ms\":%.4f,"
            "\"min_ms\":%.4f,\"tflops\":%.1f,\"weight_gbps\":%.1f,\"host_us\":%.1f",
            op, c->name, (long long)c->tokens, c->experts, c->top_k, (long long)c->hidden, (long long)c->inter,
-           backend, device, strategy, median, ms[0], what == WHAT_FORWARD ? flops / (median * 1e9) : 0.0,
+           backend, device, strategy, what == WHAT_FORWARD ? a->kernel : "", median, ms[0], what == WHAT_FORWARD ? flops / (median * 1e9) : 0.0,
            what == WHAT_FORWARD ? weight_bytes / (median * 1e6) : 0.0, host[reps / 2]);
     if (what != WHAT_FORWARD)
         printf(",\"b2b_ms\":%.4f", b2b);
@@ -206,6 +209,7 @@ int main(int argc, char **argv)
     const char *only_case = NULL, *only = NULL;
     int quick = 0, reps = 10;
     rudnn_moe_strategy_t strategy = RUDNN_MOE_AUTO;
+    const char *kernel = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc)
             backend = argv[++i];
@@ -218,13 +222,16 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--only") && i + 1 < argc && (!strcmp(argv[i + 1], "forward") ||
                                                                  !strcmp(argv[i + 1], "route")))
             only = argv[++i];
+        else if (!strcmp(argv[i], "--kernel") && i + 1 < argc)
+            kernel = argv[++i];
         else if (!strcmp(argv[i], "--strategy") && i + 1 < argc) {
             const char *s = argv[++i];
             strategy = !strcmp(s, "scalar") ? RUDNN_MOE_SCALAR
                        : !strcmp(s, "tensor_core") ? RUDNN_MOE_TENSOR_CORE : RUDNN_MOE_AUTO;
         } else {
             fprintf(stderr, "usage: rudnn-bench-moe [--backend NAME] [--quick] [--reps N] "
-                            "[--strategy scalar|auto|tensor_core] [--case NAME] [--only forward|route]\n");
+                            "[--strategy scalar|auto|tensor_core] [--kernel NAME] [--case NAME] "
+                            "[--only forward|route]\n");
             return 2;
         }
     }
@@ -267,7 +274,12 @@ int main(int argc, char **argv)
 
         rudnn_swiglu_experts_t experts;
         check(rudnn_swiglu_experts_create(ctx, &gate, &up, &down, &experts), "experts_create");
-        run_args_t a = {q, experts, &input, &logits, &bias, &output, c, strategy};
+        /* --kernel names the expert kernel (e.g. moe.cublas_grouped: cuBLAS's grouped GEMMs) */
+        if (kernel)
+            check(rudnn_swiglu_experts_set_kernel(experts, kernel), "swiglu_experts_set_kernel");
+        rudnn_moe_choice_t choice;
+        check(rudnn_swiglu_experts_choose(experts, NULL, NULL, strategy, &choice), "swiglu_experts_choose");
+        run_args_t a = {q, experts, &input, &logits, &bias, &output, c, strategy, choice.kernel};
         if (!only || !strcmp(only, "forward"))
             time_case(&a, WHAT_FORWARD, reps, info.backend, info.name);
         if ((c->tokens == 4096 || quick) && (!only || !strcmp(only, "route"))) {

@@ -59,6 +59,14 @@ const void *rudnn_family_table_at(const rudnn_backend_t *backend, size_t field_o
     ((const rudnn_##f##_kernels_t *)rudnn_family_table_at(                                         \
         (backend), offsetof(rudnn_backend_t, f), rudnn_##f##_kernels_min_size))
 
+/* core/tensor.c: the stride rule of rudnn/status.h for tensor t (argument arg of op) in a buffer of
+ * buffer_size bytes, checked in this order: rank outside 0..8 or a negative dim, BAD_SHAPE;
+ * strides that describe no view (a dim of size > 1 with a stride < 1, or elements that can share
+ * an address), BAD_SHAPE; an element past the end of the buffer, OUT_OF_BOUNDS; a valid view that
+ * is not row-major contiguous, NOT_SUPPORTED. Messages start "<op>: <arg>". */
+rudnn_status_t rudnn_check_layout(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                  size_t buffer_size);
+
 /* core/env.c: environment read once per process. */
 typedef struct rudnn_env {
     const char *backend;      /* RUDNN_BACKEND or NULL */

@@ -1,4 +1,6 @@
 /* Tensor descriptors. */
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -73,14 +75,99 @@ int rudnn_tensor_is_contiguous(const rudnn_tensor_t *t)
     return 1;
 }
 
+/* "[a, b, c]" of n int64 values into buf. */
+static const char *int64_list(const int64_t *v, int n, char *buf, size_t cap)
+{
+    size_t len = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)v[i]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "]");
+    return buf;
+}
+
+rudnn_status_t rudnn_check_layout(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                  size_t buffer_size)
+{
+    if (t->rank < 0 || t->rank > RUDNN_MAX_RANK)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has rank %d, outside 0..%d", op, arg,
+                               t->rank, RUDNN_MAX_RANK);
+    int empty = 0;
+    for (int i = 0; i < t->rank; i++) {
+        if (t->dims[i] < 0)
+            return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has negative dims[%d] = %lld", op,
+                                   arg, i, (long long)t->dims[i]);
+        empty |= t->dims[i] == 0;
+    }
+    char shape[200], strides[200];
+    int64_list(t->dims, t->rank, shape, sizeof shape);
+    int64_list(t->strides, t->rank, strides, sizeof strides);
+
+    /* extent: 1 + the farthest element's distance from the first, in elements (0 when empty;
+     * the strides of an empty tensor and of dims of size 1 are never used) */
+    uint64_t extent = 0;
+    int too_far = 0;
+    if (!empty) {
+        int order[RUDNN_MAX_RANK], n = 0;
+        for (int i = 0; i < t->rank; i++) {
+            if (t->dims[i] == 1)
+                continue;
+            if (t->strides[i] < 1)
+                return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE,
+                                       "%s: %s has stride %lld for dims[%d] of size %lld: the stride of "
+                                       "a dim larger than 1 must be positive (shape %s, strides %s)",
+                                       op, arg, (long long)t->strides[i], i, (long long)t->dims[i],
+                                       shape, strides);
+            int k = n++;
+            for (; k > 0 && t->strides[order[k - 1]] > t->strides[i]; k--)
+                order[k] = order[k - 1];
+            order[k] = i;
+        }
+        /* by increasing stride, each stride must step over everything the smaller ones reach:
+         * then no two elements share an address */
+        extent = 1;
+        for (int k = 0; k < n && !too_far; k++) {
+            int i = order[k];
+            uint64_t stride = (uint64_t)t->strides[i], span;
+            if (stride < extent)
+                return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE,
+                                       "%s: %s has overlapping elements: dims[%d] (size %lld) has stride "
+                                       "%llu, less than the %llu elements the dims of smaller stride "
+                                       "span (shape %s, strides %s)",
+                                       op, arg, i, (long long)t->dims[i], (unsigned long long)stride,
+                                       (unsigned long long)extent, shape, strides);
+            too_far = __builtin_mul_overflow(stride, (uint64_t)t->dims[i] - 1, &span) ||
+                      __builtin_add_overflow(extent, span, &extent);
+        }
+    }
+    size_t elem_max = rudnn_dtype_size(t->dtype) ? rudnn_dtype_size(t->dtype) : 1;
+    too_far |= extent > SIZE_MAX / elem_max;
+    size_t bytes = too_far ? SIZE_MAX : rudnn_dtype_storage_bytes(t->dtype, (size_t)extent);
+    if (too_far || t->offset > buffer_size || bytes > buffer_size - t->offset) {
+        if (too_far)
+            return rudnn_set_error(RUDNN_STATUS_OUT_OF_BOUNDS,
+                                   "%s: %s spans more bytes than any buffer holds (shape %s, strides %s)",
+                                   op, arg, shape, strides);
+        return rudnn_set_error(RUDNN_STATUS_OUT_OF_BOUNDS,
+                               "%s: %s needs bytes [%zu, %zu) but its buffer has %zu bytes", op, arg,
+                               t->offset, t->offset + bytes, buffer_size);
+    }
+    if (!rudnn_tensor_is_contiguous(t))
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED,
+                               "%s: %s must be contiguous (row-major strides); strided views are not "
+                               "supported (shape %s, strides %s)",
+                               op, arg, shape, strides);
+    return RUDNN_STATUS_SUCCESS;
+}
+
 static rudnn_status_t tensor_copy(const char *op, rudnn_queue_t q, const rudnn_tensor_t *t,
                                   const void *src, void *dst, size_t bytes)
 {
     rudnn_clear_error();
     if (!q || !t)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, q ? "tensor" : "queue");
-    if (!rudnn_tensor_is_contiguous(t))
-        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: tensor must be contiguous", op);
+    if (t->buffer) /* a NULL buffer is buffer_read/write's BAD_PARAM */
+        RUDNN_TRY(rudnn_check_layout(op, "tensor", t, t->buffer->size));
     if (bytes != rudnn_tensor_bytes(t))
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %zu host bytes given, tensor has %zu", op,
                                bytes, rudnn_tensor_bytes(t));

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,7 @@ struct rudnn_swiglu_experts {
     rudnn_tensor_t gate, up, down;
     rudnn_dtype_t dtype;
     int64_t experts, inter, hidden;
+    int pinned; /* the candidate named by rudnn_swiglu_experts_set_kernel, or -1 */
 };
 
 /* Device memory for plans and dispatched tokens: a block of the queue's pool wrapped as a
@@ -537,78 +539,222 @@ rudnn_status_t rudnn_swiglu_experts_create(rudnn_context_t ctx, const rudnn_tens
     x->experts = e;
     x->inter = i;
     x->hidden = h;
+    x->pinned = -1;
     *experts = x;
     return RUDNN_STATUS_SUCCESS;
 }
 
 void rudnn_swiglu_experts_destroy(rudnn_swiglu_experts_t experts) { free(experts); }
 
-/* The kernel plan of the weights for rows dispatched rows (no routing fields). */
-static rudnn_moe_rows_plan_t experts_plan(rudnn_swiglu_experts_t x, int64_t rows)
+/* ---- which expert kernel runs ---------------------------------------------------------------
+ * The backend lists its expert kernels as candidates, most preferred first (hal/table.h); this is
+ * the one place that picks among them. What rudnn_swiglu_experts_choose reports is what the
+ * forward with the same arguments runs: the backend runs the candidate picked here or fails. */
+
+/* Largest power of two (<= 256) dividing offset: device allocations are 256-byte aligned. */
+static uint32_t offset_align(size_t offset)
 {
+    uint32_t a = 256;
+    while (a > 1 && offset % a)
+        a >>= 1;
+    return a;
+}
+
+/* The kernel plan of the weights for rows dispatched rows (rows 0: not known yet); expert_output
+ * NULL stands for a pooled block (256-byte aligned), as are the dispatched tokens and the act
+ * workspace (pooled, or the caller's workspace buffer at offset 0). */
+static rudnn_moe_rows_plan_t experts_plan(rudnn_swiglu_experts_t x, int64_t rows, const rudnn_tensor_t *expert_output)
+{
+    uint32_t align = offset_align(x->gate.offset);
+    const size_t offsets[3] = {x->up.offset, x->down.offset, expert_output ? expert_output->offset : 0};
+    for (int i = 0; i < 3; i++) {
+        uint32_t a = offset_align(offsets[i]);
+        align = a < align ? a : align;
+    }
     rudnn_moe_rows_plan_t rp = {.dtype = x->dtype, .weight_dtype = x->dtype, .experts = (int32_t)x->experts,
-                                .hidden = x->hidden, .inter = x->inter, .rows = rows};
+                                .hidden = x->hidden, .inter = x->inter, .rows = rows, .align = align};
     return rp;
 }
 
-static rudnn_status_t resolve(const char *op, rudnn_swiglu_experts_t x, rudnn_moe_strategy_t requested,
-                              rudnn_moe_strategy_t *resolved)
+static const char *strategy_name(rudnn_moe_strategy_t s)
 {
-    const rudnn_moe_kernels_t *k = RUDNN_FAMILY_TABLE(x->context->backend, moe);
-    const char *backend = x->context->backend->name;
+    return s == RUDNN_MOE_SCALAR ? "Scalar" : s == RUDNN_MOE_TENSOR_CORE ? "TensorCore" : "Auto";
+}
+
+/* Appends "; <text>" (or "<text>" first) to the reason of choice. */
+static void add_reason(rudnn_moe_choice_t *choice, const char *fmt, const char *name, const char *why)
+{
+    size_t n = strlen(choice->reason);
+    if (n + 3 >= sizeof choice->reason)
+        return;
+    snprintf(choice->reason + n, sizeof choice->reason - n, "%s", n ? "; " : "");
+    n = strlen(choice->reason);
+    snprintf(choice->reason + n, sizeof choice->reason - n, fmt, name, why);
+}
+
+static rudnn_status_t experts_kernels(const char *op, rudnn_swiglu_experts_t x, const rudnn_moe_kernels_t **k)
+{
+    *k = RUDNN_FAMILY_TABLE(x->context->backend, moe);
+    if (!*k || !(*k)->experts_candidate_count)
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: backend '%s' has no expert kernels", op,
+                               x->context->backend->name);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* Picks the candidate for requested on plan rp: the kernel named by swiglu_experts_set_kernel,
+ * else, among the candidates of the requested strategy (Auto: all) that run, the first the
+ * backend prefers on this device, or the first that runs when it prefers none. */
+static rudnn_status_t choose(const char *op, rudnn_swiglu_experts_t x, const rudnn_moe_rows_plan_t *rp,
+                             rudnn_moe_strategy_t requested, uint32_t *picked, rudnn_moe_choice_t *choice)
+{
+    memset(choice, 0, sizeof *choice);
     if (requested != RUDNN_MOE_SCALAR && requested != RUDNN_MOE_AUTO && requested != RUDNN_MOE_TENSOR_CORE)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: strategy %d is not a rudnn_moe_strategy_t", op,
                                (int)requested);
-    /* why TensorCore cannot run here, or NULL */
-    const char *why = NULL;
-    if (!k || !k->experts_tensor_core)
-        why = "the backend has no matrix-unit expert kernel";
-    else if (x->dtype != RUDNN_F16 && x->dtype != RUDNN_BF16)
-        why = "matrix units need f16 or bf16 weights";
-    if (requested == RUDNN_MOE_TENSOR_CORE) {
-        if (why)
-            return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: TensorCore strategy on backend '%s' with %s "
-                                   "weights: %s", op, backend, rudnn_dtype_name(x->dtype), why);
-        *resolved = RUDNN_MOE_TENSOR_CORE;
-    } else if (requested == RUDNN_MOE_AUTO) {
-        /* the backend may prefer its scalar kernels on this device (see backend.h) */
-        int tc = !why;
-        if (tc && k->experts_tensor_core_auto) {
-            rudnn_moe_rows_plan_t rp = experts_plan(x, 0);
-            tc = k->experts_tensor_core_auto(x->context->device, &rp) != 0;
-        }
-        *resolved = tc ? RUDNN_MOE_TENSOR_CORE : RUDNN_MOE_SCALAR;
-    } else {
-        *resolved = RUDNN_MOE_SCALAR;
+    const rudnn_moe_kernels_t *k;
+    TRY(experts_kernels(op, x, &k));
+    const char *backend = x->context->backend->name;
+    rudnn_candidate_verdict_t v;
+    if (x->pinned >= 0) {
+        const rudnn_kernel_candidate_t *c = &k->experts_candidates[x->pinned];
+        if (requested != RUDNN_MOE_AUTO && c->strategy != (int)requested)
+            return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: kernel '%s' (swiglu_experts_set_kernel) is a %s "
+                                   "kernel, the call asks for %s", op, c->name,
+                                   strategy_name((rudnn_moe_strategy_t)c->strategy), strategy_name(requested));
+        memset(&v, 0, sizeof v);
+        k->experts_check(x->context->device, rp, (uint32_t)x->pinned, &v);
+        if (!v.runs)
+            return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: kernel '%s' (swiglu_experts_set_kernel) cannot "
+                                   "run on backend '%s' with %s weights [%lld experts, inter %lld, hidden %lld]: %s",
+                                   op, c->name, backend, rudnn_dtype_name(x->dtype), (long long)x->experts,
+                                   (long long)x->inter, (long long)x->hidden, v.why);
+        *picked = (uint32_t)x->pinned;
+        choice->strategy = (rudnn_moe_strategy_t)c->strategy;
+        choice->kernel = c->name;
+        add_reason(choice, "%s%s", "named by swiglu_experts_set_kernel", "");
+        return RUDNN_STATUS_SUCCESS;
     }
-    if (*resolved == RUDNN_MOE_SCALAR && (!k || !k->experts_scalar))
-        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: backend '%s' has no scalar expert kernel", op,
-                               backend);
+    int64_t first_runs = -1;
+    for (uint32_t i = 0; i < k->experts_candidate_count; i++) {
+        const rudnn_kernel_candidate_t *c = &k->experts_candidates[i];
+        if ((c->flags & RUDNN_CANDIDATE_NAMED_ONLY) || (requested != RUDNN_MOE_AUTO && c->strategy != (int)requested))
+            continue;
+        memset(&v, 0, sizeof v);
+        k->experts_check(x->context->device, rp, i, &v);
+        if (v.runs && first_runs < 0)
+            first_runs = i;
+        if (!v.runs || !v.preferred) {
+            add_reason(choice, "%s passed over: %s", c->name, v.why[0] ? v.why : "no reason given");
+            continue;
+        }
+        *picked = i;
+        choice->strategy = (rudnn_moe_strategy_t)c->strategy;
+        choice->kernel = c->name;
+        add_reason(choice, "%s chosen", c->name, "");
+        return RUDNN_STATUS_SUCCESS;
+    }
+    if (first_runs >= 0) {
+        const rudnn_kernel_candidate_t *c = &k->experts_candidates[first_runs];
+        *picked = (uint32_t)first_runs;
+        choice->strategy = (rudnn_moe_strategy_t)c->strategy;
+        choice->kernel = c->name;
+        add_reason(choice, "%s chosen: the first that runs (none is preferred here)", c->name, "");
+        return RUDNN_STATUS_SUCCESS;
+    }
+    return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: %s strategy on backend '%s' with %s weights: no kernel "
+                           "runs here (%s)", op, strategy_name(requested), backend, rudnn_dtype_name(x->dtype),
+                           choice->reason[0] ? choice->reason : "the backend offers none of this strategy");
+}
+
+rudnn_status_t rudnn_swiglu_experts_kernel_count(rudnn_swiglu_experts_t x, int *count)
+{
+    const char *op = "swiglu_experts_kernel_count";
+    rudnn_clear_error();
+    if (!x || !count)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, x ? "count" : "experts");
+    const rudnn_moe_kernels_t *k;
+    TRY(experts_kernels(op, x, &k));
+    *count = (int)k->experts_candidate_count;
     return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_swiglu_experts_kernel_info(rudnn_swiglu_experts_t x, int index, const char **name,
+                                                rudnn_moe_strategy_t *strategy)
+{
+    const char *op = "swiglu_experts_kernel_info";
+    rudnn_clear_error();
+    if (!x || !name || !strategy)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op,
+                               !x ? "experts" : !name ? "name" : "strategy");
+    const rudnn_moe_kernels_t *k;
+    TRY(experts_kernels(op, x, &k));
+    if (index < 0 || (uint32_t)index >= k->experts_candidate_count)
+        return rudnn_set_error(RUDNN_STATUS_OUT_OF_BOUNDS, "%s: index %d, backend '%s' has %u expert kernels", op,
+                               index, x->context->backend->name, k->experts_candidate_count);
+    *name = k->experts_candidates[index].name;
+    *strategy = (rudnn_moe_strategy_t)k->experts_candidates[index].strategy;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_swiglu_experts_set_kernel(rudnn_swiglu_experts_t x, const char *name)
+{
+    const char *op = "swiglu_experts_set_kernel";
+    rudnn_clear_error();
+    if (!x)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: experts is NULL", op);
+    if (!name) {
+        x->pinned = -1;
+        return RUDNN_STATUS_SUCCESS;
+    }
+    const rudnn_moe_kernels_t *k;
+    TRY(experts_kernels(op, x, &k));
+    char known[256] = "";
+    for (uint32_t i = 0; i < k->experts_candidate_count; i++) {
+        if (strcmp(k->experts_candidates[i].name, name) == 0) {
+            x->pinned = (int)i;
+            return RUDNN_STATUS_SUCCESS;
+        }
+        size_t n = strlen(known);
+        snprintf(known + n, sizeof known - n, "%s%s", n ? ", " : "", k->experts_candidates[i].name);
+    }
+    return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: backend '%s' has no expert kernel '%s' (it has: %s)", op,
+                           x->context->backend->name, name, known);
+}
+
+rudnn_status_t rudnn_swiglu_experts_choose(rudnn_swiglu_experts_t x, rudnn_dispatched_t dispatched,
+                                           const rudnn_tensor_t *expert_output, rudnn_moe_strategy_t requested,
+                                           rudnn_moe_choice_t *choice)
+{
+    const char *op = "swiglu_experts_choose";
+    rudnn_clear_error();
+    if (!x || !choice)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, x ? "choice" : "experts");
+    rudnn_moe_rows_plan_t rp = experts_plan(x, dispatched ? dispatched->rows : 0, expert_output);
+    uint32_t picked;
+    return choose(op, x, &rp, requested, &picked, choice);
 }
 
 rudnn_status_t rudnn_swiglu_experts_resolve(rudnn_swiglu_experts_t x, rudnn_moe_strategy_t requested,
                                             rudnn_moe_strategy_t *resolved)
 {
+    const char *op = "swiglu_experts_resolve";
     rudnn_clear_error();
     if (!x || !resolved)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "swiglu_experts_resolve: %s is NULL",
-                               x ? "resolved" : "experts");
-    return resolve("swiglu_experts_resolve", x, requested, resolved);
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, x ? "resolved" : "experts");
+    rudnn_moe_rows_plan_t rp = experts_plan(x, 0, NULL);
+    rudnn_moe_choice_t choice;
+    uint32_t picked;
+    TRY(choose(op, x, &rp, requested, &picked, &choice));
+    *resolved = choice.strategy;
+    return RUDNN_STATUS_SUCCESS;
 }
 
-/* Workspace of the resolved strategy: the activation [rows, inter] in the dtype, or what the
- * backend's TensorCore path says it needs (its F32 staging, for instance). */
-static rudnn_status_t workspace_bytes(const char *op, rudnn_swiglu_experts_t x, int64_t rows,
-                                      rudnn_moe_strategy_t resolved, size_t *bytes)
+static rudnn_status_t workspace_bytes(const char *op, rudnn_swiglu_experts_t x, const rudnn_moe_rows_plan_t *rp,
+                                      uint32_t picked, size_t *bytes)
 {
-    const rudnn_moe_kernels_t *k = RUDNN_FAMILY_TABLE(x->context->backend, moe);
-    if (resolved == RUDNN_MOE_TENSOR_CORE && k->experts_tensor_core_workspace) {
-        rudnn_moe_rows_plan_t rp = experts_plan(x, rows);
-        return rudnn_kernel_status(op, k->experts_tensor_core_workspace(x->context->device, &rp, bytes));
-    }
-    *bytes = (size_t)rows * (size_t)x->inter * rudnn_dtype_size(x->dtype);
-    return RUDNN_STATUS_SUCCESS;
+    const rudnn_moe_kernels_t *k;
+    TRY(experts_kernels(op, x, &k));
+    return rudnn_kernel_status(op, k->experts_workspace(x->context->device, rp, picked, bytes));
 }
 
 rudnn_status_t rudnn_swiglu_experts_workspace_size(rudnn_swiglu_experts_t x, int64_t rows,
@@ -620,9 +766,11 @@ rudnn_status_t rudnn_swiglu_experts_workspace_size(rudnn_swiglu_experts_t x, int
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, x ? "bytes" : "experts");
     if (rows < 0)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: rows = %lld, expected >= 0", op, (long long)rows);
-    rudnn_moe_strategy_t resolved = RUDNN_MOE_SCALAR;
-    TRY(resolve(op, x, strategy, &resolved));
-    return workspace_bytes(op, x, rows, resolved, bytes);
+    rudnn_moe_rows_plan_t rp = experts_plan(x, rows, NULL);
+    rudnn_moe_choice_t choice;
+    uint32_t picked;
+    TRY(choose(op, x, &rp, strategy, &picked, &choice));
+    return workspace_bytes(op, x, &rp, picked, bytes);
 }
 
 static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_experts_t x, rudnn_dispatched_t d,
@@ -646,17 +794,19 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
         return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: dispatched tokens are %s, the weights %s (must match)",
                                op, rudnn_dtype_name(d->dtype), rudnn_dtype_name(x->dtype));
     TRY(check_expert_output(op, queue, d, expert_output));
-    rudnn_moe_strategy_t resolved = RUDNN_MOE_SCALAR;
-    TRY(resolve(op, x, strategy, &resolved));
+    rudnn_moe_rows_plan_t rp = experts_plan(x, d->rows, expert_output);
+    rudnn_moe_choice_t choice;
+    uint32_t picked;
+    TRY(choose(op, x, &rp, strategy, &picked, &choice));
     size_t need = 0;
-    TRY(workspace_bytes(op, x, d->rows, resolved, &need));
+    TRY(workspace_bytes(op, x, &rp, picked, &need));
     if (workspace) {
         if (workspace->context != queue->context)
             return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: workspace is on another context", op);
         if (workspace_size < need || workspace_size > workspace->size)
             return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu (buffer %zu bytes), need %zu "
-                                   "for the %s strategy (rudnn_swiglu_experts_workspace_size)", op, workspace_size,
-                                   workspace->size, need, resolved == RUDNN_MOE_TENSOR_CORE ? "TensorCore" : "Scalar");
+                                   "for kernel %s (rudnn_swiglu_experts_workspace_size)", op, workspace_size,
+                                   workspace->size, need, choice.kernel);
         if (workspace == expert_output->buffer && expert_output->offset < workspace_size &&
             rudnn_tensor_bytes(expert_output) > 0)
             return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
@@ -668,12 +818,13 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
     void *act = workspace ? workspace->mem : NULL;
     if (!workspace)
         TRY(rudnn_pool_acquire(queue, need, &act));
-    rudnn_moe_rows_plan_t rp = rows_plan(d->plan, d->dtype, d->hidden);
-    rp.inter = x->inter;
-    rudnn_status_t st = (resolved == RUDNN_MOE_TENSOR_CORE ? k->experts_tensor_core : k->experts_scalar)(
-        queue->handle, &rp, (rudnn_mem_ref_t){d->tokens->mem, 0},
-                           (rudnn_mem_ref_t){d->offsets->mem, 0}, rudnn_mem_of(&x->gate), rudnn_mem_of(&x->up),
-                           rudnn_mem_of(&x->down), (rudnn_mem_ref_t){act, 0}, rudnn_mem_of(expert_output));
+    rudnn_moe_rows_plan_t run = rows_plan(d->plan, d->dtype, d->hidden);
+    run.inter = x->inter;
+    run.align = rp.align;
+    rudnn_status_t st = k->experts_run(queue->handle, &run, picked, (rudnn_mem_ref_t){d->tokens->mem, 0},
+                                       (rudnn_mem_ref_t){d->offsets->mem, 0}, rudnn_mem_of(&x->gate),
+                                       rudnn_mem_of(&x->up), rudnn_mem_of(&x->down), (rudnn_mem_ref_t){act, 0},
+                                       rudnn_mem_of(expert_output));
     if (!workspace) /* stream order makes the block safe to hand to later work on this queue */
         rudnn_pool_release(queue, act, need);
     return rudnn_kernel_status(op, st);
@@ -764,7 +915,10 @@ static rudnn_status_t check_one_call(const char *op, rudnn_queue_t queue, rudnn_
     TRY(check_forward_io(op, queue, experts, input, output));
     TRY(check_logits(op, queue, logits));
     TRY(check_logits_tokens(op, logits, input, experts));
-    return resolve(op, experts, strategy, &(rudnn_moe_strategy_t){0});
+    rudnn_moe_rows_plan_t rp = experts_plan(experts, 0, NULL);
+    rudnn_moe_choice_t choice;
+    uint32_t picked;
+    return choose(op, experts, &rp, strategy, &picked, &choice);
 }
 
 /* Finishes a one-call form after its routing step (status route_st), and frees the plan. */

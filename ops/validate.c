@@ -55,22 +55,14 @@ rudnn_status_t rudnn_check_tensor(const char *op, const char *arg, rudnn_queue_t
             return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has too many elements", op, arg);
         numel *= (uint64_t)t->dims[i];
     }
-    if (!rudnn_tensor_is_contiguous(t))
-        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED,
-                               "%s: %s must be contiguous (row-major strides); strided views are not supported",
-                               op, arg);
     size_t elem = rudnn_dtype_size(t->dtype);
     if (elem > 1 && t->offset % elem)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
                                "%s: %s byte offset %zu is not a multiple of its element size %zu", op, arg,
                                t->offset, elem);
-    size_t bytes = rudnn_dtype_storage_bytes(t->dtype, (size_t)numel);
-    size_t size = t->buffer->size;
-    if (t->offset > size || bytes > size - t->offset)
-        return rudnn_set_error(RUDNN_STATUS_OUT_OF_BOUNDS,
-                               "%s: %s needs bytes [%zu, %zu) but its buffer has %zu bytes", op, arg,
-                               t->offset, t->offset + bytes, size);
-    return RUDNN_STATUS_SUCCESS;
+    /* strides (rudnn/status.h): no view BAD_SHAPE, outside the buffer OUT_OF_BOUNDS, a valid
+     * strided view NOT_SUPPORTED */
+    return rudnn_check_layout(op, arg, t, t->buffer->size);
 }
 
 rudnn_status_t rudnn_check_float_dtype(const char *op, const char *arg, const rudnn_tensor_t *t)

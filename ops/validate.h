@@ -16,8 +16,9 @@ rudnn_status_t rudnn_check_queue(const char *op, rudnn_queue_t queue);
 rudnn_status_t rudnn_check_arg(const char *op, const char *arg, const void *ptr);
 
 /* Non-NULL, has a buffer of the queue's context, valid dtype, rank in
- * [min_rank, RUDNN_MAX_RANK], non-negative dims, contiguous, element-aligned
- * offset, and the whole range inside its buffer. */
+ * [min_rank, RUDNN_MAX_RANK], non-negative dims, element-aligned offset, then
+ * the stride rule of rudnn/status.h (rudnn_check_layout): strides that describe
+ * a view, the whole view inside its buffer, contiguous. */
 rudnn_status_t rudnn_check_tensor(const char *op, const char *arg, rudnn_queue_t queue,
                                   const rudnn_tensor_t *t, int min_rank);
 

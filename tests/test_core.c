@@ -3,7 +3,8 @@
  * patterns, and against an independent double-precision rounding model),
  * tensor descriptors and the version ("host" part, no backend needed); and on
  * the default backend ("backend" part, exits 77 when none is usable) buffers,
- * tensor I/O, queues, events and device info, with their error paths.
+ * tensor I/O, the stride rule of rudnn/status.h, queues, events and device info, with
+ * their error paths.
  *
  * Usage: test_core host|backend [glob] */
 #include <float.h>
@@ -784,10 +785,9 @@ static void test_tensor_io(void **state)
     rt_assert_status(rudnn_tensor_write(rt_queue, &t, NULL, sizeof in), RUDNN_STATUS_BAD_PARAM);
     rt_assert_status(rudnn_tensor_read(NULL, &t, out, sizeof out), RUDNN_STATUS_BAD_PARAM);
     rt_assert_status(rudnn_tensor_read(rt_queue, NULL, out, sizeof out), RUDNN_STATUS_BAD_PARAM);
-    rudnn_tensor_t strided = t;
+    rudnn_tensor_t strided = t; /* padded rows inside the buffer: a valid view (test_strides) */
     strided.strides[0] = 6;
-    rudnn_status_t st = rudnn_tensor_write(rt_queue, &strided, in, sizeof in);
-    assert_true(st == RUDNN_STATUS_NOT_SUPPORTED || st == RUDNN_STATUS_BAD_SHAPE);
+    rt_assert_status(rudnn_tensor_write(rt_queue, &strided, in, sizeof in), RUDNN_STATUS_NOT_SUPPORTED);
     rt_assert_error_mentions("contiguous");
     rudnn_tensor_t far;
     rt_assert_status(rudnn_tensor_init(&far, buf, 40, RUDNN_F16, 2, dims), RUDNN_STATUS_SUCCESS);
@@ -796,6 +796,91 @@ static void test_tensor_io(void **state)
     rt_assert_status(rudnn_buffer_read(rt_queue, buf, 0, raw2, sizeof raw2), RUDNN_STATUS_SUCCESS);
     assert_memory_equal(raw2, raw, sizeof raw);
     rudnn_buffer_destroy(buf);
+}
+
+/* The stride rule of rudnn/status.h, through an op (rms_norm: rudnn_check_tensor) and through
+ * tensor I/O (rudnn_tensor_write), which must agree: strides that describe no view are
+ * BAD_SHAPE, a view past the end of its buffer OUT_OF_BOUNDS, a valid view that is not
+ * contiguous NOT_SUPPORTED; the strides of size-1 dims and of empty tensors are not looked at.
+ * No rejected call writes its output. */
+static void test_strides(void **state)
+{
+    (void)state;
+    enum { R = 4, C = 8, XBYTES = 1024 }; /* x [4, 8] f32 in a 256-element buffer */
+    static const struct {
+        int64_t s0, s1;
+        rudnn_status_t want;
+        const char *says; /* in the message */
+        const char *what;
+    } cases[] = {
+        {16, 1, RUDNN_STATUS_NOT_SUPPORTED, "contiguous", "padded rows (stride 16 > 8)"},
+        {1, R, RUDNN_STATUS_NOT_SUPPORTED, "contiguous", "transpose (strides [1, 4])"},
+        {2 * C, 2, RUDNN_STATUS_NOT_SUPPORTED, "contiguous", "every other column (strides [16, 2])"},
+        {100, 1, RUDNN_STATUS_OUT_OF_BOUNDS, "buffer has 1024 bytes", "padded rows past the buffer"},
+        {INT64_MAX, 1, RUDNN_STATUS_OUT_OF_BOUNDS, "more bytes than any buffer", "stride INT64_MAX"},
+        {-C, 1, RUDNN_STATUS_BAD_SHAPE, "must be positive", "negative row stride"},
+        {C, -1, RUDNN_STATUS_BAD_SHAPE, "must be positive", "negative column stride"},
+        {0, 1, RUDNN_STATUS_BAD_SHAPE, "must be positive", "zero row stride (broadcast rows)"},
+        {C / 2, 1, RUDNN_STATUS_BAD_SHAPE, "overlapping", "rows overlapping by half"},
+        {1, 1, RUDNN_STATUS_BAD_SHAPE, "overlapping", "equal strides"},
+        {3, 2, RUDNN_STATUS_BAD_SHAPE, "overlapping", "interleaved strides [3, 2]"},
+    };
+    rudnn_buffer_t bx = NULL, bg = NULL, by = NULL;
+    rt_assert_status(rudnn_buffer_create(rt_ctx, XBYTES, &bx), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_buffer_create(rt_ctx, C * sizeof(float), &bg), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_buffer_create(rt_ctx, R * C * sizeof(float), &by), RUDNN_STATUS_SUCCESS);
+    uint8_t pattern[R * C * sizeof(float)], after[sizeof pattern];
+    memset(pattern, 0xa5, sizeof pattern);
+    rt_assert_status(rudnn_buffer_write(rt_queue, by, 0, pattern, sizeof pattern), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_buffer_write(rt_queue, bx, 0, pattern, sizeof pattern), RUDNN_STATUS_SUCCESS);
+    const int64_t dims[2] = {R, C}, gdims[1] = {C};
+    rudnn_tensor_t x, g, y;
+    rt_assert_status(rudnn_tensor_init(&x, bx, 0, RUDNN_F32, 2, dims), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_init(&g, bg, 0, RUDNN_F32, 1, gdims), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_init(&y, by, 0, RUDNN_F32, 2, dims), RUDNN_STATUS_SUCCESS);
+    float host[R * C] = {0};
+
+    int bad = 0;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        rudnn_tensor_t v = x;
+        v.strides[0] = cases[k].s0;
+        v.strides[1] = cases[k].s1;
+        for (int path = 0; path < 2; path++) {
+            rudnn_status_t st = path ? rudnn_tensor_write(rt_queue, &v, host, sizeof host)
+                                     : rudnn_rms_norm(rt_queue, &v, &g, 1e-6f, &y);
+            const char *msg = rudnn_last_error();
+            const char *who = path ? "tensor_write" : "rms_norm";
+            if (st != cases[k].want || !strstr(msg, cases[k].says) || !strstr(msg, who)) {
+                fprintf(stderr, "%s, %s: got %s \"%s\", expected %s mentioning \"%s\"\n", who,
+                        cases[k].what, rudnn_status_string(st), msg, rudnn_status_string(cases[k].want),
+                        cases[k].says);
+                bad++;
+            }
+        }
+    }
+    /* strides never used: dims of size 1, empty tensors */
+    const int64_t one_row[2] = {1, C}, empty[2] = {0, C};
+    rudnn_tensor_t v;
+    rt_assert_status(rudnn_tensor_init(&v, bx, 0, RUDNN_F32, 2, one_row), RUDNN_STATUS_SUCCESS);
+    v.strides[0] = -5;
+    rt_assert_status(rudnn_tensor_write(rt_queue, &v, host, C * sizeof(float)), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_init(&v, bx, 0, RUDNN_F32, 2, empty), RUDNN_STATUS_SUCCESS);
+    v.strides[0] = 0;
+    v.strides[1] = -1;
+    rt_assert_status(rudnn_tensor_write(rt_queue, &v, host, 0), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_rms_norm(rt_queue, &v, &g, 1e-6f, &v), RUDNN_STATUS_SUCCESS);
+
+    /* nothing rejected wrote y; only the one-row write touched x (its first row) */
+    rt_assert_status(rudnn_buffer_read(rt_queue, by, 0, after, sizeof after), RUDNN_STATUS_SUCCESS);
+    assert_memory_equal(after, pattern, sizeof pattern);
+    rt_assert_status(rudnn_buffer_read(rt_queue, bx, 0, after, sizeof after), RUDNN_STATUS_SUCCESS);
+    assert_memory_equal(after + C * sizeof(float), pattern + C * sizeof(float),
+                        sizeof pattern - C * sizeof(float));
+    rudnn_buffer_destroy(bx);
+    rudnn_buffer_destroy(bg);
+    rudnn_buffer_destroy(by);
+    if (bad)
+        fail_msg("%d stride case(s) got the wrong status or message (above)", bad);
 }
 
 static void test_context_queue_event(void **state)
@@ -896,6 +981,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_buffer_roundtrip),
         cmocka_unit_test(test_buffer_errors),
         cmocka_unit_test(test_tensor_io),
+        cmocka_unit_test(test_strides),
         cmocka_unit_test(test_context_queue_event),
     };
     const char *part = argc > 1 ? argv[1] : "host";

@@ -31,15 +31,16 @@
  *                  keeps it alive); one expert with 160 rows (several row
  *                  tiles of the GPU kernels)
  *
- * TensorCore must run for F16/BF16 on cuda, and on opencl when the plugin was
- * built with CLBlast (TEST_HAVE_CLBLAST below); it must answer NOT_SUPPORTED
- * naming TensorCore, and write nothing, for F32 everywhere and on opencl
- * without CLBlast (the F32 staging overflowing size_t is refused too). When it
- * runs: checked against the reference, with an explicit workspace of the size
- * asked for (bit-identical, nothing written past it) and one byte short of it
- * (BAD_PARAM, nothing written). Auto must pick TensorCore where it runs,
- * except on PoCL's CPU device, where the OpenCL plugin deliberately keeps
- * Scalar (CLBlast measured slower there; backends/opencl/moe_gemm.c).
+ * TensorCore must run for F16/BF16 on cuda with aligned operands, and on opencl when the plugin
+ * was built with CLBlast (TEST_HAVE_CLBLAST below); it must answer NOT_SUPPORTED naming
+ * TensorCore, and write nothing, for F32 everywhere, on cuda with unaligned operands (no silent
+ * fallback to another kernel) and on opencl without CLBlast (the F32 staging overflowing size_t is
+ * refused too). When it runs: checked against the reference, with an explicit workspace of the
+ * size asked for (bit-identical, nothing written past it) and one byte short of it (BAD_PARAM,
+ * nothing written). Auto must pick TensorCore where it runs, except on PoCL's CPU device, where
+ * the OpenCL plugin prefers its scalar kernels (CLBlast measured slower there). Every forward
+ * runs the kernel rudnn_swiglu_experts_choose names (rudnn_last_kernel), and every kernel the
+ * backend lists is run by name once per case (check_every_kernel).
  *
  * Every call's outputs are poisoned first: every element must be written,
  * nothing outside them may change, and the inputs (logits, bias, input,
@@ -53,7 +54,6 @@
  * Usage: test_moe [glob]   runs only tests whose name matches glob
  * (e.g. "pipeline/f16"). RUDNN_TEST_VERBOSE=1 prints each case's worst
  * error as a fraction of the allowed one. */
-#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 
 #include <math.h>
 #include <stdio.h>
@@ -401,7 +401,7 @@ static int tensor_core_expected(rudnn_dtype_t dt)
     if (dt == RUDNN_F32)
         return 0;
     if (strcmp(backend_name, "cuda") == 0)
-        return 1;
+        return aligned_operands ? 1 : 0; /* unaligned: the matrix kernels cannot run, and say so */
     if (strcmp(backend_name, "opencl") == 0)
         return TEST_HAVE_CLBLAST;
     return -1;
@@ -485,14 +485,27 @@ static rudnn_status_t call_one(const mcase_t *c, state_t *s, rudnn_moe_strategy_
 static int run_experts(state_t *s, rudnn_moe_strategy_t strategy, rudnn_buffer_t ws, size_t ws_bytes,
                        const rt_tensor_t *eo, float *values, rt_log_t *log, const char *label, const char *what)
 {
+    rudnn_moe_choice_t choice;
+    char cw[160];
+    snprintf(cw, sizeof cw, "swiglu_experts_choose for %s", what);
+    if (!check_ok(log, label, cw, rudnn_swiglu_experts_choose(s->experts, s->disp, &eo->t, strategy, &choice)))
+        return 0;
     out_watch_t w;
     out_begin(&w, eo);
     rudnn_status_t st = rudnn_swiglu_experts_forward_dispatched(rt_queue, s->experts, s->disp, strategy, ws, ws_bytes,
                                                                &eo->t);
     int ok = check_ok(log, label, what, st);
+    /* what choose reported is what ran (a call without rows launches nothing) */
+    const char *ran = rudnn_last_kernel();
+    if (ok && rudnn_tensor_numel(&eo->t) > 0 && strcmp(ran, choice.kernel) != 0) {
+        rt_logf(log, "  %s: %s: choose reported kernel %s, rudnn_last_kernel() says %s ran\n", label, what,
+                choice.kernel, ran[0] ? ran : "(none)");
+        ok = 0;
+    }
     ok &= out_end(&w, ok && rudnn_tensor_numel(&eo->t) > 0, values, log, label, what);
     return ok;
 }
+
 
 /* Expert output against the reference computed from the device's tokens. */
 static int check_experts(const mcase_t *c, rudnn_dtype_t dt, state_t *s, const float *eo, rt_log_t *log,
@@ -555,29 +568,73 @@ static int one_call_matches_split(const mcase_t *c, state_t *s, rudnn_moe_strate
     return ok && compare_exact(s->out2, s->out, nout, log, label, what);
 }
 
-/* TensorCore with an explicit workspace: of the size asked for (bit-identical to tc_vals, the
- * NULL-workspace result, and no byte past it written), then one byte short of it (BAD_PARAM
- * naming the workspace; neither the output nor the workspace written). */
-/* CUDA: an unknown RUDNN_CUDA_MOE_GEMM value is refused (BAD_PARAM naming the variable), the
- * output untouched, rather than timing some other path under that name. */
-static int check_bad_gemm_env(state_t *s, rt_log_t *log, const char *label)
+/* Each expert kernel the backend lists, named through swiglu_experts_set_kernel: where choose says
+ * it runs, the forward runs exactly it (rudnn_last_kernel) and matches the reference; where not,
+ * the forward is NOT_SUPPORTED naming the kernel and writes nothing. Scalar kernels must run
+ * everywhere; matrix-unit kernels wherever TensorCore must run (tc_expect 1), and never on CUDA
+ * with unaligned operands (no silent fallback). An unknown name is BAD_PARAM listing the known. */
+static int check_every_kernel(const mcase_t *c, rudnn_dtype_t dt, state_t *s, int tc_expect, rt_log_t *log,
+                              const char *label, double *worst)
 {
-    out_watch_t w;
-    out_begin(&w, &s->EO_TC_WS);
-    setenv("RUDNN_CUDA_MOE_GEMM", "cublass", 1);
-    rudnn_status_t rs = rudnn_swiglu_experts_forward_dispatched(rt_queue, s->experts, s->disp, RUDNN_MOE_TENSOR_CORE,
-                                                               NULL, 0, &s->EO_TC_WS.t);
-    unsetenv("RUDNN_CUDA_MOE_GEMM");
-    int ok = 1;
-    if (rs != RUDNN_STATUS_BAD_PARAM || !strstr(rudnn_last_error(), "RUDNN_CUDA_MOE_GEMM=cublass")) {
-        rt_logf(log, "  %s: TensorCore with RUDNN_CUDA_MOE_GEMM=cublass returned %s: \"%s\", expected BAD_PARAM "
-                   "naming the variable\n", label, rudnn_status_string(rs), rudnn_last_error());
+    int count = 0, ok = 1;
+    if (!check_ok(log, label, "swiglu_experts_kernel_count", rudnn_swiglu_experts_kernel_count(s->experts, &count)))
+        return 0;
+    const size_t neo = (size_t)rudnn_tensor_numel(&s->EO_TC.t);
+    rudnn_status_t rs = rudnn_swiglu_experts_set_kernel(s->experts, "moe.no_such_kernel");
+    if (rs != RUDNN_STATUS_BAD_PARAM || !strstr(rudnn_last_error(), "moe.no_such_kernel") ||
+        !strstr(rudnn_last_error(), "moe.")) {
+        rt_logf(log, "  %s: set_kernel(moe.no_such_kernel) returned %s: \"%s\"\n", label, rudnn_status_string(rs),
+                rudnn_last_error());
         ok = 0;
     }
-    ok &= out_end(&w, 0, NULL, log, label, "experts (TensorCore, RUDNN_CUDA_MOE_GEMM=cublass)");
+    for (int i = 0; i < count && ok; i++) {
+        const char *name;
+        rudnn_moe_strategy_t strategy;
+        if (!check_ok(log, label, "swiglu_experts_kernel_info",
+                      rudnn_swiglu_experts_kernel_info(s->experts, i, &name, &strategy)) ||
+            !check_ok(log, label, "swiglu_experts_set_kernel", rudnn_swiglu_experts_set_kernel(s->experts, name)))
+            return 0;
+        char what[128];
+        snprintf(what, sizeof what, "experts (kernel %s)", name);
+        rudnn_moe_choice_t choice;
+        rudnn_status_t cs = rudnn_swiglu_experts_choose(s->experts, s->disp, &s->EO_TC.t, strategy, &choice);
+        const int scalar = strategy == RUDNN_MOE_SCALAR;
+        const int must_run = scalar || tc_expect == 1;
+        const int must_not = !scalar && (tc_expect == 0 || (strcmp(backend_name, "cuda") == 0 && !aligned_operands));
+        if ((cs == RUDNN_STATUS_SUCCESS && (must_not || strcmp(choice.kernel, name) != 0)) ||
+            (cs != RUDNN_STATUS_SUCCESS && (must_run || cs != RUDNN_STATUS_NOT_SUPPORTED))) {
+            rt_logf(log, "  %s: choose(kernel %s) returned %s (%s): \"%s\"%s\n", label, name,
+                    rudnn_status_string(cs), cs ? "-" : choice.kernel, cs ? rudnn_last_error() : choice.reason,
+                    must_run ? ", expected it to run" : must_not ? ", expected NOT_SUPPORTED" : "");
+            ok = 0;
+            break;
+        }
+        if (cs == RUDNN_STATUS_SUCCESS) {
+            gu_rounded = strstr(name, "_gu16") != NULL; /* rounds g and u to the dtype, as PyTorch */
+            ok = run_experts(s, strategy, NULL, 0, &s->EO_TC, s->eo2, log, label, what) &&
+                 check_experts(c, dt, s, s->eo2, log, label, what, worst);
+            gu_rounded = 0;
+        } else {
+            out_watch_t w;
+            out_begin(&w, &s->EO_TC);
+            rs = rudnn_swiglu_experts_forward_dispatched(rt_queue, s->experts, s->disp, strategy, NULL, 0,
+                                                         &s->EO_TC.t);
+            if (rs != RUDNN_STATUS_NOT_SUPPORTED || !strstr(rudnn_last_error(), name)) {
+                rt_logf(log, "  %s: %s where choose said NOT_SUPPORTED returned %s: \"%s\"\n", label, what,
+                        rudnn_status_string(rs), rudnn_last_error());
+                ok = 0;
+            }
+            ok &= out_end(&w, 0, NULL, log, label, what);
+        }
+    }
+    (void)neo;
+    ok &= check_ok(log, label, "swiglu_experts_set_kernel(NULL)", rudnn_swiglu_experts_set_kernel(s->experts, NULL));
     return ok;
 }
 
+/* TensorCore with an explicit workspace: of the size asked for (bit-identical to tc_vals, the
+ * NULL-workspace result, and no byte past it written), then one byte short of it (BAD_PARAM
+ * naming the workspace; neither the output nor the workspace written). */
 static int check_tc_workspace(state_t *s, int64_t pairs, const float *tc_vals, size_t neo, rt_log_t *log,
                               const char *label)
 {
@@ -624,9 +681,9 @@ static int check_tc_workspace(state_t *s, int64_t pairs, const float *tc_vals, s
                                                                    &s->EO_TC_WS.t);
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", rudnn_last_error());
-        if (rs != RUDNN_STATUS_BAD_PARAM || !strstr(msg, "workspace") || !strstr(msg, "TensorCore")) {
+        if (rs != RUDNN_STATUS_BAD_PARAM || !strstr(msg, "workspace") || !strstr(msg, "kernel moe.")) {
             rt_logf(log, "  %s: TensorCore with a workspace one byte short returned %s: \"%s\", expected BAD_PARAM "
-                       "naming the TensorCore workspace\n", label, rudnn_status_string(rs), msg);
+                       "naming the workspace and its kernel\n", label, rudnn_status_string(rs), msg);
             ok = 0;
         }
         ok &= out_end(&w, 0, NULL, log, label, "experts (TensorCore, workspace one byte short)");
@@ -638,8 +695,6 @@ static int check_tc_workspace(state_t *s, int64_t pairs, const float *tc_vals, s
         free(after);
     }
     free(snap);
-    if (strcmp(backend_name, "cuda") == 0 && pairs > 0 && !getenv("RUDNN_CUDA_MOE_GEMM"))
-        ok &= check_bad_gemm_env(s, log, label);
     return ok;
 }
 
@@ -904,11 +959,22 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
 
         /* Auto: resolves per backend and dtype, and equals what it resolves to */
         int tc = tensor_core_expected(dt);
-        rudnn_moe_strategy_t resolved = (rudnn_moe_strategy_t)-1;
+        rudnn_moe_strategy_t resolved = (rudnn_moe_strategy_t)-1, resolved_any = (rudnn_moe_strategy_t)-1;
+        rudnn_moe_choice_t auto_choice;
         if (!check_ok(log, label, "swiglu_experts_resolve(Auto)",
-                      rudnn_swiglu_experts_resolve(s->experts, RUDNN_MOE_AUTO, &resolved))) {
+                      rudnn_swiglu_experts_resolve(s->experts, RUDNN_MOE_AUTO, &resolved_any)) ||
+            !check_ok(log, label, "swiglu_experts_choose(Auto)",
+                      rudnn_swiglu_experts_choose(s->experts, s->disp, &s->EO_AUTO.t, RUDNN_MOE_AUTO,
+                                                  &auto_choice))) {
             failed = 1;
             goto done;
+        }
+        resolved = auto_choice.strategy;
+        /* resolve answers for aligned operands: it agrees with choose wherever they are aligned */
+        if (aligned_operands && resolved_any != resolved) {
+            rt_logf(log, "  %s: resolve(Auto) = %d, choose(Auto) = %d for aligned operands\n", label,
+                    (int)resolved_any, (int)resolved);
+            failed = 1;
         }
         const int want_auto = tc == 1 ? auto_tensor_core_expected() : tc == 0 ? 0 : -1;
         if ((want_auto == 1 && resolved != RUDNN_MOE_TENSOR_CORE) || (want_auto == 0 && resolved != RUDNN_MOE_SCALAR) ||
@@ -927,8 +993,9 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
             failed |= !check_experts(c, dt, s, s->eo2, log, label, "expert_output (Auto)", &worst);
 
         /* TensorCore: runs, or NOT_SUPPORTED naming the strategy and writing nothing */
-        rudnn_moe_strategy_t tc_resolved;
-        rudnn_status_t rs = rudnn_swiglu_experts_resolve(s->experts, RUDNN_MOE_TENSOR_CORE, &tc_resolved);
+        rudnn_moe_choice_t tc_choice;
+        rudnn_status_t rs =
+            rudnn_swiglu_experts_choose(s->experts, s->disp, &s->EO_TC.t, RUDNN_MOE_TENSOR_CORE, &tc_choice);
         tc_runs = rs == RUDNN_STATUS_SUCCESS;
         if ((tc == 1 && !tc_runs) || (tc == 0 && rs != RUDNN_STATUS_NOT_SUPPORTED) ||
             (rs != RUDNN_STATUS_SUCCESS && rs != RUDNN_STATUS_NOT_SUPPORTED)) {
@@ -981,6 +1048,9 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
             }
         }
     }
+
+    if (s->disp && s->experts)
+        failed |= !check_every_kernel(c, dt, s, tensor_core_expected(dt), log, label, &worst);
 
     /* ---- combine ---- */
     {
@@ -1150,13 +1220,11 @@ static const mcase_t pipeline_cases[] = {
      S_ALL, 24, 16, 0, 1},
 };
 
-/* Tensor-core cases with 16-byte aligned operands (aligned_operands), as the default kernel of the
- * device (pipeline_tensor_core: TMA on sm_90a), again with RUDNN_CUDA_MOE_TMA=0 (the cp.async wgmma
- * kernel on sm_90a; the other backends ignore the variable), and on CUDA with each
- * RUDNN_CUDA_MOE_GEMM setting (the cuBLAS comparison path: grouped GEMMs, or one cublasGemmEx per
- * expert, gate/up in FP32 or the dtype), so all stay tested. Several tiles per expert, partial and
- * empty tiles (experts without rows: cuBLAS groups skipped), GEMMs of one K step (K <= 64), E = 256
- * (many groups), no rows at all. */
+/* Tensor-core cases with 16-byte aligned operands (aligned_operands): Auto and TensorCore take the
+ * device's preferred kernel, and every kernel the backend lists runs once by name
+ * (check_every_kernel: on CUDA the TMA, cp.async wgmma and mma.sync kernels and the four cuBLAS
+ * comparison paths). Several tiles per expert, partial and empty tiles (experts without rows:
+ * cuBLAS groups skipped), GEMMs of one K step (K <= 64), E = 256 (many groups), no rows at all. */
 static const mcase_t tc_cases[] = {
     SOFT("aligned: 300 rows, H 136, I 264", 100, 4, 3, 1, D_GRID, S_ALL, 136, 264),
     SOFT("aligned: one expert, 300 rows, H 72, I 1032", 300, 8, 1, 1, D_ONE_EXPERT, S_ALL, 72, 1032),
@@ -1171,27 +1239,16 @@ typedef struct family {
     const char *name;
     const mcase_t *cases;
     size_t count;
-    const char *env, *value; /* set while the family runs, when not NULL */
-    int aligned;             /* aligned_operands while the family runs */
-    int cuda_only;           /* skipped on the other backends */
-    int gu_rounded;          /* the path rounds g and u to the dtype (gu_rounded) */
+    int aligned; /* aligned_operands while the family runs */
 } family_t;
 
-#define FAMILY(name, list) {name, list, sizeof list / sizeof list[0], NULL, NULL, 0, 0, 0}
-/* a family for a tensor-core path: aligned operands, env=value while it runs */
-#define FAMILY_TC(name, list, env, value, cuda_only, gu_rounded)                                            \
-    {name, list, sizeof list / sizeof list[0], env, value, 1, cuda_only, gu_rounded}
+#define FAMILY(name, list, aligned) {name, list, sizeof list / sizeof list[0], aligned}
 static const family_t families[] = {
-    FAMILY("route_softmax", route_softmax_cases),
-    FAMILY("route_grouped", route_grouped_cases),
-    FAMILY("dispatch", dispatch_cases),
-    FAMILY("pipeline", pipeline_cases),
-    FAMILY_TC("pipeline_tensor_core", tc_cases, NULL, NULL, 0, 0),
-    FAMILY_TC("pipeline_cp_async", tc_cases, "RUDNN_CUDA_MOE_TMA", "0", 0, 0),
-    FAMILY_TC("gemm_cublas", tc_cases, "RUDNN_CUDA_MOE_GEMM", "cublas", 1, 0),
-    FAMILY_TC("gemm_cublas_loop", tc_cases, "RUDNN_CUDA_MOE_GEMM", "cublas_loop", 1, 0),
-    FAMILY_TC("gemm_cublas_gu16", tc_cases, "RUDNN_CUDA_MOE_GEMM", "cublas_gu16", 1, 1),
-    FAMILY_TC("gemm_cublas_loop_gu16", tc_cases, "RUDNN_CUDA_MOE_GEMM", "cublas_loop_gu16", 1, 1),
+    FAMILY("route_softmax", route_softmax_cases, 0),
+    FAMILY("route_grouped", route_grouped_cases, 0),
+    FAMILY("dispatch", dispatch_cases, 0),
+    FAMILY("pipeline", pipeline_cases, 0),
+    FAMILY("pipeline_tensor_core", tc_cases, 1),
 };
 #define FAMILY_COUNT (sizeof families / sizeof families[0])
 
@@ -1205,23 +1262,11 @@ static void test_family(void **state)
 {
     const param_t *p = *state;
     const family_t *f = p->family;
-    if (f->cuda_only && strcmp(backend_name, "cuda") != 0)
-        skip();
-    if (f->env)
-        setenv(f->env, f->value, 1);
     aligned_operands = f->aligned;
-    gu_rounded = f->gu_rounded;
-    /* a tensor-core family must reach its kernels: on CUDA the scalar fallback becomes an error */
-    if (f->aligned)
-        setenv("RUDNN_CUDA_MOE_STRICT", "1", 1);
     rt_log_t *log = rt_log_new();
     for (size_t i = 0; i < f->count; i++)
         run_case(p->dtype, &f->cases[i], p->name, (int)i, log);
     aligned_operands = 0;
-    gu_rounded = 0;
-    unsetenv("RUDNN_CUDA_MOE_STRICT");
-    if (f->env)
-        unsetenv(f->env);
     rt_log_finish_free(log, "case(s)");
 }
 

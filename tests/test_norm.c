@@ -28,7 +28,12 @@
  * y, rstd and x_out (x_out bit-exact: it is defined as RNE(fp32(a + r))), and
  * that rms_norm run on x_out meets the same reference as y.
  *
- * Usage: test_norm [glob]   runs only tests whose name matches glob.
+ * After each case the name of the kernel it ran (rudnn_last_kernel()) is recorded; the last
+ * test, kernel coverage, checks them: on CUDA and HIP every kernel kind the plugin's launch
+ * policy (backends/cuda/norm_policy.h) can choose on this device must have run at least once,
+ * and nothing else; on OpenCL each op must have named at least one kernel.
+ *
+ * Usage: test_norm [glob]   runs only tests whose name matches glob (no coverage check).
  * RUDNN_TEST_VERBOSE=1 prints each case's worst error as a fraction of the
  * allowed one (the margin of the tolerances). */
 #include <math.h>
@@ -37,6 +42,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "norm_kinds.h"
 #include "reference/norm_ref.h"
 
 typedef enum op {
@@ -174,6 +180,24 @@ static const uint8_t *snapshot_after(const watch_t *w, const rt_tensor_t *t)
     return NULL;
 }
 
+/* ---- which kernels ran ------------------------------------------------------------ */
+
+/* The distinct names rudnn_last_kernel() gave after each op's cases (static strings). */
+#define MAX_KERNEL_NAMES 32
+static struct {
+    const char *names[MAX_KERNEL_NAMES];
+    int count;
+} kernels_seen[OP_COUNT];
+
+static void record_kernel(op_t op, const char *name)
+{
+    for (int i = 0; i < kernels_seen[op].count; i++)
+        if (strcmp(kernels_seen[op].names[i], name) == 0)
+            return;
+    if (kernels_seen[op].count < MAX_KERNEL_NAMES)
+        kernels_seen[op].names[kernels_seen[op].count++] = name;
+}
+
 /* ---- one run -------------------------------------------------------------------- */
 
 /* Runs one case; on failure appends to log and counts it. */
@@ -279,6 +303,9 @@ static void run_case(const param_t *p, const run_t *c, rt_log_t *log)
     case OP_SOFTMAX: st = rudnn_softmax_last_axis(rt_queue, &X.t, &Y.t); break;
     default: st = rudnn_add_rms_norm(rt_queue, &X.t, &R.t, &G.t, c->eps, &Y.t, &RSTD.t, &XO.t); break;
     }
+    /* a call that launches nothing (no elements, rejected) leaves the previous case's name */
+    if (st == RUDNN_STATUS_SUCCESS && numel > 0)
+        record_kernel(op, rudnn_last_kernel());
     int failed = 0;
     int rejected_ok = 0;
     if (st == RUDNN_STATUS_SUCCESS && strcmp(rudnn_last_error(), "") != 0) {
@@ -496,6 +523,9 @@ static void test_shapes(void **state)
          * length on an H200) a run of rows through 2 buffers: 2000 rows reuse every buffer and
          * flip its mbarrier's phase. */
         {"length 4096, rows over every row group", 2, {2000, 4096}, 1e-5f},
+        /* CUDA on sm_90: 16-bit layer_norm rows too short for the bulk kernel's groups run two
+         * rows per thread in one CTA (norm.pair) */
+        {"length 2048", 2, {3, 2048}, 1e-5f},
     };
     run_shape_list(state, "shapes", cases, sizeof cases / sizeof cases[0]);
 }
@@ -768,6 +798,81 @@ static void test_offsets(void **state)
     rt_log_finish_free(log, "case(s)");
 }
 
+/* ---- kernel coverage -------------------------------------------------------------- */
+
+static int tests_filtered; /* a glob was given: not every case ran */
+
+/* What the CUDA/HIP policy reads of this device, from its device info. Whether cluster launches
+ * work is not in the info: taken as sm_90 or later (the plugin also checks that its loaded code
+ * is sm_90 code, which every default build has). */
+static rdg_norm_caps caps_of(const rudnn_device_info_t *info)
+{
+    rdg_norm_caps caps;
+    memset(&caps, 0, sizeof caps);
+    const int hip = strcmp(info->backend, "hip") == 0;
+    caps.backend = hip ? RDG_NORM_BACKEND_HIP : RDG_NORM_BACKEND_CUDA;
+    caps.warp_size = info->plane_width_min;
+    caps.max_threads = info->max_group_size;
+    caps.smem_optin = (size_t)info->shared_memory_per_group;
+    caps.clusters = !hip && info->compute_capability >= 90;
+    return caps;
+}
+
+static void test_kernel_coverage(void **state)
+{
+    (void)state;
+    if (tests_filtered)
+        skip();
+    rudnn_device_info_t info;
+    rt_assert_status(rudnn_context_device_info(rt_ctx, &info), RUDNN_STATUS_SUCCESS);
+    const int gpu = strcmp(info.backend, "cuda") == 0 || strcmp(info.backend, "hip") == 0;
+    int failures = 0;
+    unsigned ran = 0;
+    for (int op = 0; op < OP_COUNT; op++) {
+        int op_named = 0;
+        for (int i = 0; i < kernels_seen[op].count; i++) {
+            const char *name = kernels_seen[op].names[i];
+            op_named |= name[0] != '\0';
+            if (getenv("RUDNN_TEST_VERBOSE"))
+                print_message("  %s ran \"%s\"\n", op_names[op], name);
+            if (!gpu)
+                continue;
+            int k = 0;
+            while (k < RDG_NORM_KIND_COUNT && strcmp(rdg_norm_kind_name((rdg_norm_kind)k), name) != 0)
+                k++;
+            if (k == RDG_NORM_KIND_COUNT) {
+                print_error("%s ran \"%s\", which is no kernel kind of backends/cuda/norm_policy.h\n",
+                            op_names[op], name);
+                failures++;
+            } else {
+                ran |= 1u << k;
+            }
+        }
+        if (!op_named) {
+            print_error("%s named no kernel\n", op_names[op]);
+            failures++;
+        }
+    }
+    if (gpu) {
+        const rdg_norm_caps caps = caps_of(&info);
+        const unsigned can = norm_kinds_reachable(&caps);
+        for (int k = 0; k < RDG_NORM_KIND_COUNT; k++) {
+            const unsigned bit = 1u << k;
+            if ((can & bit) && !(ran & bit)) {
+                print_error("%s: no case ran %s, which the policy chooses on this device\n", info.name,
+                            rdg_norm_kind_name((rdg_norm_kind)k));
+                failures++;
+            }
+            if ((ran & bit) && !(can & bit)) {
+                print_error("%s: %s ran, which the policy never chooses on this device\n", info.name,
+                            rdg_norm_kind_name((rdg_norm_kind)k));
+                failures++;
+            }
+        }
+    }
+    assert_int_equal(failures, 0);
+}
+
 /* ---- main ------------------------------------------------------------------------ */
 
 int main(int argc, char **argv)
@@ -783,7 +888,7 @@ int main(int argc, char **argv)
     enum { NFAM = sizeof families / sizeof families[0] };
     static param_t params[OP_COUNT * DTYPE_COUNT];
     static char names[OP_COUNT * DTYPE_COUNT * NFAM][96];
-    static struct CMUnitTest tests[OP_COUNT * DTYPE_COUNT * NFAM];
+    static struct CMUnitTest tests[OP_COUNT * DTYPE_COUNT * NFAM + 1];
     size_t n = 0;
     for (int op = 0; op < OP_COUNT; op++) {
         for (int d = 0; d < DTYPE_COUNT; d++) {
@@ -797,8 +902,12 @@ int main(int argc, char **argv)
             }
         }
     }
-    if (argc > 1)
+    /* last: what the cases above ran */
+    tests[n++] = (struct CMUnitTest){"kernel coverage", test_kernel_coverage, NULL, NULL, NULL};
+    if (argc > 1) {
         cmocka_set_test_filter(argv[1]);
+        tests_filtered = 1;
+    }
 
     char group[64];
     snprintf(group, sizeof group, "norm-%s", rt_requested_backend());

@@ -15,7 +15,7 @@
 #   baseline  bench/baselines/torch_norm.py (same shapes/ops/dtypes; torch.compile of
 #             add+rms_norm unless TORCH_COMPILE=0)
 #   compare   bench/compare.py -> $OUT/compare.md, printed at the very end
-#   moe       rudnn-bench-moe (on cuda also with RUDNN_CUDA_MOE_GEMM=cublas) and
+#   moe       rudnn-bench-moe (on cuda also with --kernel moe.cublas_grouped) and
 #             bench/baselines/torch_moe.py -> $OUT/compare-moe.md
 #   example   installs into a scratch DESTDIR and builds examples/ through pkg-config
 #
@@ -262,7 +262,10 @@ stage_baseline() {
 }
 
 stage_compare() {
-  python3 bench/compare.py "$OUT/rudnn-$BENCH_BACKEND.jsonl" "$OUT/torch.jsonl" > "$OUT/compare.md"
+  rm -f "$OUT/RESULTS.md" # the moe stage builds on this file: never on an earlier run's
+  python3 bench/compare.py "$OUT/rudnn-$BENCH_BACKEND.jsonl" "$OUT/torch.jsonl" > "$OUT/compare.md" || return 1
+  # $OUT/RESULTS.md: bench/RESULTS.md with this run's norm section (bench/results.py's header)
+  python3 bench/results.py norm "$OUT/rudnn-$BENCH_BACKEND.jsonl" "$OUT/torch.jsonl" --out "$OUT/RESULTS.md"
 }
 
 # MoE forward and routing (bf16, the model shapes) side by side with torch._grouped_mm.
@@ -270,13 +273,18 @@ stage_moe() {
   "$BUILD/bench/rudnn-bench-moe" --backend "$BENCH_BACKEND" | tee "$OUT/moe-rudnn.jsonl" || return 1
   local cublas=()
   if [[ $BENCH_BACKEND == cuda ]]; then
-    # the same forward with the expert GEMMs through cuBLAS's grouped GEMM (README: RUDNN_CUDA_MOE_GEMM)
-    RUDNN_CUDA_MOE_GEMM=cublas "$BUILD/bench/rudnn-bench-moe" --backend cuda --only forward |
+    # the same forward with the expert GEMMs through cuBLAS's grouped GEMM (the kernel moe.cublas_grouped)
+    "$BUILD/bench/rudnn-bench-moe" --backend cuda --only forward --kernel moe.cublas_grouped |
       tee "$OUT/moe-rudnn-cublas.jsonl" || return 1
     cublas=("$OUT/moe-rudnn-cublas.jsonl")
   fi
   python3 bench/baselines/torch_moe.py | tee "$OUT/moe-torch.jsonl" || return 1
-  python3 bench/compare_moe.py "$OUT/moe-rudnn.jsonl" "$OUT/moe-torch.jsonl" "${cublas[@]}" | tee "$OUT/compare-moe.md"
+  python3 bench/compare_moe.py "$OUT/moe-rudnn.jsonl" "$OUT/moe-torch.jsonl" "${cublas[@]}" | tee "$OUT/compare-moe.md" || return 1
+  # the moe section of $OUT/RESULTS.md, on top of the norm section when this run's compare stage wrote it
+  local results=bench/RESULTS.md
+  [[ " ${stages[*]} " == *" compare "* && -f $OUT/RESULTS.md ]] && results=$OUT/RESULTS.md
+  python3 bench/results.py moe "$OUT/moe-rudnn.jsonl" "$OUT/moe-torch.jsonl" "${cublas[@]}" \
+    --results "$results" --out "$OUT/RESULTS.md"
 }
 
 stage_example() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One command on a fresh Debian 12 machine: install dependencies, build, and run
-# the main job on the default backend (OpenCL on PoCL when there is no GPU):
-# rudnn-info and a short benchmark.
+# One command on a fresh Debian 12 machine: install dependencies, build, then
+# rudnn-info (what the default context gets, which plugins load) and a short
+# benchmark of the normalization ops, on the default backend (OpenCL on PoCL when
+# there is no GPU). README.md's Quick start says the same; keep them together.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -eq 0 ]; then bash tools/install-deps.sh; else sudo bash tools/install-deps.sh; fi

@@ -1,10 +1,18 @@
-/* rudnn-info: which backends load, why the others do not, and what each device offers.
+/* rudnn-info: what a program gets by default, which backends load, why the others do not, and
+ * what each device offers.
  *
  *   rudnn-info            human-readable report
- *   rudnn-info --json     one JSON object per line: one per backend, then one per device
+ *   rudnn-info --json     one JSON object per line: the default context ("kind":"default"), then
+ *                         one per backend, then one per device
  *
- * Exits 0 when the probe itself worked, even if no backend loaded (it says so);
- * exits 1 when the probe fails or a loaded backend cannot open one of its devices. */
+ * The default context is what rudnn_context_create(&ctx, NULL) gives in this environment
+ * (RUDNN_BACKEND, RUDNN_DEVICE, RUDNN_BACKEND_PATH): rudnn-info calls exactly that, so a value
+ * that makes every program fail (RUDNN_BACKEND=nonsense, a backend that does not load here, a
+ * device it lacks) fails here with the same status and message.
+ *
+ * Exits 0 when a context created with NULL options works; 1 when it does not (that includes a
+ * machine where no backend loads), when the probe fails, or when a loaded backend cannot open
+ * one of its devices. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,8 +96,73 @@ static void print_device_json(const rudnn_device_info_t *d)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: rudnn-info [--json]\n"
-               "Probes the cuda, hip and opencl backends and describes every device.\n"
-               "Plugin folders: RUDNN_BACKEND_PATH (searched first), then the installed ones.\n");
+               "Says what rudnn_context_create with NULL options gets here (RUDNN_BACKEND,\n"
+               "RUDNN_DEVICE), probes the cuda, hip and opencl backends and describes every device.\n"
+               "Plugin folders: RUDNN_BACKEND_PATH (searched first), then the installed ones.\n"
+               "Exits 1 when a context created with NULL options fails.\n");
+}
+
+/* The raw value of an environment variable, for display only: the library reads and interprets
+ * it (core/env.c; unset and empty are the same). */
+static const char *env_value(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static void json_string_or_null(FILE *f, const char *s)
+{
+    if (s)
+        json_string(f, s);
+    else
+        fputs("null", f);
+}
+
+/* What a program that passes NULL options gets: the one call, rudnn_context_create(&ctx, NULL).
+ * Returns its status; on failure message receives rudnn_last_error(). */
+static rudnn_status_t report_default(int json, char *message, size_t cap)
+{
+    const char *backend_env = env_value("RUDNN_BACKEND");
+    const char *device_env = env_value("RUDNN_DEVICE");
+    rudnn_context_t ctx = NULL;
+    rudnn_status_t st = rudnn_context_create(&ctx, NULL);
+    rudnn_device_info_t info;
+    memset(&info, 0, sizeof info);
+    message[0] = '\0';
+    if (st == RUDNN_STATUS_SUCCESS) {
+        st = rudnn_context_device_info(ctx, &info);
+        rudnn_context_destroy(ctx);
+    }
+    if (st != RUDNN_STATUS_SUCCESS)
+        snprintf(message, cap, "%s", rudnn_last_error());
+
+    if (json) {
+        printf("{\"kind\":\"default\",\"rudnn_backend\":");
+        json_string_or_null(stdout, backend_env);
+        printf(",\"rudnn_device\":");
+        json_string_or_null(stdout, device_env);
+        if (st == RUDNN_STATUS_SUCCESS) {
+            printf(",\"ok\":true,\"backend\":");
+            json_string(stdout, info.backend);
+            printf(",\"index\":%d,\"name\":", info.index);
+            json_string(stdout, info.name);
+        } else {
+            printf(",\"ok\":false,\"error\":");
+            json_string(stdout, rudnn_status_string(st));
+            printf(",\"message\":");
+            json_string(stdout, message);
+        }
+        printf("}\n");
+        return st;
+    }
+    printf("default context (rudnn_context_create with NULL options):\n");
+    printf("  RUDNN_BACKEND  %s\n", backend_env ? backend_env : "(unset)");
+    printf("  RUDNN_DEVICE   %s\n", device_env ? device_env : "(unset)");
+    if (st == RUDNN_STATUS_SUCCESS)
+        printf("  gets           %s device %d: %s\n", info.backend, info.index, info.name);
+    else
+        printf("  gets           nothing: %s: %s\n", rudnn_status_string(st), message);
+    return st;
 }
 
 int main(int argc, char **argv)
@@ -108,6 +181,11 @@ int main(int argc, char **argv)
         }
     }
 
+    if (!json)
+        printf("rudnn %s\n\n", rudnn_version());
+    static char default_message[4096];
+    rudnn_status_t default_st = report_default(json, default_message, sizeof default_message);
+
     rudnn_backend_report_t reports[MAX_BACKENDS];
     memset(reports, 0, sizeof reports);
     size_t count = 0;
@@ -121,7 +199,7 @@ int main(int argc, char **argv)
         count = MAX_BACKENDS;
 
     if (!json)
-        printf("rudnn %s\n\nbackends:\n", rudnn_version());
+        printf("\nbackends:\n");
     int loaded = 0;
     for (size_t i = 0; i < count; ++i) {
         const rudnn_backend_report_t *r = &reports[i];
@@ -207,5 +285,10 @@ int main(int argc, char **argv)
         }
     }
     fflush(stdout);
+    if (default_st != RUDNN_STATUS_SUCCESS) {
+        fprintf(stderr, "rudnn-info: rudnn_context_create with NULL options fails here: %s: %s\n",
+                rudnn_status_string(default_st), default_message);
+        return 1;
+    }
     return failures ? 1 : 0;
 }

@@ -144,6 +144,12 @@ rudnn_status_t rdg_cublas_check(const RdgCublasSession *s, cublasStatus_t st, co
                      status_name(st), s->api ? s->api->version : "cuBLAS");
 }
 
+const char *rdg_cublas_unavailable(void)
+{
+    pthread_once(&g_once, load);
+    return g_loaded ? nullptr : g_why;
+}
+
 rudnn_status_t rdg_cublas_begin(rdg_queue_t *q, const char *op, RdgCublasSession *s)
 {
     memset(s, 0, sizeof *s);

@@ -83,14 +83,6 @@
 #define RDG_LDCS(ptr) (*(ptr))
 #define RDG_STCS(ptr, v) (*(ptr) = (v))
 
-/* gamma/beta are read through the caches (LDS is 64 KiB: a row's gamma and beta may not fit). */
-#define RDG_AFFINE_IN_SMEM 0
-/* No asynchronous prefetch of the next row into LDS (see the CUDA side). */
-#define RDG_NORM_PREFETCH 0
-#define RDG_PREFETCH_SMEM 0
-/* 16-bit rows at F = 32 in FP32 registers, as measured nowhere else (see the CUDA side) */
-#define RDG_NORM_PACKED16 0
-
 /* No thread-block clusters on AMD (neither in device code nor in the host launch path). */
 #define RUDNN_HAS_CLUSTERS 0
 #define RDG_HOST_CLUSTERS 0
@@ -165,24 +157,6 @@ static inline void rdg_matrix_units(const hipDeviceProp_t *p, int *fp16, int *bf
 /* Cache-streaming load/store (evict-first): the row data is touched once. */
 #define RDG_LDCS(ptr) __ldcs(ptr)
 #define RDG_STCS(ptr, v) __stcs((ptr), (v))
-
-/* The register kernels stage a row's gamma/beta slice in shared memory (up to 227 KiB/block;
- * -DRDG_AFFINE_IN_SMEM=0 reads them through the caches instead, for measurements). */
-#ifndef RDG_AFFINE_IN_SMEM
-#define RDG_AFFINE_IN_SMEM 1
-#endif
-/* ... and copy the next row into shared memory asynchronously (cp.async, sm_80+) while they
- * reduce the current one, where norm.cu's policy wants it. For measurements,
- * -DRDG_NORM_PREFETCH=0 turns it off and =2 on wherever it fits. */
-#ifndef RDG_NORM_PREFETCH
-#define RDG_NORM_PREFETCH 1
-#endif
-#define RDG_PREFETCH_SMEM RDG_NORM_PREFETCH
-/* 16-bit rows of the CTA and cluster register kernels stay packed in registers at F = 64
- * (norm.cu); -DRDG_NORM_PACKED16=0 gives the F = 32 FP32-register kernels, for measurements. */
-#ifndef RDG_NORM_PACKED16
-#define RDG_NORM_PACKED16 1
-#endif
 
 /* Thread-block clusters and distributed shared memory: device code compiled for sm_90+. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -19,27 +19,24 @@
  * experts_scalar: CUDA-core kernels, 64 x 64 tiles of 256 threads, K in steps of 16 through
  * shared memory (FP32), any H, I and alignment.
  *
- * experts_tensor_core (CUDA): on sm_90a binaries with the driver's tensor-map encoder, the TMA +
- * warp-specialised kernel of moe_experts_tma.cu (same tiles and work items; 16% faster on the
- * Mixtral shape, bench/RESULTS.md); otherwise (or RUDNN_CUDA_MOE_TMA=0) the kernels below:
+ * Tensor-core candidates (CUDA), most preferred first: moe.wgmma_tma, the TMA + warp-specialised
+ * kernel of moe_experts_tma.cu (sm_90a with the driver's tensor-map encoder; same tiles and work
+ * items, 16% faster on the Mixtral shape); then the kernels below:
  * 128-row tiles, K in steps of 64 through a cp.async pipeline of
  * 128-byte shared rows with the 128-byte XOR swizzle (wgmma's K-major layout; conflict-free for
  * ldmatrix too), FP32 accumulators, silu(g) * u in GEMM 1's epilogue (the tile holds the gate rows
  * and the up rows of the same columns, so a thread holds g and u of the same elements):
- *   - sm_90a binaries: wgmma m64n256k16, 128 x 256 tiles, 4 stages, 1 CTA/SM (a tile of 64 rows
- *     or fewer, an expert's last, runs the MMAs of one warpgroup only);
- *   - otherwise (sm_80+, PTX for newer GPUs): mma.sync m16n8k16 + ldmatrix, 128 x 128 tiles,
+ *   - moe.wgmma_cp_async (sm_90a binaries): wgmma m64n256k16, 128 x 256 tiles, 4 stages, 1 CTA/SM
+ *     (a tile of 64 rows or fewer, an expert's last, runs the MMAs of one warpgroup only);
+ *   - moe.mma_sync (sm_80+, PTX for newer GPUs): mma.sync m16n8k16 + ldmatrix, 128 x 128 tiles,
  *     3 stages, 2 CTAs/SM.
  * The host learns which one the loaded binary has from a probe kernel's launch bound (no launch,
  * no synchronisation). Blocks take work items (column group of 8 tiles, slot, column): the CTAs
  * running together share a few row tiles and each expert's weight tiles in L2, so weights are read
  * from DRAM about once per pass instead of once per row tile.
- * Needs H % 8 == 0, I % 8 == 0 and 16-byte aligned operands (16-byte cp.async rows), and a device
- * of sm_80 or later; any other case runs the scalar kernels instead (documented fallback, same
- * function).
- * RUDNN_CUDA_MOE_GEMM=cublas (cublas_loop, *_gu16: gemm_choice) replaces the tensor-core kernels,
- * for the cases they take, with cuBLAS GEMMs (moe_experts_cublas.cu): a comparison path that
- * synchronises the stream. RUDNN_CUDA_MOE_STRICT=1 makes the scalar fallback an error (tests).
+ * They need H % 8 == 0, I % 8 == 0 and 16-byte aligned operands (16-byte cp.async rows); where a
+ * candidate cannot run, rdg_moe_experts_check says why and ops/ picks another (no kernel entry
+ * falls back by itself). The cuBLAS candidates (moe_experts_cublas.cu) are comparison paths.
  */
 #include <math.h>
 #include <stdio.h>
@@ -174,7 +171,7 @@ scalar_gemm_kernel(const void *__restrict__ a, const void *__restrict__ b0, cons
  *   BN = 256: wgmma m64n256k16 (sm_90a), 4 stages, a wgmma group left running across iterations,
  *             1 CTA per SM (128 accumulators per thread)
  *   BN = 128: mma.sync m16n8k16 (sm_80+), 3 stages, 2 CTAs per SM
- * The host launches BN = 256 only where the loaded binary has wgmma (q->dev.wgmma). */
+ * The host launches BN = 256 only where the loaded binary has wgmma (rdg_devinfo_t wgmma). */
 #define TC_THREADS 256
 
 template <int BN>
@@ -330,7 +327,7 @@ tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, 
             const int wg = warp / 4;
             /* A tile with 64 rows or fewer (an expert's last) leaves warpgroup 1 only padding rows:
              * it skips its MMAs (uniform in the warpgroup) and the SM's tensor cores do half the work. */
-            const bool wg_busy = !RDG_MOE_SKIP_IDLE_WG || wg * 64 < rows;
+            const bool wg_busy = wg * 64 < rows; /* a tile of <= 64 rows leaves one warpgroup idle */
             float acc[128];
 #pragma unroll
             for (int i = 0; i < 128; i++)
@@ -365,7 +362,7 @@ tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, 
 
             store_acc_256<DT, DUAL>(acc, c, row0, rows, wg * 64 + (warp % 4) * 16, n0, n_total, lane);
 #else
-            __trap(); /* the host launches BN = 256 only where q->dev.wgmma reports wgmma */
+            __trap(); /* the host launches BN = 256 only where rdg_devinfo_t reports wgmma */
 #endif
         } else {
             const int wm = warp / 4, wn = warp % 4;
@@ -480,51 +477,9 @@ typedef void (*tc_fn)(const uint16_t *, const uint16_t *, const uint16_t *, cons
                       int64_t, int64_t, int64_t, int64_t);
 
 /* probed once at device open (device_caps.cu) */
-int has_wgmma(const rdg_queue_t *q)
+int has_wgmma(const rdg_devinfo_t *dev)
 {
-    return q->dev.wgmma;
-}
-
-/* RUDNN_CUDA_MOE_TMA=0 (for tests and measuring): sm_90a devices run the cp.async wgmma kernel
- * instead of the TMA one. */
-int cp_async_forced()
-{
-    const char *s = getenv("RUDNN_CUDA_MOE_TMA");
-    return s && strcmp(s, "0") == 0;
-}
-
-/* RUDNN_CUDA_MOE_GEMM (for tests and measuring against the vendor library): unset or empty: our
- * kernels; "cublas": cuBLAS grouped GEMMs; "cublas_loop": one cublasGemmEx per expert and matrix;
- * a suffix "_gu16" rounds gate and up to the dtype between the GEMMs as PyTorch does
- * (moe_experts_cublas.cu). Any other value is an error, so that a typo cannot measure our kernels
- * under cuBLAS's name. */
-enum { GEMM_OURS = 0, GEMM_CUBLAS = 1, GEMM_LOOP = 2, GEMM_GU16 = 4, GEMM_INVALID = 8 };
-int gemm_choice(const char **value)
-{
-    const char *s = getenv("RUDNN_CUDA_MOE_GEMM");
-    *value = s;
-    if (!s || !*s)
-        return GEMM_OURS;
-    static const struct {
-        const char *name;
-        int flags;
-    } modes[] = {{"cublas", GEMM_CUBLAS},
-                 {"cublas_loop", GEMM_CUBLAS | GEMM_LOOP},
-                 {"cublas_gu16", GEMM_CUBLAS | GEMM_GU16},
-                 {"cublas_loop_gu16", GEMM_CUBLAS | GEMM_LOOP | GEMM_GU16}};
-    for (const auto &m : modes)
-        if (strcmp(s, m.name) == 0)
-            return m.flags;
-    return GEMM_INVALID;
-}
-
-/* RUDNN_CUDA_MOE_STRICT=1 (tests): a case the tensor-core kernels cannot take fails with
- * NOT_SUPPORTED instead of running the scalar fallback, so that a test of those kernels proves it
- * reached them (the MoE suite once passed on the fallback alone: its operands were unaligned). */
-int strict_tensor_core()
-{
-    const char *s = getenv("RUDNN_CUDA_MOE_STRICT");
-    return s && strcmp(s, "1") == 0;
+    return dev->wgmma;
 }
 
 /* dynamic shared memory limits raised, per kernel slot (tc_launch) and device */
@@ -557,17 +512,10 @@ rudnn_status_t tc_launch(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, cons
 }
 #endif
 
-} // namespace
-
-rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
-                                      rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
-                                      rudnn_mem_ref_t down, rudnn_mem_ref_t act, rudnn_mem_ref_t out)
+rudnn_status_t scalar_launch(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
+                             const uint32_t *off, rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
+                             rudnn_mem_ref_t act, rudnn_mem_ref_t out)
 {
-    rdg_queue_t *q = (rdg_queue_t *)queue;
-    if (plan->rows <= 0)
-        return RUDNN_STATUS_SUCCESS;
-    TRY(begin(q));
-    const uint32_t *off = (const uint32_t *)rdg_at(offsets);
     const int64_t slots = slot_count(plan->rows, plan->experts, SG_BM);
     scalar_fn f1 = scalar_kernel<true>(plan->dtype);
     f1<<<slot_grid(rdg_ceil_div(plan->inter, SG_BN), slots), SG_THREADS, 0, q->stream>>>(
@@ -579,66 +527,155 @@ rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *
     return rdg_launched("moe experts_scalar down");
 }
 
-rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_plan_t *plan,
-                                           rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
-                                           rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
-                                           rudnn_mem_ref_t act, rudnn_mem_ref_t out)
+/* The expert candidates, most preferred first (hal/table.h); rdg_moe_experts_check says which run
+ * where, rdg_moe_experts_run runs the one ops/ chose. The cuBLAS ones are comparison paths
+ * (moe_experts_cublas.cu), run only when named; they read the expert offsets back. */
+enum Candidate {
+    C_WGMMA_TMA,
+    C_WGMMA_CP_ASYNC,
+    C_MMA_SYNC,
+    C_SCALAR,
+    C_CUBLAS_GROUPED,
+    C_CUBLAS_LOOP,
+    C_CUBLAS_GROUPED_GU16,
+    C_CUBLAS_LOOP_GU16,
+    C_COUNT
+};
+
+const rudnn_kernel_candidate_t k_candidates[C_COUNT] = {
+    {"moe.wgmma_tma", RUDNN_MOE_TENSOR_CORE, 0},
+    {"moe.wgmma_cp_async", RUDNN_MOE_TENSOR_CORE, 0},
+    {"moe.mma_sync", RUDNN_MOE_TENSOR_CORE, 0},
+    {"moe.scalar", RUDNN_MOE_SCALAR, 0},
+    {"moe.cublas_grouped", RUDNN_MOE_TENSOR_CORE, RUDNN_CANDIDATE_NAMED_ONLY | RUDNN_CANDIDATE_SYNCS},
+    {"moe.cublas_loop", RUDNN_MOE_TENSOR_CORE, RUDNN_CANDIDATE_NAMED_ONLY | RUDNN_CANDIDATE_SYNCS},
+    {"moe.cublas_grouped_gu16", RUDNN_MOE_TENSOR_CORE, RUDNN_CANDIDATE_NAMED_ONLY | RUDNN_CANDIDATE_SYNCS},
+    {"moe.cublas_loop_gu16", RUDNN_MOE_TENSOR_CORE, RUDNN_CANDIDATE_NAMED_ONLY | RUDNN_CANDIDATE_SYNCS},
+};
+
+/* Why a matrix-unit candidate (ours or cuBLAS's) cannot take plan, or NULL: they all read 16-bit
+ * operands in 16-byte rows. */
+const char *matrix_operands_why(const rudnn_moe_rows_plan_t *plan)
 {
+    if (plan->dtype != RUDNN_F16 && plan->dtype != RUDNN_BF16)
+        return "matrix units need f16 or bf16 weights";
+    if (plan->hidden % 8 || plan->inter % 8)
+        return "hidden and inter must be multiples of 8 (16-byte rows)";
+    if (plan->align < 16)
+        return "every operand must be 16-byte aligned";
+    return nullptr;
+}
+
 #if RDG_MOE_TENSOR_CORES
+/* Why our tensor-core candidate c cannot run plan on dev, or NULL. */
+const char *tensor_core_why(const rdg_devinfo_t *dev, const rudnn_moe_rows_plan_t *plan, int c, char *buf,
+                            size_t cap)
+{
+    if (const char *why = matrix_operands_why(plan))
+        return why;
+    if (c == C_MMA_SYNC) {
+        if (dev->arch < 80) {
+            snprintf(buf, cap, "mma.sync needs sm_80 or later (the device is sm_%d)", dev->arch);
+            return buf;
+        }
+        return (size_t)TcCfg<128>::SMEM <= dev->smem_optin ? nullptr : "the device has too little shared memory";
+    }
+    if (!has_wgmma(dev)) {
+        snprintf(buf, cap, "wgmma needs an sm_90a device and binary (the device is sm_%d)", dev->arch);
+        return buf;
+    }
+    if (c == C_WGMMA_CP_ASYNC)
+        return (size_t)TcCfg<256>::SMEM <= dev->smem_optin ? nullptr : "the device has too little shared memory";
+    return rdg_moe_tma_why(dev, plan);
+}
+#endif
+
+} // namespace
+
+const rudnn_kernel_candidate_t *rdg_moe_experts_candidates(uint32_t *count)
+{
+    *count = C_COUNT;
+    return k_candidates;
+}
+
+void rdg_moe_experts_check(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                           rudnn_candidate_verdict_t *verdict)
+{
+    const rdg_devinfo_t *dev = rdg_devinfo_of(device);
+    const char *why = nullptr;
+    switch (c) {
+    case C_SCALAR:
+        break;
+    case C_WGMMA_TMA:
+    case C_WGMMA_CP_ASYNC:
+    case C_MMA_SYNC:
+#if RDG_MOE_TENSOR_CORES
+        why = tensor_core_why(dev, plan, (int)c, verdict->why, sizeof verdict->why);
+#else
+        why = "this plugin has no tensor-core expert kernels";
+#endif
+        break;
+    default:
+#if !RDG_HIP && RDG_HAVE_CUBLAS
+        why = matrix_operands_why(plan);
+        if (!why)
+            why = rdg_cublas_unavailable();
+#else
+        why = "this plugin was built without cuBLAS";
+#endif
+        break;
+    }
+    (void)dev;
+    verdict->runs = why == nullptr;
+    verdict->preferred = verdict->runs;
+    if (why && why != verdict->why)
+        snprintf(verdict->why, sizeof verdict->why, "%s", why);
+}
+
+rudnn_status_t rdg_moe_experts_workspace(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                                         size_t *bytes)
+{
+    (void)device;
+    (void)c; /* every candidate stages act [rows, inter] in the dtype */
+    *bytes = (size_t)plan->rows * (size_t)plan->inter * (plan->dtype == RUDNN_F32 ? 4u : 2u);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rdg_moe_experts_run(void *queue, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                                   rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate,
+                                   rudnn_mem_ref_t up, rudnn_mem_ref_t down, rudnn_mem_ref_t act,
+                                   rudnn_mem_ref_t out)
+{
     rdg_queue_t *q = (rdg_queue_t *)queue;
     if (plan->rows <= 0)
         return RUDNN_STATUS_SUCCESS;
     TRY(begin(q));
-    const void *ptrs[6] = {rdg_at(tokens), rdg_at(gate), rdg_at(up), rdg_at(down), rdg_at(act), rdg_at(out)};
-    const char *gemm_env;
-    const int gemm = gemm_choice(&gemm_env);
-    if (gemm == GEMM_INVALID)
-        return rdg_error(RUDNN_STATUS_BAD_PARAM,
-                         "%s: moe experts_tensor_core: RUDNN_CUDA_MOE_GEMM=%s (expected cublas, cublas_loop, "
-                         "cublas_gu16, cublas_loop_gu16, or unset for the plugin's own kernels)",
-                         RUDNN_GPU_BACKEND_NAME, gemm_env);
-    const int wide = has_wgmma(q);
-    int ok = q->dev.arch >= 80 && (plan->dtype == RUDNN_F16 || plan->dtype == RUDNN_BF16) &&
-             plan->hidden % 8 == 0 && plan->inter % 8 == 0 &&
-             (wide ? (size_t)TcCfg<256>::SMEM : (size_t)TcCfg<128>::SMEM) <= q->dev.smem_optin;
-    int aligned = 1;
-    for (int i = 0; i < 6; i++)
-        aligned = aligned && ((uintptr_t)ptrs[i] % 16) == 0;
-    if (!ok || !aligned) {
-        if (strict_tensor_core())
-            return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: moe experts_tensor_core: RUDNN_CUDA_MOE_STRICT=1 and "
-                             "this case would take the scalar fallback (dtype %d, hidden %lld, inter %lld, sm_%d, "
-                             "operands 16-byte aligned: %s)", RUDNN_GPU_BACKEND_NAME, (int)plan->dtype,
-                             (long long)plan->hidden, (long long)plan->inter, q->dev.arch, aligned ? "yes" : "no");
-        /* documented fallback: the scalar kernels compute the same function */
-        return rdg_moe_experts_scalar(queue, plan, tokens, offsets, gate, up, down, act, out);
-    }
+    if (c >= C_COUNT)
+        return rdg_error(RUDNN_STATUS_INTERNAL, "%s: moe experts: no candidate %u", RUDNN_GPU_BACKEND_NAME, c);
+    rdg_note_kernel(k_candidates[c].name);
     const uint32_t *off = (const uint32_t *)rdg_at(offsets);
-    if (gemm != GEMM_OURS) { /* the comparison path; its failures are returned as they are */
+    if (c == C_SCALAR)
+        return scalar_launch(q, plan, tokens, off, gate, up, down, act, out);
+    const void *ptrs[6] = {rdg_at(tokens), rdg_at(gate), rdg_at(up), rdg_at(down), rdg_at(act), rdg_at(out)};
+    switch (c) {
+#if RDG_MOE_TENSOR_CORES
+    case C_WGMMA_TMA:
+        return rdg_moe_experts_tma(q, plan, ptrs, off);
+    case C_WGMMA_CP_ASYNC:
+        return tc_launch<256>(q, plan, ptrs, off);
+    case C_MMA_SYNC:
+        return tc_launch<128>(q, plan, ptrs, off);
+#endif
 #if !RDG_HIP && RDG_HAVE_CUBLAS
-        return rdg_moe_experts_cublas(q, plan, ptrs, off, (gemm & GEMM_LOOP) != 0, (gemm & GEMM_GU16) != 0);
-#else
-        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: moe experts_tensor_core: RUDNN_CUDA_MOE_GEMM=%s: this "
-                         "plugin was built without cuBLAS's headers", RUDNN_GPU_BACKEND_NAME, gemm_env);
+    case C_CUBLAS_GROUPED:
+    case C_CUBLAS_LOOP:
+    case C_CUBLAS_GROUPED_GU16:
+    case C_CUBLAS_LOOP_GU16:
+        return rdg_moe_experts_cublas(q, plan, ptrs, off, c == C_CUBLAS_LOOP || c == C_CUBLAS_LOOP_GU16,
+                                      c == C_CUBLAS_GROUPED_GU16 || c == C_CUBLAS_LOOP_GU16);
 #endif
+    default:
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: %s is not built into this plugin", RUDNN_GPU_BACKEND_NAME,
+                         k_candidates[c].name);
     }
-    if (wide && RDG_MOE_TMA && !cp_async_forced()) {
-        const rudnn_status_t st = rdg_moe_experts_tma(q, plan, ptrs, off);
-        if (st != RUDNN_STATUS_NOT_SUPPORTED) /* NOT_SUPPORTED: nothing launched, no message */
-            return st;
-    }
-    return wide ? tc_launch<256>(q, plan, ptrs, off) : tc_launch<128>(q, plan, ptrs, off);
-#else
-    (void)queue;
-    (void)plan;
-    (void)tokens;
-    (void)offsets;
-    (void)gate;
-    (void)up;
-    (void)down;
-    (void)act;
-    (void)out;
-    return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: no tensor-core MoE experts on this backend",
-                     RUDNN_GPU_BACKEND_NAME);
-#endif
 }

@@ -1,5 +1,5 @@
 /* MoE SwiGLU experts through cuBLAS: a comparison path for measuring the tensor-core kernels of
- * moe_experts.cu against the vendor library in the same binary (RUDNN_CUDA_MOE_GEMM=cublas or
+ * moe_experts.cu against the vendor library in the same binary (the candidates moe.cublas_grouped and
  * cublas_loop). Same function and numeric contract (backends/README.md):
  *   1. offsets [E+1] are read back and the stream is SYNCHRONISED: cuBLAS takes each expert's row
  *      count on the host (our kernels read the offsets on the device and never synchronise);
@@ -17,7 +17,7 @@
  * in the grouped GEMM (CUBLAS_STATUS_NOT_SUPPORTED, nothing launched), GEMM 1 runs per expert from
  * then on in this process; GEMM 2 stays grouped.
  *
- * gu16 (RUDNN_CUDA_MOE_GEMM=cublas_gu16 or cublas_loop_gu16): GEMM 1 writes gate and up in the dtype
+ * gu16 (moe.cublas_grouped_gu16, moe.cublas_loop_gu16): GEMM 1 writes gate and up in the dtype
  * instead, as PyTorch's MoE does (torch.mm / torch._grouped_mm outputs), halving gu's traffic; g
  * and u are then rounded to the dtype before silu, a second rounding our kernels' contract does
  * not have. For measuring the fastest cuBLAS form against our kernels.
@@ -313,9 +313,9 @@ rudnn_status_t rdg_moe_experts_cublas(rdg_queue_t *q, const rudnn_moe_rows_plan_
                                       const uint32_t *offsets, int per_expert, int gu16)
 {
     static const char *const ops[2][2] = {
-        {"moe experts_tensor_core (RUDNN_CUDA_MOE_GEMM=cublas)", "moe experts_tensor_core (RUDNN_CUDA_MOE_GEMM=cublas_gu16)"},
-        {"moe experts_tensor_core (RUDNN_CUDA_MOE_GEMM=cublas_loop)",
-         "moe experts_tensor_core (RUDNN_CUDA_MOE_GEMM=cublas_loop_gu16)"}};
+        {"moe.cublas_grouped", "moe.cublas_grouped_gu16"},
+        {"moe.cublas_loop",
+         "moe.cublas_loop_gu16"}};
     const char *op = ops[per_expert ? 1 : 0][gu16 ? 1 : 0];
     /* cuBLAS takes int sizes and leading dimensions (the largest is GEMM 1's ldc = 2I) */
     if (2 * plan->inter > INT_MAX || plan->hidden > INT_MAX || plan->rows > INT_MAX || plan->experts > INT_MAX / 9)

@@ -149,7 +149,7 @@ tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant
 #pragma unroll
         for (int i = 0; i < 128; i++)
             acc[i] = 0.0f;
-        if (RDG_MOE_SKIP_IDLE_WG && cw * 64 >= rows) {
+        if (cw * 64 >= rows) {
             /* only padding rows: release each stage as it arrives (waiting keeps this warpgroup's
              * arrivals in the producer's phase) */
             for (int kt = 0; kt < ktiles; kt++, it++) {
@@ -241,20 +241,32 @@ volatile int g_tma_smem_done[4][64];
 
 } // namespace
 
+const char *rdg_moe_tma_why(const rdg_devinfo_t *dev, const rudnn_moe_rows_plan_t *plan)
+{
+    if (!encoder())
+        return "the driver has no tensor-map encoder (cuTensorMapEncodeTiled)";
+    if ((size_t)TMA_SMEM > dev->smem_optin)
+        return "the device has too little shared memory";
+    const int64_t E = plan->experts, H = plan->hidden, I = plan->inter;
+    if (E * I > INT32_MAX || E * H > INT32_MAX || plan->rows > INT32_MAX)
+        return "a weight or row count passes the tensor maps' 32-bit coordinates";
+    return nullptr;
+}
+
 rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
                                    const uint32_t *offsets)
 {
     PFN_cuTensorMapEncodeTiled_v12000 enc = encoder();
     const int64_t E = plan->experts, H = plan->hidden, I = plan->inter, rows = plan->rows;
-    if (!enc || (size_t)TMA_SMEM > q->dev.smem_optin || E * I > INT32_MAX || E * H > INT32_MAX || rows > INT32_MAX)
-        return RUDNN_STATUS_NOT_SUPPORTED; /* the caller takes the cp.async kernel; no message */
     const rudnn_dtype_t dt = plan->dtype;
     /* GEMM 1: A = tokens [rows, H], B = gate / up [E I, H]; GEMM 2: A = act [rows, I], B = down [E H, I] */
     CUtensorMap a1, g, u, a2, d;
     if (!encode_2d(enc, &a1, ptrs[0], dt, rows, H, TC_BM) || !encode_2d(enc, &g, ptrs[1], dt, E * I, H, TC_BM) ||
         !encode_2d(enc, &u, ptrs[2], dt, E * I, H, TC_BM) || !encode_2d(enc, &a2, ptrs[4], dt, rows, I, TC_BM) ||
         !encode_2d(enc, &d, ptrs[3], dt, E * H, I, TC_BM))
-        return RUDNN_STATUS_NOT_SUPPORTED;
+        return rdg_error(RUDNN_STATUS_DEVICE_ERROR, "%s: moe.wgmma_tma: cuTensorMapEncodeTiled refused an operand "
+                         "(hidden %lld, inter %lld, rows %lld)", RUDNN_GPU_BACKEND_NAME, (long long)H, (long long)I,
+                         (long long)rows);
 
     const bool bf16 = dt == RUDNN_BF16;
     tma_fn f1 = bf16 ? tma_gemm_kernel<RUDNN_BF16, true> : tma_gemm_kernel<RUDNN_F16, true>;

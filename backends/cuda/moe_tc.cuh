@@ -1,6 +1,6 @@
 /* Device helpers of the MoE expert GEMMs (moe_experts.cu), in their own header so that another
- * kernel variant can share them (a TMA + warp-specialised variant was measured and dropped, see
- * bench/RESULTS.md). Include after gpu_compat.h.
+ * kernel variant can share them (the cp.async kernels of moe_experts.cu and the TMA kernel of
+ * moe_experts_tma.cu). Include after gpu_compat.h.
  *
  * Shared-memory operand layout of the tensor-core kernels: 128-byte rows (64 16-bit elements of
  * K) with the 128-byte XOR swizzle in 1024-byte atoms of 8 rows: wgmma's K-major layout, what TMA
@@ -10,30 +10,15 @@
 
 #define TC_BM 128
 #define TC_BK 64     /* 128-byte shared rows */
-#ifndef RDG_MOE_SKIP_IDLE_WG
-#define RDG_MOE_SKIP_IDLE_WG 1 /* 0: both warpgroups always multiply (for A/B) */
-#endif
-#ifndef RDG_MOE_TMA
-#define RDG_MOE_TMA 1 /* sm_90a: 1 the TMA kernel (moe_experts_tma.cu), 0 the cp.async kernel only */
-#endif
-#ifndef TC_GROUP_N
-#define TC_GROUP_N 8 /* column tiles per raster group */
-#endif
+#define TC_GROUP_N 8 /* column tiles per raster group: CTAs running together share weight tiles in L2 */
 
 namespace {
 
-#ifndef RDG_MOE_FAST_SILU
-#define RDG_MOE_FAST_SILU 1 /* 0: expf and IEEE division in the GEMM 1 epilogue */
-#endif
 __device__ __forceinline__ float silu_mul(float g, float u)
 {
-#if RDG_MOE_FAST_SILU
     /* ex2.approx and rcp.approx: a few FP32 ulps, far below the 16-bit rounding of act; a large
      * negative g gives 1 + e = inf and g * rcp(inf) = -0, as the exact quotient rounds to */
     return __fdividef(g, 1.0f + __expf(-g)) * u;
-#else
-    return g / (1.0f + expf(-g)) * u;
-#endif
 }
 
 __device__ __forceinline__ int64_t slot_start(uint32_t offset, int64_t e, int bm)

@@ -1,5 +1,5 @@
-/* 16-bit rows of one CTA streamed by bulk copies: layer_norm and rms_norm (included by norm.cu
- * inside its namespace; CUDA, device code for sm_90 and later, which have cp.async.bulk).
+/* The bulk kernel: 16-bit layer_norm and rms_norm rows streamed by bulk copies (CUDA, device code
+ * for sm_90 and later, which have cp.async.bulk), in one CTA or over a cluster.
  *
  * Why: the register kernels hold a row's loads in registers or in per-thread cp.async copies, so
  * the bytes in flight on an SM are bounded by its threads, and gamma/beta staged per CTA (64 KiB
@@ -11,74 +11,20 @@
  * flight through the current row's reductions and no thread spends registers or load
  * instructions on them. Groups reduce on their own named barriers (reduce.cuh RED_GROUP).
  *
- * Numerics as the register kernel's unscaled-first path (RDG_NORM_FAST_SUM, backends/README.md):
- * unscaled sums, and the power-of-two scaled path for a row whose reduced sums fail the bounds;
- * statistics as the pair kernel's (RDG_NORM_FAST_STATS); layer_norm's variance in one pass where
- * that is accurate enough (RDG_BULK_LN_ONE_PASS). */
+ * Numerics as the register kernel's unscaled-first path (backends/README.md): unscaled sums, and
+ * the power-of-two scaled path for a row whose reduced sums fail the bounds; the statistics'
+ * fast forms (stat_div, stat_rsqrt); layer_norm's variance in one reduction where that is
+ * accurate enough (below). */
+#ifndef RUDNN_NORM_BULK_CUH
+#define RUDNN_NORM_BULK_CUH
 
-/* RDG_NORM_BULK (bits): the 16-bit rows that take this kernel where it fits (bulk_cfg in
- * norm.cu): rows of one CTA, 1 layer_norm, 2 rms_norm; rows over a cluster, 4 layer_norm, 8
- * rms_norm; 0 none. 15 (the default). H200 A/B of the one-CTA rows against the kernels before
- * (layer_norm: two rows per thread, rms_norm: packed rows), 2 rounds, bench/RESULTS.md: bf16
- * layer_norm [16384, 8192] -2.9%, [32768, 4096] -5.1%, [8192, 16384] -0.5%, f16 [16384, 8192]
- * -2.8%; rms_norm bf16 -4.2%, -2.2%, -1.8%, f16 -3.5%. Rows over a cluster (slices of 16384,
- * early loads) against the two-row cluster kernel (layer_norm) and the packed cluster kernel
- * (rms_norm), thirteenth session: bf16 layer_norm [4096, 32768] -3.3%, [4096, 65536] -5.2%,
- * [2048, 131072] -9.2%; rms_norm -3.1%, -3.5%, -3.6%. Softmax was 1.4% faster at [32768, 4096]
- * but 2.9% to 5.5% slower at [16384, 8192] and [8192, 16384], and F32 rows of all three ops
- * 2.3% to 4.2% slower (an earlier build), so those keep their kernels (their code was removed). */
-#ifndef RDG_NORM_BULK
-#define RDG_NORM_BULK 15
-#endif
-/* elements per CTA slice of rows over a cluster at least (the cluster: ceil(cols / this) CTAs, at
- * most 8). 16384 (a row of 65536 over 4 CTAs, one group of 512 threads each) against 8192 (8 CTAs,
- * 3 groups of 256), H200, 2 rounds: bf16 layer_norm [4096, 65536] -3.4%, rms_norm -2.8%;
- * [4096, 32768] +0.6% and +0.3%; [2048, 131072] the same launch (8 CTAs either way). */
-#ifndef RDG_BULK_CLUSTER_SLICE
-#define RDG_BULK_CLUSTER_SLICE 16384
-#endif
-/* shared buffers per row group (STAGES - 1 rows in flight while one is computed); 3 measured
- * no faster (H200 A/B, 2 rounds: bf16 layer_norm [16384, 8192] +0.3%, [32768, 4096] +0.6%,
- * rms_norm -0.2% and -0.2%; +1.7% on layer_norm in an earlier two-pass build) */
-#ifndef RDG_BULK_STAGES
-#define RDG_BULK_STAGES 2
-#endif
-/* 16-byte vectors of a row per thread (F = RDG_BULK_NV * VEC floats) */
-#ifndef RDG_BULK_NV
-#define RDG_BULK_NV 4
-#endif
-/* 16-bit rows kept packed in registers, converted in every pass (bits: 1 layer_norm, 2 rms_norm;
- * unpacked, bf16 layer_norm spills at the 80 registers of 768 threads) */
-#ifndef RDG_BULK_PACK
-#define RDG_BULK_PACK 3
-#endif
-/* layer_norm's statistics in one reduction where that is accurate enough (1, the default), or
- * always in two (0). One pass: FP32 sums of x and x^2, each within about 40u (u = 2^-24; 32
- * sequential terms per thread, then the reduction's tree) of the sum of the terms' magnitudes;
- * var = E[x^2] - mean^2 then errs by at most about 124u E[x^2] (E|x| and |mean| are at most
- * sqrt(E[x^2])), which when mean^2 <= 16 var is at most 17 * 124u = 1.3e-4 of var: 6.3e-5
- * relative in rstd, an eighth of an F16 output's half-ulp and a thirtieth of BF16's (this kernel
- * takes 16-bit rows only). Rows with a larger mean, and rows outside the unscaled bounds, take
- * the second reduction (sum of (x - mean)^2). H200 A/B against two passes, 2 rounds: bf16
- * [16384, 8192] -2.9%, [32768, 4096] -1.8%, f16 [16384, 8192] -2.2%. */
-#ifndef RDG_BULK_LN_ONE_PASS
-#define RDG_BULK_LN_ONE_PASS 1
-#endif
-/* threads per CTA at most (all groups), and row groups per CTA at most. 768 (3 groups of 256 at
- * 8192 columns, 80 registers); 1024 (64 registers) measured 2.2% to 6.3% slower for layer_norm
- * and 1% to 3% for rms_norm (H200, 2 rounds). */
-#ifndef RDG_BULK_THREADS
-#define RDG_BULK_THREADS 768
-#endif
-#define RDG_BULK_MAX_GROUPS 8
-#define RDG_BULK_MAX_STAGES 4
-static_assert(RDG_BULK_STAGES >= 1 && RDG_BULK_STAGES <= RDG_BULK_MAX_STAGES, "RDG_BULK_STAGES: 1 to RDG_BULK_MAX_STAGES");
-/* bulk copies with an L2 evict-first hint (1; the rows are read once) or none (0, the default):
- * H200 A/B, 2 rounds, without the hint: bf16 layer_norm [16384, 8192] -0.8%, [32768, 4096]
- * 0.0%, rms_norm -1.7% and -1.4% */
-#ifndef RDG_BULK_EVICT_FIRST
-#define RDG_BULK_EVICT_FIRST 0
-#endif
+#include "mbarrier.cuh"
+#include "norm_math.cuh"
+
+namespace {
+
+static_assert(RDG_NORM_BULK_STAGES >= 1 && (int)RDG_NORM_BULK_STAGES <= (int)RDG_NORM_BULK_MAX_STAGES,
+              "bulk kernel: 1 to RDG_NORM_BULK_MAX_STAGES buffers per group");
 
 #if RUDNN_HAS_CLUSTERS && !RDG_HIP
 /* bytes (a multiple of 16) from 16-byte aligned global src into shared dst, counted on bar. The
@@ -88,19 +34,10 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     mbar_expect_tx(bar, (int)bytes);
-    if constexpr (RDG_BULK_EVICT_FIRST) {
-        uint64_t policy;
-        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-                     " [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
-                     "l"(src), "r"(bytes), "r"(bar), "l"(policy)
-                     : "memory");
-    } else {
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                         dst),
-                     "l"(src), "r"(bytes), "r"(bar)
-                     : "memory");
-    }
+    /* no L2 evict-first hint: it measured 0.8% to 1.7% slower (twelfth session) */
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
 }
 
 /* layer_norm's output for this thread's vectors (lane + i * T < count): y = (x - c) * inv *
@@ -153,11 +90,11 @@ __device__ __noinline__ int bulk_ln_scaled(float (&w)[NV][S::VEC], void *y, floa
  * clusters) * G. SCOPE RED_GROUP: the CTA's slice is the whole row; RED_GROUP_CLUSTER: the CTA of
  * rank r in a cluster of csize holds slice r (a.slice_vec vectors) of its groups' rows, and group g
  * reduces with group g of the other CTAs. A thread holds vectors lane + i * T (i < NV) of its
- * slice in registers (as loaded or as FP32: PACK below), and reads its gamma and beta from
+ * slice in registers as loaded (converted at every use), and reads its gamma and beta from
  * shared memory in the output pass. Shared memory: the slice's gamma (and beta, layer_norm) in
  * planes (stage_affine), then each group's STAGES slice buffers. */
 template <class S, int OP, int SCOPE>
-__global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
+__global__ void __launch_bounds__(RDG_NORM_BULK_THREADS, 1) bulk_kernel(NormArgs a)
 {
 #if RUDNN_HAS_CLUSTERS && !RDG_HIP
     static_assert(OP == OP_LN || OP == OP_RMS, "bulk kernel: layer_norm and rms_norm");
@@ -165,20 +102,17 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
     constexpr bool CL = SCOPE == RED_GROUP_CLUSTER;
     constexpr int VEC = S::VEC;
     static_assert(VEC == 8, "bulk kernel: 16-bit rows");
-    constexpr int NV = RDG_BULK_NV;
+    constexpr int NV = RDG_NORM_BULK_NV;
     constexpr bool LN = OP == OP_LN;
-    constexpr bool ONE_PASS = RDG_BULK_LN_ONE_PASS != 0;
-    /* the norms keep the row packed in registers and convert it in every pass (RDG_BULK_PACK) */
-    constexpr bool PACK = (OP == OP_LN && (RDG_BULK_PACK & 1)) || (OP == OP_RMS && (RDG_BULK_PACK & 2));
     typedef typename S::raw_t raw_t;
 
     extern __shared__ float4 rdg_dyn_smem[];
     __shared__ float red_f[2 * RDG_MAX_WARPS];
     __shared__ int red_i[2 * RDG_MAX_WARPS];
-    __shared__ uint64_t full[RDG_BULK_MAX_GROUPS * RDG_BULK_MAX_STAGES];
+    __shared__ uint64_t full[RDG_NORM_BULK_MAX_GROUPS * RDG_NORM_BULK_MAX_STAGES];
     /* the groups' cluster partials and their mbarriers (reduce.cuh), by group */
-    __shared__ float2 red_cl[CL ? RDG_BULK_MAX_GROUPS * 2 * RDG_RED_MAX_CLUSTER : 1];
-    __shared__ uint64_t red_bar[CL ? RDG_BULK_MAX_GROUPS * 2 : 1];
+    __shared__ float2 red_cl[CL ? RDG_NORM_BULK_MAX_GROUPS * 2 * RDG_RED_MAX_CLUSTER : 1];
+    __shared__ uint64_t red_bar[CL ? RDG_NORM_BULK_MAX_GROUPS * 2 : 1];
 
     const int T = a.group_threads;
     const int groups = (int)blockDim.x / T;
@@ -202,7 +136,7 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
     float *sb = sg + (size_t)slice * VEC;
     const int naffine = LN ? 2 : 1;
     raw_t *bufs = (raw_t *)(sg + (size_t)naffine * slice * VEC) + (size_t)group * stages * slice;
-    uint64_t *bars = full + group * RDG_BULK_MAX_STAGES;
+    uint64_t *bars = full + group * RDG_NORM_BULK_MAX_STAGES;
     /* this group's first row and the rows' step, taken where used (held from here on, they made
      * layer_norm spill at 768 threads) */
     auto first_row = [&]() { return (int64_t)(blockIdx.x / (unsigned)csize) * groups + group; };
@@ -214,8 +148,8 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
     };
     /* the group's first thread sets up its buffers' mbarriers and issues its first rows' copies
      * before gamma/beta are staged, so that the launch's first DRAM reads need not wait for the
-     * staging (H200 A/B against issuing them after, 2 rounds: bf16 layer_norm [32768, 4096]
-     * -1.5%, [16384, 8192] -0.7%; rms_norm within 0.3%); the barrier below publishes the inits */
+     * staging (bf16 layer_norm [32768, 4096] -1.5%, thirteenth session); the barrier below
+     * publishes the inits */
     if (lane == 0) {
         for (int s = 0; s < stages; s++)
             mbar_init(red_smem_u32(&bars[s]), 1);
@@ -236,20 +170,19 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
     uint32_t parity = 0u;
     for (; row < a.rows; row += step) {
         mbar_wait(red_smem_u32(&bars[s]), parity);
-        /* the row's vectors as loaded (xr, PACK) or as FP32 (v); vals(i, t) gives vector i in FP32 */
+        /* the row's vectors as loaded (xr), converted again in every pass: vals(i, t) gives vector i
+         * in FP32 (held as FP32, bf16 layer_norm spilled at the 80 registers of 768 threads) */
         raw_t xr[NV];
-        float v[NV][VEC];
         const raw_t *buf = bufs + (size_t)s * slice;
 #pragma unroll
         for (int i = 0; i < NV; i++) {
             const int vi = lane + i * T;
-            const raw_t w = vi < count ? buf[vi] : S::zero();
-            if constexpr (PACK)
-                xr[i] = w;
-            else
-                S::cvt(w, v[i]);
+            xr[i] = vi < count ? buf[vi] : S::zero();
         }
-        auto vals = [&](int i, float (&t)[VEC]) { vals_of<S, PACK>(xr[i], v[i], t); };
+        auto vals = [&](int i, float (&t)[VEC]) {
+            S::launder(xr[i]);
+            S::cvt(xr[i], t);
+        };
         /* f(x) for each of this thread's values (masked-out entries are 0) */
         auto each = [&](auto &&f) { for_each_val<NV, VEC>(vals, f); };
         /* after the first reduction's barrier every thread of the group has read buffer s: its
@@ -290,12 +223,15 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
                 }
             }
         } else { /* OP_LN */
-            /* ONE_PASS: the sums of x and x^2 in one reduction, var = E[x^2] - mean^2, taken when
-             * mean^2 <= 16 var (below); otherwise, and without ONE_PASS, the sum of
-             * (x - mean)^2 in a second */
+            /* One pass: the sums of x and x^2 in one reduction, var = E[x^2] - mean^2, taken when
+             * mean^2 <= 16 var: each FP32 sum is within about 40u (u = 2^-24) of the sum of its
+             * terms' magnitudes, so var errs by at most about 17 * 124u = 1.3e-4 of itself (6.3e-5
+             * relative in rstd, an eighth of an F16 output's half-ulp). Otherwise the sum of
+             * (x - mean)^2 in a second reduction. Against two passes always: bf16 [32768, 4096]
+             * -1.8%, [16384, 8192] -2.9% (twelfth session). */
             float sum = 0.0f, mean = 0.0f, var = 0.0f;
             bool fast = false;
-            if constexpr (ONE_PASS) {
+            {
                 float2 sq = make_float2(0.0f, 0.0f);
                 each([&](float x) {
                     sq.x += x;
@@ -308,10 +244,6 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
                 const float msq = mean * mean;
                 var = stat_div<true>(sq.y, h, rh) - msq;
                 fast = unscaled_sum_ok(sum) && unscaled_sumsq_ok(sq.y) && msq <= 16.0f * var;
-            } else {
-                each([&](float x) { sum += x; });
-                sum = block_allreduce<SumOp, SCOPE>(sum, ctx);
-                refill();
             }
             if (!fast) {
                 mean = stat_div<true>(sum, h, rh);
@@ -351,3 +283,7 @@ __global__ void __launch_bounds__(RDG_BULK_THREADS, 1) bulk_kernel(NormArgs a)
     (void)a;
 #endif
 }
+
+} // namespace
+
+#endif

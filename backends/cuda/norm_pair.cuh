@@ -1,56 +1,28 @@
-/* 16-bit layer_norm and softmax, two rows per thread (included by norm.cu, inside its namespace;
- * CUDA only: it needs gamma/beta staged in shared memory and the asynchronous prefetch).
+/* The pair kernel: 16-bit layer_norm and softmax, two rows per thread (CUDA: it needs gamma/beta
+ * staged in shared memory and the asynchronous prefetch).
  *
  * Why (layer_norm): the one-row kernels of 16-bit layer_norm cannot stage both gamma and beta
  * (F32, 8 bytes per column against the row's 2) and still keep two CTAs' rows in flight on an
- * SM, so they read beta through L2 for every row: at [4096, 65536] bf16 the L2 traffic (input,
- * output, beta) then equals the row bytes times about 3.5, which at the H200's L2 throughput is
- * the measured 0.43 ms (59% of copy bandwidth). Here each thread holds its values of two rows
- * of the same slice (twice the registers per thread: 128 at F = 32), so gamma and beta are
- * staged once per CTA and read from shared memory once for both rows, the two rows reduce
- * together (one barrier and one cluster exchange per statistic for both), and the next two rows
- * are prefetched (through L1: nothing else of this kernel lives there). Softmax (no affine data)
- * takes it for the halved synchronisation alone, where that measured faster (RDG_SOFTMAX16_PAIR).
+ * SM, so they read beta through L2 for every row (about 3.5 times the row's bytes in L2 traffic
+ * at [4096, 65536] bf16). Here each thread holds its values of two rows of the same slice (twice
+ * the registers per thread: 128 at F = 32), so gamma and beta are staged once per CTA and read
+ * from shared memory once for both rows, the two rows reduce together (one barrier and one
+ * cluster exchange per statistic for both), and the next two rows are prefetched (through L1:
+ * nothing else of this kernel lives there). Softmax (no affine data) takes it for the halved
+ * synchronisation alone, where that measured faster (norm_tuning.h).
  *
- * Numerics (layer_norm) as the register kernel's unscaled-first path (RDG_NORM_FAST_SUM): both
- * rows are summed unscaled; a row whose reduced sums fail the bounds of backends/README.md takes
- * the power-of-two scaled path alone afterwards (every thread of the cluster sees the same
- * reduced sums, so they all take the same reductions). Softmax as norm_reg_body's. */
+ * Numerics (layer_norm) as the register kernel's unscaled-first path: both rows are summed
+ * unscaled; a row whose reduced sums fail the bounds of backends/README.md takes the
+ * power-of-two scaled path alone afterwards (every thread of the cluster sees the same reduced
+ * sums, so they all take the same reductions); the statistics' fast forms (stat_div,
+ * stat_rsqrt). Softmax as norm_reg_body's. */
+#ifndef RUDNN_NORM_PAIR_CUH
+#define RUDNN_NORM_PAIR_CUH
 
-/* RDG_LN16_PAIR (bits): where choose() takes this kernel for 16-bit layer_norm: bit 0 rows over a
- * cluster, bit 1 rows of one CTA (3, the default: both; 0: neither, the one-row kernels). H200
- * A/B against the one-row kernels, 2 rounds, bf16 (f16 alike): [4096, 65536] 0.4271 -> 0.3437
- * ms (-19.5%), [2048, 131072] -24.0%, [16384, 8192] -2.9%, [8192, 4096] -1.4%, [32768, 2048]
- * -0.4%. (Rows held as 16 floats per thread, 1024 threads at 64 registers, lost: the CTA rows
- * spilled, +21% to +24%; [4096, 65536] -11.8%.) */
-#ifndef RDG_LN16_PAIR
-#define RDG_LN16_PAIR 3
-#endif
-/* RDG_SOFTMAX16_PAIR (bits, as RDG_LN16_PAIR) for 16-bit softmax: 1, rows over a cluster, and
- * (pair_cfg) only rows over more than 4 CTAs of RDG_SOFTMAX16_PAIR_MIN_SLICE (8192), so that two
- * CTAs of 128 registers fit per SM. H200 A/B against one row per thread, bf16, 2 rounds, two
- * calls: [4096, 65536] (8 x 256 threads) -3.2% and -3.0%; not taken: [4096, 32768] (4 x 256)
- * +1.5%, [4096, 16384] (2 x 256) +2.7%, [2048, 131072] (8 x 512, one CTA per SM) +3.9%, rows
- * of one CTA ([16384, 8192], bit 1) +0.6%. */
-#ifndef RDG_SOFTMAX16_PAIR
-#define RDG_SOFTMAX16_PAIR 1
-#endif
-/* gamma and beta staged in planes (stage_affine in norm.cu: no bank conflicts). H200 A/B, bf16
- * layer_norm, 2 rounds: [4096, 65536] -4.7%, [2048, 131072] -5.5%, [4096, 32768] -3.8%,
- * [16384, 8192] 0.0%. */
-/* RDG_PAIR_PF_L1: the prefetch copies through L1 (cp.async.ca, 1, the default) or L2 only (.cg,
- * 0; to measure: with 64 KiB of gamma and beta per layer_norm CTA, two CTAs leave L1 little room) */
-#ifndef RDG_PAIR_PF_L1
-#define RDG_PAIR_PF_L1 1
-#endif
-#ifndef RDG_PAIR_AFFINE_PLANAR
-#define RDG_PAIR_AFFINE_PLANAR 1
-#endif
-/* floats of each row per thread: 32 (128 registers, the default) or 16 (64 registers, twice the
- * threads per slice; H200 A/B, bf16 layer_norm: +16% to +34%, no spills) */
-#ifndef RDG_PAIR_F
-#define RDG_PAIR_F 32
-#endif
+#include "norm_math.cuh"
+
+namespace {
+
 template <class S, int OP, int F, int SCOPE>
 __device__ __forceinline__ void pair_body(const NormArgs &a)
 {
@@ -85,8 +57,8 @@ __device__ __forceinline__ void pair_body(const NormArgs &a)
     raw_t *pf = LN ? (raw_t *)(sb + (size_t)a.slice_vec * VEC) : (raw_t *)rdg_dyn_smem;
     if (LN) {
         const int n4 = count * (VEC / 4);
-        stage_affine<VEC, RDG_PAIR_AFFINE_PLANAR>(sg, a.gamma + (size_t)vbeg * VEC, n4, a.slice_vec);
-        stage_affine<VEC, RDG_PAIR_AFFINE_PLANAR>(sb, a.beta ? a.beta + (size_t)vbeg * VEC : nullptr, n4, a.slice_vec);
+        stage_affine<VEC, true>(sg, a.gamma + (size_t)vbeg * VEC, n4, a.slice_vec);
+        stage_affine<VEC, true>(sb, a.beta ? a.beta + (size_t)vbeg * VEC : nullptr, n4, a.slice_vec);
         __syncthreads();
     }
     if (SCOPE == RED_CLUSTER)
@@ -97,7 +69,7 @@ __device__ __forceinline__ void pair_body(const NormArgs &a)
     auto prefetch_pair = [&](int64_t r) {
         for (int k = 0; k < 2; k++)
             if (r + k < a.rows)
-                issue_prefetch<S, NV, RDG_PAIR_PF_L1>(pf + (size_t)k * a.slice_vec, a.x, (r + k) * nvec + vbeg, lane,
+                issue_prefetch<S, NV, true>(pf + (size_t)k * a.slice_vec, a.x, (r + k) * nvec + vbeg, lane,
                                             gsize, count);
         rdg_copy_async_commit();
     };
@@ -150,8 +122,8 @@ __device__ __forceinline__ void pair_body(const NormArgs &a)
             const int vi = lane + i * gsize;
             if (vi < count) {
                 float g[VEC], b[VEC], t[VEC];
-                load_affine<VEC, true, RDG_PAIR_AFFINE_PLANAR>(sg, nullptr, vi, a.slice_vec, g);
-                load_affine<VEC, true, RDG_PAIR_AFFINE_PLANAR>(sb, nullptr, vi, a.slice_vec, b);
+                load_affine<VEC, true, true>(sg, nullptr, vi, a.slice_vec, g);
+                load_affine<VEC, true, true>(sb, nullptr, vi, a.slice_vec, b);
 #pragma unroll
                 for (int k = 0; k < VEC; k++)
                     t[k] = fmaf((v0[i][k] - c0) * r0, g[k], b[k]);
@@ -233,10 +205,14 @@ __device__ __forceinline__ void pair_body(const NormArgs &a)
         cluster_sync_all();
 }
 
-/* 16384 elements of a row in 512 threads at 128 registers (RDG_PAIR_F 32 of each row per thread):
- * one CTA of the largest slice per SM; smaller slices fit two or more. */
+/* 16384 elements of a row in 512 threads at 128 registers: one CTA of the largest slice per SM;
+ * smaller slices fit two or more. */
 template <class S, int OP, int SCOPE>
-__global__ void __launch_bounds__(16384 / RDG_PAIR_F, 1) pair_kernel(NormArgs a)
+__global__ void __launch_bounds__(RDG_NORM_PAIR_CTA_ELEMS / RDG_NORM_PAIR_F, 1) pair_kernel(NormArgs a)
 {
-    pair_body<S, OP, RDG_PAIR_F, SCOPE>(a);
+    pair_body<S, OP, RDG_NORM_PAIR_F, SCOPE>(a);
 }
+
+} // namespace
+
+#endif

@@ -7,6 +7,7 @@
  * message naming the call and the runtime's description.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,9 +43,10 @@ rudnn_status_t rdg_fail(rudnn_status_t status, cudaError_t err, const char *what
 namespace {
 
 struct Device {
-    rdg_devinfo_t info;
+    rdg_devinfo_t info; /* first: rdg_devinfo_of() reads it from the handle */
     cudaDeviceProp prop;
 };
+static_assert(offsetof(Device, info) == 0, "rdg_devinfo_of needs the info first");
 
 struct Event {
     cudaEvent_t event;

@@ -29,6 +29,12 @@ typedef struct rdg_devinfo {
     void *tensor_map_encode;
 } rdg_devinfo_t;
 
+/* The device handle the HAL passes (plugin.cu's device starts with its rdg_devinfo_t). */
+static inline const rdg_devinfo_t *rdg_devinfo_of(void *device)
+{
+    return (const rdg_devinfo_t *)device;
+}
+
 typedef struct rdg_queue {
     cudaStream_t stream;
     rdg_devinfo_t dev;
@@ -100,21 +106,24 @@ rudnn_status_t rdg_moe_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t 
 rudnn_status_t rdg_moe_combine(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t expert_out,
                                rudnn_mem_ref_t positions, rudnn_mem_ref_t weights, rudnn_mem_ref_t out);
 
-/* moe_experts.cu */
-rudnn_status_t rdg_moe_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
-                                      rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
-                                      rudnn_mem_ref_t down, rudnn_mem_ref_t act, rudnn_mem_ref_t out);
-rudnn_status_t rdg_moe_experts_tensor_core(void *queue, const rudnn_moe_rows_plan_t *plan,
-                                           rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
-                                           rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
-                                           rudnn_mem_ref_t act, rudnn_mem_ref_t out);
+/* moe_experts.cu: the SwiGLU expert candidates (the experts_* entries of hal/moe.h) */
+const rudnn_kernel_candidate_t *rdg_moe_experts_candidates(uint32_t *count);
+void rdg_moe_experts_check(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                           rudnn_candidate_verdict_t *verdict);
+rudnn_status_t rdg_moe_experts_workspace(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                                         size_t *bytes);
+rudnn_status_t rdg_moe_experts_run(void *queue, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                                   rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate,
+                                   rudnn_mem_ref_t up, rudnn_mem_ref_t down, rudnn_mem_ref_t act,
+                                   rudnn_mem_ref_t out);
 
-/* moe_experts_tma.cu (CUDA only): both GEMMs of one forward; RUDNN_STATUS_NOT_SUPPORTED (nothing
- * launched) when the driver has no tensor-map encoder, so the caller can take the cp.async kernel.
- * ptrs: tokens, gate, up, down, act, out (16-byte aligned, H and I multiples of 8: checked by the
- * caller). */
+/* moe_experts_tma.cu (CUDA only): both GEMMs of one forward, where rdg_moe_tma_why(plan) is NULL
+ * (ops/ chose this kernel). ptrs: tokens, gate, up, down, act, out (16-byte aligned, H and I
+ * multiples of 8: checked by the caller). */
 rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
                                    const uint32_t *offsets);
+/* Why the TMA kernel cannot run plan on dev (encoder, shared memory, 32-bit coordinates), or NULL. */
+const char *rdg_moe_tma_why(const rdg_devinfo_t *dev, const rudnn_moe_rows_plan_t *plan);
 
 #ifndef RDG_HAVE_CUBLAS
 #define RDG_HAVE_CUBLAS 0 /* meson: 1 where the CUDA toolkit has cuBLAS's headers */
@@ -125,6 +134,9 @@ rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *
  * forces one cublasGemmEx per expert. */
 rudnn_status_t rdg_moe_experts_cublas(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
                                       const uint32_t *offsets, int per_expert, int gu16);
+/* cublas_loader.cu: NULL where cuBLAS loads (loading it once), else why not: the files tried and
+ * their errors. */
+const char *rdg_cublas_unavailable(void);
 #endif
 
 #endif

@@ -180,11 +180,8 @@ __device__ __forceinline__ float warp_allreduce(float v)
  *     then a plain sum butterfly;
  *   otherwise: an (e, s) butterfly with a rescale per step (always on HIP).
  * Same terms in another association; both deterministic and bit-identical in every lane (the
- * same e everywhere, commutative adds). The norm kernels choose per kernel (norm.cu, es_redux);
- * RDG_ES_REDUX=0 turns REDUX off everywhere, 2 on everywhere (for measuring). */
-#ifndef RDG_ES_REDUX
-#define RDG_ES_REDUX 1
-#endif
+ * same e everywhere, commutative adds). The norm kernels choose per kernel (norm_math.cuh,
+ * es_redux). */
 
 /* the warp's maximum: one redux.sync on sm_80+ */
 __device__ __forceinline__ int warp_max_i32(int v)

@@ -4,6 +4,7 @@
 #define RUDNN_HAL_MOE_H
 
 #include "table.h"
+#include "rudnn/moe.h" /* rudnn_moe_strategy_t */
 
 typedef struct rudnn_route_kernel_plan {
     rudnn_dtype_t dtype;  /* logits dtype = weights dtype: F32, F16 or BF16 */
@@ -27,6 +28,9 @@ typedef struct rudnn_moe_rows_plan {
     int64_t hidden;             /* H */
     int64_t inter;              /* I (experts only) */
     int64_t rows;               /* T * top_k */
+    /* experts: every operand's device address (tokens, offsets, gate, up, down, act, out) is a
+     * multiple of align bytes (a power of two, at most 256) */
+    uint32_t align;
 } rudnn_moe_rows_plan_t;
 
 typedef struct rudnn_moe_kernels {
@@ -50,40 +54,35 @@ typedef struct rudnn_moe_kernels {
     rudnn_status_t (*dispatch_gather)(void *queue, const rudnn_moe_rows_plan_t *plan,
                                       rudnn_mem_ref_t input, rudnn_mem_ref_t row_token,
                                       rudnn_mem_ref_t tokens);
-    /* Scalar SwiGLU experts over dispatched rows grouped by offsets [E+1];
-     * act is a workspace of rows * inter elements of plan->dtype. */
-    rudnn_status_t (*experts_scalar)(void *queue, const rudnn_moe_rows_plan_t *plan,
-                                     rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
-                                     rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
-                                     rudnn_mem_ref_t act, rudnn_mem_ref_t out);
-    /* Matrix-unit SwiGLU experts (F16/BF16); NULL where unsupported. Same
-     * arguments and workspace as experts_scalar. */
-    rudnn_status_t (*experts_tensor_core)(void *queue, const rudnn_moe_rows_plan_t *plan,
-                                          rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
-                                          rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
-                                          rudnn_mem_ref_t down, rudnn_mem_ref_t act,
-                                          rudnn_mem_ref_t out);
     /* out[t, :] = sum_j weights[t, j] * expert_out[positions[t*k + j], :] (FP32) */
     rudnn_status_t (*combine)(void *queue, const rudnn_moe_rows_plan_t *plan,
                               rudnn_mem_ref_t expert_out, rudnn_mem_ref_t positions,
                               rudnn_mem_ref_t weights, rudnn_mem_ref_t out);
 
-    /* Optional entries (appended; NULL keeps the behaviour described). */
 
-    /* Workspace bytes experts_tensor_core needs for plan (it reads dtype,
-     * experts, hidden, inter and rows only). NULL: rows * inter elements of
-     * plan->dtype, as experts_scalar. Sets an error (e.g. NOT_SUPPORTED when
-     * the size overflows) on failure. */
-    rudnn_status_t (*experts_tensor_core_workspace)(void *device, const rudnn_moe_rows_plan_t *plan,
-                                                    size_t *bytes);
-    /* Whether Auto should pick experts_tensor_core on this device for weights
-     * of plan's dtype, experts, hidden and inter (rows is not known: 0), when
-     * TensorCore can run at all. NULL: always. A backend whose matrix path is
-     * slower than its scalar one on some devices says 0 there. */
-    int (*experts_tensor_core_auto)(void *device, const rudnn_moe_rows_plan_t *plan);
+    /* SwiGLU experts over dispatched rows grouped by offsets [E+1], as candidates (hal/table.h):
+     * the list, most preferred first (static storage, at least one Scalar candidate). */
+    const rudnn_kernel_candidate_t *experts_candidates;
+    uint32_t experts_candidate_count;
+    /* Whether candidate c runs plan on device (plan->rows is 0 when not known yet: the answer
+     * must then hold for any rows), and whether it is preferred there. */
+    void (*experts_check)(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                          rudnn_candidate_verdict_t *verdict);
+    /* Workspace bytes candidate c needs for plan (asked only for a candidate that runs). Sets an
+     * error (NOT_SUPPORTED when the size overflows) on failure. */
+    rudnn_status_t (*experts_workspace)(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                                        size_t *bytes);
+    /* Runs candidate c, which experts_check said runs plan, or fails; never another kernel.
+     * act is the workspace of experts_workspace bytes. */
+    rudnn_status_t (*experts_run)(void *queue, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                                  rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate,
+                                  rudnn_mem_ref_t up, rudnn_mem_ref_t down, rudnn_mem_ref_t act,
+                                  rudnn_mem_ref_t out);
+
+    /* Entries appended later are optional: read them through RUDNN_KERNEL_ENTRY. */
 } rudnn_moe_kernels_t;
 
 /* A table shorter than this is refused (the family is then absent on that backend). */
-#define rudnn_moe_kernels_min_size RUDNN_TABLE_END(rudnn_moe_kernels_t, combine)
+#define rudnn_moe_kernels_min_size RUDNN_TABLE_END(rudnn_moe_kernels_t, experts_run)
 
 #endif

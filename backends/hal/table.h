@@ -34,6 +34,30 @@ typedef struct rudnn_mem_ref {
          ? (table)->field                                                                         \
          : NULL)
 
+/* ---- kernel candidates --------------------------------------------------------------------
+ * Where an op has several kernels (a strategy's variants, a vendor library, a comparison path),
+ * the backend lists them as named candidates, most preferred first. ops/ decides which one runs
+ * (the first of the requested strategy that runs here and is preferred on this device, else the
+ * first that runs; the caller's named one; or an autotuned winner) and the backend's run entry runs exactly that candidate or fails: a kernel entry never
+ * falls back to another kernel on its own. */
+typedef struct rudnn_kernel_candidate {
+    const char *name; /* "<family>.<kernel>": what rudnn_last_kernel() reports when it runs */
+    int strategy;     /* the family's strategy enum value it implements */
+    uint32_t flags;   /* RUDNN_CANDIDATE_* */
+} rudnn_kernel_candidate_t;
+
+/* Runs only when the caller names it (a comparison path such as a vendor library). */
+#define RUDNN_CANDIDATE_NAMED_ONLY 1u
+/* Synchronises the queue once per call (it reads device data back to the host). */
+#define RUDNN_CANDIDATE_SYNCS 2u
+
+/* A backend's answer for one (plan, candidate) on one device. */
+typedef struct rudnn_candidate_verdict {
+    int runs;      /* 1: the candidate can run this plan on this device */
+    int preferred; /* 1: the better choice here (0: another candidate that runs is faster) */
+    char why[256]; /* when runs or preferred is 0: the reason, without an op prefix */
+} rudnn_candidate_verdict_t;
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,9 +5,7 @@
  * size; also holds gather) and combine (token dtype x routing-weight dtype).
  * Every launch is one-dimensional and split so that one NDRange stays below
  * 2^31 work-items; the kernels take the first work-group of the launch. */
-#include <limits.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "ocl_internal.h"
 #include "ocl_launch.h"
@@ -38,21 +36,17 @@ static const char *const k_experts_names[K_EXPERTS_COUNT] = {
 enum { K_COMBINE, K_COMBINE_COUNT };
 static const char *const k_combine_names[K_COMBINE_COUNT] = {"rudnn_moe_combine"};
 
-/* Must match moe.cl. */
-#define MOE_ROUTE_MAX_LOCAL 256u /* static reduction scratch of the grouped router */
-#define MOE_GROUPED_MAX_EXPERTS 1024
-#define MOE_GROUPED_MAX_GROUPS 128
-#define MOE_GROUPED_MAX_TOP_K 64
+/* Local-size bound of the routing kernels; the route program gets it as
+ * -DMOE_ROUTE_MAX_LOCAL (the grouped router's static reduction scratch). The
+ * grouped router's other arrays are sized by backends/limits.h, which the
+ * build puts before moe.cl and ops/moe.c enforces. */
+#define MOE_ROUTE_MAX_LOCAL 256u
+/* Largest expert tile tried (T x T work-items); passed as -DMOE_TILE. */
 #define MOE_TILE_MAX 16u
 
 /* Upper bound of the local size of the row-wise kernels. */
 #define MOE_MAX_LOCAL 256u
 
-/* Expert kernels: 0 picks by device (CPU: vectorised per-output dot products,
- * else local-memory tiles), 1 forces the tiles, 2 the dot products (tests). */
-#ifndef OCL_MOE_EXPERTS_PATH
-#define OCL_MOE_EXPERTS_PATH 0
-#endif
 /* Work-items per group of the CPU dot-product kernels. */
 #define MOE_CPU_DOT_LOCAL 16u
 
@@ -63,42 +57,42 @@ static const char *const k_combine_names[K_COMBINE_COUNT] = {"rudnn_moe_combine"
 #define OCL_MOE_LOCAL_P_MAX_BYTES ((cl_ulong)1 << 40)
 #endif
 
+/* Each part's name in messages and its kernels, by PART_*. */
+static const struct moe_part {
+    const char *label;
+    const char *const *names;
+    size_t count;
+} k_parts[] = {
+    [PART_ROUTE] = {"moe.cl (route)", k_route_names, K_ROUTE_COUNT},
+    [PART_DISPATCH] = {"moe.cl (dispatch)", k_dispatch_names, K_DISPATCH_COUNT},
+    [PART_EXPERTS] = {"moe.cl (experts)", k_experts_names, K_EXPERTS_COUNT},
+    [PART_COMBINE] = {"moe.cl (combine)", k_combine_names, K_COMBINE_COUNT},
+};
+
 static rudnn_status_t get_program(ocl_queue_t *q, int part, int dtype, int wdtype, unsigned tile,
                                   ocl_kernel_set_t **ks)
 {
+    /* the part, then the build options that part reads */
     char options[128];
-    const char *const *names;
-    size_t count;
-    const char *label;
+    const int n = snprintf(options, sizeof options, "-DRUDNN_MOE_PART=%d", part);
+    char *rest = options + n;
+    const size_t left = sizeof options - (size_t)n;
     switch (part) {
     case PART_ROUTE:
-        snprintf(options, sizeof options, "-DRUDNN_MOE_PART=1 -DRUDNN_DTYPE=%d", dtype);
-        names = k_route_names;
-        count = K_ROUTE_COUNT;
-        label = "moe.cl (route)";
-        break;
-    case PART_DISPATCH:
-        snprintf(options, sizeof options, "-DRUDNN_MOE_PART=2");
-        names = k_dispatch_names;
-        count = K_DISPATCH_COUNT;
-        label = "moe.cl (dispatch)";
+        snprintf(rest, left, " -DRUDNN_DTYPE=%d -DMOE_ROUTE_MAX_LOCAL=%u", dtype,
+                 MOE_ROUTE_MAX_LOCAL);
         break;
     case PART_EXPERTS:
-        snprintf(options, sizeof options, "-DRUDNN_MOE_PART=3 -DRUDNN_DTYPE=%d -DMOE_TILE=%u",
-                 dtype, tile);
-        names = k_experts_names;
-        count = K_EXPERTS_COUNT;
-        label = "moe.cl (experts)";
+        snprintf(rest, left, " -DRUDNN_DTYPE=%d -DMOE_TILE=%u", dtype, tile);
         break;
-    default:
-        snprintf(options, sizeof options, "-DRUDNN_MOE_PART=4 -DRUDNN_DTYPE=%d -DRUDNN_WDTYPE=%d",
-                 dtype, wdtype);
-        names = k_combine_names;
-        count = K_COMBINE_COUNT;
-        label = "moe.cl (combine)";
+    case PART_COMBINE:
+        snprintf(rest, left, " -DRUDNN_DTYPE=%d -DRUDNN_WDTYPE=%d", dtype, wdtype);
+        break;
+    default: /* dispatch: U32 indices only */
         break;
     }
-    return ocl_program_get(q->dev, label, rudnn_ocl_src_moe, options, names, count, ks);
+    const struct moe_part *p = &k_parts[part];
+    return ocl_program_get(q->dev, p->label, rudnn_ocl_src_moe, options, p->names, p->count, ks);
 }
 
 /* The experts program with the largest tile (T x T work-items per group) that
@@ -114,10 +108,7 @@ static rudnn_status_t experts_program(ocl_queue_t *q, int dtype, const char *op,
         if ((size_t)t * t > limit) {
             continue;
         }
-        rudnn_status_t st = get_program(q, PART_EXPERTS, dtype, 0, t, ks);
-        if (st != RUDNN_STATUS_SUCCESS) {
-            return st;
-        }
+        RUDNN_TRY(get_program(q, PART_EXPERTS, dtype, 0, t, ks));
         if ((*ks)->max_group >= (size_t)t * t) {
             *tile = t;
             return RUDNN_STATUS_SUCCESS;
@@ -128,55 +119,79 @@ static rudnn_status_t experts_program(ocl_queue_t *q, int dtype, const char *op,
                     q->dev->name);
 }
 
-static rudnn_status_t too_big(const char *op, const char *what, long long v)
+/* The kernels take sizes that ops/ does not bound (hidden, inter) as uint. */
+static rudnn_status_t fits_u32(const char *op, const char *what, int64_t v)
 {
-    return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED, "%s: opencl: %s = %lld exceeds %u", op, what, v,
-                    (unsigned)UINT32_MAX);
+    if ((uint64_t)v <= UINT32_MAX) {
+        return RUDNN_STATUS_SUCCESS;
+    }
+    return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED, "%s: opencl: %s = %lld exceeds %u", op, what,
+                    (long long)v, (unsigned)UINT32_MAX);
+}
+
+/* What the gather and the expert kernels launch with: the experts program for
+ * the plan's dtype and its tile. */
+typedef struct experts_launch {
+    ocl_queue_t *q;
+    ocl_kernel_set_t *ks;
+    size_t elem; /* bytes per token, weight and activation element */
+    unsigned tile;
+} experts_launch_t;
+
+static rudnn_status_t experts_prepare(void *queue, const rudnn_moe_rows_plan_t *plan,
+                                      const char *op, const char *what, experts_launch_t *el)
+{
+    el->q = (ocl_queue_t *)queue;
+    int code;
+    RUDNN_TRY(ocl_dtype_code(plan->dtype, op, what, &code, &el->elem));
+    RUDNN_TRY(fits_u32(op, "hidden", plan->hidden));
+    return experts_program(el->q, code, op, &el->ks, &el->tile);
 }
 
 /* ---- routing -------------------------------------------------------------------- */
+
+/* What both routers launch with: one work-group of `local` work-items per token. */
+typedef struct route_launch {
+    ocl_queue_t *q;
+    ocl_kernel_set_t *ks;
+    size_t elem; /* bytes per logit and per routing weight */
+    size_t local;
+} route_launch_t;
+
+static rudnn_status_t route_prepare(void *queue, const rudnn_route_kernel_plan_t *plan,
+                                    const char *op, route_launch_t *rl)
+{
+    rl->q = (ocl_queue_t *)queue;
+    int code;
+    RUDNN_TRY(ocl_dtype_code(plan->dtype, op, "logits", &code, &rl->elem));
+    RUDNN_TRY(get_program(rl->q, PART_ROUTE, code, 0, 0, &rl->ks));
+    rl->local = ocl_pick_local(rl->q->dev, rl->ks, (uint64_t)plan->experts, MOE_ROUTE_MAX_LOCAL);
+    return RUDNN_STATUS_SUCCESS;
+}
 
 static rudnn_status_t ocl_route_softmax(void *queue, const rudnn_route_kernel_plan_t *plan,
                                         rudnn_mem_ref_t logits, rudnn_mem_ref_t indices,
                                         rudnn_mem_ref_t weights)
 {
     const char *op = "moe_route";
-    ocl_queue_t *q = (ocl_queue_t *)queue;
-    int code;
-    size_t elem;
-    rudnn_status_t st = ocl_dtype_code(plan->dtype, op, "logits", &code, &elem);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
-    if (plan->experts < 1 || plan->top_k < 1 || plan->top_k > plan->experts) {
-        return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: experts %d, top_k %d", op,
-                        (int)plan->experts, (int)plan->top_k);
-    }
-    ocl_kernel_set_t *ks;
-    st = get_program(q, PART_ROUTE, code, 0, 0, &ks);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
-    const size_t local =
-        ocl_pick_local(q->dev, ks, (uint64_t)plan->experts, MOE_ROUTE_MAX_LOCAL);
+    route_launch_t rl;
+    RUDNN_TRY(route_prepare(queue, plan, op, &rl));
+    const size_t elem = rl.elem, local = rl.local;
     const cl_ulong scratch = (cl_ulong)local * 8u;
     const cl_ulong p_bytes = (cl_ulong)plan->experts * 4u;
     cl_uint p_in_local = p_bytes <= OCL_MOE_LOCAL_P_MAX_BYTES &&
-                         p_bytes + scratch <= q->dev->local_mem / 2;
+                         p_bytes + scratch <= rl.q->dev->local_mem / 2;
 
     cl_mem lm = (cl_mem)logits.mem, im = (cl_mem)indices.mem, wm = (cl_mem)weights.mem;
     cl_ulong lo = logits.offset / elem, io = indices.offset / 4u, wo = weights.offset / elem;
-    cl_ulong group0 = 0;
     cl_uint experts = (cl_uint)plan->experts, top_k = (cl_uint)plan->top_k;
     cl_uint renormalize = plan->renormalize != 0;
-    karg_t args[] = {ARG(lm),          ARG(lo),
-                     ARG(im),          ARG(io),
-                     ARG(wm),          ARG(wo),
-                     ARG(group0),      ARG(experts),
-                     ARG(top_k),       ARG(renormalize),
-                     ARG(p_in_local),  LOCAL_ARG(p_in_local ? (size_t)p_bytes : 4u),
-                     LOCAL_ARG(local * 4u), LOCAL_ARG(local * 4u)};
-    return ocl_enqueue_groups(q, ks, K_ROUTE_SOFTMAX, k_route_names, op, args, 14, 6,
+    const karg_list_t args = KARGS(ARG(lm), ARG(lo), ARG(im), ARG(io), ARG(wm), ARG(wo),
+                                   GROUP0_ARG(), ARG(experts), ARG(top_k), ARG(renormalize),
+                                   ARG(p_in_local), LOCAL_ARG(p_in_local ? (size_t)p_bytes : 4u),
+                                   LOCAL_ARG(local * 4u), LOCAL_ARG(local * 4u));
+    ocl_note_kernel("moe.route_softmax");
+    return ocl_enqueue_groups(rl.q, rl.ks, K_ROUTE_SOFTMAX, k_route_names, op, args,
                               (uint64_t)plan->tokens, local);
 }
 
@@ -185,47 +200,25 @@ static rudnn_status_t ocl_route_sigmoid_grouped(void *queue, const rudnn_route_k
                                                 rudnn_mem_ref_t indices, rudnn_mem_ref_t weights)
 {
     const char *op = "moe_route_sigmoid_grouped";
-    ocl_queue_t *q = (ocl_queue_t *)queue;
-    int code;
-    size_t elem;
-    rudnn_status_t st = ocl_dtype_code(plan->dtype, op, "logits", &code, &elem);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
-    /* the kernel's local arrays are sized for ops/moe.c's limits */
-    if (plan->experts < 1 || plan->experts > MOE_GROUPED_MAX_EXPERTS || plan->groups < 1 ||
-        plan->groups > MOE_GROUPED_MAX_GROUPS || plan->experts % plan->groups != 0 ||
-        plan->top_k < 1 || plan->top_k > MOE_GROUPED_MAX_TOP_K) {
-        return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED,
-                        "%s: opencl: experts %d, groups %d, top_k %d outside 1..%d, 1..%d "
-                        "(dividing experts), 1..%d",
-                        op, (int)plan->experts, (int)plan->groups, (int)plan->top_k,
-                        MOE_GROUPED_MAX_EXPERTS, MOE_GROUPED_MAX_GROUPS, MOE_GROUPED_MAX_TOP_K);
-    }
-    ocl_kernel_set_t *ks;
-    st = get_program(q, PART_ROUTE, code, 0, 0, &ks);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
-    const size_t local =
-        ocl_pick_local(q->dev, ks, (uint64_t)plan->experts, MOE_ROUTE_MAX_LOCAL);
-
+    route_launch_t rl;
+    RUDNN_TRY(route_prepare(queue, plan, op, &rl));
+    const size_t elem = rl.elem;
     cl_mem lm = (cl_mem)logits.mem, im = (cl_mem)indices.mem, wm = (cl_mem)weights.mem;
     const cl_uint has_bias = bias.mem != NULL;
     cl_mem bm = has_bias ? (cl_mem)bias.mem : lm; /* placeholder, never read */
     cl_ulong lo = logits.offset / elem, bo = has_bias ? bias.offset / 4u : 0;
     cl_ulong io = indices.offset / 4u, wo = weights.offset / elem;
-    cl_ulong group0 = 0;
     cl_uint experts = (cl_uint)plan->experts, top_k = (cl_uint)plan->top_k;
     cl_uint renormalize = plan->renormalize != 0, groups = (cl_uint)plan->groups;
     cl_uint selected = (cl_uint)plan->selected_groups, top_two = plan->group_top_two != 0;
     float scale = plan->scale;
-    karg_t args[] = {ARG(lm),     ARG(lo),          ARG(bm),      ARG(bo),      ARG(has_bias),
-                     ARG(im),     ARG(io),          ARG(wm),      ARG(wo),      ARG(group0),
-                     ARG(experts), ARG(top_k),      ARG(renormalize), ARG(groups), ARG(selected),
-                     ARG(top_two), ARG(scale)};
-    return ocl_enqueue_groups(q, ks, K_ROUTE_GROUPED, k_route_names, op, args, 17, 9,
-                              (uint64_t)plan->tokens, local);
+    const karg_list_t args = KARGS(ARG(lm), ARG(lo), ARG(bm), ARG(bo), ARG(has_bias), ARG(im),
+                                   ARG(io), ARG(wm), ARG(wo), GROUP0_ARG(), ARG(experts),
+                                   ARG(top_k), ARG(renormalize), ARG(groups), ARG(selected),
+                                   ARG(top_two), ARG(scale));
+    ocl_note_kernel("moe.route_grouped");
+    return ocl_enqueue_groups(rl.q, rl.ks, K_ROUTE_GROUPED, k_route_names, op, args,
+                              (uint64_t)plan->tokens, rl.local);
 }
 
 /* ---- dispatch ------------------------------------------------------------------- */
@@ -237,56 +230,35 @@ static rudnn_status_t ocl_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t
 {
     const char *op = "moe_dispatch";
     ocl_queue_t *q = (ocl_queue_t *)queue;
-    if (plan->rows < 1 || (uint64_t)plan->rows > UINT32_MAX) {
-        return too_big(op, "rows (tokens x top_k)", (long long)plan->rows);
-    }
-    if (plan->experts < 1 || plan->top_k < 1) {
-        return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: experts %d, top_k %d", op,
-                        (int)plan->experts, (int)plan->top_k);
-    }
     ocl_kernel_set_t *ks;
-    rudnn_status_t st = get_program(q, PART_DISPATCH, 0, 0, 0, &ks);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(get_program(q, PART_DISPATCH, 0, 0, 0, &ks));
     cl_mem im = (cl_mem)indices.mem, cm = (cl_mem)counts.mem, om = (cl_mem)offsets.mem;
     cl_mem pm = (cl_mem)positions.mem, rm = (cl_mem)row_token.mem;
     cl_ulong io = indices.offset / 4u, co = counts.offset / 4u, oo = offsets.offset / 4u;
     cl_ulong po = positions.offset / 4u, ro = row_token.offset / 4u;
-    cl_ulong group0 = 0;
+    /* ops/ keeps rows (tokens x top_k) in 1..UINT32_MAX */
     cl_uint pairs = (cl_uint)plan->rows, experts = (cl_uint)plan->experts;
     cl_uint top_k = (cl_uint)plan->top_k;
 
     /* ranks within each expert and counts: one work-group per expert */
-    size_t local = ocl_pick_local(q->dev, ks, (uint64_t)pairs / 4u, MOE_MAX_LOCAL);
-    {
-        karg_t args[] = {ARG(im), ARG(io), ARG(cm), ARG(co), ARG(pm), ARG(po),
-                         ARG(group0), ARG(pairs), LOCAL_ARG(local * 4u)};
-        st = ocl_enqueue_groups(q, ks, K_DISPATCH_RANK, k_dispatch_names, op, args, 9, 6,
-                                (uint64_t)experts, local);
-        if (st != RUDNN_STATUS_SUCCESS) {
-            return st;
-        }
-    }
+    const size_t rank_local = ocl_pick_local(q->dev, ks, (uint64_t)pairs / 4u, MOE_MAX_LOCAL);
+    const karg_list_t rank_args = KARGS(ARG(im), ARG(io), ARG(cm), ARG(co), ARG(pm), ARG(po),
+                                        GROUP0_ARG(), ARG(pairs), LOCAL_ARG(rank_local * 4u));
+    RUDNN_TRY(ocl_enqueue_groups(q, ks, K_DISPATCH_RANK, k_dispatch_names, op, rank_args,
+                                 (uint64_t)experts, rank_local));
     /* offsets: one work-group */
-    local = ocl_pick_local(q->dev, ks, (uint64_t)experts / 4u, MOE_MAX_LOCAL);
-    {
-        karg_t args[] = {ARG(cm), ARG(co), ARG(om), ARG(oo), ARG(group0), ARG(experts),
-                         LOCAL_ARG(local * 4u)};
-        st = ocl_enqueue_groups(q, ks, K_DISPATCH_SCAN, k_dispatch_names, op, args, 7, 4, 1,
-                                local);
-        if (st != RUDNN_STATUS_SUCCESS) {
-            return st;
-        }
-    }
+    const size_t scan_local = ocl_pick_local(q->dev, ks, (uint64_t)experts / 4u, MOE_MAX_LOCAL);
+    const karg_list_t scan_args = KARGS(ARG(cm), ARG(co), ARG(om), ARG(oo), GROUP0_ARG(),
+                                        ARG(experts), LOCAL_ARG(scan_local * 4u));
+    RUDNN_TRY(ocl_enqueue_groups(q, ks, K_DISPATCH_SCAN, k_dispatch_names, op, scan_args, 1,
+                                 scan_local));
     /* global rows and row_token: one work-item per pair */
-    local = ocl_local_cap(q->dev, ks, 64u);
-    {
-        karg_t args[] = {ARG(im), ARG(io), ARG(om), ARG(oo), ARG(pm), ARG(po),
-                         ARG(rm), ARG(ro), ARG(group0), ARG(pairs), ARG(top_k)};
-        return ocl_enqueue_groups(q, ks, K_DISPATCH_FINISH, k_dispatch_names, op, args, 11, 8,
-                                  ((uint64_t)pairs + local - 1) / local, local);
-    }
+    const size_t local = ocl_local_cap(q->dev, ks, 64u);
+    const karg_list_t args = KARGS(ARG(im), ARG(io), ARG(om), ARG(oo), ARG(pm), ARG(po), ARG(rm),
+                                   ARG(ro), GROUP0_ARG(), ARG(pairs), ARG(top_k));
+    ocl_note_kernel("moe.dispatch_plan");
+    return ocl_enqueue_groups(q, ks, K_DISPATCH_FINISH, k_dispatch_names, op, args,
+                              ((uint64_t)pairs + local - 1) / local, local);
 }
 
 static rudnn_status_t ocl_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t *plan,
@@ -294,70 +266,37 @@ static rudnn_status_t ocl_dispatch_gather(void *queue, const rudnn_moe_rows_plan
                                           rudnn_mem_ref_t tokens)
 {
     const char *op = "moe_dispatch";
-    ocl_queue_t *q = (ocl_queue_t *)queue;
-    int code;
-    size_t elem;
-    rudnn_status_t st = ocl_dtype_code(plan->dtype, op, "input", &code, &elem);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
-    if (plan->hidden < 1 || (uint64_t)plan->hidden > UINT32_MAX) {
-        return too_big(op, "hidden", (long long)plan->hidden);
-    }
-    ocl_kernel_set_t *ks;
-    unsigned tile;
-    st = experts_program(q, code, op, &ks, &tile);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    experts_launch_t el;
+    RUDNN_TRY(experts_prepare(queue, plan, op, "input", &el));
+    ocl_queue_t *q = el.q;
+    ocl_kernel_set_t *ks = el.ks;
+    const size_t elem = el.elem;
     const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)plan->hidden, MOE_MAX_LOCAL);
     cl_mem xm = (cl_mem)input.mem, rm = (cl_mem)row_token.mem, tm = (cl_mem)tokens.mem;
     cl_ulong xo = input.offset / elem, ro = row_token.offset / 4u, to = tokens.offset / elem;
-    cl_ulong group0 = 0;
     cl_uint hidden = (cl_uint)plan->hidden;
-    karg_t args[] = {ARG(xm), ARG(xo), ARG(rm), ARG(ro), ARG(tm), ARG(to), ARG(group0),
-                     ARG(hidden)};
-    return ocl_enqueue_groups(q, ks, K_GATHER, k_experts_names, op, args, 8, 6,
-                              (uint64_t)plan->rows, local);
+    const karg_list_t args = KARGS(ARG(xm), ARG(xo), ARG(rm), ARG(ro), ARG(tm), ARG(to),
+                                   GROUP0_ARG(), ARG(hidden));
+    ocl_note_kernel("moe.gather");
+    return ocl_enqueue_groups(q, ks, K_GATHER, k_experts_names, op, args, (uint64_t)plan->rows,
+                              local);
 }
 
 /* ---- experts -------------------------------------------------------------------- */
 
-static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan,
-                                         rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
-                                         rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
-                                         rudnn_mem_ref_t down, rudnn_mem_ref_t act,
-                                         rudnn_mem_ref_t out)
+rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, int dot,
+                                  rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
+                                  rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
+                                  rudnn_mem_ref_t act, rudnn_mem_ref_t out)
 {
     const char *op = "swiglu_experts_forward_dispatched";
-    ocl_queue_t *q = (ocl_queue_t *)queue;
-    int code;
-    size_t elem;
-    rudnn_status_t st = ocl_dtype_code(plan->dtype, op, "weight", &code, &elem);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
-    if ((uint64_t)plan->rows > UINT32_MAX) {
-        return too_big(op, "rows (tokens x top_k)", (long long)plan->rows);
-    }
-    if ((uint64_t)plan->hidden > UINT32_MAX) {
-        return too_big(op, "hidden", (long long)plan->hidden);
-    }
-    if ((uint64_t)plan->inter > UINT32_MAX) {
-        return too_big(op, "inter", (long long)plan->inter);
-    }
-    if (plan->rows < 1 || plan->hidden < 1 || plan->inter < 1 || plan->experts < 1) {
-        return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: rows %lld, hidden %lld, inter %lld",
-                        op, (long long)plan->rows, (long long)plan->hidden,
-                        (long long)plan->inter);
-    }
-    ocl_kernel_set_t *ks;
-    unsigned tile;
-    st = experts_program(q, code, op, &ks, &tile);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
-    const int dot = OCL_MOE_EXPERTS_PATH == 2 || (OCL_MOE_EXPERTS_PATH == 0 && q->dev->is_cpu);
+    RUDNN_TRY(fits_u32(op, "inter", plan->inter));
+    experts_launch_t el;
+    RUDNN_TRY(experts_prepare(queue, plan, op, "weight", &el));
+    ocl_queue_t *q = el.q;
+    ocl_kernel_set_t *ks = el.ks;
+    const size_t elem = el.elem;
+    const unsigned tile = el.tile;
     const size_t local =
         dot ? ocl_local_cap(q->dev, ks, MOE_CPU_DOT_LOCAL) : (size_t)tile * tile;
     cl_mem xm = (cl_mem)tokens.mem, om = (cl_mem)offsets.mem, gm = (cl_mem)gate.mem;
@@ -366,42 +305,28 @@ static rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_
     cl_ulong xo = tokens.offset / elem, oo = offsets.offset / 4u, go = gate.offset / elem;
     cl_ulong uo = up.offset / elem, dof = down.offset / elem, ao = act.offset / elem;
     cl_ulong yo = out.offset / elem;
-    cl_ulong group0 = 0;
+    /* ops/ keeps rows (tokens x top_k) in 1..UINT32_MAX */
     cl_uint rows = (cl_uint)plan->rows, experts = (cl_uint)plan->experts;
     cl_uint hidden = (cl_uint)plan->hidden, inter = (cl_uint)plan->inter;
     const uint64_t row_tiles = ((uint64_t)rows + tile - 1) / tile;
 
-    /* act = round(silu(x gate^T) * (x up^T)) */
+    /* act = round(silu(x gate^T) * (x up^T)); the dot and tiled kernels share a signature */
     cl_uint out_tiles = (cl_uint)(((uint64_t)inter + tile - 1) / tile);
-    {
-        karg_t args[] = {ARG(xm),    ARG(xo),     ARG(om),     ARG(oo),    ARG(gm),
-                         ARG(go),    ARG(um),     ARG(uo),     ARG(am),    ARG(ao),
-                         ARG(group0), ARG(rows),  ARG(experts), ARG(hidden), ARG(inter),
-                         ARG(out_tiles)};
-        if (dot) {
-            st = ocl_enqueue_groups(q, ks, K_GATE_UP_DOT, k_experts_names, op, args, 16, 10,
-                                    ((uint64_t)rows * inter + local - 1) / local, local);
-        } else {
-            st = ocl_enqueue_groups(q, ks, K_GATE_UP, k_experts_names, op, args, 16, 10,
-                                    row_tiles * out_tiles, local);
-        }
-        if (st != RUDNN_STATUS_SUCCESS) {
-            return st;
-        }
-    }
+    const karg_list_t gate_up_args =
+        KARGS(ARG(xm), ARG(xo), ARG(om), ARG(oo), ARG(gm), ARG(go), ARG(um), ARG(uo), ARG(am),
+              ARG(ao), GROUP0_ARG(), ARG(rows), ARG(experts), ARG(hidden), ARG(inter),
+              ARG(out_tiles));
+    uint64_t groups = dot ? ((uint64_t)rows * inter + local - 1) / local : row_tiles * out_tiles;
+    RUDNN_TRY(ocl_enqueue_groups(q, ks, dot ? K_GATE_UP_DOT : K_GATE_UP, k_experts_names, op,
+                                 gate_up_args, groups, local));
     /* out = round(act down^T) */
     out_tiles = (cl_uint)(((uint64_t)hidden + tile - 1) / tile);
-    {
-        karg_t args[] = {ARG(am),     ARG(ao),    ARG(om),      ARG(oo),     ARG(dm),
-                         ARG(dof),    ARG(ym),    ARG(yo),      ARG(group0), ARG(rows),
-                         ARG(experts), ARG(hidden), ARG(inter), ARG(out_tiles)};
-        if (dot) {
-            return ocl_enqueue_groups(q, ks, K_DOWN_DOT, k_experts_names, op, args, 14, 8,
-                                      ((uint64_t)rows * hidden + local - 1) / local, local);
-        }
-        return ocl_enqueue_groups(q, ks, K_DOWN, k_experts_names, op, args, 14, 8,
-                                  row_tiles * out_tiles, local);
-    }
+    const karg_list_t down_args =
+        KARGS(ARG(am), ARG(ao), ARG(om), ARG(oo), ARG(dm), ARG(dof), ARG(ym), ARG(yo),
+              GROUP0_ARG(), ARG(rows), ARG(experts), ARG(hidden), ARG(inter), ARG(out_tiles));
+    groups = dot ? ((uint64_t)rows * hidden + local - 1) / local : row_tiles * out_tiles;
+    return ocl_enqueue_groups(q, ks, dot ? K_DOWN_DOT : K_DOWN, k_experts_names, op, down_args,
+                              groups, local);
 }
 
 /* ---- combine -------------------------------------------------------------------- */
@@ -414,35 +339,22 @@ static rudnn_status_t ocl_combine(void *queue, const rudnn_moe_rows_plan_t *plan
     ocl_queue_t *q = (ocl_queue_t *)queue;
     int code, wcode;
     size_t elem, welem;
-    rudnn_status_t st = ocl_dtype_code(plan->dtype, op, "expert output", &code, &elem);
-    if (st == RUDNN_STATUS_SUCCESS) {
-        st = ocl_dtype_code(plan->weight_dtype, op, "routing weight", &wcode, &welem);
-    }
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
-    if (plan->hidden < 1 || (uint64_t)plan->hidden > UINT32_MAX) {
-        return too_big(op, "hidden", (long long)plan->hidden);
-    }
-    if (plan->top_k < 1) {
-        return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: top_k %d", op, (int)plan->top_k);
-    }
+    RUDNN_TRY(ocl_dtype_code(plan->dtype, op, "expert output", &code, &elem));
+    RUDNN_TRY(ocl_dtype_code(plan->weight_dtype, op, "routing weight", &wcode, &welem));
+    RUDNN_TRY(fits_u32(op, "hidden", plan->hidden));
     ocl_kernel_set_t *ks;
-    st = get_program(q, PART_COMBINE, code, wcode, 0, &ks);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(get_program(q, PART_COMBINE, code, wcode, 0, &ks));
     const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)plan->hidden, MOE_MAX_LOCAL);
     cl_mem em = (cl_mem)expert_out.mem, pm = (cl_mem)positions.mem, wm = (cl_mem)weights.mem;
     cl_mem ym = (cl_mem)out.mem;
     cl_ulong eo = expert_out.offset / elem, po = positions.offset / 4u;
     cl_ulong wo = weights.offset / welem, yo = out.offset / elem;
-    cl_ulong group0 = 0;
     cl_uint top_k = (cl_uint)plan->top_k, hidden = (cl_uint)plan->hidden;
-    karg_t args[] = {ARG(em), ARG(eo), ARG(pm), ARG(po),     ARG(wm),    ARG(wo),
-                     ARG(ym), ARG(yo), ARG(group0), ARG(top_k), ARG(hidden)};
-    return ocl_enqueue_groups(q, ks, K_COMBINE, k_combine_names, op, args, 11, 8,
-                              (uint64_t)plan->tokens, local);
+    const karg_list_t args = KARGS(ARG(em), ARG(eo), ARG(pm), ARG(po), ARG(wm), ARG(wo), ARG(ym),
+                                   ARG(yo), GROUP0_ARG(), ARG(top_k), ARG(hidden));
+    ocl_note_kernel("moe.combine");
+    return ocl_enqueue_groups(q, ks, K_COMBINE, k_combine_names, op, args, (uint64_t)plan->tokens,
+                              local);
 }
 
 const rudnn_moe_kernels_t ocl_moe_kernels = {
@@ -451,15 +363,10 @@ const rudnn_moe_kernels_t ocl_moe_kernels = {
     .route_sigmoid_grouped = ocl_route_sigmoid_grouped,
     .dispatch_plan = ocl_dispatch_plan,
     .dispatch_gather = ocl_dispatch_gather,
-    .experts_scalar = ocl_experts_scalar,
-#ifdef RUDNN_HAVE_CLBLAST
-    /* TensorCore through CLBlast SGEMM (moe_gemm.c); built only when CLBlast was found. */
-    .experts_tensor_core = ocl_experts_gemm,
-    .experts_tensor_core_workspace = ocl_experts_gemm_workspace,
-    .experts_tensor_core_auto = ocl_experts_gemm_auto,
-#else
-    /* Without CLBlast there is no GEMM library: ops/ answers NOT_SUPPORTED. */
-    .experts_tensor_core = NULL,
-#endif
     .combine = ocl_combine,
+    .experts_candidates = ocl_experts_candidates,
+    .experts_candidate_count = OCL_EXPERTS_CANDIDATES,
+    .experts_check = ocl_experts_check,
+    .experts_workspace = ocl_experts_workspace,
+    .experts_run = ocl_experts_run,
 };

@@ -158,18 +158,10 @@ rudnn_status_t ocl_experts_gemm_workspace(void *device, const rudnn_moe_rows_pla
     return RUDNN_STATUS_SUCCESS;
 }
 
-/* Measured on PoCL (2-core AVX-512 CPU, bf16, bench/moe_bench --quick and T 256-512, H and I
- * 512-1024): CLBlast is 1.6-2.6x slower than the Scalar dot-product kernels at every shape
- * tried, so Auto takes CLBlast on non-CPU devices only, and only where it loads (Auto must not
- * resolve to a path that cannot run). */
-int ocl_experts_gemm_auto(void *device, const rudnn_moe_rows_plan_t *plan)
+const char *ocl_clblast_unavailable(void)
 {
-    (void)plan;
-    if (((const ocl_device_t *)device)->is_cpu) {
-        return 0;
-    }
     pthread_once(&g_clblast_once, load_clblast);
-    return g_sgemm != NULL;
+    return g_sgemm != NULL ? NULL : g_clblast_error;
 }
 
 /* ---- errors ---------------------------------------------------------------------------------- */
@@ -226,12 +218,11 @@ static rudnn_status_t clblast_fail(CLBlastStatusCode s, const char *which, long 
 /* ---- launches -------------------------------------------------------------------------------- */
 
 /* n items of kernel k, GEMM_LOCAL (or less) per group. */
-static rudnn_status_t launch_items(ocl_queue_t *q, ocl_kernel_set_t *ks, int k, const karg_t *args,
-                                   cl_uint nargs, cl_uint group0_index, uint64_t n)
+static rudnn_status_t launch_items(ocl_queue_t *q, ocl_kernel_set_t *ks, int k, karg_list_t args,
+                                   uint64_t n)
 {
     const size_t local = ocl_local_cap(q->dev, ks, GEMM_LOCAL);
-    return ocl_enqueue_groups(q, ks, k, k_names, op_name, args, nargs, group0_index,
-                              (n + local - 1) / local, local);
+    return ocl_enqueue_groups(q, ks, k, k_names, op_name, args, (n + local - 1) / local, local);
 }
 
 /* C [m, n] (ldc) = A [m, k] (lda) B^T, B [n, k] (ldb), all row-major F32 (after clblast_load). */
@@ -254,13 +245,10 @@ static rudnn_status_t run_expert(ocl_queue_t *q, ocl_kernel_set_t *ks, const gem
     {
         cl_mem gm = (cl_mem)gate.mem, um = (cl_mem)up.mem, dm = (cl_mem)down.mem;
         cl_ulong go = gate.offset / elem, uo = up.offset / elem, dof = down.offset / elem;
-        cl_ulong wo = w, group0 = 0, ih = in * h, expert = e;
-        karg_t args[] = {ARG(gm), ARG(go), ARG(um), ARG(uo), ARG(dm), ARG(dof),
-                         ARG(ws), ARG(wo), ARG(group0), ARG(ih), ARG(expert)};
-        rudnn_status_t st = launch_items(q, ks, K_WEIGHTS, args, 11, 8, 3u * ih);
-        if (st != RUDNN_STATUS_SUCCESS) {
-            return st;
-        }
+        cl_ulong wo = w, ih = in * h, expert = e;
+        const karg_list_t args = KARGS(ARG(gm), ARG(go), ARG(um), ARG(uo), ARG(dm), ARG(dof),
+                                       ARG(ws), ARG(wo), GROUP0_ARG(), ARG(ih), ARG(expert));
+        RUDNN_TRY(launch_items(q, ks, K_WEIGHTS, args, 3u * ih));
     }
     CLBlastStatusCode s = sgemm_abt(q, m, 2u * in, h, ws, xy + r0 * h, h, ws, w, h, ws,
                                     c + r0 * 2u * in, 2u * in);
@@ -268,13 +256,10 @@ static rudnn_status_t run_expert(ocl_queue_t *q, ocl_kernel_set_t *ks, const gem
         return clblast_fail(s, "gate and up", (long long)e, m, 2u * in, h);
     }
     {
-        cl_ulong co = c + r0 * 2u * in, group0 = 0, n = m * in;
+        cl_ulong co = c + r0 * 2u * in, n = m * in;
         cl_uint inter = (cl_uint)in;
-        karg_t args[] = {ARG(ws), ARG(co), ARG(group0), ARG(n), ARG(inter)};
-        rudnn_status_t st = launch_items(q, ks, K_SWIGLU, args, 5, 2, n);
-        if (st != RUDNN_STATUS_SUCCESS) {
-            return st;
-        }
+        const karg_list_t args = KARGS(ARG(ws), ARG(co), GROUP0_ARG(), ARG(n), ARG(inter));
+        RUDNN_TRY(launch_items(q, ks, K_SWIGLU, args, n));
     }
     s = sgemm_abt(q, m, h, in, ws, c + r0 * 2u * in, 2u * in, ws, w + 2u * in * h, in, ws,
                   xy + r0 * h, h);
@@ -330,48 +315,36 @@ rudnn_status_t ocl_experts_gemm(void *queue, const rudnn_moe_rows_plan_t *plan,
     ocl_queue_t *q = (ocl_queue_t *)queue;
     int code;
     size_t elem;
-    rudnn_status_t st = ocl_dtype_code(plan->dtype, op_name, "weight", &code, &elem);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
+    RUDNN_TRY(ocl_dtype_code(plan->dtype, op_name, "weight", &code, &elem));
+    /* the SwiGLU epilogue takes inter as a uint, which ops/ does not bound */
+    if ((uint64_t)plan->inter > UINT32_MAX) {
+        return ocl_fail(RUDNN_STATUS_INTERNAL, "%s: opencl: TensorCore plan inter %lld exceeds %u",
+                        op_name, (long long)plan->inter, (unsigned)UINT32_MAX);
     }
+    /* cannot overflow: ops/ sized the workspace (at offset 0) with
+     * ocl_experts_gemm_workspace, which fails where gemm_layout does */
     gemm_layout_t l;
-    if (plan->rows < 1 || plan->experts < 1 || (uint64_t)plan->inter > UINT32_MAX ||
-        !gemm_layout(plan, &l) || act.offset % 4u != 0) {
-        return ocl_fail(RUDNN_STATUS_INTERNAL,
-                        "%s: opencl: TensorCore plan rows %lld, experts %d, hidden %lld, inter "
-                        "%lld, workspace offset %zu",
-                        op_name, (long long)plan->rows, (int)plan->experts,
-                        (long long)plan->hidden, (long long)plan->inter, act.offset);
-    }
-    st = clblast_load();
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    (void)gemm_layout(plan, &l);
+    RUDNN_TRY(clblast_load());
     ocl_kernel_set_t *ks;
     char options[64];
     snprintf(options, sizeof options, "-DRUDNN_DTYPE=%d", code);
-    st = ocl_program_get(q->dev, "moe_gemm.cl", rudnn_ocl_src_moe_gemm, options, k_names, K_COUNT,
-                         &ks);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(ocl_program_get(q->dev, "moe_gemm.cl", rudnn_ocl_src_moe_gemm, options, k_names,
+                              K_COUNT, &ks));
     uint32_t *off = NULL;
-    st = read_offsets(q, offsets, (uint64_t)plan->experts, &off);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(read_offsets(q, offsets, (uint64_t)plan->experts, &off));
     const uint64_t rows = (uint64_t)plan->rows, h = (uint64_t)plan->hidden;
     const uint64_t in = (uint64_t)plan->inter;
     cl_mem ws = (cl_mem)act.mem;
     const cl_ulong ws0 = act.offset / 4u;
-    st = check_offsets(off, (uint64_t)plan->experts, rows);
+    rudnn_status_t st = check_offsets(off, (uint64_t)plan->experts, rows);
 
     /* X32 = f32(tokens) */
     if (st == RUDNN_STATUS_SUCCESS) {
         cl_mem tm = (cl_mem)tokens.mem;
-        cl_ulong to = tokens.offset / elem, xo = ws0 + l.xy, group0 = 0, n = rows * h;
-        karg_t args[] = {ARG(tm), ARG(to), ARG(ws), ARG(xo), ARG(group0), ARG(n)};
-        st = launch_items(q, ks, K_TO_F32, args, 6, 4, n);
+        cl_ulong to = tokens.offset / elem, xo = ws0 + l.xy, n = rows * h;
+        const karg_list_t args = KARGS(ARG(tm), ARG(to), ARG(ws), ARG(xo), GROUP0_ARG(), ARG(n));
+        st = launch_items(q, ks, K_TO_F32, args, n);
     }
     for (uint64_t e = 0; st == RUDNN_STATUS_SUCCESS && e < (uint64_t)plan->experts; e++) {
         if (off[e + 1] > off[e]) {
@@ -385,8 +358,8 @@ rudnn_status_t ocl_experts_gemm(void *queue, const rudnn_moe_rows_plan_t *plan,
     }
     /* out = round(Y) */
     cl_mem om = (cl_mem)out.mem;
-    cl_ulong yo = ws0 + l.xy, oo = out.offset / elem, group0 = 0, n = rows * h;
-    karg_t args[] = {ARG(ws), ARG(yo), ARG(om), ARG(oo), ARG(group0), ARG(n)};
-    return launch_items(q, ks, K_FROM_F32, args, 6, 4, n);
+    cl_ulong yo = ws0 + l.xy, oo = out.offset / elem, n = rows * h;
+    const karg_list_t args = KARGS(ARG(ws), ARG(yo), ARG(om), ARG(oo), GROUP0_ARG(), ARG(n));
+    return launch_items(q, ks, K_FROM_F32, args, n);
 }
 

@@ -1,7 +1,5 @@
 /* Host launchers of the normalization kernels (kernels/norm.cl). */
-#include <limits.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "ocl_internal.h"
 #include "ocl_launch.h"
@@ -14,6 +12,14 @@ static const char *const k_names[K_COUNT] = {
     "rudnn_softmax",
     "rudnn_add_rms_norm",
 };
+/* What rudnn_last_kernel() reports for each: one work-group per row, every op. */
+static const char *const k_report[K_COUNT] = {
+    "norm.layer_norm_rows",
+    "norm.rms_norm_rows",
+    "norm.softmax_rows",
+    "norm.add_rms_norm_rows",
+};
+
 
 /* Upper bound of the local size: wider groups only add reduction steps. */
 #define NORM_MAX_LOCAL 256u
@@ -34,23 +40,11 @@ static rudnn_status_t norm_prepare(void *queue, const rudnn_norm_plan_t *plan, c
 {
     ocl_queue_t *q = (ocl_queue_t *)queue;
     int code;
-    rudnn_status_t st = ocl_dtype_code(plan->dtype, op, "x", &code, &nl->elem);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
-    if (plan->cols < 1 || (uint64_t)plan->cols > (uint64_t)UINT32_MAX || plan->rows < 1) {
-        return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED,
-                        "%s: opencl: rows %lld x cols %lld not supported (cols must be in "
-                        "1..4294967295)",
-                        op, (long long)plan->rows, (long long)plan->cols);
-    }
+    RUDNN_TRY(ocl_dtype_code(plan->dtype, op, "x", &code, &nl->elem));
     char options[64];
     snprintf(options, sizeof options, "-DRUDNN_DTYPE=%d", code);
-    st = ocl_program_get(q->dev, "norm.cl", rudnn_ocl_src_norm, options, k_names, K_COUNT,
-                         &nl->ks);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(ocl_program_get(q->dev, "norm.cl", rudnn_ocl_src_norm, options, k_names, K_COUNT,
+                              &nl->ks));
     /* scratch of L floats must fit in local memory next to nothing else */
     size_t cap = NORM_MAX_LOCAL;
     while (cap > 1 && (cl_ulong)cap * sizeof(float) > q->dev->local_mem) {
@@ -58,20 +52,19 @@ static rudnn_status_t norm_prepare(void *queue, const rudnn_norm_plan_t *plan, c
     }
     nl->local = ocl_pick_local(q->dev, nl->ks, (uint64_t)plan->cols, cap);
     nl->q = q;
-    nl->cols = (cl_uint)plan->cols;
+    nl->cols = (cl_uint)plan->cols; /* ops/ keeps cols in 1..INT32_MAX */
     return RUDNN_STATUS_SUCCESS;
 }
 
 /* Every kernel's last argument: the local scratch of L floats. */
 #define SCRATCH_ARG(nl) LOCAL_ARG((nl).local * sizeof(float))
 
-/* One work-group of L work-items per row; args[row0_index] is set per launch. */
+/* One work-group of L work-items per row; the GROUP0_ARG() is the kernel's row0. */
 static rudnn_status_t norm_enqueue(const norm_launch_t *nl, int k, const char *op,
-                                   const karg_t *args, cl_uint nargs, cl_uint row0_index,
-                                   int64_t rows)
+                                   karg_list_t args, int64_t rows)
 {
-    return ocl_enqueue_groups(nl->q, nl->ks, k, k_names, op, args, nargs, row0_index,
-                              (uint64_t)rows, nl->local);
+    ocl_note_kernel(k_report[k]);
+    return ocl_enqueue_groups(nl->q, nl->ks, k, k_names, op, args, (uint64_t)rows, nl->local);
 }
 
 static rudnn_status_t ocl_layer_norm(void *queue, const rudnn_norm_plan_t *plan, rudnn_mem_ref_t x,
@@ -79,54 +72,42 @@ static rudnn_status_t ocl_layer_norm(void *queue, const rudnn_norm_plan_t *plan,
                                      rudnn_mem_ref_t y)
 {
     norm_launch_t nl;
-    rudnn_status_t st = norm_prepare(queue, plan, "layer_norm", &nl);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(norm_prepare(queue, plan, "layer_norm", &nl));
     cl_mem xm = (cl_mem)x.mem, gm = (cl_mem)gamma.mem, ym = (cl_mem)y.mem;
     const cl_uint has_beta = beta.mem != NULL;
     cl_mem bm = has_beta ? (cl_mem)beta.mem : gm; /* placeholder, never read */
     cl_ulong xo = x.offset / nl.elem, go = gamma.offset / sizeof(float);
     cl_ulong bo = has_beta ? beta.offset / sizeof(float) : 0, yo = y.offset / nl.elem;
-    cl_ulong row0 = 0;
     float eps = plan->eps;
-    karg_t args[] = {ARG(xm), ARG(xo), ARG(gm), ARG(go),    ARG(bm),      ARG(bo),
-                     ARG(has_beta), ARG(ym), ARG(yo), ARG(row0), ARG(nl.cols), ARG(eps),
-                     SCRATCH_ARG(nl)};
-    return norm_enqueue(&nl, K_LAYER_NORM, "layer_norm", args, 13, 9, plan->rows);
+    const karg_list_t args = KARGS(ARG(xm), ARG(xo), ARG(gm), ARG(go), ARG(bm), ARG(bo),
+                                   ARG(has_beta), ARG(ym), ARG(yo), GROUP0_ARG(), ARG(nl.cols),
+                                   ARG(eps), SCRATCH_ARG(nl));
+    return norm_enqueue(&nl, K_LAYER_NORM, "layer_norm", args, plan->rows);
 }
 
 static rudnn_status_t ocl_rms_norm(void *queue, const rudnn_norm_plan_t *plan, rudnn_mem_ref_t x,
                                    rudnn_mem_ref_t gamma, rudnn_mem_ref_t y)
 {
     norm_launch_t nl;
-    rudnn_status_t st = norm_prepare(queue, plan, "rms_norm", &nl);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(norm_prepare(queue, plan, "rms_norm", &nl));
     cl_mem xm = (cl_mem)x.mem, gm = (cl_mem)gamma.mem, ym = (cl_mem)y.mem;
     cl_ulong xo = x.offset / nl.elem, go = gamma.offset / sizeof(float), yo = y.offset / nl.elem;
-    cl_ulong row0 = 0;
     float eps = plan->eps;
-    karg_t args[] = {ARG(xm), ARG(xo), ARG(gm),      ARG(go), ARG(ym),
-                     ARG(yo), ARG(row0), ARG(nl.cols), ARG(eps), SCRATCH_ARG(nl)};
-    return norm_enqueue(&nl, K_RMS_NORM, "rms_norm", args, 10, 6, plan->rows);
+    const karg_list_t args = KARGS(ARG(xm), ARG(xo), ARG(gm), ARG(go), ARG(ym), ARG(yo),
+                                   GROUP0_ARG(), ARG(nl.cols), ARG(eps), SCRATCH_ARG(nl));
+    return norm_enqueue(&nl, K_RMS_NORM, "rms_norm", args, plan->rows);
 }
 
 static rudnn_status_t ocl_softmax(void *queue, const rudnn_norm_plan_t *plan, rudnn_mem_ref_t x,
                                   rudnn_mem_ref_t y)
 {
     norm_launch_t nl;
-    rudnn_status_t st = norm_prepare(queue, plan, "softmax", &nl);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(norm_prepare(queue, plan, "softmax", &nl));
     cl_mem xm = (cl_mem)x.mem, ym = (cl_mem)y.mem;
     cl_ulong xo = x.offset / nl.elem, yo = y.offset / nl.elem;
-    cl_ulong row0 = 0;
-    karg_t args[] = {ARG(xm),   ARG(xo),      ARG(ym),        ARG(yo),
-                     ARG(row0), ARG(nl.cols), SCRATCH_ARG(nl)};
-    return norm_enqueue(&nl, K_SOFTMAX, "softmax", args, 7, 4, plan->rows);
+    const karg_list_t args = KARGS(ARG(xm), ARG(xo), ARG(ym), ARG(yo), GROUP0_ARG(), ARG(nl.cols),
+                                   SCRATCH_ARG(nl));
+    return norm_enqueue(&nl, K_SOFTMAX, "softmax", args, plan->rows);
 }
 
 static rudnn_status_t ocl_add_rms_norm(void *queue, const rudnn_norm_plan_t *plan,
@@ -135,20 +116,16 @@ static rudnn_status_t ocl_add_rms_norm(void *queue, const rudnn_norm_plan_t *pla
                                        rudnn_mem_ref_t rstd, rudnn_mem_ref_t x_out)
 {
     norm_launch_t nl;
-    rudnn_status_t st = norm_prepare(queue, plan, "add_rms_norm", &nl);
-    if (st != RUDNN_STATUS_SUCCESS) {
-        return st;
-    }
+    RUDNN_TRY(norm_prepare(queue, plan, "add_rms_norm", &nl));
     cl_mem am = (cl_mem)a.mem, rm = (cl_mem)r.mem, gm = (cl_mem)gamma.mem, ym = (cl_mem)y.mem;
     cl_mem sm = (cl_mem)rstd.mem, xm = (cl_mem)x_out.mem;
     cl_ulong ao = a.offset / nl.elem, ro = r.offset / nl.elem, go = gamma.offset / sizeof(float);
     cl_ulong yo = y.offset / nl.elem, so = rstd.offset / sizeof(float), xo = x_out.offset / nl.elem;
-    cl_ulong row0 = 0;
     float eps = plan->eps;
-    karg_t args[] = {ARG(am), ARG(ao), ARG(rm), ARG(ro),   ARG(gm),      ARG(go),  ARG(ym),
-                     ARG(yo), ARG(sm), ARG(so), ARG(xm),   ARG(xo),      ARG(row0), ARG(nl.cols),
-                     ARG(eps), SCRATCH_ARG(nl)};
-    return norm_enqueue(&nl, K_ADD_RMS_NORM, "add_rms_norm", args, 16, 12, plan->rows);
+    const karg_list_t args = KARGS(ARG(am), ARG(ao), ARG(rm), ARG(ro), ARG(gm), ARG(go), ARG(ym),
+                                   ARG(yo), ARG(sm), ARG(so), ARG(xm), ARG(xo), GROUP0_ARG(),
+                                   ARG(nl.cols), ARG(eps), SCRATCH_ARG(nl));
+    return norm_enqueue(&nl, K_ADD_RMS_NORM, "add_rms_norm", args, plan->rows);
 }
 
 const rudnn_norm_kernels_t ocl_norm_kernels = {

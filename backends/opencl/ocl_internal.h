@@ -98,16 +98,33 @@ RUDNN_FAMILIES(OCL_TABLE_DECL)
 /* Tells rudnn_last_kernel() which kernel the calling thread launches next ("norm.rows"). */
 void ocl_note_kernel(const char *name);
 
+/* The SwiGLU expert candidates (moe_experts.c) and the table entries over them. */
+#define OCL_EXPERTS_CANDIDATES 3u
+extern const rudnn_kernel_candidate_t ocl_experts_candidates[OCL_EXPERTS_CANDIDATES];
+void ocl_experts_check(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                       rudnn_candidate_verdict_t *verdict);
+rudnn_status_t ocl_experts_workspace(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                                     size_t *bytes);
+rudnn_status_t ocl_experts_run(void *queue, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                               rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate,
+                               rudnn_mem_ref_t up, rudnn_mem_ref_t down, rudnn_mem_ref_t act,
+                               rudnn_mem_ref_t out);
+/* The portable kernels (moe.c): dot-product form (dot) or local-memory tiles. */
+rudnn_status_t ocl_experts_scalar(void *queue, const rudnn_moe_rows_plan_t *plan, int dot,
+                                  rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
+                                  rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
+                                  rudnn_mem_ref_t act, rudnn_mem_ref_t out);
+
 #ifdef RUDNN_HAVE_CLBLAST
-/* The TensorCore SwiGLU experts through CLBlast SGEMM (moe_gemm.c): the entry, its workspace
- * and whether Auto should pick it on a device (rudnn_moe_kernels_t). */
+/* The TensorCore SwiGLU experts through CLBlast SGEMM (moe_gemm.c): the entry, its workspace,
+ * and NULL where CLBlast loads (else why not; loads it once). */
 rudnn_status_t ocl_experts_gemm(void *queue, const rudnn_moe_rows_plan_t *plan,
                                 rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
                                 rudnn_mem_ref_t gate, rudnn_mem_ref_t up, rudnn_mem_ref_t down,
                                 rudnn_mem_ref_t act, rudnn_mem_ref_t out);
 rudnn_status_t ocl_experts_gemm_workspace(void *device, const rudnn_moe_rows_plan_t *plan,
                                           size_t *bytes);
-int ocl_experts_gemm_auto(void *device, const rudnn_moe_rows_plan_t *plan);
+const char *ocl_clblast_unavailable(void);
 #endif
 
 #endif

@@ -82,19 +82,40 @@ size_t ocl_pick_local(const ocl_device_t *dev, const ocl_kernel_set_t *ks, uint6
     return want < lmax ? want : lmax;
 }
 
-rudnn_status_t ocl_enqueue_groups(ocl_queue_t *q, ocl_kernel_set_t *ks, int k,
-                                  const char *const *names, const char *op, const karg_t *args,
-                                  cl_uint nargs, cl_uint group0_index, uint64_t groups,
-                                  size_t local)
+/* Where args holds its one GROUP0_ARG(); -1 when it holds none or several. */
+static int group0_index(karg_list_t args)
 {
+    int found = -1;
+    for (cl_uint i = 0; i < args.count; i++) {
+        if (args.args[i].kind == KARG_GROUP0) {
+            if (found >= 0) {
+                return -1;
+            }
+            found = (int)i;
+        }
+    }
+    return found;
+}
+
+rudnn_status_t ocl_enqueue_groups(ocl_queue_t *q, ocl_kernel_set_t *ks, int k,
+                                  const char *const *names, const char *op, karg_list_t args,
+                                  uint64_t groups, size_t local)
+{
+    const int group0 = group0_index(args);
+    if (group0 < 0) {
+        return ocl_fail(RUDNN_STATUS_INTERNAL,
+                        "%s: opencl: the arguments of %s need exactly one GROUP0_ARG()", op,
+                        names[k]);
+    }
     cl_kernel kernel = ks->kernels[k];
     char call[128];
     cl_int err = CL_SUCCESS;
 
     pthread_mutex_lock(&ks->launch_lock);
-    for (cl_uint i = 0; i < nargs && err == CL_SUCCESS; i++) {
-        if (i != group0_index) {
-            err = clSetKernelArg(kernel, i, args[i].size, args[i].value);
+    for (cl_uint i = 0; i < args.count && err == CL_SUCCESS; i++) {
+        const karg_t *a = &args.args[i];
+        if (a->kind != KARG_GROUP0) {
+            err = clSetKernelArg(kernel, i, a->size, a->value); /* NULL: local memory */
             if (err != CL_SUCCESS) {
                 snprintf(call, sizeof call, "clSetKernelArg(%s, %u)", names[k], (unsigned)i);
             }
@@ -108,7 +129,7 @@ rudnn_status_t ocl_enqueue_groups(ocl_queue_t *q, ocl_kernel_set_t *ks, int k,
         const uint64_t left = groups - g0;
         const uint64_t n = left < chunk ? left : chunk;
         const cl_ulong first = (cl_ulong)g0;
-        err = clSetKernelArg(kernel, group0_index, sizeof first, &first);
+        err = clSetKernelArg(kernel, (cl_uint)group0, sizeof first, &first);
         if (err != CL_SUCCESS) {
             snprintf(call, sizeof call, "clSetKernelArg(%s, group0)", names[k]);
             break;

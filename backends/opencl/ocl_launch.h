@@ -1,5 +1,5 @@
-/* Launch helpers shared by the OpenCL operator launchers (norm.c, moe.c):
- * dtype codes, local-size choice and one-dimensional launches. */
+/* Launch helpers shared by the OpenCL operator launchers (norm.c, moe.c,
+ * moe_gemm.c): dtype codes, local-size choice and one-dimensional launches. */
 #ifndef RUDNN_OCL_LAUNCH_H
 #define RUDNN_OCL_LAUNCH_H
 
@@ -19,23 +19,42 @@ size_t ocl_local_cap(const ocl_device_t *dev, const ocl_kernel_set_t *ks, size_t
 size_t ocl_pick_local(const ocl_device_t *dev, const ocl_kernel_set_t *ks, uint64_t work,
                       size_t cap);
 
-/* A kernel argument as clSetKernelArg takes it. */
+/* A kernel argument as clSetKernelArg takes it, or the marker of the per-launch
+ * first work-group (see GROUP0_ARG). */
+typedef enum karg_kind { KARG_VALUE, KARG_LOCAL, KARG_GROUP0 } karg_kind_t;
+
 typedef struct karg {
+    karg_kind_t kind;
     size_t size;
-    const void *value; /* NULL: local memory of size bytes */
+    const void *value; /* KARG_VALUE only; NULL otherwise */
 } karg_t;
 
-#define ARG(v) {sizeof(v), &(v)}
-#define LOCAL_ARG(bytes) {(bytes), NULL}
+/* A kernel's arguments in signature order; count is the compiler's (KARGS). */
+typedef struct karg_list {
+    const karg_t *args;
+    cl_uint count;
+} karg_list_t;
 
-/* Sets args[0..nargs) of kernel k of ks except args[group0_index] (the first
- * work-group of each launch, a cl_ulong), and enqueues `groups` work-groups
- * of `local` work-items, split into launches of fewer than 2^31 work-items
- * (NVIDIA's grid limit). names[k] and op name the kernel and the operation
- * in error messages. */
+#define ARG(v) {KARG_VALUE, sizeof(v), &(v)}
+#define LOCAL_ARG(bytes) {KARG_LOCAL, (bytes), NULL}
+/* Stands where the kernel takes its ulong group0 (row0): the first work-group
+ * of the launch, which ocl_enqueue_groups sets per split launch. */
+#define GROUP0_ARG() {KARG_GROUP0, sizeof(cl_ulong), NULL}
+
+/* The arguments as a list whose length the compiler counts: no hand-written
+ * count or group0 index can disagree with the list. The array lives until the
+ * end of the enclosing block (a compound literal). */
+#define KARGS(...)                                                                                 \
+    ((karg_list_t){(const karg_t[]){__VA_ARGS__},                                                  \
+                   (cl_uint)(sizeof((const karg_t[]){__VA_ARGS__}) / sizeof(karg_t))})
+
+/* Sets the arguments of kernel k of ks, and enqueues `groups` work-groups of
+ * `local` work-items, split into launches of fewer than 2^31 work-items
+ * (NVIDIA's grid limit), each with its first work-group in the GROUP0_ARG()
+ * slot (exactly one, else INTERNAL). names[k] and op name the kernel and the
+ * operation in error messages. */
 rudnn_status_t ocl_enqueue_groups(ocl_queue_t *q, ocl_kernel_set_t *ks, int k,
-                                  const char *const *names, const char *op, const karg_t *args,
-                                  cl_uint nargs, cl_uint group0_index, uint64_t groups,
-                                  size_t local);
+                                  const char *const *names, const char *op, karg_list_t args,
+                                  uint64_t groups, size_t local);
 
 #endif

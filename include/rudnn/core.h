@@ -116,7 +116,9 @@ RUDNN_API rudnn_status_t rudnn_buffer_fill(rudnn_queue_t queue, rudnn_buffer_t b
 #define RUDNN_MAX_RANK 8
 
 /* A tensor descriptor: a view of a buffer. The caller owns it; it owns nothing.
- * strides are in elements; rudnn_tensor_init fills row-major strides. */
+ * strides are in elements; rudnn_tensor_init fills row-major strides. The ops and
+ * rudnn_tensor_read/write take contiguous tensors; what other strides get (BAD_SHAPE,
+ * OUT_OF_BOUNDS or NOT_SUPPORTED) is the stride rule in rudnn/status.h. */
 typedef struct rudnn_tensor {
     rudnn_dtype_t dtype;
     int rank;

@@ -105,10 +105,46 @@ RUDNN_API rudnn_status_t rudnn_swiglu_experts_create(rudnn_context_t context,
 RUDNN_API void rudnn_swiglu_experts_destroy(rudnn_swiglu_experts_t experts);
 
 /* Which strategy a request resolves to on this context (Auto resolved), or
- * NOT_SUPPORTED with the reason when an explicit strategy cannot run. */
+ * NOT_SUPPORTED with the reason when an explicit strategy cannot run. It answers
+ * for 256-byte-aligned forward operands (pooled ones are); rudnn_swiglu_experts_choose
+ * answers for given ones. */
 RUDNN_API rudnn_status_t rudnn_swiglu_experts_resolve(rudnn_swiglu_experts_t experts,
                                                       rudnn_moe_strategy_t requested,
                                                       rudnn_moe_strategy_t *resolved);
+
+/* ---- which kernel runs ----------------------------------------------------------------
+ * A backend offers its expert kernels by name ("moe.wgmma_tma", "moe.scalar", ...), most
+ * preferred first; Auto takes the first that runs and is faster here, Scalar and TensorCore
+ * the first of that strategy that runs. rudnn_last_kernel() names the one that ran. */
+
+typedef struct rudnn_moe_choice {
+    rudnn_moe_strategy_t strategy; /* the strategy that runs (Auto resolved) */
+    const char *kernel;            /* the kernel that runs, as rudnn_last_kernel() names it */
+    char reason[512];              /* why: the kernels passed over and the reason for each */
+} rudnn_moe_choice_t;
+
+/* What forward_dispatched(experts, dispatched, requested, ..., expert_output) runs: exactly that
+ * kernel, or the same NOT_SUPPORTED. dispatched and expert_output may be NULL (any rows; an
+ * output at a 256-byte-aligned offset). */
+RUDNN_API rudnn_status_t rudnn_swiglu_experts_choose(rudnn_swiglu_experts_t experts,
+                                                     rudnn_dispatched_t dispatched,
+                                                     const rudnn_tensor_t *expert_output,
+                                                     rudnn_moe_strategy_t requested,
+                                                     rudnn_moe_choice_t *choice);
+
+/* The backend's expert kernels: count, then name and strategy of each, most preferred first.
+ * Some run only when named (comparison paths such as the CUDA plugin's cuBLAS GEMMs). */
+RUDNN_API rudnn_status_t rudnn_swiglu_experts_kernel_count(rudnn_swiglu_experts_t experts, int *count);
+RUDNN_API rudnn_status_t rudnn_swiglu_experts_kernel_info(rudnn_swiglu_experts_t experts, int index,
+                                                          const char **name,
+                                                          rudnn_moe_strategy_t *strategy);
+
+/* Names the kernel every later call on these experts runs (NULL: choose by strategy again). A
+ * call whose strategy is not the kernel's (Auto accepts any), or that the kernel cannot run,
+ * returns NOT_SUPPORTED saying why; it never runs another kernel. Not while another thread
+ * runs a forward of the same experts. An unknown name is BAD_PARAM listing the known ones. */
+RUDNN_API rudnn_status_t rudnn_swiglu_experts_set_kernel(rudnn_swiglu_experts_t experts,
+                                                         const char *name);
 
 /* Workspace for forward_dispatched on rows dispatched rows. */
 RUDNN_API rudnn_status_t rudnn_swiglu_experts_workspace_size(rudnn_swiglu_experts_t experts,

@@ -9,17 +9,28 @@ extern "C" {
 #endif
 
 /* Codes are grouped in ranges, as in ArrayFire: 1xx arguments, 2xx unsupported,
- * 3xx resources, 4xx loading, 5xx device runtime, 9xx internal. */
+ * 3xx resources, 4xx loading, 5xx device runtime, 9xx internal.
+ *
+ * Strides, one rule for every op and for rudnn_tensor_read/write, checked in this order (strides
+ * are in elements; those of a dim of size 1, and all of an empty tensor, are never used):
+ *   - strides that describe no view are BAD_SHAPE: a dim of size > 1 with a stride of 0 or less,
+ *     or elements that can share an address (taken by increasing stride, each stride must be
+ *     at least the span of the dims with smaller strides; interleaved layouts fail this too);
+ *   - a view with an element past the end of its buffer is OUT_OF_BOUNDS;
+ *   - a valid view that is not row-major contiguous (padded rows, a transpose, a slice) is
+ *     NOT_SUPPORTED: the ops and tensor I/O take contiguous tensors only, so far. */
 typedef enum rudnn_status {
     RUDNN_STATUS_SUCCESS = 0,
 
     RUDNN_STATUS_BAD_PARAM = 100,       /* null pointer or value out of range */
-    RUDNN_STATUS_BAD_SHAPE = 101,       /* rank, dims or strides violate the op's contract */
+    RUDNN_STATUS_BAD_SHAPE = 101,       /* rank or dims violate the op's contract; strides
+                                         * that describe no view (above) */
     RUDNN_STATUS_BAD_DTYPE = 102,       /* dtype not accepted by the op */
     RUDNN_STATUS_DEVICE_MISMATCH = 103, /* tensors from different contexts/devices */
     RUDNN_STATUS_OUT_OF_BOUNDS = 104,   /* a tensor does not fit inside its buffer */
 
-    RUDNN_STATUS_NOT_SUPPORTED = 200,   /* valid request this build/backend cannot run */
+    RUDNN_STATUS_NOT_SUPPORTED = 200,   /* valid request this build/backend cannot run (a strided
+                                         * view among them, above) */
 
     RUDNN_STATUS_ALLOC_FAILED = 300,    /* host or device allocation failed */
 

@@ -69,7 +69,7 @@ void moe_ref_dispatch(const uint32_t *indices, int64_t tokens, int top_k, int64_
  * says: g, u accumulated in FP32, a_i = round_dtype(silu(g) * u), out =
  * round_dtype(sum_i a_i * down[h, i]) in FP32. scratch holds 2 * I doubles.
  * gu_rounded: g and u are also rounded to dtype before silu (the CUDA plugin's cuBLAS comparison
- * path with RUDNN_CUDA_MOE_GEMM=*_gu16, as PyTorch's MoE does). */
+ * kernels moe.cublas_*_gu16, as PyTorch's MoE does). */
 void moe_ref_expert_row(rudnn_dtype_t dtype, const float *x, const float *gate_e, const float *up_e,
                         const float *down_e, int64_t hidden, int64_t inter, int gu_rounded, double *scratch,
                         double *out, double *tol);

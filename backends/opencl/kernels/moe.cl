@@ -6,12 +6,14 @@
  *
  * The file holds four programs, picked with -DRUDNN_MOE_PART (a program cache
  * entry holds at most 8 kernels, and each part needs only its own dtypes):
- *   1  route     -DRUDNN_DTYPE (logits = weights)       route_softmax, route_sigmoid_grouped
+ *   1  route     -DRUDNN_DTYPE (logits = weights),      route_softmax, route_sigmoid_grouped
+ *                -DMOE_ROUTE_MAX_LOCAL
  *   2  dispatch  (no dtype: U32 indices only)           dispatch_rank, dispatch_scan, dispatch_finish
  *   3  experts   -DRUDNN_DTYPE, -DMOE_TILE              gather, gate_up, down (tiled, GPUs),
  *                                                      gate_up_dot, down_dot (CPUs)
  *   4  combine   -DRUDNN_DTYPE (activations), -DRUDNN_WDTYPE (routing weights)
- * The program cache prepends kernels/common.cl, which defines the dtype codes,
+ * The build puts backends/limits.h before this file (embed_cl.py); the
+ * program cache prepends kernels/common.cl, which defines the dtype codes,
  * act_t / raw_t / LOAD_A / LOAD8_A / STORE_A (the RUDNN_DTYPE storage: logits,
  * tokens, expert weights, activations, outputs), bf16_to_f32, group_sum,
  * group_max, and turns FP_CONTRACT off (the expert dot products use MOE_MAC,
@@ -53,11 +55,15 @@
 #error "the route program needs RUDNN_DTYPE"
 #endif
 
+#ifndef MOE_ROUTE_MAX_LOCAL
+#error "the route program needs MOE_ROUTE_MAX_LOCAL (set by moe.c)"
+#endif
+/* RUDNN_MOE_GROUPED_MAX_*: backends/limits.h, which the build puts before this file. */
+#ifndef RUDNN_MOE_GROUPED_MAX_EXPERTS
+#error "backends/limits.h must come before moe.cl (backends/opencl/meson.build)"
+#endif
+
 #define MOE_NONE 0xffffffffu
-#define MOE_ROUTE_MAX_LOCAL 256
-#define MOE_GROUPED_MAX_EXPERTS 1024
-#define MOE_GROUPED_MAX_GROUPS 128
-#define MOE_GROUPED_MAX_TOP_K 64
 
 /* The selection order: a before b iff a has the larger score, NaN below every
  * number, equal scores (and two NaNs) by the lower id. id MOE_NONE is "no
@@ -181,8 +187,8 @@ __kernel void rudnn_moe_route_softmax(const __global act_t *logits, ulong logits
     }
 }
 
-/* E <= 1024, groups <= 128, top_k <= 64 (checked by ops/moe.c and the host
- * launcher): everything of a row lives in local memory. */
+/* E, groups and top_k within backends/limits.h's RUDNN_MOE_GROUPED_MAX_*
+ * (checked by ops/moe.c): everything of a row lives in local memory. */
 __kernel void rudnn_moe_route_sigmoid_grouped(const __global act_t *logits, ulong logits_off,
                                               const __global float *bias, ulong bias_off,
                                               uint has_bias, __global uint *indices,
@@ -191,11 +197,11 @@ __kernel void rudnn_moe_route_sigmoid_grouped(const __global act_t *logits, ulon
                                               uint top_k, uint renormalize, uint groups,
                                               uint selected_groups, uint top_two, float scale)
 {
-    __local float p[MOE_GROUPED_MAX_EXPERTS];
-    __local float s[MOE_GROUPED_MAX_EXPERTS];
-    __local float gscore[MOE_GROUPED_MAX_GROUPS];
-    __local uint gsel[MOE_GROUPED_MAX_GROUPS];
-    __local uint sel[MOE_GROUPED_MAX_TOP_K];
+    __local float p[RUDNN_MOE_GROUPED_MAX_EXPERTS];
+    __local float s[RUDNN_MOE_GROUPED_MAX_EXPERTS];
+    __local float gscore[RUDNN_MOE_GROUPED_MAX_GROUPS];
+    __local uint gsel[RUDNN_MOE_GROUPED_MAX_GROUPS];
+    __local uint sel[RUDNN_MOE_GROUPED_MAX_TOP_K];
     __local float sv[MOE_ROUTE_MAX_LOCAL];
     __local uint si[MOE_ROUTE_MAX_LOCAL];
     __local float psum_shared;
@@ -431,7 +437,7 @@ __kernel void rudnn_moe_dispatch_finish(const __global uint *indices, ulong indi
 #error "the experts program needs RUDNN_DTYPE"
 #endif
 #ifndef MOE_TILE
-#define MOE_TILE 16
+#error "the experts program needs MOE_TILE (set by moe.c)"
 #endif
 #define T_ MOE_TILE
 
