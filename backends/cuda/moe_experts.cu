@@ -553,6 +553,7 @@ const rudnn_kernel_candidate_t k_candidates[C_COUNT] = {
     {"moe.cublas_loop_gu16", RUDNN_MOE_TENSOR_CORE, RUDNN_CANDIDATE_NAMED_ONLY | RUDNN_CANDIDATE_SYNCS},
 };
 
+#if RDG_MOE_TENSOR_CORES || (!RDG_HIP && RDG_HAVE_CUBLAS)
 /* Why a matrix-unit candidate (ours or cuBLAS's) cannot take plan, or NULL: they all read 16-bit
  * operands in 16-byte rows. */
 const char *matrix_operands_why(const rudnn_moe_rows_plan_t *plan)
@@ -565,6 +566,7 @@ const char *matrix_operands_why(const rudnn_moe_rows_plan_t *plan)
         return "every operand must be 16-byte aligned";
     return nullptr;
 }
+#endif
 
 #if RDG_MOE_TENSOR_CORES
 /* Why our tensor-core candidate c cannot run plan on dev, or NULL. */
@@ -626,6 +628,7 @@ void rdg_moe_experts_check(void *device, const rudnn_moe_rows_plan_t *plan, uint
         break;
     }
     (void)dev;
+    (void)plan;
     verdict->runs = why == nullptr;
     verdict->preferred = verdict->runs;
     if (why && why != verdict->why)
@@ -656,7 +659,9 @@ rudnn_status_t rdg_moe_experts_run(void *queue, const rudnn_moe_rows_plan_t *pla
     const uint32_t *off = (const uint32_t *)rdg_at(offsets);
     if (c == C_SCALAR)
         return scalar_launch(q, plan, tokens, off, gate, up, down, act, out);
+#if RDG_MOE_TENSOR_CORES || (!RDG_HIP && RDG_HAVE_CUBLAS)
     const void *ptrs[6] = {rdg_at(tokens), rdg_at(gate), rdg_at(up), rdg_at(down), rdg_at(act), rdg_at(out)};
+#endif
     switch (c) {
 #if RDG_MOE_TENSOR_CORES
     case C_WGMMA_TMA:
