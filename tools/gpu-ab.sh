@@ -7,7 +7,7 @@
 #   tools/gpu-ab.sh [-r ROUNDS] -v NAME=CUDA_ARGS ... -t NAME=DIR ... -- 'BENCH ARGS' ...
 #
 #   -v NAME=CUDA_ARGS   a variant; CUDA_ARGS is a comma-separated nvcc argument list for meson's
-#                       cuda_args (empty: the committed defaults), e.g. -v old=-DRDG_ROUTE_FAST=0
+#                       cuda_args (empty: the committed defaults), e.g. -v lineinfo=-lineinfo
 #   -t NAME=DIR         a variant built from another source tree DIR (e.g. an older commit's
 #                       checkout, carried along), by DIR's own tools/gpu-suite.sh, into
 #                       DIR/build-ab-NAME; DIR shares this tree's .debs. Benchmark arguments must

@@ -19,7 +19,7 @@
 
 #include <cublas_v2.h>
 
-#include "gpu_compat.h"
+#include "rdg_internal.h"
 
 /* The entry points used, with the signatures of cuBLAS 12.5+ (written out: the C++ header overloads
  * cublasGemmEx, and headers before 12.5 lack the grouped GEMM). */
@@ -62,8 +62,6 @@ typedef struct RdgCublasSession {
  * held: NOT_SUPPORTED "<backend>: <op>: cuBLAS not found (tried ...)" when it does not load, the
  * mapped status of a failed cuBLAS call otherwise. */
 rudnn_status_t rdg_cublas_begin(rdg_queue_t *q, const char *op, RdgCublasSession *s);
-/* NULL where cuBLAS loads (loading it once), else why not: the files tried and their errors. */
-const char *rdg_cublas_unavailable(void);
 
 /* The device's scratch for this session: device memory (at least dev_bytes, 256-byte aligned) that
  * q's stream may use after every earlier session's work on it, and pinned host memory (host_bytes)

@@ -1,5 +1,5 @@
 /* Element access by dtype for the MoE kernels: Elem<DT>::ld / st convert one F32, F16 or BF16
- * element to and from FP32 (round to nearest even, gpu_compat.h). Include after gpu_compat.h. */
+ * element to and from FP32 (round to nearest even, gpu_compat.h). Include after rdg_internal.h. */
 #ifndef RUDNN_ELEM_CUH
 #define RUDNN_ELEM_CUH
 

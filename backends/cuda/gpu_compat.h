@@ -4,9 +4,8 @@
  * The sources use CUDA runtime names; under HIP they are mapped to hip* here. Everything
  * that differs between the two (backend name, warp size, shuffles, streaming loads, launch
  * bounds, fp16 intrinsics, clusters, device-property quirks) lives in this file, so the
- * kernels carry no #ifdef of their own.
- *
- * The last section declares the few plugin-internal types that plugin.cu and norm.cu share.
+ * kernels carry no #ifdef of their own. The plugin's own types and declarations are in
+ * rdg_internal.h, which includes this file.
  */
 #ifndef RUDNN_GPU_COMPAT_H
 #define RUDNN_GPU_COMPAT_H
@@ -270,8 +269,8 @@ __device__ __forceinline__ uint16_t rdg_f32_to_bf16(float f)
     return (uint16_t)(rdg_pack_bf16x2(f, 0.0f) & 0xffffu);
 }
 
-/* Warp-wide u32 max / min, the result in every lane (moe.cu's top-k rounds): one redux.sync on
- * sm_80+, xor butterflies elsewhere (HIP: over the 32- or 64-wide wavefront). */
+/* Warp-wide u32 max / min, the result in every lane (moe_route.cu's top-k rounds): one redux.sync
+ * on sm_80+, xor butterflies elsewhere (HIP: over the 32- or 64-wide wavefront). */
 __device__ __forceinline__ uint32_t rdg_warp_max_u32(uint32_t v)
 {
 #if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -293,6 +292,21 @@ __device__ __forceinline__ uint32_t rdg_warp_min_u32(uint32_t v)
 #endif
 }
 
+/* 1 / (1 + e^-x) from the hardware exponential and reciprocal, within about 1e-6 relative of the
+ * exact quotient; -inf and x < -88 give 0, +inf gives 1, NaN stays NaN. CUDA: ex2.approx.ftz and
+ * rcp.approx.ftz (__expf without its subnormal fix-ups, which cannot change 1 + e^-x). */
+__device__ __forceinline__ float rdg_sigmoid_approx(float x)
+{
+#if !RDG_HIP
+    float e, r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * -1.4426950408889634f));
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+    return r;
+#else
+    return __fdividef(1.0f, 1.0f + __expf(-x));
+#endif
+}
+
 /* Device code compiled for sm_90a (Hopper's wgmma): moe_experts.cu's tensor-core kernel uses it
  * there and mma.sync elsewhere, under one kernel symbol and launch configuration. */
 #if !RDG_HIP && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -300,72 +314,5 @@ __device__ __forceinline__ uint32_t rdg_warp_min_u32(uint32_t v)
 #else
 #define RDG_HAS_WGMMA 0
 #endif
-
-/* ------------------------------------- plugin-internal shared declarations */
-
-#include "backends/backend.h"
-
-/* What the kernel launchers need to know about a device (copied into every queue). */
-typedef struct rdg_devinfo {
-    int index;
-    int sm_count;
-    int warp_size;
-    int max_threads;     /* per block */
-    size_t smem_optin;   /* dynamic + static shared memory a block may use */
-    int arch;            /* rdg_arch_number */
-    int clusters;        /* thread-block cluster launches usable (CUDA, sm_90+ binary) */
-} rdg_devinfo_t;
-
-/* The device handle the HAL passes (plugin.cu's device starts with its rdg_devinfo_t). */
-static inline const rdg_devinfo_t *rdg_devinfo_of(void *device)
-{
-    return (const rdg_devinfo_t *)device;
-}
-
-typedef struct rdg_queue {
-    cudaStream_t stream;
-    rdg_devinfo_t dev;
-} rdg_queue_t;
-
-/* Records "<backend>: <what> failed: <runtime message>" through the host and returns status. */
-rudnn_status_t rdg_fail(rudnn_status_t status, cudaError_t err, const char *what);
-/* Makes device `index` the calling thread's (cheap when it already is) and clears a launch error
- * left by an earlier failed call, so the checks after this call's launches see only its own. */
-rudnn_status_t rdg_use_device(int index);
-/* DEVICE_ERROR "<backend>: <api> kernel launch (<what>) failed: ..." when the last launch failed. */
-rudnn_status_t rdg_launched(const char *what);
-
-#define TRY(expr) RUDNN_TRY(expr) /* backends/backend.h */
-
-/* The device address of a memory reference (NULL stays NULL). */
-static inline void *rdg_at(rudnn_mem_ref_t m)
-{
-    return m.mem ? (void *)((char *)m.mem + m.offset) : nullptr;
-}
-
-static inline int64_t rdg_ceil_div(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b;
-}
-/* Same, printf-style message without a runtime error. */
-rudnn_status_t rdg_error(rudnn_status_t status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-/* Tells rudnn_last_kernel() which kernel the calling thread launches next ("norm.bulk"). */
-void rdg_note_kernel(const char *name);
-
-/* Each family's kernel table, one function per family of families.txt (norm.cu: rdg_norm_table,
- * moe.cu: rdg_moe_table, ...). Weak, so that a family whose kernels this plugin does not build
- * is absent (NULL) rather than a link error. */
-#define RDG_TABLE_DECL(f) const rudnn_##f##_kernels_t *rdg_##f##_table(void) __attribute__((weak));
-RUDNN_FAMILIES(RDG_TABLE_DECL)
-#undef RDG_TABLE_DECL
-
-/* norm.cu */
-/* 1 if the loaded kernel binary for the current device supports cluster launches. */
-int rdg_norm_clusters_supported(const cudaDeviceProp *prop);
 
 #endif

@@ -43,25 +43,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_compat.h"
+#include "rdg_internal.h"
 #include "elem.cuh"
 #include "moe_tc.cuh"
-
-/* moe_experts_tma.cu */
-rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
-                                   const uint32_t *offsets);
-/* Why the TMA kernel cannot run plan on dev (encoder, shared memory, 32-bit coordinates), or NULL. */
-const char *rdg_moe_tma_why(const rdg_devinfo_t *dev, const rudnn_moe_rows_plan_t *plan);
-#ifndef RDG_HAVE_CUBLAS
-#define RDG_HAVE_CUBLAS 0 /* meson: 1 where the CUDA toolkit has cuBLAS's headers */
-#endif
-#if !RDG_HIP && RDG_HAVE_CUBLAS
-/* moe_experts_cublas.cu (CUDA only) */
-rudnn_status_t rdg_moe_experts_cublas(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
-                                      const uint32_t *offsets, int per_expert, int gu16);
-/* NULL where cuBLAS loads, else why not (the files tried). */
-const char *rdg_cublas_unavailable(void);
-#endif
 
 namespace {
 
@@ -187,7 +171,7 @@ scalar_gemm_kernel(const void *__restrict__ a, const void *__restrict__ b0, cons
  *   BN = 256: wgmma m64n256k16 (sm_90a), 4 stages, a wgmma group left running across iterations,
  *             1 CTA per SM (128 accumulators per thread)
  *   BN = 128: mma.sync m16n8k16 (sm_80+), 3 stages, 2 CTAs per SM
- * The host launches BN = 256 only where the loaded binary has wgmma (tc_probe_kernel). */
+ * The host launches BN = 256 only where the loaded binary has wgmma (rdg_devinfo_t wgmma). */
 #define TC_THREADS 256
 
 template <int BN>
@@ -203,10 +187,6 @@ struct TcCfg {
         SMEM = STAGES * STAGE_BYTES + 1024 /* + alignment of the stages to 1024 bytes */
     };
 };
-
-/* Its launch bound tells the host (cudaFuncGetAttributes, no launch) whether the binary loaded for
- * the device was compiled with wgmma. */
-__global__ void __launch_bounds__(RDG_HAS_WGMMA ? 96 : 64) tc_probe_kernel() {}
 
 /* 16 bytes global -> shared, zero-filled when !valid (src is then not read) */
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
@@ -382,7 +362,7 @@ tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, 
 
             store_acc_256<DT, DUAL>(acc, c, row0, rows, wg * 64 + (warp % 4) * 16, n0, n_total, lane);
 #else
-            __trap(); /* the host launches BN = 256 only where tc_probe_kernel reports wgmma */
+            __trap(); /* the host launches BN = 256 only where rdg_devinfo_t reports wgmma */
 #endif
         } else {
             const int wm = warp / 4, wn = warp % 4;
@@ -496,26 +476,10 @@ dim3 slot_grid(int64_t n_tiles, int64_t slots)
 typedef void (*tc_fn)(const uint16_t *, const uint16_t *, const uint16_t *, const uint32_t *, uint16_t *, int,
                       int64_t, int64_t, int64_t, int64_t);
 
-/* Per device: 0 unknown, 1 no wgmma, 2 wgmma (racing threads store the same value). */
-volatile int g_wgmma[64];
-
+/* probed once at device open (device_caps.cu) */
 int has_wgmma(const rdg_devinfo_t *dev)
 {
-    const int d = dev->index;
-    if (dev->arch != 90)
-        return 0;
-    if (d >= 0 && d < 64 && g_wgmma[d])
-        return g_wgmma[d] == 2;
-    cudaFuncAttributes attr;
-    memset(&attr, 0, sizeof attr);
-    int yes = 0;
-    if (cudaFuncGetAttributes(&attr, (const void *)tc_probe_kernel) == cudaSuccess)
-        yes = attr.maxThreadsPerBlock == 96;
-    else
-        (void)cudaGetLastError();
-    if (d >= 0 && d < 64)
-        g_wgmma[d] = yes ? 2 : 1;
-    return yes;
+    return dev->wgmma;
 }
 
 /* dynamic shared memory limits raised, per kernel slot (tc_launch) and device */

@@ -39,13 +39,8 @@
 #include <string.h>
 
 #include "cublas_loader.h"
-#include "gpu_compat.h"
+#include "rdg_internal.h"
 #include "moe_tc.cuh"
-
-/* ptrs: tokens, gate, up, down, act, out (F16/BF16, H and I multiples of 8, 16-byte aligned: checked
- * by the caller); offsets: device [E+1]; per_expert: 1 forces one cublasGemmEx per expert. */
-rudnn_status_t rdg_moe_experts_cublas(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
-                                      const uint32_t *offsets, int per_expert, int gu16);
 
 namespace {
 

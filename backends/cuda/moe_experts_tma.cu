@@ -24,14 +24,9 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include "gpu_compat.h"
+#include "rdg_internal.h"
 #include "mbarrier.cuh"
 #include "moe_tc.cuh"
-
-/* Both GEMMs of one forward, where rdg_moe_tma_why(plan) is NULL (ops/ chose this kernel). ptrs: tokens, gate, up, down,
- * act, out (16-byte aligned, H and I multiples of 8: checked by the caller). */
-rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
-                                   const uint32_t *offsets);
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gpu_compat.h"
+#include "rdg_internal.h"
 #include "norm_bulk.cuh"
 #include "norm_loop.cuh"
 #include "norm_pair.cuh"

@@ -1,5 +1,6 @@
 /* The CUDA (and, through gpu_compat.h, HIP) backend plugin: devices, memory, queues, events
- * and the exported vtable. Kernels are in norm.cu.
+ * and the exported vtable. The kernels are in the family files (norm.cu, moe_*.cu); the device
+ * capabilities device_open records are probed in device_caps.cu.
  *
  * Every entry selects its device first (cudaSetDevice), so any host thread may call any entry.
  * Runtime failures become RUDNN_STATUS_DEVICE_ERROR (ALLOC_FAILED for allocations) with a
@@ -11,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_compat.h"
+#include "rdg_internal.h"
 
 static const rudnn_host_services_t *g_host;
 
@@ -141,7 +142,7 @@ rudnn_status_t b_device_open(int index, void **device)
     if (d->info.smem_optin < d->prop.sharedMemPerBlock)
         d->info.smem_optin = d->prop.sharedMemPerBlock;
     d->info.arch = rdg_arch_number(&d->prop);
-    d->info.clusters = rdg_norm_clusters_supported(&d->prop);
+    rdg_probe_caps(&d->prop, &d->info);
     *device = d;
     return RUDNN_STATUS_SUCCESS;
 }

@@ -1,0 +1,142 @@
+/* The CUDA/HIP plugin's internal interface: the device and queue types every launcher reads, the
+ * error helpers of plugin.cu, and the entry points one source file calls in another. Each
+ * function is declared here once; every .cu includes this header (gpu_compat.h, the portability
+ * layer, comes with it).
+ */
+#ifndef RUDNN_RDG_INTERNAL_H
+#define RUDNN_RDG_INTERNAL_H
+
+#include "gpu_compat.h"
+
+#include "backends/backend.h"
+
+/* ---- devices and queues ---- */
+
+/* What the kernel launchers need to know about a device (copied into every queue). Filled once
+ * by device_open (plugin.cu); the capabilities at the end come from rdg_probe_caps. */
+typedef struct rdg_devinfo {
+    int index;
+    int sm_count;
+    int warp_size;
+    int max_threads;   /* per block */
+    size_t smem_optin; /* dynamic + static shared memory a block may use */
+    int arch;          /* rdg_arch_number */
+    /* capabilities of this device with the kernel binary the runtime loaded for it */
+    int clusters; /* thread-block cluster launches usable (CUDA, sm_90+ binary) */
+    int wgmma;    /* Hopper's wgmma compiled in (an sm_90a binary on an sm_90 device) */
+    /* the driver's cuTensorMapEncodeTiled (PFN_cuTensorMapEncodeTiled_v12000 of cudaTypedefs.h), for
+     * TMA loads; NULL where the driver has none, and under HIP */
+    void *tensor_map_encode;
+} rdg_devinfo_t;
+
+/* The device handle the HAL passes (plugin.cu's device starts with its rdg_devinfo_t). */
+static inline const rdg_devinfo_t *rdg_devinfo_of(void *device)
+{
+    return (const rdg_devinfo_t *)device;
+}
+
+typedef struct rdg_queue {
+    cudaStream_t stream;
+    rdg_devinfo_t dev;
+} rdg_queue_t;
+
+/* device_caps.cu: fills the capability fields of info (the others already set) for the device of
+ * prop, which is the current one. */
+void rdg_probe_caps(const cudaDeviceProp *prop, rdg_devinfo_t *info);
+
+/* Makes device `index` the calling thread's (cheap when it already is) and clears a launch error
+ * left by an earlier failed call, so the checks after this call's launches see only its own. */
+rudnn_status_t rdg_use_device(int index);
+
+/* ---- errors (plugin.cu) ---- */
+
+/* Records "<backend>: <what> failed: <runtime message>" through the host and returns status. */
+rudnn_status_t rdg_fail(rudnn_status_t status, cudaError_t err, const char *what);
+/* Same, printf-style message without a runtime error. */
+rudnn_status_t rdg_error(rudnn_status_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* DEVICE_ERROR "<backend>: <api> kernel launch (<what>) failed: ..." when the last launch failed. */
+rudnn_status_t rdg_launched(const char *what);
+/* Tells rudnn_last_kernel() which kernel the calling thread launches next ("norm.bulk"). */
+void rdg_note_kernel(const char *name);
+
+#define TRY(expr) RUDNN_TRY(expr) /* backends/backend.h */
+
+/* ---- host helpers ---- */
+
+/* The device address of a memory reference (NULL stays NULL). */
+static inline void *rdg_at(rudnn_mem_ref_t m)
+{
+    return m.mem ? (void *)((char *)m.mem + m.offset) : nullptr;
+}
+
+static inline int64_t rdg_ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/* ---- kernel tables ---- */
+
+/* Each family's kernel table, one function per family of families.txt (norm.cu: rdg_norm_table,
+ * moe_table.cu: rdg_moe_table, ...). Weak, so that a family whose kernels this plugin does not
+ * build is absent (NULL) rather than a link error. */
+#define RDG_TABLE_DECL(f) const rudnn_##f##_kernels_t *rdg_##f##_table(void) __attribute__((weak));
+RUDNN_FAMILIES(RDG_TABLE_DECL)
+#undef RDG_TABLE_DECL
+
+/* ---- entry points across files ---- */
+
+/* norm.cu: 1 if the loaded kernel binary for the current device supports cluster launches. */
+int rdg_norm_clusters_supported(const cudaDeviceProp *prop);
+
+/* moe_route.cu, moe_permute.cu: the rudnn_moe_kernels_t entries of those names (hal/moe.h). */
+rudnn_status_t rdg_moe_route_softmax(void *queue, const rudnn_route_kernel_plan_t *plan, rudnn_mem_ref_t logits,
+                                     rudnn_mem_ref_t indices, rudnn_mem_ref_t weights);
+rudnn_status_t rdg_moe_route_sigmoid_grouped(void *queue, const rudnn_route_kernel_plan_t *plan,
+                                             rudnn_mem_ref_t logits, rudnn_mem_ref_t bias, rudnn_mem_ref_t indices,
+                                             rudnn_mem_ref_t weights);
+rudnn_status_t rdg_moe_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t indices,
+                                     rudnn_mem_ref_t counts, rudnn_mem_ref_t offsets, rudnn_mem_ref_t positions,
+                                     rudnn_mem_ref_t row_token);
+rudnn_status_t rdg_moe_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t input,
+                                       rudnn_mem_ref_t row_token, rudnn_mem_ref_t tokens);
+rudnn_status_t rdg_moe_combine(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t expert_out,
+                               rudnn_mem_ref_t positions, rudnn_mem_ref_t weights, rudnn_mem_ref_t out);
+
+/* moe_experts.cu: the SwiGLU expert candidates (the experts_* entries of hal/moe.h) */
+const rudnn_kernel_candidate_t *rdg_moe_experts_candidates(uint32_t *count);
+void rdg_moe_experts_check(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                           rudnn_candidate_verdict_t *verdict);
+rudnn_status_t rdg_moe_experts_workspace(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                                         size_t *bytes);
+rudnn_status_t rdg_moe_experts_run(void *queue, const rudnn_moe_rows_plan_t *plan, uint32_t c,
+                                   rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate,
+                                   rudnn_mem_ref_t up, rudnn_mem_ref_t down, rudnn_mem_ref_t act,
+                                   rudnn_mem_ref_t out);
+
+/* moe_experts_tma.cu (CUDA only): both GEMMs of one forward, where rdg_moe_tma_why(plan) is NULL
+ * (ops/ chose this kernel). ptrs: tokens, gate, up, down, act, out (16-byte aligned, H and I
+ * multiples of 8: checked by the caller). */
+rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
+                                   const uint32_t *offsets);
+/* Why the TMA kernel cannot run plan on dev (encoder, shared memory, 32-bit coordinates), or NULL. */
+const char *rdg_moe_tma_why(const rdg_devinfo_t *dev, const rudnn_moe_rows_plan_t *plan);
+
+#ifndef RDG_HAVE_CUBLAS
+#define RDG_HAVE_CUBLAS 0 /* meson: 1 where the CUDA toolkit has cuBLAS's headers */
+#endif
+#if !RDG_HIP && RDG_HAVE_CUBLAS
+/* moe_experts_cublas.cu (CUDA only). ptrs: tokens, gate, up, down, act, out (F16/BF16, H and I
+ * multiples of 8, 16-byte aligned: checked by the caller); offsets: device [E+1]; per_expert: 1
+ * forces one cublasGemmEx per expert. */
+rudnn_status_t rdg_moe_experts_cublas(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
+                                      const uint32_t *offsets, int per_expert, int gu16);
+/* cublas_loader.cu: NULL where cuBLAS loads (loading it once), else why not: the files tried and
+ * their errors. */
+const char *rdg_cublas_unavailable(void);
+#endif
+
+#endif
