@@ -16,7 +16,7 @@
  * Rows past a tile's expert are loaded (the next expert's rows, or zeros past the tensor: TMA
  * fills out-of-bounds boxes with zeros) and never stored; K past the end reads zeros the same way.
  * The tensor maps are encoded on the host for each call through the driver's
- * cuTensorMapEncodeTiled, found with cudaGetDriverEntryPointByVersion (no link to libcuda).
+ * cuTensorMapEncodeTiled, which device_open found (rdg_devinfo_t tensor_map_encode).
  */
 #include <stdio.h>
 #include <string.h>
@@ -201,24 +201,6 @@ tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant
 
 /* ---- host side ---- */
 
-PFN_cuTensorMapEncodeTiled_v12000 encoder(void)
-{
-    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-    static volatile int tried = 0;
-    if (!tried) {
-        void *p = nullptr;
-        cudaDriverEntryPointQueryResult res;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &res) ==
-                cudaSuccess &&
-            res == cudaDriverEntryPointSuccess)
-            fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
-        else
-            (void)cudaGetLastError();
-        tried = 1; /* racing threads find the same answer */
-    }
-    return fn;
-}
-
 /* A 2-D row-major [rows, cols] 16-bit tensor read in boxes of 64 columns x box_rows rows. */
 bool encode_2d(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, const void *base, rudnn_dtype_t dt,
                int64_t rows, int64_t cols, int box_rows)
@@ -243,7 +225,7 @@ volatile int g_tma_smem_done[4][64];
 
 const char *rdg_moe_tma_why(const rdg_devinfo_t *dev, const rudnn_moe_rows_plan_t *plan)
 {
-    if (!encoder())
+    if (!dev->tensor_map_encode)
         return "the driver has no tensor-map encoder (cuTensorMapEncodeTiled)";
     if ((size_t)TMA_SMEM > dev->smem_optin)
         return "the device has too little shared memory";
@@ -256,7 +238,7 @@ const char *rdg_moe_tma_why(const rdg_devinfo_t *dev, const rudnn_moe_rows_plan_
 rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,
                                    const uint32_t *offsets)
 {
-    PFN_cuTensorMapEncodeTiled_v12000 enc = encoder();
+    const PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)q->dev.tensor_map_encode;
     const int64_t E = plan->experts, H = plan->hidden, I = plan->inter, rows = plan->rows;
     const rudnn_dtype_t dt = plan->dtype;
     /* GEMM 1: A = tokens [rows, H], B = gate / up [E I, H]; GEMM 2: A = act [rows, I], B = down [E H, I] */

@@ -347,6 +347,7 @@ rudnn_status_t rdg_moe_dispatch_plan(void *queue, const rudnn_moe_rows_plan_t *p
         if (err != cudaSuccess)
             return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "MemsetAsync (moe dispatch plan)");
     }
+    rdg_note_kernel("moe.dispatch_plan");
     plan_hist_kernel<<<dim3((unsigned)nb), dim3(PLAN_HIST_THREADS),
                        smem_bins ? (size_t)experts * sizeof(uint32_t) : 0, q->stream>>>(idx, m, pairs, chunk,
                                                                                      (int)experts, smem_bins);
@@ -386,6 +387,7 @@ rudnn_status_t rdg_moe_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t 
     const int tpr = threads_per_row(units, warp_size(q));
     const dim3 grid((unsigned)rdg_ceil_div(plan->rows, ROWS_THREADS / tpr));
     const uint32_t *rt = (const uint32_t *)rdg_at(row_token);
+    rdg_note_kernel("moe.gather");
     switch (unit) {
     case 16:
         gather_kernel<uint4><<<grid, ROWS_THREADS, 0, q->stream>>>((const uint4 *)src, rt, (uint4 *)dst, plan->rows,
@@ -430,6 +432,7 @@ rudnn_status_t rdg_moe_combine(void *queue, const rudnn_moe_rows_plan_t *plan, r
     }
     const int64_t nv = vec ? plan->hidden / vec_elems : plan->hidden;
     const int tpr = threads_per_row(nv, warp_size(q));
+    rdg_note_kernel("moe.combine");
     fn<<<dim3((unsigned)rdg_ceil_div(plan->tokens, ROWS_THREADS / tpr)), dim3(ROWS_THREADS), 0, q->stream>>>(
         x, (const uint32_t *)rdg_at(positions), rdg_at(weights), (int)plan->weight_dtype, y, plan->tokens, plan->hidden,
         plan->top_k, tpr);

@@ -600,6 +600,7 @@ rudnn_status_t rdg_moe_route_softmax(void *queue, const rudnn_route_kernel_plan_
                     : plan->dtype == RUDNN_F16 ? softmax_kernel_for<RUDNN_F16>(ept)
                                                : softmax_kernel_for<RUDNN_BF16>(ept);
     const int64_t per_block = ROUTE_THREADS / w;
+    rdg_note_kernel("moe.route_softmax");
     fn<<<dim3((unsigned)rdg_ceil_div(plan->tokens, per_block)), dim3(ROUTE_THREADS), 0, q->stream>>>(
         rdg_at(logits), (uint32_t *)rdg_at(indices), rdg_at(weights), plan->tokens, plan->experts, plan->top_k,
         plan->renormalize);
@@ -627,6 +628,7 @@ rudnn_status_t rdg_moe_route_sigmoid_grouped(void *queue, const rudnn_route_kern
     const size_t smem = lanes_per_group
                             ? 0
                             : (size_t)per_block * (size_t)(plan->experts + plan->groups) * sizeof(uint32_t);
+    rdg_note_kernel("moe.route_grouped");
     fn<<<dim3((unsigned)rdg_ceil_div(plan->tokens, per_block)), dim3(ROUTE_THREADS), smem, q->stream>>>(
         rdg_at(logits), (const float *)rdg_at(bias), (uint32_t *)rdg_at(indices), rdg_at(weights), plan->tokens,
         plan->experts, plan->top_k, plan->renormalize, plan->groups, plan->selected_groups, plan->group_top_two,
