@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B of compile-time variants on the GPU machine, side by side in one run: builds each
 # variant in its own folder (in parallel, through tools/gpu-suite.sh build), then runs every
-# benchmark command on each variant in turn, ROUNDS times (A B A B ...), so that clock and
+# benchmark command on each variant in turn, ROUNDS times (A B, B A, ...), so that clock and
 # thermal drift spread over all of them. JSON lines go to $OUT/ab.jsonl with "variant" added.
 #
 #   tools/gpu-ab.sh [-r ROUNDS] -v NAME=CUDA_ARGS ... -t NAME=DIR ... -- 'BENCH ARGS' ...
@@ -91,7 +91,14 @@ export LD_LIBRARY_PATH=$DEBROOT/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_
 : > "$OUT/ab.jsonl"
 for cmd in "$@"; do
   for ((r = 0; r < rounds; r++)); do
-    for n in "${names[@]}" "${tree_names[@]}"; do
+    # odd rounds run the variants in reverse order (A B, B A, ...), so that none always goes first
+    order=("${names[@]}" "${tree_names[@]}")
+    if (( r % 2 )); then
+      rev=()
+      for ((j = ${#order[@]} - 1; j >= 0; j--)); do rev+=("${order[$j]}"); done
+      order=("${rev[@]}")
+    fi
+    for n in "${order[@]}"; do
       echo "== gpu-ab: round $r variant $n: $cmd"
       # shellcheck disable=SC2086
       RUDNN_BACKEND_PATH=${plugin_path[$n]} timeout "$ab_timeout" "${bin_dir[$n]}"/$cmd 2>&1 |
