@@ -581,15 +581,22 @@ static const char *strategy_name(rudnn_moe_strategy_t s)
     return s == RUDNN_MOE_SCALAR ? "Scalar" : s == RUDNN_MOE_TENSOR_CORE ? "TensorCore" : "Auto";
 }
 
-/* Appends "; <text>" (or "<text>" first) to the reason of choice. */
-static void add_reason(rudnn_moe_choice_t *choice, const char *fmt, const char *name, const char *why)
+/* Appends "; <what>: <why>" (or "<what>: <why>" first) to the reason of choice. */
+static void add_reason(rudnn_moe_choice_t *choice, const char *what, const char *why)
 {
     size_t n = strlen(choice->reason);
-    if (n + 3 >= sizeof choice->reason)
-        return;
-    snprintf(choice->reason + n, sizeof choice->reason - n, "%s", n ? "; " : "");
-    n = strlen(choice->reason);
-    snprintf(choice->reason + n, sizeof choice->reason - n, fmt, name, why);
+    if (n + 3 < sizeof choice->reason)
+        snprintf(choice->reason + n, sizeof choice->reason - n, "%s%s: %s", n ? "; " : "", what, why);
+}
+
+/* Records candidate i of k as the choice, and why. */
+static void pick(const rudnn_moe_kernels_t *k, uint32_t i, const char *why, uint32_t *picked,
+                 rudnn_moe_choice_t *choice)
+{
+    *picked = i;
+    choice->strategy = (rudnn_moe_strategy_t)k->experts_candidates[i].strategy;
+    choice->kernel = k->experts_candidates[i].name;
+    add_reason(choice, choice->kernel, why);
 }
 
 static rudnn_status_t experts_kernels(const char *op, rudnn_swiglu_experts_t x, const rudnn_moe_kernels_t **k)
@@ -628,10 +635,7 @@ static rudnn_status_t choose(const char *op, rudnn_swiglu_experts_t x, const rud
                                    "run on backend '%s' with %s weights [%lld experts, inter %lld, hidden %lld]: %s",
                                    op, c->name, backend, rudnn_dtype_name(x->dtype), (long long)x->experts,
                                    (long long)x->inter, (long long)x->hidden, v.why);
-        *picked = (uint32_t)x->pinned;
-        choice->strategy = (rudnn_moe_strategy_t)c->strategy;
-        choice->kernel = c->name;
-        add_reason(choice, "%s%s", "named by swiglu_experts_set_kernel", "");
+        pick(k, (uint32_t)x->pinned, "named by swiglu_experts_set_kernel", picked, choice);
         return RUDNN_STATUS_SUCCESS;
     }
     int64_t first_runs = -1;
@@ -644,21 +648,14 @@ static rudnn_status_t choose(const char *op, rudnn_swiglu_experts_t x, const rud
         if (v.runs && first_runs < 0)
             first_runs = i;
         if (!v.runs || !v.preferred) {
-            add_reason(choice, "%s passed over: %s", c->name, v.why[0] ? v.why : "no reason given");
+            add_reason(choice, c->name, v.why[0] ? v.why : "passed over, no reason given");
             continue;
         }
-        *picked = i;
-        choice->strategy = (rudnn_moe_strategy_t)c->strategy;
-        choice->kernel = c->name;
-        add_reason(choice, "%s chosen", c->name, "");
+        pick(k, i, "chosen", picked, choice);
         return RUDNN_STATUS_SUCCESS;
     }
     if (first_runs >= 0) {
-        const rudnn_kernel_candidate_t *c = &k->experts_candidates[first_runs];
-        *picked = (uint32_t)first_runs;
-        choice->strategy = (rudnn_moe_strategy_t)c->strategy;
-        choice->kernel = c->name;
-        add_reason(choice, "%s chosen: the first that runs (none is preferred here)", c->name, "");
+        pick(k, (uint32_t)first_runs, "chosen, the first that runs (none is preferred here)", picked, choice);
         return RUDNN_STATUS_SUCCESS;
     }
     return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: %s strategy on backend '%s' with %s weights: no kernel "
@@ -754,6 +751,11 @@ static rudnn_status_t workspace_bytes(const char *op, rudnn_swiglu_experts_t x, 
 {
     const rudnn_moe_kernels_t *k;
     TRY(experts_kernels(op, x, &k));
+    /* every candidate stages act [rows, inter] in the dtype; a backend whose candidate needs more
+     * (CLBlast's F32 staging) says so */
+    *bytes = (size_t)rp->rows * (size_t)rp->inter * rudnn_dtype_size(rp->dtype);
+    if (!k->experts_workspace)
+        return RUDNN_STATUS_SUCCESS;
     return rudnn_kernel_status(op, k->experts_workspace(x->context->device, rp, picked, bytes));
 }
 

@@ -579,7 +579,6 @@ static int check_every_kernel(const mcase_t *c, rudnn_dtype_t dt, state_t *s, in
     int count = 0, ok = 1;
     if (!check_ok(log, label, "swiglu_experts_kernel_count", rudnn_swiglu_experts_kernel_count(s->experts, &count)))
         return 0;
-    const size_t neo = (size_t)rudnn_tensor_numel(&s->EO_K.t);
     rudnn_status_t rs = rudnn_swiglu_experts_set_kernel(s->experts, "moe.no_such_kernel");
     if (rs != RUDNN_STATUS_BAD_PARAM || !strstr(rudnn_last_error(), "moe.no_such_kernel") ||
         !strstr(rudnn_last_error(), "moe.")) {
@@ -627,7 +626,6 @@ static int check_every_kernel(const mcase_t *c, rudnn_dtype_t dt, state_t *s, in
             ok &= out_end(&w, 0, NULL, log, label, what);
         }
     }
-    (void)neo;
     ok &= check_ok(log, label, "swiglu_experts_set_kernel(NULL)", rudnn_swiglu_experts_set_kernel(s->experts, NULL));
     return ok;
 }

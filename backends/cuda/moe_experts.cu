@@ -635,15 +635,6 @@ void rdg_moe_experts_check(void *device, const rudnn_moe_rows_plan_t *plan, uint
         snprintf(verdict->why, sizeof verdict->why, "%s", why);
 }
 
-rudnn_status_t rdg_moe_experts_workspace(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
-                                         size_t *bytes)
-{
-    (void)device;
-    (void)c; /* every candidate stages act [rows, inter] in the dtype */
-    *bytes = (size_t)plan->rows * (size_t)plan->inter * (plan->dtype == RUDNN_F32 ? 4u : 2u);
-    return RUDNN_STATUS_SUCCESS;
-}
-
 rudnn_status_t rdg_moe_experts_run(void *queue, const rudnn_moe_rows_plan_t *plan, uint32_t c,
                                    rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate,
                                    rudnn_mem_ref_t up, rudnn_mem_ref_t down, rudnn_mem_ref_t act,

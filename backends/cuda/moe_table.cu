@@ -15,7 +15,7 @@ const rudnn_moe_kernels_t *rdg_moe_table(void)
         table.combine = rdg_moe_combine;
         table.experts_candidates = rdg_moe_experts_candidates(&table.experts_candidate_count);
         table.experts_check = rdg_moe_experts_check;
-        table.experts_workspace = rdg_moe_experts_workspace;
+        table.experts_workspace = nullptr; /* act [rows, inter] for every candidate */
         table.experts_run = rdg_moe_experts_run;
         table.struct_size = (uint32_t)sizeof table;
     }

@@ -110,8 +110,6 @@ rudnn_status_t rdg_moe_combine(void *queue, const rudnn_moe_rows_plan_t *plan, r
 const rudnn_kernel_candidate_t *rdg_moe_experts_candidates(uint32_t *count);
 void rdg_moe_experts_check(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
                            rudnn_candidate_verdict_t *verdict);
-rudnn_status_t rdg_moe_experts_workspace(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
-                                         size_t *bytes);
 rudnn_status_t rdg_moe_experts_run(void *queue, const rudnn_moe_rows_plan_t *plan, uint32_t c,
                                    rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate,
                                    rudnn_mem_ref_t up, rudnn_mem_ref_t down, rudnn_mem_ref_t act,

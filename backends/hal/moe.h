@@ -68,8 +68,10 @@ typedef struct rudnn_moe_kernels {
      * must then hold for any rows), and whether it is preferred there. */
     void (*experts_check)(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
                           rudnn_candidate_verdict_t *verdict);
-    /* Workspace bytes candidate c needs for plan (asked only for a candidate that runs). Sets an
-     * error (NOT_SUPPORTED when the size overflows) on failure. */
+    /* Workspace bytes candidate c needs for plan (asked only for a candidate that runs): called
+     * with *bytes set to what every candidate needs, act [rows, inter] in the dtype, which it may
+     * raise. NULL: that size for every candidate. Sets an error (NOT_SUPPORTED when the size
+     * overflows) on failure. */
     rudnn_status_t (*experts_workspace)(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,
                                         size_t *bytes);
     /* Runs candidate c, which experts_check said runs plan, or fails; never another kernel.
