@@ -602,23 +602,30 @@ static void test_magnitude(void **state)
                                        : sizeof f16_rows / sizeof f16_rows[0];
     /* odd lengths and 1 (looped kernels), and lengths of the register kernels' row groups: a
      * warp (96, 1024), a CTA (4096) and a cluster (20000); rows of one launch take both the
-     * unscaled and the scaled paths of the CUDA cluster kernels (backends/README.md) */
-    static const int64_t lengths[] = {97, 4097, 1, 96, 1024, 4096, 20000};
+     * unscaled and the scaled paths of the CUDA cluster kernels (backends/README.md). The kinds
+     * repeat (reps) where every row group of a launch must take several rows, mixing the two
+     * paths (a group's reductions must stay in step after a scaled row: 320 rows of 20000 are
+     * more than the 132 an H200's 16-bit bulk cluster launch holds at once). */
+    static const struct {
+        int64_t cols;
+        int reps;
+    } lengths[] = {{97, 1}, {4097, 1}, {1, 1}, {96, 1}, {1024, 1}, {4096, 1}, {20000, 1}, {20000, 40}};
     rt_log_t *log = rt_log_new();
     for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
-        int64_t dims[2] = {(int64_t)nkinds, lengths[li]};
+        int64_t dims[2] = {(int64_t)nkinds * lengths[li].reps, lengths[li].cols};
         int64_t cols = dims[1];
         data_t d;
         data_make(&d, p, test, (int)li, 2, dims);
         rt_rng_t rng;
         rt_rng_seed_case(&rng, test, 100 + (int)li);
-        for (size_t k = 0; k < nkinds; k++) {
+        for (size_t row = 0; row < (size_t)dims[0]; row++) {
+            const size_t k = row % nkinds; /* the row's kind */
             /* add_rms_norm: a and residual each half the scale, so the FP32
              * sum stays inside the dtype's range */
             double s = p->op == OP_ADD_RMS_NORM ? kinds[k].scale * 0.5 : kinds[k].scale;
             for (int64_t c = 0; c < cols; c++) {
-                float *x = &d.x[k * (size_t)cols + (size_t)c];
-                float *r = &d.r[k * (size_t)cols + (size_t)c];
+                float *x = &d.x[row * (size_t)cols + (size_t)c];
+                float *r = &d.r[row * (size_t)cols + (size_t)c];
                 if (kinds[k].spike == 4 && c < cols / 2) {
                     *x = (float)-s;
                     *r = (float)-s;
@@ -634,13 +641,13 @@ static void test_magnitude(void **state)
                 }
             }
             if (kinds[k].spike == 1 || kinds[k].spike == 2) {
-                size_t at = k * (size_t)cols + (kinds[k].spike == 2 ? 0 : (size_t)rt_rng_below(&rng, (uint64_t)cols));
+                size_t at = row * (size_t)cols + (kinds[k].spike == 2 ? 0 : (size_t)rt_rng_below(&rng, (uint64_t)cols));
                 d.x[at] = (float)s;
                 d.r[at] = (float)s;
             }
         }
         char label[64];
-        snprintf(label, sizeof label, "extreme rows (length %lld)", (long long)cols);
+        snprintf(label, sizeof label, "extreme rows (%lld of length %lld)", (long long)dims[0], (long long)cols);
         run_t c = run_init(label, 2, dims, 1e-5f, &d);
         run_case(p, &c, log);
         data_free(&d);
@@ -904,10 +911,7 @@ int main(int argc, char **argv)
     }
     /* last: what the cases above ran */
     tests[n++] = (struct CMUnitTest){"kernel coverage", test_kernel_coverage, NULL, NULL, NULL};
-    if (argc > 1) {
-        cmocka_set_test_filter(argv[1]);
-        tests_filtered = 1;
-    }
+    tests_filtered = rt_set_filters(argc, argv);
 
     char group[64];
     snprintf(group, sizeof group, "norm-%s", rt_requested_backend());

@@ -67,9 +67,9 @@ __device__ __forceinline__ void bulk_ln_store(Src &&src, float c, float inv, voi
  * masked-out entries 0), and the row's output. Not inlined: it runs only for rows outside the
  * unscaled bounds, and inline its registers made the whole kernel spill (ptxas, 768 threads).
  * The context goes by value (by reference it would live in local memory in the hot path too);
- * the caller takes back its reduction counter, returned. */
+ * the caller takes back its reductions' position, returned. */
 template <class S, int NV, int SCOPE>
-__device__ __noinline__ int bulk_ln_scaled(float (&w)[NV][S::VEC], void *y, float h, float eps, const float *sg,
+__device__ __noinline__ RedPos<SCOPE> bulk_ln_scaled(float (&w)[NV][S::VEC], void *y, float h, float eps, const float *sg,
                                            const float *sb, int lane, int T, int count, int slice, int64_t base,
                                            RedCtx ctx)
 {
@@ -82,7 +82,48 @@ __device__ __noinline__ int bulk_ln_scaled(float (&w)[NV][S::VEC], void *y, floa
                 t[k] = w[i][k];
         },
         0.0f, inv, y, sg, sb, lane, T, count, slice, base);
-    return ctx.counter;
+    return red_pos<SCOPE>(ctx);
+}
+
+/* rms_norm's output for this thread's vectors (lane + i * T < count): y = (x * sc) * inv * gamma,
+ * x from src(i, t) */
+template <class S, int NV, class Src>
+__device__ __forceinline__ void bulk_rms_store(Src &&src, float sc, float inv, void *y, const float *sg, int lane,
+                                               int T, int count, int slice, int64_t base)
+{
+    constexpr int VEC = S::VEC;
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        const int vi = lane + i * T;
+        if (vi < count) {
+            float g[VEC], t[VEC];
+            load_affine<VEC, true, true>(sg, nullptr, vi, slice, g);
+            src(i, t);
+#pragma unroll
+            for (int k = 0; k < VEC; k++)
+                t[k] = (t[k] * sc) * inv * g[k];
+            S::stv(y, base + vi, t);
+        }
+    }
+}
+
+/* rms_norm's scaled path for a row of which this thread holds xr (as bulk_ln_scaled: vectors
+ * lane + i * T < count, masked-out entries zero), and the row's output. Not inlined, for the same
+ * reason: inline it made the cluster kernel spill 8 bytes (ptxas, 768 threads). */
+template <class S, int NV, int SCOPE>
+__device__ __noinline__ RedPos<SCOPE> bulk_rms_scaled(const typename S::raw_t (&xr)[NV], void *y, float h, float rh,
+                                               float eps, const float *sg, int lane, int T, int count, int slice,
+                                               int64_t base, RedCtx ctx)
+{
+    constexpr int VEC = S::VEC;
+    auto vals = [&](int i, float (&t)[VEC]) { S::cvt(xr[i], t); };
+    float q;
+    const int e = rms_scaled_sumsq<SCOPE, es_redux(OP_RMS, SCOPE, VEC)>(
+        [&](auto &&f) { for_each_val<NV, VEC>(vals, f); }, q, ctx);
+    /* y = (x * 2^-e) * inv * gamma (x * 2^-e exact) */
+    const float inv = stat_rsqrt<true>(stat_div<true>(q, h, rh) + scale_pow2(eps, -2 * e));
+    bulk_rms_store<S, NV>(vals, pow2_neg(e), inv, y, sg, lane, T, count, slice, base);
+    return red_pos<SCOPE>(ctx);
 }
 #endif
 
@@ -203,24 +244,17 @@ __global__ void __launch_bounds__(RDG_NORM_BULK_THREADS, 1) bulk_kernel(NormArgs
             each([&](float x) { q = fmaf(x, x, q); });
             q = block_allreduce<SumOp, SCOPE>(q, ctx);
             refill();
-            int e = 0;
-            if (!unscaled_sumsq_ok(q)) /* the power-of-two scaled path (the same in the whole group) */
-                e = rms_scaled_sumsq<SCOPE, es_redux(OP_RMS, SCOPE, VEC)>(each, q, ctx);
-            /* y = (x * 2^-e) * inv * gamma (x * 2^-e exact; e is 0 on the unscaled path) */
-            const float sc = pow2_neg(e);
-            const float inv = stat_rsqrt<true>(stat_div<true>(q, h, rh) + scale_pow2(a.eps, -2 * e));
+            if (unscaled_sumsq_ok(q))
+                bulk_rms_store<S, NV>(vals, 1.0f, stat_rsqrt<true>(stat_div<true>(q, h, rh) + a.eps), a.y, sg, lane,
+                                      T, count, slice, base);
+            else { /* the power-of-two scaled path (the same in the whole group), out of line, on a copy
+                    * of xr: passing xr itself would keep it in local memory on the hot path too */
+                raw_t xc[NV];
 #pragma unroll
-            for (int i = 0; i < NV; i++) {
-                const int vi = lane + i * T;
-                if (vi < count) {
-                    float g[VEC], t[VEC];
-                    load_affine<VEC, true, true>(sg, nullptr, vi, slice, g);
-                    vals(i, t);
-#pragma unroll
-                    for (int k = 0; k < VEC; k++)
-                        t[k] = (t[k] * sc) * inv * g[k];
-                    S::stv(a.y, base + vi, t);
-                }
+                for (int i = 0; i < NV; i++)
+                    xc[i] = xr[i];
+                red_set_pos<SCOPE>(ctx, bulk_rms_scaled<S, NV, SCOPE>(xc, a.y, h, rh, a.eps, sg, lane, T, count, slice, base,
+                                                               ctx));
             }
         } else { /* OP_LN */
             /* One pass: the sums of x and x^2 in one reduction, var = E[x^2] - mean^2, taken when
@@ -271,7 +305,7 @@ __global__ void __launch_bounds__(RDG_NORM_BULK_THREADS, 1) bulk_kernel(NormArgs
 #pragma unroll
                 for (int i = 0; i < NV; i++)
                     vals(i, w[i]);
-                ctx.counter = bulk_ln_scaled<S, NV, SCOPE>(w, a.y, h, a.eps, sg, sb, lane, T, count, slice, base, ctx);
+                red_set_pos<SCOPE>(ctx, bulk_ln_scaled<S, NV, SCOPE>(w, a.y, h, a.eps, sg, sb, lane, T, count, slice, base, ctx));
             }
         }
     }

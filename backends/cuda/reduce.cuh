@@ -58,6 +58,37 @@ struct RedCtx {
     int bar_id;
 };
 
+/* Where a context's reductions stand: the scratch slot counter and, with clusters, the mbarriers'
+ * phase parities. A callee that is not inlined takes the context by value (by reference it would
+ * live in local memory in the caller's hot path too) and hands this back, so that the caller's
+ * next reduction uses the next slot and waits on the right phase. */
+template <bool CLUSTER>
+struct RedPosOf {
+    int counter;
+    uint32_t parity;
+};
+template <>
+struct RedPosOf<false> {
+    int counter;
+};
+template <int SCOPE>
+using RedPos = RedPosOf<red_clustered(SCOPE)>;
+template <int SCOPE>
+__device__ __forceinline__ RedPos<SCOPE> red_pos(const RedCtx &c)
+{
+    if constexpr (red_clustered(SCOPE))
+        return RedPos<SCOPE>{c.counter, c.parity};
+    else
+        return RedPos<SCOPE>{c.counter};
+}
+template <int SCOPE>
+__device__ __forceinline__ void red_set_pos(RedCtx &c, RedPos<SCOPE> p)
+{
+    c.counter = p.counter;
+    if constexpr (red_clustered(SCOPE))
+        c.parity = p.parity;
+}
+
 /* A context over the caller's scratch arrays (cl and bar: nullptr without a cluster). */
 __device__ __forceinline__ RedCtx red_ctx(float *f, int *i, float2 *cl, uint64_t *bar, int csize, int rank)
 {
