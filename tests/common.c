@@ -129,11 +129,25 @@ int rt_group_teardown_second(void **state)
     return rt_group_teardown(state);
 }
 
+int rt_set_filters(int argc, char **argv)
+{
+    int filtered = 0;
+    if (argc > 1) {
+        cmocka_set_test_filter(argv[1]);
+        filtered = 1;
+    }
+    const char *skip = getenv("RUDNN_TEST_SKIP");
+    if (skip && *skip) {
+        cmocka_set_skip_filter(skip);
+        filtered = 1;
+    }
+    return filtered;
+}
+
 int rt_run_with_second_context_impl(const char *suite, const struct CMUnitTest *tests, size_t count, int argc,
                                     char **argv)
 {
-    if (argc > 1)
-        cmocka_set_test_filter(argv[1]);
+    rt_set_filters(argc, argv);
     rt_open_or_skip(suite);
     return rt_exit_code(
         _cmocka_run_group_tests(suite, tests, count, rt_group_setup_second, rt_group_teardown_second));

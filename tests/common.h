@@ -179,6 +179,12 @@ size_t rt_count_changed(const uint8_t *before, const uint8_t *after, size_t byte
 void *rt_xmalloc(size_t bytes);
 void *rt_xcalloc(size_t n, size_t size);
 
+/* Test selection of a suite's main: argv[1] (if any) is a glob of the tests to run, and the
+ * environment's RUDNN_TEST_SKIP (if set and not empty) a glob of tests to skip (the GPU
+ * sanitizer stage leaves out the suites' largest cases so). Returns 1 when either applies: not
+ * every test runs. */
+int rt_set_filters(int argc, char **argv);
+
 /* Exit status for a cmocka run: cmocka returns the number of failed tests,
  * and 77 failures would read as SKIP to meson; any failure is 1. */
 static inline int rt_exit_code(int failed) { return failed == 0 ? 0 : 1; }

@@ -1284,8 +1284,7 @@ int main(int argc, char **argv)
             n++;
         }
     }
-    if (argc > 1)
-        cmocka_set_test_filter(argv[1]);
+    rt_set_filters(argc, argv);
 
     char group[64];
     snprintf(group, sizeof group, "moe-%s", rt_requested_backend());

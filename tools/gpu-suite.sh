@@ -18,6 +18,11 @@
 #   moe       rudnn-bench-moe (on cuda also with --kernel moe.cublas_grouped) and
 #             bench/baselines/torch_moe.py -> $OUT/compare-moe.md
 #   example   installs into a scratch DESTDIR and builds examples/ through pkg-config
+#   sanitize  (only when named) the CUDA numeric suites under compute-sanitizer's memcheck,
+#             racecheck, synccheck and initcheck; fails on any report. The suites' largest cases
+#             (SANITIZE_SKIP, a cmocka glob: the same kernels on more rows) are left out, since
+#             the tools slow kernels 10-100x. Logs: $OUT/sanitize-TOOL-SUITE.log, table in
+#             $OUT/sanitize.md
 #
 # The image has CUDA (nvcc), PyTorch, pip meson+ninja and the NVIDIA driver, but no
 # cmocka, CLBlast, OpenCL headers/loader or pkg-config, and no network: those come
@@ -36,6 +41,8 @@
 #   BENCH_DTYPES=f32,bf16
 #   BENCH_BACKEND=cuda   the backend rudnn-bench times and compare.py reads
 #   TORCH_COMPILE=1      also time torch.compile(add + rms_norm) (0 to skip)
+#   SANITIZE_TOOLS="memcheck racecheck synccheck initcheck"   SANITIZE_SUITES="norm moe"
+#   SANITIZE_SKIP='*/large'   SANITIZE_TIMEOUT=480 (seconds per tool and suite)
 set -u
 set -o pipefail
 
@@ -52,13 +59,18 @@ BENCH_ARGS=${BENCH_ARGS:-}
 BENCH_DTYPES=${BENCH_DTYPES:-f32,bf16}
 BENCH_BACKEND=${BENCH_BACKEND:-cuda}
 TORCH_COMPILE=${TORCH_COMPILE:-1}
+SANITIZE_TOOLS=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
+SANITIZE_SUITES=${SANITIZE_SUITES:-norm moe}
+SANITIZE_SKIP=${SANITIZE_SKIP:-*/large}
+SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-480}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
 
-all_stages=(build test info bench baseline compare moe example)
+all_stages=(build test info bench baseline compare moe example sanitize)
+default_stages=(build test info bench baseline compare moe example)
 if (( $# == 0 )) || [[ "$*" == all ]]; then
-  stages=("${all_stages[@]}")
+  stages=("${default_stages[@]}")
 else
   stages=()
   for s in "$@"; do
@@ -302,6 +314,48 @@ stage_example() {
   LD_LIBRARY_PATH=$libdir:$LD_LIBRARY_PATH RUDNN_BACKEND_PATH="$libdir/rudnn" /tmp/rudnn-example/rms_norm_example
 }
 
+# The CUDA numeric suites under each compute-sanitizer tool. A run passes when the suite passes
+# and the tool reports nothing (its exit code is --error-exitcode on a report).
+stage_sanitize() {
+  local cs
+  cs=$(command -v compute-sanitizer || true)
+  [[ -n $cs ]] || for cs in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer; do
+    [[ -x $cs ]] && break
+  done
+  [[ -x $cs ]] || { log "compute-sanitizer not found"; return 1; }
+  local rc=0 tool suite
+  {
+    echo "| tool | suite | result | reports | seconds |"
+    echo "|---|---|---|---|---|"
+  } > "$OUT/sanitize.md"
+  for tool in $SANITIZE_TOOLS; do
+    local extra=()
+    case $tool in
+      memcheck) extra=(--leak-check full) ;;
+      racecheck) extra=(--racecheck-report all) ;;
+    esac
+    for suite in $SANITIZE_SUITES; do
+      local log_file=$OUT/sanitize-$tool-$suite.log t0 r=0
+      t0=$(date +%s)
+      RUDNN_BACKEND=cuda RUDNN_TEST_REQUIRE=cuda RUDNN_TEST_SKIP=$SANITIZE_SKIP timeout "$SANITIZE_TIMEOUT" \
+        "$cs" --tool "$tool" --error-exitcode 86 "${extra[@]}" --log-file "$log_file.tool" \
+        "$BUILD/tests/test_$suite" > "$log_file" 2>&1 || r=$?
+      cat "$log_file.tool" >> "$log_file" 2>/dev/null && rm -f "$log_file.tool"
+      local summary result
+      summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log_file" | tail -1 | sed 's/^=* *//')
+      case $r in
+        0) result=ok ;;
+        86) result="REPORTS" ;;
+        124) result="TIMEOUT (${SANITIZE_TIMEOUT} s)" ;;
+        *) result="FAIL (rc $r)" ;;
+      esac
+      (( r == 0 )) || rc=1
+      echo "| $tool | $suite | $result | ${summary:-none} | $(( $(date +%s) - t0 )) |" | tee -a "$OUT/sanitize.md"
+    done
+  done
+  return "$rc"
+}
+
 # ---- run ------------------------------------------------------------------------
 
 log "start $(date -u '+%Y-%m-%d %H:%M:%S UTC'), stages: ${stages[*]}"
@@ -346,6 +400,10 @@ fi
 if [[ " ${stages[*]} " == *" compare "* && -f $OUT/compare.md ]]; then
   echo
   cat "$OUT/compare.md"
+fi
+if [[ " ${stages[*]} " == *" sanitize "* && -f $OUT/sanitize.md ]]; then
+  echo
+  cat "$OUT/sanitize.md"
 fi
 # Let tee drain before exiting, so the last lines reach the terminal and the log.
 exec 1>&- 2>&-
