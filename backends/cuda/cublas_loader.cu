@@ -1,9 +1,11 @@
 /* cuBLAS loaded at run time, one handle and one scratch area per device: see cublas_loader.h.
  *
  * Loading follows backends/opencl/moe_gemm.c (CLBlast): pthread_once, dlopen with RTLD_NOW |
- * RTLD_LOCAL | RTLD_NODELETE, every failure kept for the message. Handles, locks, events and scratch
- * live in g_dev[device index] until exit.
+ * RTLD_LOCAL | RTLD_NODELETE, every failure kept for the message. Handles, events and scratch live
+ * in g_dev[device index] until the plugin closes the device's last context
+ * (rdg_cublas_release_device); the library stays loaded.
  */
+#include <atomic>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -27,7 +29,7 @@ struct DeviceState {
 
 pthread_once_t g_once = PTHREAD_ONCE_INIT;
 RdgCublas g_api;
-int g_loaded;
+std::atomic<int> g_loaded; /* set once in load(); read without the once by rdg_cublas_release_device */
 char g_why[640]; /* why cuBLAS did not load: each file tried and its error */
 DeviceState g_dev[CUBLAS_MAX_DEVICES];
 
@@ -254,6 +256,32 @@ rudnn_status_t rdg_cublas_scratch(RdgCublasSession *s, size_t dev_bytes, void **
     if (host)
         *host = host_bytes ? ds->host : nullptr;
     return RUDNN_STATUS_SUCCESS;
+}
+
+void rdg_cublas_release_device(int index)
+{
+    if (index < 0 || index >= CUBLAS_MAX_DEVICES || !g_loaded.load())
+        return;
+    DeviceState *ds = &g_dev[index];
+    pthread_mutex_lock(&ds->lock);
+    if ((ds->handle || ds->done || ds->dev || ds->host) && rdg_use_device(index) == RUDNN_STATUS_SUCCESS) {
+        /* failures here have no caller to report to: the memory is as good as gone either way */
+        if (ds->done)
+            (void)cudaEventSynchronize(ds->done); /* the last session's work, which used the scratch */
+        if (ds->dev)
+            (void)cudaFree(ds->dev);
+        if (ds->host)
+            (void)cudaFreeHost(ds->host);
+        if (ds->done)
+            (void)cudaEventDestroy(ds->done);
+        if (ds->handle)
+            (void)g_api.destroy(ds->handle);
+        ds->handle = nullptr;
+        ds->done = nullptr;
+        ds->dev = ds->host = nullptr;
+        ds->dev_bytes = ds->host_bytes = 0;
+    }
+    pthread_mutex_unlock(&ds->lock);
 }
 
 rudnn_status_t rdg_cublas_end(RdgCublasSession *s, rudnn_status_t status)

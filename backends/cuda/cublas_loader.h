@@ -3,8 +3,8 @@
  * loses only the ops that ask for it (NOT_SUPPORTED naming the op and the files tried). The
  * headers give the types only. CUDA only: hipcc does not compile this (backends/hip/meson.build).
  *
- * One handle per device, created on first use and kept until exit (the library stays loaded too:
- * RTLD_NODELETE, as the plugin). A handle is not safe to use from two threads at once, so a session
+ * One handle per device, created on first use and kept until the device's last context closes
+ * (the library stays loaded: RTLD_NODELETE, as the plugin). A handle is not safe to use from two threads at once, so a session
  * holds the device's lock from rdg_cublas_begin to rdg_cublas_end (sessions do not nest):
  *
  *     RdgCublasSession s;

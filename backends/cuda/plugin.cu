@@ -6,6 +6,7 @@
  * Runtime failures become RUDNN_STATUS_DEVICE_ERROR (ALLOC_FAILED for allocations) with a
  * message naming the call and the runtime's description.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -52,6 +53,27 @@ struct Event {
     cudaEvent_t event;
     int device;
 };
+
+#if !RDG_HIP && RDG_HAVE_CUBLAS
+/* Contexts open per device index: the device's cuBLAS state is released with its last one. */
+constexpr int kMaxCountedDevices = 64;
+pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
+int g_open[kMaxCountedDevices];
+
+void count_open(int index, int delta)
+{
+    if (index < 0 || index >= kMaxCountedDevices)
+        return;
+    pthread_mutex_lock(&g_open_lock);
+    g_open[index] += delta;
+    const bool last = delta < 0 && g_open[index] == 0;
+    if (last)
+        rdg_cublas_release_device(index); /* under the lock: a context opening now waits for it */
+    pthread_mutex_unlock(&g_open_lock);
+}
+#else
+void count_open(int, int) {}
+#endif
 
 inline void *ptr_at(rudnn_mem_ref_t m)
 {
@@ -143,12 +165,15 @@ rudnn_status_t b_device_open(int index, void **device)
         d->info.smem_optin = d->prop.sharedMemPerBlock;
     d->info.arch = rdg_arch_number(&d->prop);
     rdg_probe_caps(&d->prop, &d->info);
+    count_open(index, 1);
     *device = d;
     return RUDNN_STATUS_SUCCESS;
 }
 
 void b_device_close(void *device)
 {
+    if (device)
+        count_open(((Device *)device)->info.index, -1);
     free(device);
 }
 

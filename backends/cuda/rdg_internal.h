@@ -135,6 +135,9 @@ rudnn_status_t rdg_moe_experts_cublas(rdg_queue_t *q, const rudnn_moe_rows_plan_
 /* cublas_loader.cu: NULL where cuBLAS loads (loading it once), else why not: the files tried and
  * their errors. */
 const char *rdg_cublas_unavailable(void);
+/* cublas_loader.cu: frees the device's cuBLAS handle and scratch, after its last work (the plugin
+ * calls it when the device's last context closes; a later use creates them again). */
+void rdg_cublas_release_device(int index);
 #endif
 
 #endif
