@@ -429,6 +429,13 @@ static void test_first_use(void **state)
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "first-use") == 0) {
+#if defined(__SANITIZE_ADDRESS__)
+        /* A thread that made the process's first context (PoCL loads LLVM in it) dies in ASan's own
+         * thread teardown (gcc 12: "unable to unmap" its alternate signal stack; LLVM installs one
+         * of its own, we believe): a sanitizer conflict outside rudnn. Plain and TSan runs cover it. */
+        printf("threads-first-use: SKIPPED under AddressSanitizer (its thread teardown fails after PoCL)\n");
+        return RT_EXIT_SKIP;
+#endif
         const struct CMUnitTest tests[] = {cmocka_unit_test(test_first_use)};
         return rt_exit_code(cmocka_run_group_tests_name("threads-first-use", tests, NULL, NULL));
     }
