@@ -21,6 +21,8 @@ typedef struct loaded_plugin {
     int device_count;
 } loaded_plugin_t;
 
+/* Guarded by loader_lock. A plugin's init runs once per process, under the lock, so whatever it
+ * sets up is visible to every thread that gets the backend from the loader afterwards. */
 static loaded_plugin_t loaded[MAX_LOADED];
 static int loaded_count;
 static pthread_mutex_t loader_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -141,6 +143,17 @@ static try_result_t try_plugin(const char *name, const char *path, const rudnn_b
                  backend->name ? backend->name : "(null)", name);
         dlclose(handle);
         return TRY_FAILED;
+    }
+    /* The same file reached by another path string (a symlink, "dir/." or a second folder of the
+     * search list): dlopen gave the handle it already had, and init must not run again, since it
+     * resets the plugin's process-wide state (its device list) while other threads use it. */
+    for (int i = 0; i < loaded_count; i++) {
+        if (loaded[i].backend == backend) {
+            dlclose(handle); /* the first dlopen keeps it loaded */
+            *out = backend;
+            *device_count = loaded[i].device_count;
+            return TRY_OK;
+        }
     }
     if (loaded_count >= MAX_LOADED) {
         snprintf(why, why_cap, "too many plugins loaded (%d)", MAX_LOADED);

@@ -43,7 +43,9 @@ struct rudnn_swiglu_experts {
     rudnn_tensor_t gate, up, down;
     rudnn_dtype_t dtype;
     int64_t experts, inter, hidden;
-    int pinned; /* the candidate named by rudnn_swiglu_experts_set_kernel, or -1 */
+    /* the candidate named by rudnn_swiglu_experts_set_kernel, or -1; atomic because set_kernel
+     * may run while other threads run forwards of the same experts (each reads it once) */
+    atomic_int pinned;
 };
 
 /* Device memory for plans and dispatched tokens: a block of the queue's pool wrapped as a
@@ -539,7 +541,7 @@ rudnn_status_t rudnn_swiglu_experts_create(rudnn_context_t ctx, const rudnn_tens
     x->experts = e;
     x->inter = i;
     x->hidden = h;
-    x->pinned = -1;
+    atomic_init(&x->pinned, -1);
     *experts = x;
     return RUDNN_STATUS_SUCCESS;
 }
@@ -622,20 +624,21 @@ static rudnn_status_t choose(const char *op, rudnn_swiglu_experts_t x, const rud
     TRY(experts_kernels(op, x, &k));
     const char *backend = x->context->backend->name;
     rudnn_candidate_verdict_t v;
-    if (x->pinned >= 0) {
-        const rudnn_kernel_candidate_t *c = &k->experts_candidates[x->pinned];
+    const int pinned = atomic_load(&x->pinned); /* once: set_kernel may change it meanwhile */
+    if (pinned >= 0) {
+        const rudnn_kernel_candidate_t *c = &k->experts_candidates[pinned];
         if (requested != RUDNN_MOE_AUTO && c->strategy != (int)requested)
             return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: kernel '%s' (swiglu_experts_set_kernel) is a %s "
                                    "kernel, the call asks for %s", op, c->name,
                                    strategy_name((rudnn_moe_strategy_t)c->strategy), strategy_name(requested));
         memset(&v, 0, sizeof v);
-        k->experts_check(x->context->device, rp, (uint32_t)x->pinned, &v);
+        k->experts_check(x->context->device, rp, (uint32_t)pinned, &v);
         if (!v.runs)
             return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: kernel '%s' (swiglu_experts_set_kernel) cannot "
                                    "run on backend '%s' with %s weights [%lld experts, inter %lld, hidden %lld]: %s",
                                    op, c->name, backend, rudnn_dtype_name(x->dtype), (long long)x->experts,
                                    (long long)x->inter, (long long)x->hidden, v.why);
-        pick(k, (uint32_t)x->pinned, "named by swiglu_experts_set_kernel", picked, choice);
+        pick(k, (uint32_t)pinned, "named by swiglu_experts_set_kernel", picked, choice);
         return RUDNN_STATUS_SUCCESS;
     }
     int64_t first_runs = -1;
@@ -700,7 +703,7 @@ rudnn_status_t rudnn_swiglu_experts_set_kernel(rudnn_swiglu_experts_t x, const c
     if (!x)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: experts is NULL", op);
     if (!name) {
-        x->pinned = -1;
+        atomic_store(&x->pinned, -1);
         return RUDNN_STATUS_SUCCESS;
     }
     const rudnn_moe_kernels_t *k;
@@ -708,7 +711,7 @@ rudnn_status_t rudnn_swiglu_experts_set_kernel(rudnn_swiglu_experts_t x, const c
     char known[256] = "";
     for (uint32_t i = 0; i < k->experts_candidate_count; i++) {
         if (strcmp(k->experts_candidates[i].name, name) == 0) {
-            x->pinned = (int)i;
+            atomic_store(&x->pinned, (int)i);
             return RUDNN_STATUS_SUCCESS;
         }
         size_t n = strlen(known);

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing rudnn needs on Debian 12 (run as root).
 # CUDA 13 is expected in /usr/local/cuda (not a Debian package); without it the
-# cuda plugin is simply not built.
+# cuda plugin is simply not built. libtsan2 is gcc 12's ThreadSanitizer runtime (.ci/run's
+# TSan stage builds with -Db_sanitize=thread).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 packages=(meson ninja-build pkg-config python3 gcc g++ make
+  libtsan2
   libcmocka-dev
   pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers clinfo libclblast-dev
   hipcc libamdhip64-dev)

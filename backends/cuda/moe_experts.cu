@@ -483,7 +483,7 @@ int has_wgmma(const rdg_devinfo_t *dev)
 }
 
 /* dynamic shared memory limits raised, per kernel slot (tc_launch) and device */
-volatile int g_smem_done[8][64];
+std::atomic<int> g_smem_done[8][64];
 
 template <int BN>
 rudnn_status_t tc_launch(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, const void *const *ptrs,

@@ -35,6 +35,8 @@
  * CUDA only (moe_experts.cu calls it only from its RDG_HIP == 0 build).
  */
 #include <limits.h>
+
+#include <atomic>
 #include <stdio.h>
 #include <string.h>
 
@@ -84,9 +86,9 @@ swiglu_kernel(const GU *__restrict__ gu, uint16_t *__restrict__ act, int64_t row
     }
 }
 
-/* GEMM 1's grouped form was refused FP32 output for this dtype (0 F16, 1 BF16): racing threads
- * store the same value */
-volatile int g_grouped_f32_refused[2];
+/* GEMM 1's grouped form was refused FP32 output for this dtype (0 F16, 1 BF16). Process-wide, and
+ * the cuBLAS lock is per device: sessions on two devices may race here, storing the same value. */
+std::atomic<int> g_grouped_f32_refused[2];
 
 /* Host arrays of one grouped GEMM: per group (transa .. beta) and per problem (a, b, c) */
 struct Grouped {
@@ -266,14 +268,14 @@ rudnn_status_t run(RdgCublasSession *s, const rudnn_moe_rows_plan_t *plan, const
     }
 
     /* 2. GEMM 1 (gate and up, FP32 out, or the dtype with gu16) */
-    volatile int *refused = &g_grouped_f32_refused[bf16 ? 1 : 0];
-    bool loop1 = !grouped || (!gu16 && *refused);
+    std::atomic<int> &refused = g_grouped_f32_refused[bf16 ? 1 : 0];
+    bool loop1 = !grouped || (!gu16 && refused.load(std::memory_order_relaxed));
     if (!loop1) {
         const cublasStatus_t cs =
             s->api->gemm_grouped(s->handle, g1.ta, g1.tb, g1.m, g1.n, g1.k, g1.alpha, da1, dt, g1.lda, db1, dt,
                                  g1.ldb, g1.beta, dc1, gu_type, g1.ldc, groups, g1.size, CUBLAS_COMPUTE_32F);
         if (cs == CUBLAS_STATUS_NOT_SUPPORTED && !gu16) { /* no such grouped kernel (nothing launched) */
-            *refused = 1;
+            refused.store(1, std::memory_order_relaxed);
             loop1 = true;
         } else {
             TRY(rdg_cublas_check(s, cs, gu16 ? "cublasGemmGroupedBatchedEx (gate/up, 16-bit output)"

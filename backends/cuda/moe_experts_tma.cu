@@ -219,7 +219,7 @@ typedef void (*tma_fn)(CUtensorMap, CUtensorMap, CUtensorMap, const uint32_t *, 
                        int64_t, int64_t);
 
 /* dynamic shared memory limits raised, per kernel slot and device */
-volatile int g_tma_smem_done[4][64];
+std::atomic<int> g_tma_smem_done[4][64];
 
 } // namespace
 

@@ -8,6 +8,8 @@
 #ifndef RUDNN_MOE_TC_CUH
 #define RUDNN_MOE_TC_CUH
 
+#include <atomic>
+
 #define TC_BM 128
 #define TC_BK 64     /* 128-byte shared rows */
 #define TC_GROUP_N 8 /* column tiles per raster group: CTAs running together share weight tiles in L2 */
@@ -60,13 +62,14 @@ __device__ __forceinline__ bool find_tile_thread(const uint32_t *__restrict__ of
 
 #if RDG_MOE_TENSOR_CORES
 /* Raises kernel fn's dynamic shared memory limit to bytes, once per kernel slot and device:
- * done[slot][device] remembers it (racing threads set the same value). what names the kernels
- * in the error message. */
+ * done[slot][device] remembers it. Threads that race here all make the call with the same value
+ * (the runtime is thread-safe); the flag is atomic so that the race is not one in C++ too. what
+ * names the kernels in the error message. */
 template <int SLOTS>
-rudnn_status_t allow_smem_once(volatile int (&done)[SLOTS][64], int slot, const void *fn, int device, int bytes,
-                               const char *what)
+rudnn_status_t allow_smem_once(std::atomic<int> (&done)[SLOTS][64], int slot, const void *fn, int device,
+                               int bytes, const char *what)
 {
-    if (device >= 0 && device < 64 && done[slot][device])
+    if (device >= 0 && device < 64 && done[slot][device].load(std::memory_order_acquire))
         return RUDNN_STATUS_SUCCESS;
     cudaError_t err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (err != cudaSuccess) {
@@ -75,7 +78,7 @@ rudnn_status_t allow_smem_once(volatile int (&done)[SLOTS][64], int slot, const 
         return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, msg);
     }
     if (device >= 0 && device < 64)
-        done[slot][device] = 1;
+        done[slot][device].store(1, std::memory_order_release);
     return RUDNN_STATUS_SUCCESS;
 }
 

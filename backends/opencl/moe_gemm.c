@@ -75,6 +75,12 @@ typedef CLBlastStatusCode (*sgemm_fn)(const CLBlastLayout, const CLBlastTranspos
 static pthread_once_t g_clblast_once = PTHREAD_ONCE_INIT;
 static sgemm_fn g_sgemm;
 static char g_clblast_error[512];
+/* One CLBlast call at a time in the process. CLBlast 1.5 (Debian 12's) is not thread-safe on first
+ * use: concurrent first calls race in its tuning database (ThreadSanitizer: clblast::Database's
+ * constructor), and two threads that both miss its program cache fail the second store ("object
+ * already in cache", fixed in CLBlast 1.6.1). A call only enqueues (and compiles the first time),
+ * so holding the lock costs little. */
+static pthread_mutex_t g_clblast_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void load_clblast(void)
 {
@@ -230,8 +236,11 @@ static CLBlastStatusCode sgemm_abt(ocl_queue_t *q, size_t m, size_t n, size_t k,
                                    size_t a_off, size_t lda, cl_mem b, size_t b_off, size_t ldb,
                                    cl_mem c, size_t c_off, size_t ldc)
 {
-    return g_sgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, m, n, k, 1.0f,
-                   a, a_off, lda, b, b_off, ldb, 0.0f, c, c_off, ldc, &q->q, NULL);
+    pthread_mutex_lock(&g_clblast_lock);
+    const CLBlastStatusCode s = g_sgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, m, n, k,
+                                        1.0f, a, a_off, lda, b, b_off, ldb, 0.0f, c, c_off, ldc, &q->q, NULL);
+    pthread_mutex_unlock(&g_clblast_lock);
+    return s;
 }
 
 /* One expert's rows [r0, r0 + m): weights to F32, GEMM 1, epilogue, GEMM 2 (into the rows of

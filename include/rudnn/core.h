@@ -1,4 +1,14 @@
-/* rudnn runtime: backends, contexts, queues, buffers, tensors, events. */
+/* rudnn runtime: backends, contexts, queues, buffers, tensors, events.
+ *
+ * Threads (docs/ARCHITECTURE.md, "Threads"): as with cuDNN and cuBLAS, a context and what is made
+ * on it (buffers, experts objects, routing plans, dispatched tokens) may be used by any number of
+ * threads at once; a queue (like a CUDA stream with its cuDNN handle) and an event by one thread
+ * at a time, so each thread takes its own queue. rudnn_last_error() and rudnn_last_kernel() are per
+ * thread. Process-wide state (plugins, the environment, program caches, vendor libraries loaded
+ * at run time) is initialised once, safely, whichever threads get there first. The library does
+ * not order device memory between queues: work on two queues that touches the same bytes (one of
+ * them writing) needs rudnn_queue_synchronize in between, as two CUDA streams do. Destroy an
+ * object only when no thread uses it any more, a context last. */
 #ifndef RUDNN_CORE_H
 #define RUDNN_CORE_H
 

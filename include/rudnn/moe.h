@@ -141,8 +141,10 @@ RUDNN_API rudnn_status_t rudnn_swiglu_experts_kernel_info(rudnn_swiglu_experts_t
 
 /* Names the kernel every later call on these experts runs (NULL: choose by strategy again). A
  * call whose strategy is not the kernel's (Auto accepts any), or that the kernel cannot run,
- * returns NOT_SUPPORTED saying why; it never runs another kernel. Not while another thread
- * runs a forward of the same experts. An unknown name is BAD_PARAM listing the known ones. */
+ * returns NOT_SUPPORTED saying why; it never runs another kernel. May be called while other
+ * threads run forwards of the same experts: each call reads the setting once, so it runs the
+ * kernel named before or the one named after. An unknown name is BAD_PARAM listing the known
+ * ones. */
 RUDNN_API rudnn_status_t rudnn_swiglu_experts_set_kernel(rudnn_swiglu_experts_t experts,
                                                          const char *name);
 

@@ -1,0 +1,71 @@
+/* The work one thread of tests/test_threads.c does: rounds of every op of the families, on the
+ * thread's own queue and buffers, each result checked against the FP64 references of
+ * tests/reference/ (as test_norm.c and test_moe.c compare). Nothing here uses cmocka's assertions,
+ * which may only fail from the thread that runs the test: problems go to the thread's log, which
+ * the test checks once the threads have joined.
+ *
+ * A family adds its ops here: one tw_<family>_round that makes its own inputs, runs each op on
+ * t->queue, checks it and returns 0 when it logged a failure; test_threads.c calls it in
+ * run_rounds (and in the first-use scenario, if the family has lazily built state). */
+#ifndef RUDNN_TESTS_THREADS_WORK_H
+#define RUDNN_TESTS_THREADS_WORK_H
+
+#include <pthread.h>
+
+#include "common.h"
+
+/* One thread's queue, data type, random stream and log. label names the thread and round in
+ * the log lines. */
+typedef struct tw_thread {
+    rudnn_context_t ctx;
+    rudnn_queue_t queue;
+    rudnn_dtype_t dtype;
+    rt_rng_t rng;
+    rt_log_t *log;
+    char label[64];
+} tw_thread_t;
+
+/* Logs a failed call (st not want) with the thread's label; returns st == want. */
+int tw_status(tw_thread_t *t, const char *what, rudnn_status_t st, rudnn_status_t want);
+#define tw_ok(t, what, st) tw_status((t), (what), (st), RUDNN_STATUS_SUCCESS)
+
+/* A device tensor in a buffer of its own (made on t->ctx). */
+typedef struct tw_tensor {
+    rudnn_buffer_t buf;
+    rudnn_tensor_t t;
+} tw_tensor_t;
+
+int tw_tensor_create(tw_thread_t *t, tw_tensor_t *x, rudnn_dtype_t dtype, int rank, int64_t d0, int64_t d1);
+void tw_tensor_destroy(tw_tensor_t *x);
+/* Writes values (already representable in the tensor's dtype) / reads the tensor as floats. */
+int tw_put(tw_thread_t *t, const tw_tensor_t *x, const float *values);
+int tw_get(tw_thread_t *t, const rudnn_tensor_t *x, float *values);
+
+/* The MoE shapes of a round: H and I multiples of 8, so that the CUDA matrix kernels can run. */
+enum { TW_TOKENS = 10, TW_EXPERTS = 6, TW_TOP_K = 2, TW_HIDDEN = 32, TW_INTER = 24 };
+
+/* SwiGLU expert weights on one context (gate [E, I, H], up [E, I, H], down [E, H, I] in dtype)
+ * with their host values, and the experts object over them. */
+typedef struct tw_experts {
+    rudnn_dtype_t dtype;
+    tw_tensor_t gate, up, down;
+    float *host_gate, *host_up, *host_down;
+    rudnn_swiglu_experts_t experts;
+} tw_experts_t;
+
+/* Makes the weights from t->rng on t->ctx (uploaded through t->queue) in t->dtype. */
+int tw_experts_create(tw_thread_t *t, tw_experts_t *x);
+void tw_experts_destroy(tw_experts_t *x);
+/* Up to cap names of x's expert kernels of strategy s; returns how many there are. */
+int tw_kernels_of(const tw_experts_t *x, rudnn_moe_strategy_t s, const char **names, int cap);
+
+/* layer_norm, rms_norm, softmax_last_axis and add_rms_norm on fresh data in t->dtype. */
+int tw_norm_round(tw_thread_t *t);
+
+/* route, dispatch, the experts of x (forward_dispatched with strategy) and combine on fresh data
+ * in x's dtype. When before_forward is not NULL the thread waits on it just before the forward,
+ * so that every thread's forward starts at once (a first use). */
+int tw_moe_round(tw_thread_t *t, const tw_experts_t *x, rudnn_moe_strategy_t strategy,
+                 pthread_barrier_t *before_forward);
+
+#endif
