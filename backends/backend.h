@@ -59,6 +59,11 @@ typedef struct rudnn_host_services {
      * launch: "<family>.<kernel>", a string with static storage. Appended: a plugin checks
      * struct_size before calling it. */
     void (*note_kernel)(const char *name);
+    /* Allocation-fault injection (rudnn/debug.h): a plugin calls it right before each host or
+     * device allocation whose failure it reports as an error, and fails that allocation (with
+     * its usual out-of-memory status and message) when it returns nonzero. Counts the
+     * allocation. Appended: a plugin checks struct_size before calling it. */
+    int (*fail_allocation)(void);
 } rudnn_host_services_t;
 
 #include "limits.h"          /* contract limits kernels depend on */

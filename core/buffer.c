@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "pool.h"
 
 rudnn_status_t rudnn_buffer_create(rudnn_context_t ctx, size_t bytes, rudnn_buffer_t *buffer)
 {
@@ -11,27 +12,50 @@ rudnn_status_t rudnn_buffer_create(rudnn_context_t ctx, size_t bytes, rudnn_buff
                                ctx ? "buffer" : "context");
     if (bytes == 0)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "buffer_create: size must be > 0 bytes");
-    rudnn_buffer_t b = calloc(1, sizeof *b);
+    rudnn_buffer_t b = rudnn_host_calloc(1, sizeof *b);
     if (!b)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "buffer_create: out of host memory");
-    rudnn_status_t st = ctx->backend->mem_alloc(ctx->device, bytes, &b->mem);
+    rudnn_status_t st = rudnn_device_alloc(ctx, bytes, &b->mem);
     if (st != RUDNN_STATUS_SUCCESS) {
         rudnn_error_prefix("buffer_create");
         free(b);
         return st;
     }
+    atomic_init(&b->refs, 1);
     b->context = ctx;
     b->size = bytes;
+    rudnn_context_retain(ctx);
+    rudnn_live_object(+1);
     *buffer = b;
     return RUDNN_STATUS_SUCCESS;
 }
 
+void rudnn_buffer_retain(rudnn_buffer_t b) { atomic_fetch_add(&b->refs, 1); }
+
+void rudnn_buffer_release(rudnn_buffer_t b)
+{
+    if (atomic_fetch_sub(&b->refs, 1) > 1)
+        return;
+    if (b->pool_queue) { /* a pooled block (ops/ temporaries): back to its queue's pool */
+        rudnn_queue_t queue = b->pool_queue;
+        rudnn_pool_release(queue, b->mem, b->size);
+        free(b);
+        rudnn_queue_release(queue);
+        return;
+    }
+    rudnn_context_t ctx = b->context;
+    rudnn_device_free(ctx, b->mem, b->size);
+    free(b);
+    rudnn_live_object(-1);
+    rudnn_context_release(ctx);
+}
+
+/* Experts made over the buffer keep its memory until they are destroyed too. */
 void rudnn_buffer_destroy(rudnn_buffer_t b)
 {
-    if (!b)
+    if (!b || b->pool_queue) /* a view of a plan's memory is not the caller's */
         return;
-    b->context->backend->mem_free(b->context->device, b->mem);
-    free(b);
+    rudnn_buffer_release(b);
 }
 
 size_t rudnn_buffer_size(rudnn_buffer_t b) { return b ? b->size : 0; }

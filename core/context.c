@@ -17,9 +17,10 @@ static rudnn_status_t open_device(const rudnn_backend_t *backend, int device_cou
         return rudnn_set_error(RUDNN_STATUS_BACKEND_UNAVAILABLE,
                                "context_create: device %d requested but backend '%s' has %d device(s)",
                                index, backend->name, device_count);
-    rudnn_context_t ctx = calloc(1, sizeof *ctx);
+    rudnn_context_t ctx = rudnn_host_calloc(1, sizeof *ctx);
     if (!ctx)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "context_create: out of host memory");
+    atomic_init(&ctx->refs, 1);
     ctx->backend = backend;
     ctx->device_index = index;
     rudnn_status_t st = backend->device_open(index, &ctx->device);
@@ -28,6 +29,7 @@ static rudnn_status_t open_device(const rudnn_backend_t *backend, int device_cou
         free(ctx);
         return st;
     }
+    rudnn_live_object(+1);
     *out = ctx;
     return RUDNN_STATUS_SUCCESS;
 }
@@ -93,12 +95,22 @@ rudnn_status_t rudnn_context_create(rudnn_context_t *context, const rudnn_contex
                            "context_create: no backend available (tried cuda, hip, opencl): %s", report);
 }
 
-void rudnn_context_destroy(rudnn_context_t ctx)
+void rudnn_context_retain(rudnn_context_t ctx) { atomic_fetch_add(&ctx->refs, 1); }
+
+void rudnn_context_release(rudnn_context_t ctx)
 {
-    if (!ctx)
+    if (atomic_fetch_sub(&ctx->refs, 1) > 1)
         return;
     ctx->backend->device_close(ctx->device);
     free(ctx);
+    rudnn_live_object(-1);
+}
+
+/* Children made from the context keep it (and its device) alive until they are destroyed. */
+void rudnn_context_destroy(rudnn_context_t ctx)
+{
+    if (ctx)
+        rudnn_context_release(ctx);
 }
 
 rudnn_status_t rudnn_context_device_info(rudnn_context_t ctx, rudnn_device_info_t *info)
@@ -120,9 +132,11 @@ rudnn_status_t rudnn_queue_create(rudnn_context_t ctx, rudnn_queue_t *queue)
     if (!ctx || !queue)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "queue_create: %s is NULL",
                                ctx ? "queue" : "context");
-    rudnn_queue_t q = calloc(1, sizeof *q);
+    rudnn_queue_t q = rudnn_host_calloc(1, sizeof *q);
     if (!q)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "queue_create: out of host memory");
+    atomic_init(&q->refs, 1);
+    atomic_init(&q->closed, 0);
     q->context = ctx;
     q->pool = rudnn_pool_create();
     if (!q->pool) {
@@ -136,19 +150,38 @@ rudnn_status_t rudnn_queue_create(rudnn_context_t ctx, rudnn_queue_t *queue)
         free(q);
         return st;
     }
+    rudnn_context_retain(ctx);
+    rudnn_live_object(+1);
     *queue = q;
     return RUDNN_STATUS_SUCCESS;
 }
 
+void rudnn_queue_retain(rudnn_queue_t q) { atomic_fetch_add(&q->refs, 1); }
+
+void rudnn_queue_release(rudnn_queue_t q)
+{
+    if (atomic_fetch_sub(&q->refs, 1) > 1)
+        return;
+    rudnn_pool_trim(q);
+    rudnn_pool_destroy(q->pool);
+    rudnn_context_t ctx = q->context;
+    free(q);
+    rudnn_live_object(-1);
+    rudnn_context_release(ctx);
+}
+
+/* The backend queue goes now (after its work); the pool, and the context, stay until the last
+ * plan or dispatched object holding pooled blocks of this queue is destroyed. */
 void rudnn_queue_destroy(rudnn_queue_t q)
 {
     if (!q)
         return;
     q->context->backend->queue_sync(q->handle); /* pooled blocks may still be in use */
+    atomic_store(&q->closed, 1);
     rudnn_pool_trim(q);
-    rudnn_pool_destroy(q->pool);
     q->context->backend->queue_destroy(q->handle);
-    free(q);
+    q->handle = NULL;
+    rudnn_queue_release(q);
 }
 
 rudnn_status_t rudnn_queue_synchronize(rudnn_queue_t q)
@@ -167,15 +200,18 @@ rudnn_status_t rudnn_event_create(rudnn_context_t ctx, rudnn_event_t *event)
     if (!ctx || !event)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "event_create: %s is NULL",
                                ctx ? "event" : "context");
-    rudnn_event_t e = calloc(1, sizeof *e);
+    rudnn_event_t e = rudnn_host_calloc(1, sizeof *e);
     if (!e)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "event_create: out of host memory");
     e->context = ctx;
     rudnn_status_t st = ctx->backend->event_create(ctx->device, &e->handle);
     if (st != RUDNN_STATUS_SUCCESS) {
+        rudnn_error_prefix("event_create");
         free(e);
         return st;
     }
+    rudnn_context_retain(ctx);
+    rudnn_live_object(+1);
     *event = e;
     return RUDNN_STATUS_SUCCESS;
 }
@@ -184,8 +220,11 @@ void rudnn_event_destroy(rudnn_event_t e)
 {
     if (!e)
         return;
-    e->context->backend->event_destroy(e->handle);
+    rudnn_context_t ctx = e->context;
+    ctx->backend->event_destroy(e->handle);
     free(e);
+    rudnn_live_object(-1);
+    rudnn_context_release(ctx);
 }
 
 rudnn_status_t rudnn_event_record(rudnn_event_t e, rudnn_queue_t q)

@@ -30,6 +30,16 @@ static void read_env(void)
         else
             env.device_set_invalid = 1;
     }
+    /* testing aid: fail the nth allocation of the process (and every later one) */
+    const char *fault = nonempty("RUDNN_FAULT_ALLOC");
+    if (fault) {
+        char *end = NULL;
+        unsigned long long v = strtoull(fault, &end, 10);
+        if (*end == '\0')
+            env.fault_alloc = v;
+    }
+    /* read by the first context_create, before any allocation of the process */
+    rudnn_fault_arm_from_env(env.fault_alloc);
     const char *cache = nonempty("RUDNN_CACHE_DIR");
     const char *xdg = nonempty("XDG_CACHE_HOME");
     const char *home = nonempty("HOME");

@@ -4,25 +4,34 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 
 #include "backends/backend.h"
 #include "rudnn/rudnn.h"
 
 struct rudnn_pool; /* core/pool.c */
 
+/* Lifetimes: every object holds a reference on what it was made from (queue, buffer, event and
+ * experts on the context; pooled blocks of plans and dispatched tokens on the queue; experts on
+ * their weight buffers), so destroying a parent first only drops the caller's reference and the
+ * parent is freed with its last child (see rudnn_context_destroy in rudnn/core.h). */
 struct rudnn_context {
+    atomic_int refs; /* the caller's until destroy, plus one per child */
     const rudnn_backend_t *backend;
     void *device; /* backend device handle */
     int device_index;
 };
 
 struct rudnn_queue {
+    atomic_int refs;         /* the caller's until destroy, plus one per pooled block held */
+    atomic_int closed;       /* destroyed by the caller: blocks released now are freed, not cached */
     rudnn_context_t context;
-    void *handle;            /* backend queue */
+    void *handle;            /* backend queue; NULL once closed */
     struct rudnn_pool *pool; /* workspaces; per queue, so stream order makes reuse safe */
 };
 
 struct rudnn_buffer {
+    atomic_int refs; /* the caller's until destroy, plus one per experts object using it */
     rudnn_context_t context;
     void *mem; /* backend memory handle */
     size_t size;
@@ -67,6 +76,36 @@ const void *rudnn_family_table_at(const rudnn_backend_t *backend, size_t field_o
 rudnn_status_t rudnn_check_layout(const char *op, const char *arg, const rudnn_tensor_t *t,
                                   size_t buffer_size);
 
+/* core/context.c, core/buffer.c: references (see the structs above); a release that drops the
+ * last one frees the object and releases its parent. */
+void rudnn_context_retain(rudnn_context_t ctx);
+void rudnn_context_release(rudnn_context_t ctx);
+void rudnn_queue_retain(rudnn_queue_t q);
+void rudnn_queue_release(rudnn_queue_t q);
+void rudnn_buffer_retain(rudnn_buffer_t b);
+void rudnn_buffer_release(rudnn_buffer_t b);
+
+/* core/fault.c: allocation-fault injection (rudnn/debug.h). rudnn_fault_hit() is one branch
+ * until a test arms the hook; then it counts the allocation and says whether it must fail. */
+extern atomic_int rudnn_fault_tracking;
+int rudnn_fault_tick(void);
+static inline int rudnn_fault_hit(void)
+{
+    return atomic_load_explicit(&rudnn_fault_tracking, memory_order_relaxed) && rudnn_fault_tick();
+}
+/* The host service handed to plugins (rudnn_host_services_t.fail_allocation). */
+int rudnn_fault_allocation(void);
+void rudnn_fault_arm_from_env(uint64_t n);
+/* Every host allocation of core/ and ops/ goes through these (NULL on an injected fault). */
+void *rudnn_host_calloc(size_t count, size_t size);
+void *rudnn_host_malloc(size_t bytes);
+/* Every device allocation core/ asks a backend for: counted for rudnn_debug_device_memory.
+ * A failure sets the error ("<backend>: ..."); callers add the op's name. */
+rudnn_status_t rudnn_device_alloc(rudnn_context_t ctx, size_t bytes, void **mem);
+void rudnn_device_free(rudnn_context_t ctx, void *mem, size_t bytes);
+/* +1 when an object is made, -1 when it is freed (rudnn_debug_live_objects). */
+void rudnn_live_object(int delta);
+
 /* core/env.c: environment read once per process. */
 typedef struct rudnn_env {
     const char *backend;      /* RUDNN_BACKEND or NULL */
@@ -75,6 +114,7 @@ typedef struct rudnn_env {
     const char *backend_path; /* RUDNN_BACKEND_PATH or NULL */
     const char *cache_dir;    /* RUDNN_CACHE_DIR, else $XDG_CACHE_HOME/rudnn, else $HOME/.cache/rudnn */
     const char *autotune_cache; /* RUDNN_AUTOTUNE_CACHE or NULL */
+    uint64_t fault_alloc;       /* RUDNN_FAULT_ALLOC (testing aid, rudnn/debug.h) or 0 */
 } rudnn_env_t;
 const rudnn_env_t *rudnn_env(void);
 

@@ -32,6 +32,7 @@ const rudnn_host_services_t rudnn_host_services = {
     .set_error = rudnn_set_error,
     .cache_dir = NULL, /* filled per call in host_services() */
     .note_kernel = rudnn_note_kernel,
+    .fail_allocation = rudnn_fault_allocation,
 };
 
 static rudnn_host_services_t services_with_env(void)

@@ -49,12 +49,13 @@ struct rudnn_swiglu_experts {
 };
 
 /* Device memory for plans and dispatched tokens: a block of the queue's pool wrapped as a
- * buffer, so that a forward pays no allocation once warm. Never 0 bytes. */
+ * buffer, so that a forward pays no allocation once warm. Never 0 bytes. The block holds a
+ * reference on the queue (and so on its pool and context) until moe_free. */
 static rudnn_status_t moe_alloc(rudnn_queue_t queue, size_t bytes, rudnn_buffer_t *out)
 {
     if (bytes < 16)
         bytes = 16;
-    rudnn_buffer_t b = calloc(1, sizeof *b);
+    rudnn_buffer_t b = rudnn_host_calloc(1, sizeof *b);
     if (!b)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "out of host memory");
     rudnn_status_t st = rudnn_pool_acquire(queue, bytes, &b->mem);
@@ -62,19 +63,19 @@ static rudnn_status_t moe_alloc(rudnn_queue_t queue, size_t bytes, rudnn_buffer_
         free(b);
         return st;
     }
+    atomic_init(&b->refs, 1);
     b->context = queue->context;
     b->size = bytes;
     b->pool_queue = queue;
+    rudnn_queue_retain(queue);
     *out = b;
     return RUDNN_STATUS_SUCCESS;
 }
 
 static void moe_free(rudnn_buffer_t b)
 {
-    if (!b)
-        return;
-    rudnn_pool_release(b->pool_queue, b->mem, b->size);
-    free(b);
+    if (b)
+        rudnn_buffer_release(b); /* back to the pool (core/buffer.c) */
 }
 
 static void view_at(rudnn_tensor_t *t, rudnn_buffer_t b, size_t offset, rudnn_dtype_t dtype, int rank, int64_t d0,
@@ -115,10 +116,11 @@ static rudnn_status_t plan_create(const char *op, rudnn_queue_t queue,
         return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED,
                                "%s: tokens x top_k = %lld x %d exceeds the u32 row indices of dispatch (%u)",
                                op, (long long)logits->dims[0], top_k, UINT32_MAX);
-    rudnn_routing_plan_t p = calloc(1, sizeof *p);
+    rudnn_routing_plan_t p = rudnn_host_calloc(1, sizeof *p);
     if (!p)
-        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "out of host memory");
+        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", op);
     atomic_init(&p->refs, 1);
+    rudnn_live_object(+1);
     p->context = queue->context;
     p->dtype = logits->dtype;
     p->tokens = logits->dims[0];
@@ -266,6 +268,7 @@ void rudnn_routing_plan_destroy(rudnn_routing_plan_t p)
         return;
     moe_free(p->mem);
     free(p);
+    rudnn_live_object(-1);
 }
 
 rudnn_status_t rudnn_routing_plan_indices(rudnn_routing_plan_t p, rudnn_tensor_t *t)
@@ -318,9 +321,10 @@ static rudnn_status_t dispatch(rudnn_queue_t queue, rudnn_routing_plan_t plan,
     if (!k || !k->dispatch_plan || !k->dispatch_gather)
         return no_kernel(op, queue, "dispatch");
 
-    rudnn_dispatched_t d = calloc(1, sizeof *d);
+    rudnn_dispatched_t d = rudnn_host_calloc(1, sizeof *d);
     if (!d)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", op);
+    rudnn_live_object(+1);
     d->context = queue->context;
     d->dtype = input->dtype;
     d->hidden = input->dims[1];
@@ -354,10 +358,9 @@ static rudnn_status_t dispatch(rudnn_queue_t queue, rudnn_routing_plan_t plan,
                 st = queue->context->backend->mem_fill(queue->handle, (rudnn_mem_ref_t){d->offsets->mem, 0}, 0,
                                                        ((size_t)plan->experts + 1) * 4);
         }
-        if (st)
-            rudnn_kernel_status(op, st);
     }
     if (st) {
+        rudnn_kernel_status(op, st); /* names the op for allocation failures too */
         rudnn_dispatched_destroy(d);
         return st;
     }
@@ -383,6 +386,7 @@ void rudnn_dispatched_destroy(rudnn_dispatched_t d)
     moe_free(d->row_token);
     rudnn_routing_plan_destroy(d->plan);
     free(d);
+    rudnn_live_object(-1);
 }
 
 static rudnn_status_t dispatched_view(const char *op, rudnn_dispatched_t d, rudnn_tensor_t *t)
@@ -530,9 +534,15 @@ rudnn_status_t rudnn_swiglu_experts_create(rudnn_context_t ctx, const rudnn_tens
                                rudnn_dtype_name(down->dtype), rudnn_dtype_name(gate->dtype));
     if (e > INT32_MAX)
         return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: %lld experts exceed %d", op, (long long)e, INT32_MAX);
-    rudnn_swiglu_experts_t x = calloc(1, sizeof *x);
+    rudnn_swiglu_experts_t x = rudnn_host_calloc(1, sizeof *x);
     if (!x)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", op);
+    /* the weights' buffers and the context stay alive as long as the experts */
+    rudnn_context_retain(ctx);
+    rudnn_buffer_retain(gate->buffer);
+    rudnn_buffer_retain(up->buffer);
+    rudnn_buffer_retain(down->buffer);
+    rudnn_live_object(+1);
     x->context = ctx;
     x->gate = *gate;
     x->up = *up;
@@ -546,7 +556,18 @@ rudnn_status_t rudnn_swiglu_experts_create(rudnn_context_t ctx, const rudnn_tens
     return RUDNN_STATUS_SUCCESS;
 }
 
-void rudnn_swiglu_experts_destroy(rudnn_swiglu_experts_t experts) { free(experts); }
+void rudnn_swiglu_experts_destroy(rudnn_swiglu_experts_t experts)
+{
+    if (!experts)
+        return;
+    rudnn_context_t ctx = experts->context;
+    rudnn_buffer_release(experts->gate.buffer);
+    rudnn_buffer_release(experts->up.buffer);
+    rudnn_buffer_release(experts->down.buffer);
+    free(experts);
+    rudnn_live_object(-1);
+    rudnn_context_release(ctx);
+}
 
 /* ---- which expert kernel runs ---------------------------------------------------------------
  * The backend lists its expert kernels as candidates, most preferred first (hal/table.h); this is
@@ -822,7 +843,7 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
         return RUDNN_STATUS_SUCCESS;
     void *act = workspace ? workspace->mem : NULL;
     if (!workspace)
-        TRY(rudnn_pool_acquire(queue, need, &act));
+        TRY(rudnn_kernel_status(op, rudnn_pool_acquire(queue, need, &act)));
     rudnn_moe_rows_plan_t run = rows_plan(d->plan, d->dtype, d->hidden);
     run.inter = x->inter;
     run.align = rp.align;

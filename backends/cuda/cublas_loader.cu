@@ -224,7 +224,7 @@ rudnn_status_t rdg_cublas_scratch(RdgCublasSession *s, size_t dev_bytes, void **
                 return cuda_fail(s, RUDNN_STATUS_DEVICE_ERROR, err, "FreeAsync (cuBLAS scratch)");
         }
         const size_t bytes = round_up(dev_bytes, (size_t)2 << 20);
-        err = cudaMallocAsync(&ds->dev, bytes, stream);
+        err = rdg_fail_allocation() ? cudaErrorMemoryAllocation : cudaMallocAsync(&ds->dev, bytes, stream);
         if (err != cudaSuccess) {
             ds->dev = nullptr;
             char what[96];
@@ -242,7 +242,7 @@ rudnn_status_t rdg_cublas_scratch(RdgCublasSession *s, size_t dev_bytes, void **
                 return cuda_fail(s, RUDNN_STATUS_DEVICE_ERROR, err, "FreeHost (cuBLAS scratch)");
         }
         const size_t bytes = round_up(host_bytes, (size_t)64 << 10);
-        err = cudaMallocHost(&ds->host, bytes);
+        err = rdg_fail_allocation() ? cudaErrorMemoryAllocation : cudaMallocHost(&ds->host, bytes);
         if (err != cudaSuccess) {
             ds->host = nullptr;
             char what[96];

@@ -26,6 +26,7 @@
 #define cudaDeviceProp hipDeviceProp_t
 #define cudaError_t hipError_t
 #define cudaErrorInsufficientDriver hipErrorInsufficientDriver
+#define cudaErrorMemoryAllocation hipErrorOutOfMemory
 #define cudaEventCreateWithFlags hipEventCreateWithFlags
 #define cudaEventDefault hipEventDefault
 #define cudaEventDestroy hipEventDestroy

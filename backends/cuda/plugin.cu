@@ -36,6 +36,12 @@ void rdg_note_kernel(const char *name)
         g_host->note_kernel(name);
 }
 
+int rdg_fail_allocation(void)
+{
+    return g_host && g_host->struct_size >= RUDNN_TABLE_END(rudnn_host_services_t, fail_allocation) &&
+           g_host->fail_allocation && g_host->fail_allocation();
+}
+
 rudnn_status_t rdg_fail(rudnn_status_t status, cudaError_t err, const char *what)
 {
     return rdg_error(status, "%s: %s%s failed: %s", RUDNN_GPU_BACKEND_NAME, RDG_API, what, cudaGetErrorString(err));
@@ -148,7 +154,7 @@ rudnn_status_t b_device_open(int index, void **device)
 {
     *device = nullptr;
     TRY(rdg_use_device(index));
-    Device *d = (Device *)calloc(1, sizeof(Device));
+    Device *d = rdg_fail_allocation() ? nullptr : (Device *)calloc(1, sizeof(Device));
     if (!d)
         return rdg_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", RUDNN_GPU_BACKEND_NAME);
     cudaError_t err = cudaGetDeviceProperties(&d->prop, index);
@@ -207,7 +213,7 @@ rudnn_status_t b_mem_alloc(void *device, size_t bytes, void **mem)
     *mem = nullptr;
     TRY(rdg_use_device(d->info.index));
     void *p = nullptr;
-    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+    cudaError_t err = rdg_fail_allocation() ? cudaErrorMemoryAllocation : cudaMalloc(&p, bytes ? bytes : 1);
     if (err != cudaSuccess) {
         (void)cudaGetLastError(); /* out-of-memory is not sticky; clear it */
         char what[64];
@@ -277,7 +283,7 @@ rudnn_status_t b_queue_create(void *device, void **queue)
     Device *d = (Device *)device;
     *queue = nullptr;
     TRY(rdg_use_device(d->info.index));
-    rdg_queue_t *q = (rdg_queue_t *)calloc(1, sizeof(rdg_queue_t));
+    rdg_queue_t *q = rdg_fail_allocation() ? nullptr : (rdg_queue_t *)calloc(1, sizeof(rdg_queue_t));
     if (!q)
         return rdg_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", RUDNN_GPU_BACKEND_NAME);
     q->dev = d->info;
@@ -313,7 +319,7 @@ rudnn_status_t b_event_create(void *device, void **event)
     Device *d = (Device *)device;
     *event = nullptr;
     TRY(rdg_use_device(d->info.index));
-    Event *e = (Event *)calloc(1, sizeof(Event));
+    Event *e = rdg_fail_allocation() ? nullptr : (Event *)calloc(1, sizeof(Event));
     if (!e)
         return rdg_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", RUDNN_GPU_BACKEND_NAME);
     e->device = d->info.index;

@@ -62,6 +62,10 @@ rudnn_status_t rdg_error(rudnn_status_t status, const char *fmt, ...)
 rudnn_status_t rdg_launched(const char *what);
 /* Tells rudnn_last_kernel() which kernel the calling thread launches next ("norm.bulk"). */
 void rdg_note_kernel(const char *name);
+/* Allocation-fault injection (host service fail_allocation, rudnn/debug.h): nonzero when the
+ * allocation about to be made must fail. Called before every host or device allocation whose
+ * failure the plugin reports. */
+int rdg_fail_allocation(void);
 
 #define TRY(expr) RUDNN_TRY(expr) /* backends/backend.h */
 

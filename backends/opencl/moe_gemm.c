@@ -282,7 +282,7 @@ static rudnn_status_t run_expert(ocl_queue_t *q, ocl_kernel_set_t *ks, const gem
 static rudnn_status_t read_offsets(ocl_queue_t *q, rudnn_mem_ref_t offsets, uint64_t experts,
                                    uint32_t **out)
 {
-    uint32_t *off = (uint32_t *)malloc((size_t)(experts + 1) * sizeof *off);
+    uint32_t *off = (uint32_t *)ocl_malloc((size_t)(experts + 1) * sizeof *off);
     if (off == NULL) {
         return ocl_fail(RUDNN_STATUS_ALLOC_FAILED, "%s: opencl: out of host memory", op_name);
     }

@@ -69,6 +69,13 @@ const char *ocl_error_name(cl_int err);
 /* "opencl: <call> failed: <NAME> (<code>)" -> ALLOC_FAILED for allocation
  * failures, DEVICE_ERROR otherwise. */
 rudnn_status_t ocl_cl_fail(const char *call, cl_int err);
+/* Allocation-fault injection (host service fail_allocation, rudnn/debug.h): nonzero when the
+ * allocation about to be made must fail. ocl_malloc/ocl_calloc return NULL then; every host
+ * allocation whose failure the plugin reports goes through them (disk-cache buffers, whose
+ * failure only skips the cache, do not). */
+int ocl_alloc_fails(void);
+void *ocl_malloc(size_t bytes);
+void *ocl_calloc(size_t count, size_t size);
 /* host->cache_dir as given at init (NULL: no disk cache). */
 const char *ocl_cache_dir(void);
 

@@ -13,7 +13,14 @@
 
 static rudnn_status_t (*g_set_error)(rudnn_status_t status, const char *fmt, ...);
 static void (*g_note_kernel)(const char *name);
+static int (*g_fail_allocation)(void);
 static char *g_cache_dir;
+
+int ocl_alloc_fails(void) { return g_fail_allocation != NULL && g_fail_allocation(); }
+
+void *ocl_malloc(size_t bytes) { return ocl_alloc_fails() ? NULL : malloc(bytes); }
+
+void *ocl_calloc(size_t count, size_t size) { return ocl_alloc_fails() ? NULL : calloc(count, size); }
 
 rudnn_status_t ocl_fail(rudnn_status_t status, const char *fmt, ...)
 {
@@ -200,6 +207,10 @@ static rudnn_status_t ocl_init(const rudnn_host_services_t *host, int *device_co
         g_note_kernel = host->struct_size >= RUDNN_TABLE_END(rudnn_host_services_t, note_kernel)
                             ? host->note_kernel
                             : NULL;
+        g_fail_allocation =
+            host->struct_size >= RUDNN_TABLE_END(rudnn_host_services_t, fail_allocation)
+                ? host->fail_allocation
+                : NULL;
         free(g_cache_dir);
         g_cache_dir = NULL;
         if (host->struct_size >=
@@ -276,7 +287,7 @@ static rudnn_status_t device_string(cl_device_id dev, cl_device_info what, const
         snprintf(call, sizeof call, "clGetDeviceInfo(%s)", what_name);
         return ocl_cl_fail(call, err);
     }
-    char *buf = (char *)malloc(n + 1);
+    char *buf = (char *)ocl_malloc(n + 1);
     if (buf == NULL) {
         return ocl_fail(RUDNN_STATUS_ALLOC_FAILED, "opencl: out of host memory");
     }
@@ -365,7 +376,7 @@ static rudnn_status_t ocl_device_open(int index, void **device)
                         g_device_count);
     }
     rudnn_status_t st = RUDNN_STATUS_DEVICE_ERROR;
-    ocl_device_t *dev = (ocl_device_t *)calloc(1, sizeof *dev);
+    ocl_device_t *dev = (ocl_device_t *)ocl_calloc(1, sizeof *dev);
     char *exts = NULL;
     if (dev == NULL) {
         return ocl_fail(RUDNN_STATUS_ALLOC_FAILED, "opencl: out of host memory");
@@ -415,7 +426,7 @@ static rudnn_status_t ocl_device_open(int index, void **device)
             st = ocl_cl_fail("clGetDeviceInfo(CL_DEVICE_EXTENSIONS)", err);
             goto fail;
         }
-        exts = (char *)calloc(n + 1, 1);
+        exts = (char *)ocl_calloc(n + 1, 1);
         if (exts == NULL) {
             st = ocl_fail(RUDNN_STATUS_ALLOC_FAILED, "opencl: out of host memory");
             goto fail;
@@ -453,7 +464,8 @@ static rudnn_status_t ocl_device_open(int index, void **device)
         cl_int err;
         const cl_context_properties props[3] = {CL_CONTEXT_PLATFORM,
                                                 (cl_context_properties)dev->platform, 0};
-        dev->context = clCreateContext(props, 1, &dev->id, NULL, NULL, &err);
+        dev->context = ocl_alloc_fails() ? (err = CL_OUT_OF_HOST_MEMORY, NULL)
+                                         : clCreateContext(props, 1, &dev->id, NULL, NULL, &err);
         if (err != CL_SUCCESS) {
             dev->context = NULL;
             st = ocl_cl_fail("clCreateContext", err);
@@ -546,7 +558,8 @@ static rudnn_status_t ocl_mem_alloc(void *device, size_t bytes, void **mem)
                         bytes, (unsigned long long)dev->max_alloc, dev->name);
     }
     cl_int err;
-    cl_mem m = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    cl_mem m = ocl_alloc_fails() ? (err = CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL)
+                                 : clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (err != CL_SUCCESS) {
         return ocl_fail(RUDNN_STATUS_ALLOC_FAILED,
                         "opencl: clCreateBuffer(%zu bytes) on %s failed: %s (%d)", bytes,
@@ -606,7 +619,9 @@ static rudnn_status_t ocl_mem_copy(void *queue, rudnn_mem_ref_t dst, rudnn_mem_r
     }
     /* clEnqueueCopyBuffer refuses overlapping ranges: go through a temporary. */
     cl_int err;
-    cl_mem tmp = clCreateBuffer(q->dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    cl_mem tmp = ocl_alloc_fails()
+                     ? (err = CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL)
+                     : clCreateBuffer(q->dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (err != CL_SUCCESS) {
         return ocl_fail(RUDNN_STATUS_ALLOC_FAILED,
                         "opencl: clCreateBuffer(%zu bytes) for an overlapping copy failed: %s (%d)",
@@ -641,13 +656,15 @@ static rudnn_status_t ocl_mem_fill(void *queue, rudnn_mem_ref_t dst, uint8_t byt
 static rudnn_status_t ocl_queue_create(void *device, void **queue)
 {
     ocl_device_t *dev = (ocl_device_t *)device;
-    ocl_queue_t *q = (ocl_queue_t *)calloc(1, sizeof *q);
+    ocl_queue_t *q = (ocl_queue_t *)ocl_calloc(1, sizeof *q);
     if (q == NULL) {
         return ocl_fail(RUDNN_STATUS_ALLOC_FAILED, "opencl: out of host memory");
     }
     cl_int err;
     q->dev = dev;
-    q->q = clCreateCommandQueue(dev->context, dev->id, CL_QUEUE_PROFILING_ENABLE, &err);
+    q->q = ocl_alloc_fails()
+               ? (err = CL_OUT_OF_HOST_MEMORY, NULL)
+               : clCreateCommandQueue(dev->context, dev->id, CL_QUEUE_PROFILING_ENABLE, &err);
     if (err != CL_SUCCESS) {
         free(q);
         return ocl_cl_fail("clCreateCommandQueue", err);
@@ -681,7 +698,7 @@ typedef struct ocl_event {
 
 static rudnn_status_t ocl_event_create(void *device, void **event)
 {
-    ocl_event_t *e = (ocl_event_t *)calloc(1, sizeof *e);
+    ocl_event_t *e = (ocl_event_t *)ocl_calloc(1, sizeof *e);
     if (e == NULL) {
         return ocl_fail(RUDNN_STATUS_ALLOC_FAILED, "opencl: out of host memory");
     }

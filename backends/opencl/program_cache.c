@@ -391,7 +391,7 @@ static rudnn_status_t make_kernels(ocl_device_t *dev, const char *label,
 
 ocl_program_cache_t *ocl_program_cache_create(void)
 {
-    ocl_program_cache_t *cache = (ocl_program_cache_t *)calloc(1, sizeof *cache);
+    ocl_program_cache_t *cache = (ocl_program_cache_t *)ocl_calloc(1, sizeof *cache);
     if (cache == NULL) {
         return NULL;
     }
@@ -444,8 +444,8 @@ rudnn_status_t ocl_program_get(ocl_device_t *dev, const char *label, const char 
     /* First use: build while holding the lock, so a program is never built
      * twice for one device. */
     rudnn_status_t st = RUDNN_STATUS_SUCCESS;
-    ocl_program_entry_t *e = (ocl_program_entry_t *)calloc(1, sizeof *e);
-    char *opts = (char *)malloc((size_t)n + 1);
+    ocl_program_entry_t *e = (ocl_program_entry_t *)ocl_calloc(1, sizeof *e);
+    char *opts = e != NULL ? (char *)ocl_malloc((size_t)n + 1) : NULL;
     if (e == NULL || opts == NULL) {
         st = ocl_fail(RUDNN_STATUS_ALLOC_FAILED, "opencl: out of host memory");
         goto fail;

@@ -64,6 +64,12 @@ typedef struct rudnn_context_options {
  * available. */
 RUDNN_API rudnn_status_t rudnn_context_create(rudnn_context_t *context,
                                               const rudnn_context_options_t *options);
+/* Lifetimes: every object keeps what it was made from alive. Queues, buffers, events and
+ * experts hold their context; routing plans and dispatched tokens hold the queue whose pool
+ * their memory came from; experts hold their weight buffers. Destroying a parent before its
+ * children is therefore safe: the handle must not be used again, but the children keep
+ * working, and the parent's resources (the device, a queue's pool) are freed with the last
+ * child. Any destroy order frees everything once every handle has been destroyed. */
 RUDNN_API void rudnn_context_destroy(rudnn_context_t context);
 
 typedef struct rudnn_device_info {
@@ -89,6 +95,8 @@ RUDNN_API rudnn_status_t rudnn_context_device_info(rudnn_context_t context,
 /* ---- queues and events ------------------------------------------------- */
 
 RUDNN_API rudnn_status_t rudnn_queue_create(rudnn_context_t context, rudnn_queue_t *queue);
+/* Waits for the queue's work and releases it. Routing plans and dispatched tokens made on it
+ * may outlive it (their memory is freed, not cached, when they are destroyed). */
 RUDNN_API void rudnn_queue_destroy(rudnn_queue_t queue);
 RUDNN_API rudnn_status_t rudnn_queue_synchronize(rudnn_queue_t queue);
 RUDNN_API rudnn_context_t rudnn_queue_context(rudnn_queue_t queue);
@@ -104,6 +112,8 @@ RUDNN_API rudnn_status_t rudnn_event_elapsed_ms(rudnn_event_t start, rudnn_event
 
 RUDNN_API rudnn_status_t rudnn_buffer_create(rudnn_context_t context, size_t bytes,
                                              rudnn_buffer_t *buffer);
+/* Experts made over the buffer keep its memory until they are destroyed too. A buffer
+ * handed out by a plan or dispatched view is not the caller's: destroying it does nothing. */
 RUDNN_API void rudnn_buffer_destroy(rudnn_buffer_t buffer);
 RUDNN_API size_t rudnn_buffer_size(rudnn_buffer_t buffer);
 RUDNN_API rudnn_context_t rudnn_buffer_context(rudnn_buffer_t buffer);

@@ -6,8 +6,10 @@
  *   expert output + plan -> combine (weighted, token order restored) -> [T, H]
  *
  * Plans and dispatched tokens are opaque objects owning device memory taken from
- * the queue's workspace pool (no allocation per call once warm): destroy them
- * before that queue. The views they hand out stay valid until they are destroyed.
+ * the queue's workspace pool (no allocation per call once warm). They may outlive that
+ * queue (it is then kept until they go; see rudnn_context_destroy in rudnn/core.h), and
+ * experts keep their weight buffers and context. The views they hand out stay valid until
+ * they are destroyed.
  * Bad arguments return a status, set rudnn_last_error() and write nothing. */
 #ifndef RUDNN_MOE_H
 #define RUDNN_MOE_H
@@ -95,8 +97,8 @@ typedef enum rudnn_moe_strategy {
 } rudnn_moe_strategy_t;
 
 /* gate [E, I, H], up [E, I, H], down [E, H, I]: same float dtype and context,
- * no bias. The object refers to the caller's buffers (they must outlive it)
- * and is reused across batches. */
+ * no bias. The object refers to the caller's buffers and keeps them (and the
+ * context) alive until it is destroyed; it is reused across batches. */
 RUDNN_API rudnn_status_t rudnn_swiglu_experts_create(rudnn_context_t context,
                                                      const rudnn_tensor_t *gate,
                                                      const rudnn_tensor_t *up,

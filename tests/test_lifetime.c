@@ -1,0 +1,368 @@
+/* Leaks and lifetimes.
+ *
+ * cycles: creates and destroys queues, buffers, events, routing plans, dispatched tokens and
+ * experts objects in a loop (RUDNN_LIFETIME_CYCLES, default 100000; tools/soak.sh runs 10^6),
+ * and contexts in a shorter loop (RUDNN_LIFETIME_CONTEXTS, default 200: opening a PoCL
+ * context costs about 20 ms, 140 ms under ASan, so 10^5 of them would take hours under
+ * ASan). Resident memory (/proc/self/statm) and the device memory rudnn holds (rudnn_debug_device_memory) are measured
+ * after a warm-up tenth of the cycles and at the end: RSS may grow by a fixed slack, device
+ * memory and live objects not at all. The figures are printed.
+ *
+ * wrong order: destroying a queue before the plans and dispatched tokens taken from its pool, a
+ * context before its queues, buffers, events and experts, weight buffers before their experts.
+ * The parent stays alive until its last child goes (rudnn/core.h): the children keep working,
+ * nothing leaks (live objects and device memory back to zero; LSan in the ASan run) and nothing
+ * is used after free (ASan). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include <rudnn/debug.h>
+
+#define T 4
+#define E 4
+#define K 2
+#define H 8
+#define I 16
+
+static long env_count(const char *name, long fallback)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return fallback;
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    return *end == '\0' && n > 0 ? n : fallback;
+}
+
+static double rss_mib(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0.0;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return (double)resident * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct snapshot {
+    double rss_mib;
+    uint64_t device_allocations, device_bytes, objects;
+} snapshot_t;
+
+static snapshot_t snap(void)
+{
+    snapshot_t s = {rss_mib(), 0, 0, rudnn_debug_live_objects()};
+    rudnn_debug_device_memory(&s.device_allocations, &s.device_bytes);
+    return s;
+}
+
+/* A buffer of n F32 values from a fixed pattern, written on q, and its tensor. */
+static void f32_tensor(rudnn_context_t ctx, rudnn_queue_t q, int rank, const int64_t *dims, rudnn_tensor_t *t)
+{
+    int64_t n = rt_numel(rank, dims);
+    float v[T * E * H * I];
+    assert_true(n <= (int64_t)(sizeof v / sizeof v[0]));
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)((i * 37) % 17) / 17.0f - 0.5f;
+    rudnn_buffer_t b = NULL;
+    rt_assert_status(rudnn_buffer_create(ctx, (size_t)n * 4, &b), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_buffer_write(q, b, 0, v, (size_t)n * 4), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_init(t, b, 0, RUDNN_F32, rank, dims), RUDNN_STATUS_SUCCESS);
+}
+
+/* The MoE inputs of one cycle: logits, input, weights. */
+typedef struct moe_inputs {
+    rudnn_tensor_t logits, input, gate, up, down, output;
+} moe_inputs_t;
+
+static void moe_inputs(rudnn_context_t ctx, rudnn_queue_t q, moe_inputs_t *m)
+{
+    const int64_t logits[2] = {T, E}, input[2] = {T, H}, gu[3] = {E, I, H}, down[3] = {E, H, I};
+    f32_tensor(ctx, q, 2, logits, &m->logits);
+    f32_tensor(ctx, q, 2, input, &m->input);
+    f32_tensor(ctx, q, 3, gu, &m->gate);
+    f32_tensor(ctx, q, 3, gu, &m->up);
+    f32_tensor(ctx, q, 3, down, &m->down);
+    f32_tensor(ctx, q, 2, input, &m->output);
+}
+
+static void moe_inputs_free(moe_inputs_t *m)
+{
+    rudnn_tensor_t *all[] = {&m->logits, &m->input, &m->gate, &m->up, &m->down, &m->output};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        rudnn_buffer_destroy(all[i]->buffer);
+}
+
+static const rudnn_routing_options_t route_options = {.top_k = K, .renormalize = 1};
+
+/* One cycle of the cheap objects on ctx: every kind made and destroyed once. */
+static void cycle(rudnn_context_t ctx, const moe_inputs_t *m)
+{
+    rudnn_queue_t q = NULL;
+    rudnn_buffer_t b = NULL;
+    rudnn_event_t e = NULL;
+    rudnn_routing_plan_t plan = NULL;
+    rudnn_dispatched_t d = NULL;
+    rudnn_swiglu_experts_t x = NULL;
+    rudnn_status_t st = rudnn_queue_create(ctx, &q);
+    if (!st)
+        st = rudnn_buffer_create(ctx, 4096, &b);
+    if (!st)
+        st = rudnn_event_create(ctx, &e);
+    if (!st)
+        st = rudnn_moe_route(q, &m->logits, &route_options, &plan);
+    if (!st)
+        st = rudnn_moe_dispatch(q, plan, &m->input, &d);
+    if (!st)
+        st = rudnn_swiglu_experts_create(ctx, &m->gate, &m->up, &m->down, &x);
+    if (st)
+        fail_msg("cycle: %s: %s", rudnn_status_string(st), rudnn_last_error());
+    rudnn_swiglu_experts_destroy(x);
+    rudnn_dispatched_destroy(d);
+    rudnn_routing_plan_destroy(plan);
+    rudnn_event_destroy(e);
+    rudnn_buffer_destroy(b);
+    rudnn_queue_destroy(q);
+}
+
+/* Under ASan freed memory sits in its quarantine (hundreds of MiB), so RSS says nothing there:
+ * LeakSanitizer is the host check of that run. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_CHECKED 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RSS_CHECKED 0
+#endif
+#endif
+#ifndef RSS_CHECKED
+#define RSS_CHECKED 1
+#endif
+
+static void check_flat(const char *what, long cycles, snapshot_t warm, snapshot_t end, double seconds)
+{
+    const double rss_slack_mib = 8.0; /* allocator arenas and driver caches settle in steps */
+    printf("lifetime %s: %ld cycles in %.1f s; RSS %.1f -> %.1f MiB; device %llu -> %llu allocations, "
+           "%llu -> %llu bytes; live objects %llu -> %llu\n",
+           what, cycles, seconds, warm.rss_mib, end.rss_mib, (unsigned long long)warm.device_allocations,
+           (unsigned long long)end.device_allocations, (unsigned long long)warm.device_bytes,
+           (unsigned long long)end.device_bytes, (unsigned long long)warm.objects, (unsigned long long)end.objects);
+    fflush(stdout);
+    if (!RSS_CHECKED)
+        printf("lifetime %s: RSS not checked under AddressSanitizer (its quarantine holds freed memory)\n", what);
+    else if (end.rss_mib > warm.rss_mib + rss_slack_mib)
+        fail_msg("%s: RSS grew by %.1f MiB over %ld cycles (slack %.1f MiB)", what, end.rss_mib - warm.rss_mib,
+                 cycles, rss_slack_mib);
+    assert_int_equal(end.device_allocations, warm.device_allocations);
+    assert_int_equal(end.device_bytes, warm.device_bytes);
+    assert_int_equal(end.objects, warm.objects);
+}
+
+static void test_object_cycles(void **state)
+{
+    (void)state;
+    long cycles = env_count("RUDNN_LIFETIME_CYCLES", 100000);
+    long warmup = cycles / 10 > 0 ? cycles / 10 : 1;
+    moe_inputs_t m;
+    moe_inputs(rt_ctx, rt_queue, &m);
+    for (long i = 0; i < warmup; i++)
+        cycle(rt_ctx, &m);
+    snapshot_t warm = snap();
+    double t0 = now_s();
+    for (long i = 0; i < cycles; i++)
+        cycle(rt_ctx, &m);
+    check_flat("objects", cycles, warm, snap(), now_s() - t0);
+    moe_inputs_free(&m);
+}
+
+static void test_context_cycles(void **state)
+{
+    (void)state;
+    long cycles = env_count("RUDNN_LIFETIME_CONTEXTS", 200);
+    long warmup = cycles / 10 > 0 ? cycles / 10 : 1;
+    snapshot_t warm = {0};
+    double t0 = 0.0;
+    for (long i = 0; i < warmup + cycles; i++) {
+        if (i == warmup) {
+            warm = snap();
+            t0 = now_s();
+        }
+        rudnn_context_t ctx = NULL;
+        rt_assert_status(rudnn_context_create(&ctx, NULL), RUDNN_STATUS_SUCCESS);
+        rudnn_queue_t q = NULL;
+        rt_assert_status(rudnn_queue_create(ctx, &q), RUDNN_STATUS_SUCCESS);
+        moe_inputs_t m;
+        moe_inputs(ctx, q, &m);
+        cycle(ctx, &m);
+        moe_inputs_free(&m);
+        rudnn_queue_destroy(q);
+        rudnn_context_destroy(ctx);
+    }
+    check_flat("contexts", cycles, warm, snap(), now_s() - t0);
+}
+
+/* ---- wrong order ----------------------------------------------------------------------------- */
+
+/* Everything made since base is gone. */
+static void assert_back_to(snapshot_t base)
+{
+    snapshot_t now = snap();
+    assert_int_equal(now.objects, base.objects);
+    assert_int_equal(now.device_allocations, base.device_allocations);
+    assert_int_equal(now.device_bytes, base.device_bytes);
+}
+
+/* The expected result of the forward over m, computed in the right order on rt_queue. */
+static void reference_forward(rudnn_queue_t q, const moe_inputs_t *m, rudnn_swiglu_experts_t x, float *out)
+{
+    rt_assert_status(rudnn_swiglu_experts_forward(q, x, &m->input, &m->logits, &route_options, &m->output),
+                     RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_read(q, &m->output, out, T * H * 4), RUDNN_STATUS_SUCCESS);
+}
+
+/* A queue destroyed before the plan and dispatched tokens from its pool: they stay usable on
+ * another queue, and their blocks are freed (not cached) when they go. */
+static void test_queue_before_plans(void **state)
+{
+    (void)state;
+    snapshot_t base = snap();
+    rudnn_queue_t qr = NULL; /* its own queue: its pool's cached blocks go with it */
+    rt_assert_status(rudnn_queue_create(rt_ctx, &qr), RUDNN_STATUS_SUCCESS);
+    moe_inputs_t m;
+    moe_inputs(rt_ctx, qr, &m);
+    rudnn_swiglu_experts_t x = NULL;
+    rt_assert_status(rudnn_swiglu_experts_create(rt_ctx, &m.gate, &m.up, &m.down, &x), RUDNN_STATUS_SUCCESS);
+    float want[T * H], got[T * H];
+    reference_forward(qr, &m, x, want);
+
+    rudnn_queue_t q = NULL;
+    rt_assert_status(rudnn_queue_create(rt_ctx, &q), RUDNN_STATUS_SUCCESS);
+    rudnn_routing_plan_t plan = NULL;
+    rudnn_dispatched_t d = NULL;
+    rt_assert_status(rudnn_moe_route(q, &m.logits, &route_options, &plan), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_moe_dispatch(q, plan, &m.input, &d), RUDNN_STATUS_SUCCESS);
+    rudnn_queue_destroy(q); /* wrong order */
+
+    /* the objects still work: experts and combine on another queue give the same output */
+    const int64_t rows[2] = {T * K, H};
+    rudnn_tensor_t eo;
+    f32_tensor(rt_ctx, qr, 2, rows, &eo);
+    rt_assert_status(rudnn_swiglu_experts_forward_dispatched(qr, x, d, RUDNN_MOE_SCALAR, NULL, 0, &eo),
+                     RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_moe_combine(qr, d, &eo, &m.output), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_read(qr, &m.output, got, sizeof got), RUDNN_STATUS_SUCCESS);
+    assert_memory_equal(got, want, sizeof got);
+
+    rudnn_routing_plan_destroy(plan); /* before d, which holds it too */
+    rudnn_dispatched_destroy(d);
+    rudnn_buffer_destroy(eo.buffer);
+    rudnn_swiglu_experts_destroy(x);
+    moe_inputs_free(&m);
+    rudnn_queue_destroy(qr);
+    assert_back_to(base);
+}
+
+/* A context destroyed first: its queue, buffers, event, experts and plan keep working, and the
+ * device closes when the last of them goes. */
+static void test_context_before_children(void **state)
+{
+    (void)state;
+    snapshot_t base = snap();
+    rudnn_context_t ctx = NULL;
+    rt_assert_status(rudnn_context_create(&ctx, NULL), RUDNN_STATUS_SUCCESS);
+    rudnn_queue_t q = NULL;
+    rt_assert_status(rudnn_queue_create(ctx, &q), RUDNN_STATUS_SUCCESS);
+    moe_inputs_t m;
+    moe_inputs(ctx, q, &m);
+    rudnn_swiglu_experts_t x = NULL;
+    rt_assert_status(rudnn_swiglu_experts_create(ctx, &m.gate, &m.up, &m.down, &x), RUDNN_STATUS_SUCCESS);
+    float want[T * H], got[T * H];
+    reference_forward(q, &m, x, want);
+    rudnn_event_t e0 = NULL, e1 = NULL;
+    rt_assert_status(rudnn_event_create(ctx, &e0), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_event_create(ctx, &e1), RUDNN_STATUS_SUCCESS);
+    rudnn_routing_plan_t plan = NULL;
+    rt_assert_status(rudnn_moe_route(q, &m.logits, &route_options, &plan), RUDNN_STATUS_SUCCESS);
+
+    rudnn_context_destroy(ctx); /* wrong order: everything above is still alive */
+
+    rt_assert_status(rudnn_buffer_fill(q, m.output.buffer, 0, 0, T * H * 4), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_event_record(e0, q), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_swiglu_experts_forward(q, x, &m.input, &m.logits, &route_options, &m.output),
+                     RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_event_record(e1, q), RUDNN_STATUS_SUCCESS);
+    float ms = 0.0f;
+    rt_assert_status(rudnn_event_elapsed_ms(e0, e1, &ms), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_read(q, &m.output, got, sizeof got), RUDNN_STATUS_SUCCESS);
+    assert_memory_equal(got, want, sizeof got);
+
+    /* and the children go in any order: queue first (the plan holds its pool), buffers before
+     * the experts that use them */
+    rudnn_queue_destroy(q);
+    moe_inputs_free(&m);
+    rudnn_event_destroy(e1);
+    rudnn_routing_plan_destroy(plan);
+    rudnn_swiglu_experts_destroy(x);
+    rudnn_event_destroy(e0);
+    assert_back_to(base);
+}
+
+/* Weight buffers destroyed before their experts: the experts keep the memory. */
+static void test_weights_before_experts(void **state)
+{
+    (void)state;
+    snapshot_t base = snap();
+    rudnn_queue_t qr = NULL; /* its own queue: its pool's cached blocks go with it */
+    rt_assert_status(rudnn_queue_create(rt_ctx, &qr), RUDNN_STATUS_SUCCESS);
+    moe_inputs_t m;
+    moe_inputs(rt_ctx, qr, &m);
+    rudnn_swiglu_experts_t x = NULL;
+    rt_assert_status(rudnn_swiglu_experts_create(rt_ctx, &m.gate, &m.up, &m.down, &x), RUDNN_STATUS_SUCCESS);
+    float want[T * H], got[T * H];
+    reference_forward(qr, &m, x, want);
+    rudnn_buffer_destroy(m.gate.buffer);
+    rudnn_buffer_destroy(m.up.buffer);
+    rudnn_buffer_destroy(m.down.buffer);
+    rt_assert_status(rudnn_buffer_fill(qr, m.output.buffer, 0, 0, T * H * 4), RUDNN_STATUS_SUCCESS);
+    reference_forward(qr, &m, x, got);
+    assert_memory_equal(got, want, sizeof got);
+    rudnn_swiglu_experts_destroy(x);
+    rudnn_buffer_destroy(m.logits.buffer);
+    rudnn_buffer_destroy(m.input.buffer);
+    rudnn_buffer_destroy(m.output.buffer);
+    rudnn_queue_destroy(qr);
+    assert_back_to(base);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest all[] = {
+        cmocka_unit_test(test_queue_before_plans),
+        cmocka_unit_test(test_context_before_children),
+        cmocka_unit_test(test_weights_before_experts),
+        cmocka_unit_test(test_object_cycles),
+        cmocka_unit_test(test_context_cycles),
+    };
+    /* argv[1]: "order" (the wrong-order tests) or "cycles" (the loops); none: all */
+    struct CMUnitTest tests[sizeof all / sizeof all[0]];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        int is_cycle = strstr(all[i].name, "cycles") != NULL;
+        if (argc < 2 || (strcmp(argv[1], "cycles") == 0) == is_cycle)
+            tests[n++] = all[i];
+    }
+    rt_open_or_skip("lifetime");
+    return rt_exit_code(_cmocka_run_group_tests("lifetime", tests, n, NULL, rt_group_teardown));
+}
