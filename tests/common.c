@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <stdio.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,6 +143,24 @@ int rt_set_filters(int argc, char **argv)
         filtered = 1;
     }
     return filtered;
+}
+
+int rt_kernel_skipped(const char *kernel)
+{
+    const char *list = getenv("RUDNN_TEST_SKIP_KERNELS");
+    while (list && *list) {
+        const char *end = strchr(list, ',');
+        const size_t len = end ? (size_t)(end - list) : strlen(list);
+        char glob[128];
+        if (len > 0 && len < sizeof glob) {
+            memcpy(glob, list, len);
+            glob[len] = '\0';
+            if (fnmatch(glob, kernel, 0) == 0)
+                return 1;
+        }
+        list = end ? end + 1 : NULL;
+    }
+    return 0;
 }
 
 int rt_run_with_second_context_impl(const char *suite, const struct CMUnitTest *tests, size_t count, int argc,

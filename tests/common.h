@@ -185,6 +185,11 @@ void *rt_xcalloc(size_t n, size_t size);
  * every test runs. */
 int rt_set_filters(int argc, char **argv);
 
+/* 1 when kernel (a name as rudnn_last_kernel gives it) matches one of the comma-separated globs of
+ * the environment's RUDNN_TEST_SKIP_KERNELS: a suite that runs every kernel by name leaves it out
+ * (the GPU sanitizer stage so leaves out vendor-library kernels a tool cannot follow). */
+int rt_kernel_skipped(const char *kernel);
+
 /* Exit status for a cmocka run: cmocka returns the number of failed tests,
  * and 77 failures would read as SKIP to meson; any failure is 1. */
 static inline int rt_exit_code(int failed) { return failed == 0 ? 0 : 1; }
