@@ -24,10 +24,26 @@ static void env_require(const char *what, rudnn_status_t st)
     abort();
 }
 
+/* At exit, so that LeakSanitizer's end-of-process check sees what a program that cleans up
+ * leaves behind, as in the test suites. */
+static void env_destroy(void)
+{
+    for (int i = 0; i < FZ_BUFFERS; i++)
+        rudnn_buffer_destroy(g_env.buf[i]);
+    for (int i = 0; i < FZ_FOREIGN_BUFFERS; i++)
+        rudnn_buffer_destroy(g_env.foreign[i]);
+    rudnn_queue_destroy(g_env.q);
+    rudnn_queue_destroy(g_env.q2);
+    rudnn_context_destroy(g_env.ctx);
+    rudnn_context_destroy(g_env.ctx2);
+    g_env_ready = 0;
+}
+
 const fz_env_t *fz_env(void)
 {
     if (g_env_ready)
         return &g_env;
+    atexit(env_destroy);
     /* environment defaults (RUDNN_BACKEND=opencl in CI): the backend under test */
     env_require("context_create", rudnn_context_create(&g_env.ctx, NULL));
     env_require("context_create (second)", rudnn_context_create(&g_env.ctx2, NULL));
@@ -437,8 +453,43 @@ static void check_buffers(const fz_call_t *c, const char *op, rudnn_status_t st)
     }
 }
 
+/* Accepted and rejected calls per op, printed at exit when RUDNN_FUZZ_STATS is set: whether
+ * the inputs reach the kernels, not only the checks. */
+#define STATS_OPS 32
+static struct op_stats {
+    const char *op;
+    unsigned long accepted, rejected;
+} g_stats[STATS_OPS];
+
+static void stats_print(void)
+{
+    for (int i = 0; i < STATS_OPS && g_stats[i].op; i++)
+        fprintf(stderr, "fuzz stats: %-40s accepted %8lu rejected %8lu\n", g_stats[i].op, g_stats[i].accepted,
+                g_stats[i].rejected);
+}
+
+static void stats_count(const char *op, rudnn_status_t st)
+{
+    static int registered;
+    if (!getenv("RUDNN_FUZZ_STATS"))
+        return;
+    if (!registered++)
+        atexit(stats_print);
+    for (int i = 0; i < STATS_OPS; i++) {
+        if (g_stats[i].op && strcmp(g_stats[i].op, op) != 0)
+            continue;
+        g_stats[i].op = op;
+        if (st)
+            g_stats[i].rejected++;
+        else
+            g_stats[i].accepted++;
+        return;
+    }
+}
+
 rudnn_status_t fz_check(fz_call_t *c, const char *op, rudnn_status_t st)
 {
+    stats_count(op, st);
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", rudnn_last_error());
     g_failing_call = c;
