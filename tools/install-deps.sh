@@ -6,6 +6,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 packages=(meson ninja-build pkg-config python3 gcc g++ make
   libcmocka-dev
+  clang libclang-rt-14-dev
   pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers clinfo libclblast-dev
   hipcc libamdhip64-dev)
 missing=()
