@@ -332,6 +332,12 @@ int fz_int(fz_call_t *c, int intended)
     return pick_i32(&s, int_edges, COUNT(int_edges));
 }
 
+int64_t fz_i64(fz_call_t *c, int64_t intended)
+{
+    fz_slot_t s = fz_next_slot(c);
+    return mutated(&s) ? pick_i64(&s, dim_edges, COUNT(dim_edges)) : intended;
+}
+
 float fz_float(fz_call_t *c, float intended)
 {
     static const float edges[] = {0.0f, -0.0f, -1.0f, NAN, -NAN, INFINITY, -INFINITY, 1e-45f, FLT_MIN, FLT_MAX,

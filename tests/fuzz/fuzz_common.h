@@ -111,6 +111,8 @@ const rudnn_tensor_t *fz_optional_tensor(fz_call_t *c, const fz_spec_t *spec, in
 /* Options from the next slot: intended, or an edge value (0, negative, INT_MIN/MAX, one past
  * a limit, NaN, infinities, denormals) or the raw value. */
 int fz_int(fz_call_t *c, int intended);
+/* A 64-bit count (rows, sizes): intended, an edge value of the dims table, or the raw value. */
+int64_t fz_i64(fz_call_t *c, int64_t intended);
 float fz_float(fz_call_t *c, float intended);
 
 /* A workspace buffer from the next slot: NULL (intended), a buffer of this context (its first

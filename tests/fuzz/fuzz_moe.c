@@ -387,10 +387,15 @@ static void op_query(fz_call_t *c, objects_t *o, const problem_t *p)
     }
     case 2: {
         rudnn_swiglu_experts_t x = experts_arg(c, o, p);
-        int64_t rows = fz_int(c, (int)(p->tokens * p->softmax.top_k));
+        int64_t rows = fz_i64(c, p->tokens * p->softmax.top_k);
         size_t bytes;
-        fz_check(c, "swiglu_experts_workspace_size",
-                 rudnn_swiglu_experts_workspace_size(x, rows, strategy, null_out ? NULL : &bytes));
+        rudnn_status_t st = fz_check(c, "swiglu_experts_workspace_size",
+                                     rudnn_swiglu_experts_workspace_size(x, rows, strategy, null_out ? NULL : &bytes));
+        /* every kernel stages act [rows, inter] in the dtype (2 bytes or more): an accepted size
+         * holds it (every experts object of the harness has inter p->inter) */
+        unsigned __int128 act = (unsigned __int128)(uint64_t)rows * (uint64_t)p->inter * 2u;
+        if (!st && act > bytes)
+            fz_fail("workspace_size is smaller than the act staging [rows, inter]", "swiglu_experts_workspace_size", st);
         break;
     }
     case 3: {
