@@ -753,7 +753,13 @@ static rudnn_status_t workspace_bytes(const char *op, rudnn_swiglu_experts_t x, 
     TRY(experts_kernels(op, x, &k));
     /* every candidate stages act [rows, inter] in the dtype; a backend whose candidate needs more
      * (CLBlast's F32 staging) says so */
-    *bytes = (size_t)rp->rows * (size_t)rp->inter * rudnn_dtype_size(rp->dtype);
+    size_t act;
+    if (rp->rows < 0 || __builtin_mul_overflow((uint64_t)rp->rows, (uint64_t)rp->inter, &act) ||
+        __builtin_mul_overflow(act, rudnn_dtype_size(rp->dtype), &act))
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: the act workspace [rows %lld, inter %lld] in %s "
+                               "exceeds the address space", op, (long long)rp->rows, (long long)rp->inter,
+                               rudnn_dtype_name(rp->dtype));
+    *bytes = act;
     if (!k->experts_workspace)
         return RUDNN_STATUS_SUCCESS;
     return rudnn_kernel_status(op, k->experts_workspace(x->context->device, rp, picked, bytes));

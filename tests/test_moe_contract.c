@@ -868,6 +868,16 @@ static void test_workspace_and_resolve(void **state)
            rudnn_swiglu_experts_workspace_size(X, 8, (rudnn_moe_strategy_t)3, &bytes));
     REJECT(f, RUDNN_STATUS_NOT_SUPPORTED, ws, "TensorCore", NULL, "TensorCore with f32 weights",
            rudnn_swiglu_experts_workspace_size(X, 8, RUDNN_MOE_TENSOR_CORE, &bytes));
+    /* rows x inter x element size past SIZE_MAX: a status, not a wrapped size (fuzz_moe found it) */
+    bytes = 7;
+    REJECT(f, RUDNN_STATUS_NOT_SUPPORTED, ws, "rows", "address space", "rows 2^62",
+           rudnn_swiglu_experts_workspace_size(X, (int64_t)1 << 62, RUDNN_MOE_SCALAR, &bytes));
+    REJECT(f, RUDNN_STATUS_NOT_SUPPORTED, ws, "rows", "address space", "rows INT64_MAX (Auto)",
+           rudnn_swiglu_experts_workspace_size(X, INT64_MAX, RUDNN_MOE_AUTO, &bytes));
+    if (bytes != 7) {
+        rt_logf(&f->log, "  %s: a rejected query wrote bytes (%zu)\n", ws, bytes);
+        f->log.failures++;
+    }
     /* valid: grows with the rows */
     size_t b0 = 1, b8 = 0, b100 = 0;
     int ok = rudnn_swiglu_experts_workspace_size(X, 0, RUDNN_MOE_SCALAR, &b0) == RUDNN_STATUS_SUCCESS &&
