@@ -46,9 +46,8 @@ export RUDNN_BACKEND=opencl
 export RUDNN_BACKEND_PATH="$root/$build/backends/opencl"
 export RUDNN_CACHE_DIR="${RUDNN_CACHE_DIR:-$root/$build/test-cache}"
 export ASAN_OPTIONS=detect_leaks=1
-# the suites' suppressions (GPU drivers) and the fuzz targets' own (tests/fuzz/lsan.supp)
-cat "$root/tests/lsan.supp" "$root/tests/fuzz/lsan.supp" > "$root/$build/fuzz-lsan.supp"
-export LSAN_OPTIONS="suppressions=$root/$build/fuzz-lsan.supp:print_suppressions=0"
+# the suites' suppressions (GPU drivers) and the fuzz targets' own, joined by the build
+export LSAN_OPTIONS="suppressions=$root/$build/tests/fuzz/fuzz-lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 # One target: libFuzzer's own log in <builddir>/fuzz-<family>.log, the summary line on stdout.
