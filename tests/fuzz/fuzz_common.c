@@ -320,6 +320,15 @@ const rudnn_tensor_t *fz_optional_tensor(fz_call_t *c, const fz_spec_t *spec, in
     return tensor_arg(c, spec, 0, absent);
 }
 
+void fz_note_input(fz_call_t *c, const rudnn_tensor_t *t)
+{
+    if (c->nargs == FZ_MAX_TENSORS)
+        fz_fail("harness: too many tensor arguments", "fz_note_input", RUDNN_STATUS_INTERNAL);
+    fz_tensor_arg_t *a = &c->args[c->nargs++];
+    memset(a, 0, sizeof *a);
+    a->t = *t;
+}
+
 /* ---- options, queues, objects ---------------------------------------------------------------- */
 
 int fz_int(fz_call_t *c, int intended)
@@ -442,6 +451,44 @@ static int in_output(const fz_call_t *c, int k, size_t at)
     return 0;
 }
 
+/* Byte range of argument a in its buffer. */
+static void byte_range(const fz_tensor_arg_t *a, size_t *begin, size_t *end)
+{
+    *begin = a->t.offset;
+    *end = a->t.offset + rudnn_tensor_bytes(&a->t);
+}
+
+/* The overlap rule of an accepted call: every output exactly on an input or disjoint from it;
+ * the workspace disjoint from every input. */
+static void check_overlaps(const fz_call_t *c, const char *op)
+{
+    for (int n = 0; n < c->nargs; n++) {
+        const fz_tensor_arg_t *in = &c->args[n];
+        if (in->is_output || in->is_null || !in->t.buffer)
+            continue;
+        size_t ib, ie;
+        byte_range(in, &ib, &ie);
+        if (ib == ie)
+            continue;
+        if (c->workspace == in->t.buffer && ib < c->workspace_bytes) {
+            fprintf(stderr, "fuzz: the workspace [0, %zu) overlaps input arg %d\n", c->workspace_bytes, n);
+            fz_fail("an accepted call writes a workspace over an input", op, RUDNN_STATUS_SUCCESS);
+        }
+        for (int m = 0; m < c->nargs; m++) {
+            const fz_tensor_arg_t *out = &c->args[m];
+            if (!out->is_output || out->is_null || out->t.buffer != in->t.buffer)
+                continue;
+            size_t ob, oe;
+            byte_range(out, &ob, &oe);
+            if (ob == oe || oe <= ib || ie <= ob || (ob == ib && oe == ie))
+                continue;
+            fprintf(stderr, "fuzz: output arg %d bytes [%zu, %zu) partly overlap input arg %d [%zu, %zu)\n", m, ob,
+                    oe, n, ib, ie);
+            fz_fail("an accepted call's output partly overlaps an input", op, RUDNN_STATUS_SUCCESS);
+        }
+    }
+}
+
 /* Reads every buffer back; aborts on a byte that changed where nothing may be written. */
 static void check_buffers(const fz_call_t *c, const char *op, rudnn_status_t st)
 {
@@ -501,6 +548,7 @@ rudnn_status_t fz_check(fz_call_t *c, const char *op, rudnn_status_t st)
     g_failing_call = c;
     size_t n = strlen(op);
     if (st == RUDNN_STATUS_SUCCESS) {
+        check_overlaps(c, op);
         if (msg[0]) {
             fprintf(stderr, "fuzz: message: %s\n", msg);
             fz_fail("an accepted call left a message in rudnn_last_error()", op, st);

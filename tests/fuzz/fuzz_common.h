@@ -108,6 +108,11 @@ const rudnn_tensor_t *fz_tensor(fz_call_t *c, const fz_spec_t *spec, int is_outp
  * says so (e.g. beta, bias). */
 const rudnn_tensor_t *fz_optional_tensor(fz_call_t *c, const fz_spec_t *spec, int absent);
 
+/* Records an input the call reads that the harness made (e.g. the weights an experts object
+ * refers to): it takes no slot, later arguments may alias it, and fz_check holds the call's
+ * outputs to the overlap rule against it. */
+void fz_note_input(fz_call_t *c, const rudnn_tensor_t *t);
+
 /* Options from the next slot: intended, or an edge value (0, negative, INT_MIN/MAX, one past
  * a limit, NaN, infinities, denormals) or the raw value. */
 int fz_int(fz_call_t *c, int intended);
@@ -128,8 +133,9 @@ int fz_object_choice(fz_call_t *c, int n);
 
 /* The contract of one call named op (its messages start "<op>: "): a rejected call returns
  * a 1xx/2xx status and a message naming op, and changed no byte of any buffer; an accepted
- * call leaves rudnn_last_error() empty, its queue work succeeds, and no byte outside its
- * output tensors changed. Any violation prints what happened and abort()s. Returns st. */
+ * call had each output either exactly on an input or disjoint from it (the workspace disjoint
+ * from every input), leaves rudnn_last_error() empty, its queue work succeeds, and no byte
+ * outside its output tensors changed. Any violation prints what happened and abort()s. Returns st. */
 rudnn_status_t fz_check(fz_call_t *c, const char *op, rudnn_status_t st);
 
 /* A call the harness needs to succeed (building a plan or dispatched tokens for the call

@@ -136,13 +136,18 @@ static rudnn_dispatched_t make_dispatched(const fz_call_t *c, objects_t *o, cons
     return d;
 }
 
-static rudnn_swiglu_experts_t make_experts(const fz_call_t *c, objects_t *o, const problem_t *p, int foreign,
+static rudnn_swiglu_experts_t make_experts(fz_call_t *c, objects_t *o, const problem_t *p, int foreign,
                                            int64_t experts, rudnn_dtype_t dt)
 {
     fz_spec_t sg = spec3(dt, experts, p->inter, p->hidden), sd = spec3(dt, experts, p->hidden, p->inter);
     rudnn_tensor_t gate = own_tensor(c, foreign, OWN_GATE, &sg);
     rudnn_tensor_t up = own_tensor(c, foreign, OWN_UP, &sg);
     rudnn_tensor_t down = own_tensor(c, foreign, OWN_DOWN, &sd);
+    if (!foreign) { /* the call under test reads them */
+        fz_note_input(c, &gate);
+        fz_note_input(c, &up);
+        fz_note_input(c, &down);
+    }
     rudnn_swiglu_experts_t x = NULL;
     fz_require("swiglu_experts_create (harness)",
                rudnn_swiglu_experts_create(foreign ? c->env->ctx2 : c->env->ctx, &gate, &up, &down, &x));
