@@ -781,6 +781,21 @@ rudnn_status_t rudnn_swiglu_experts_workspace_size(rudnn_swiglu_experts_t x, int
     return workspace_bytes(op, x, &rp, picked, bytes);
 }
 
+/* Bytes [begin, end) of buffer b, which the call writes, must not meet the weights of x: every
+ * row reads them all while the output is written. */
+static rudnn_status_t check_off_weights(const char *op, const char *arg, rudnn_swiglu_experts_t x, rudnn_buffer_t b,
+                                        size_t begin, size_t end)
+{
+    const rudnn_tensor_t *weights[3] = {&x->gate, &x->up, &x->down};
+    static const char *const names[3] = {"gate", "up", "down"};
+    for (int i = 0; i < 3; i++) {
+        const rudnn_tensor_t *w = weights[i];
+        if (b == w->buffer && begin < end && begin < w->offset + rudnn_tensor_bytes(w) && w->offset < end)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s overlaps the %s weights", op, arg, names[i]);
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
 static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_experts_t x, rudnn_dispatched_t d,
                                          rudnn_moe_strategy_t strategy, rudnn_buffer_t workspace,
                                          size_t workspace_size, const rudnn_tensor_t *expert_output)
@@ -802,6 +817,8 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
         return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: dispatched tokens are %s, the weights %s (must match)",
                                op, rudnn_dtype_name(d->dtype), rudnn_dtype_name(x->dtype));
     TRY(check_expert_output(op, queue, d, expert_output));
+    TRY(check_off_weights(op, "expert_output", x, expert_output->buffer, expert_output->offset,
+                          expert_output->offset + rudnn_tensor_bytes(expert_output)));
     rudnn_moe_rows_plan_t rp = experts_plan(x, d->rows, expert_output);
     rudnn_moe_choice_t choice;
     uint32_t picked;
@@ -819,6 +836,7 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
             rudnn_tensor_bytes(expert_output) > 0)
             return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
                                    "%s: expert_output overlaps the first workspace_bytes of workspace", op);
+        TRY(check_off_weights(op, "workspace", x, workspace, 0, workspace_size));
     }
     const rudnn_moe_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, moe);
     if (d->rows == 0)
@@ -867,15 +885,8 @@ static rudnn_status_t check_forward_io(const char *op, rudnn_queue_t queue, rudn
     TRY(rudnn_check_tensor(op, "output", queue, output, 2));
     TRY(rudnn_check_like(op, "output", output, "input", input));
     TRY(rudnn_check_overlap(op, "output", output, "input", input));
-    const rudnn_tensor_t *weights[3] = {&x->gate, &x->up, &x->down};
-    static const char *const names[3] = {"gate", "up", "down"};
-    for (int i = 0; i < 3; i++) {
-        const rudnn_tensor_t *w = weights[i];
-        if (output->buffer == w->buffer && output->offset < w->offset + rudnn_tensor_bytes(w) &&
-            w->offset < output->offset + rudnn_tensor_bytes(output))
-            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: output overlaps the %s weights", op, names[i]);
-    }
-    return RUDNN_STATUS_SUCCESS;
+    return check_off_weights(op, "output", x, output->buffer, output->offset,
+                             output->offset + rudnn_tensor_bytes(output));
 }
 
 static rudnn_status_t check_logits_tokens(const char *op, const rudnn_tensor_t *logits, const rudnn_tensor_t *input,

@@ -661,6 +661,15 @@ static void test_forward_dispatched(void **state)
        f->a.ws, need_bytes + SLACK + 1, EO);
     FD(RUDNN_STATUS_DEVICE_MISMATCH, "workspace", NULL, "workspace on another context", rt_queue, X, D, S, f->b.ws,
        need_bytes, EO);
+    /* writes over the weights every row reads (fuzz_moe found both accepted) */
+    rudnn_tensor_t eo_gate = rt_tensor_desc(&f->a.gate, RUDNN_F32, 2, dims_eo, 4);
+    FD(RUDNN_STATUS_BAD_PARAM, "expert_output", "gate", "expert_output partly over the gate weights", rt_queue, X,
+       D, S, NULL, 0, &eo_gate);
+    rudnn_tensor_t eo_down = rt_tensor_desc(&f->a.down, RUDNN_F32, 2, dims_eo, 0);
+    FD(RUDNN_STATUS_BAD_PARAM, "expert_output", "down", "expert_output at the start of the down weights", rt_queue,
+       X, D, S, NULL, 0, &eo_down);
+    FD(RUDNN_STATUS_BAD_PARAM, "workspace", "up", "workspace over the up weights", rt_queue, X, D, S,
+       f->a.up.buffer, need_bytes, EO);
 #undef FD
     fx_finish(f);
 }
