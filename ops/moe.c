@@ -934,6 +934,7 @@ static rudnn_status_t check_one_call(const char *op, rudnn_queue_t queue, rudnn_
     TRY(check_forward_io(op, queue, experts, input, output));
     TRY(check_logits(op, queue, logits));
     TRY(check_logits_tokens(op, logits, input, experts));
+    TRY(rudnn_check_overlap(op, "output", output, "logits", logits));
     rudnn_moe_rows_plan_t rp = experts_plan(experts, 0, NULL);
     rudnn_moe_choice_t choice;
     uint32_t picked;
@@ -977,6 +978,10 @@ rudnn_status_t rudnn_swiglu_experts_forward_sigmoid_grouped(rudnn_queue_t queue,
     const char *op = "swiglu_experts_forward_sigmoid_grouped";
     rudnn_clear_error();
     TRY(check_one_call(op, queue, experts, input, logits, strategy, output));
+    if (bias) { /* routing checks the rest of it */
+        TRY(rudnn_check_tensor(op, "bias", queue, bias, 1));
+        TRY(rudnn_check_overlap(op, "output", output, "bias", bias));
+    }
     rudnn_routing_plan_t plan = NULL;
     rudnn_status_t st = route_grouped(queue, logits, bias, options, &plan);
     return forward_routed(op, queue, experts, st, plan, input, strategy, output);

@@ -821,6 +821,13 @@ static void test_forward_one_call(void **state)
     rudnn_tensor_t out_shift = rt_tensor_desc(&f->a.input, RUDNN_F32, 2, dims_input, 4 * H);
     BOTH(RUDNN_STATUS_BAD_PARAM, "output", "overlap", "output one row after the input, overlapping", rt_queue, X, IN,
          L, B, &so, &go, S, &out_shift);
+    /* partly over the routing inputs (fuzz_moe found both accepted) */
+    rudnn_tensor_t out_logits = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, dims_input, 4);
+    BOTH(RUDNN_STATUS_BAD_PARAM, "output", "logits", "output 4 bytes into the logits", rt_queue, X, IN, L, B, &so, &go,
+         S, &out_logits);
+    rudnn_tensor_t out_bias = rt_tensor_desc(&f->a.bias, RUDNN_F32, 2, dims_input, 4);
+    REJECT(f, RUDNN_STATUS_BAD_PARAM, op2, "output", "bias", "output 4 bytes into the bias",
+           rudnn_swiglu_experts_forward_sigmoid_grouped(rt_queue, X, IN, L, B, &go, S, &out_bias));
 #undef BOTH
     /* routing options through the one-call forms: the message names the op called */
     rudnn_routing_options_t sk0 = {0, 1}, sk9 = {E + 1, 1};
