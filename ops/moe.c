@@ -777,7 +777,13 @@ static rudnn_status_t workspace_bytes(const char *op, rudnn_swiglu_experts_t x, 
     TRY(experts_kernels(op, x, &k));
     /* every candidate stages act [rows, inter] in the dtype; a backend whose candidate needs more
      * (CLBlast's F32 staging) says so */
-    *bytes = (size_t)rp->rows * (size_t)rp->inter * rudnn_dtype_size(rp->dtype);
+    size_t act;
+    if (rp->rows < 0 || __builtin_mul_overflow((uint64_t)rp->rows, (uint64_t)rp->inter, &act) ||
+        __builtin_mul_overflow(act, rudnn_dtype_size(rp->dtype), &act))
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: the act workspace [rows %lld, inter %lld] in %s "
+                               "exceeds the address space", op, (long long)rp->rows, (long long)rp->inter,
+                               rudnn_dtype_name(rp->dtype));
+    *bytes = act;
     if (!k->experts_workspace)
         return RUDNN_STATUS_SUCCESS;
     return rudnn_kernel_status(op, k->experts_workspace(x->context->device, rp, picked, bytes));
@@ -797,6 +803,21 @@ rudnn_status_t rudnn_swiglu_experts_workspace_size(rudnn_swiglu_experts_t x, int
     uint32_t picked;
     TRY(choose(op, x, &rp, strategy, &picked, &choice));
     return workspace_bytes(op, x, &rp, picked, bytes);
+}
+
+/* Bytes [begin, end) of buffer b, which the call writes, must not meet the weights of x: every
+ * row reads them all while the output is written. */
+static rudnn_status_t check_off_weights(const char *op, const char *arg, rudnn_swiglu_experts_t x, rudnn_buffer_t b,
+                                        size_t begin, size_t end)
+{
+    const rudnn_tensor_t *weights[3] = {&x->gate, &x->up, &x->down};
+    static const char *const names[3] = {"gate", "up", "down"};
+    for (int i = 0; i < 3; i++) {
+        const rudnn_tensor_t *w = weights[i];
+        if (b == w->buffer && begin < end && begin < w->offset + rudnn_tensor_bytes(w) && w->offset < end)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s overlaps the %s weights", op, arg, names[i]);
+    }
+    return RUDNN_STATUS_SUCCESS;
 }
 
 static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_experts_t x, rudnn_dispatched_t d,
@@ -820,6 +841,8 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
         return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: dispatched tokens are %s, the weights %s (must match)",
                                op, rudnn_dtype_name(d->dtype), rudnn_dtype_name(x->dtype));
     TRY(check_expert_output(op, queue, d, expert_output));
+    TRY(check_off_weights(op, "expert_output", x, expert_output->buffer, expert_output->offset,
+                          expert_output->offset + rudnn_tensor_bytes(expert_output)));
     rudnn_moe_rows_plan_t rp = experts_plan(x, d->rows, expert_output);
     rudnn_moe_choice_t choice;
     uint32_t picked;
@@ -837,6 +860,7 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
             rudnn_tensor_bytes(expert_output) > 0)
             return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
                                    "%s: expert_output overlaps the first workspace_bytes of workspace", op);
+        TRY(check_off_weights(op, "workspace", x, workspace, 0, workspace_size));
     }
     const rudnn_moe_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, moe);
     if (d->rows == 0)
@@ -885,15 +909,8 @@ static rudnn_status_t check_forward_io(const char *op, rudnn_queue_t queue, rudn
     TRY(rudnn_check_tensor(op, "output", queue, output, 2));
     TRY(rudnn_check_like(op, "output", output, "input", input));
     TRY(rudnn_check_overlap(op, "output", output, "input", input));
-    const rudnn_tensor_t *weights[3] = {&x->gate, &x->up, &x->down};
-    static const char *const names[3] = {"gate", "up", "down"};
-    for (int i = 0; i < 3; i++) {
-        const rudnn_tensor_t *w = weights[i];
-        if (output->buffer == w->buffer && output->offset < w->offset + rudnn_tensor_bytes(w) &&
-            w->offset < output->offset + rudnn_tensor_bytes(output))
-            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: output overlaps the %s weights", op, names[i]);
-    }
-    return RUDNN_STATUS_SUCCESS;
+    return check_off_weights(op, "output", x, output->buffer, output->offset,
+                             output->offset + rudnn_tensor_bytes(output));
 }
 
 static rudnn_status_t check_logits_tokens(const char *op, const rudnn_tensor_t *logits, const rudnn_tensor_t *input,
@@ -941,6 +958,7 @@ static rudnn_status_t check_one_call(const char *op, rudnn_queue_t queue, rudnn_
     TRY(check_forward_io(op, queue, experts, input, output));
     TRY(check_logits(op, queue, logits));
     TRY(check_logits_tokens(op, logits, input, experts));
+    TRY(rudnn_check_overlap(op, "output", output, "logits", logits));
     rudnn_moe_rows_plan_t rp = experts_plan(experts, 0, NULL);
     rudnn_moe_choice_t choice;
     uint32_t picked;
@@ -984,6 +1002,10 @@ rudnn_status_t rudnn_swiglu_experts_forward_sigmoid_grouped(rudnn_queue_t queue,
     const char *op = "swiglu_experts_forward_sigmoid_grouped";
     rudnn_clear_error();
     TRY(check_one_call(op, queue, experts, input, logits, strategy, output));
+    if (bias) { /* routing checks the rest of it */
+        TRY(rudnn_check_tensor(op, "bias", queue, bias, 1));
+        TRY(rudnn_check_overlap(op, "output", output, "bias", bias));
+    }
     rudnn_routing_plan_t plan = NULL;
     rudnn_status_t st = route_grouped(queue, logits, bias, options, &plan);
     return forward_routed(op, queue, experts, st, plan, input, strategy, output);

@@ -661,6 +661,15 @@ static void test_forward_dispatched(void **state)
        f->a.ws, need_bytes + SLACK + 1, EO);
     FD(RUDNN_STATUS_DEVICE_MISMATCH, "workspace", NULL, "workspace on another context", rt_queue, X, D, S, f->b.ws,
        need_bytes, EO);
+    /* writes over the weights every row reads (fuzz_moe found both accepted) */
+    rudnn_tensor_t eo_gate = rt_tensor_desc(&f->a.gate, RUDNN_F32, 2, dims_eo, 4);
+    FD(RUDNN_STATUS_BAD_PARAM, "expert_output", "gate", "expert_output partly over the gate weights", rt_queue, X,
+       D, S, NULL, 0, &eo_gate);
+    rudnn_tensor_t eo_down = rt_tensor_desc(&f->a.down, RUDNN_F32, 2, dims_eo, 0);
+    FD(RUDNN_STATUS_BAD_PARAM, "expert_output", "down", "expert_output at the start of the down weights", rt_queue,
+       X, D, S, NULL, 0, &eo_down);
+    FD(RUDNN_STATUS_BAD_PARAM, "workspace", "up", "workspace over the up weights", rt_queue, X, D, S,
+       f->a.up.buffer, need_bytes, EO);
 #undef FD
     fx_finish(f);
 }
@@ -812,6 +821,13 @@ static void test_forward_one_call(void **state)
     rudnn_tensor_t out_shift = rt_tensor_desc(&f->a.input, RUDNN_F32, 2, dims_input, 4 * H);
     BOTH(RUDNN_STATUS_BAD_PARAM, "output", "overlap", "output one row after the input, overlapping", rt_queue, X, IN,
          L, B, &so, &go, S, &out_shift);
+    /* partly over the routing inputs (fuzz_moe found both accepted) */
+    rudnn_tensor_t out_logits = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, dims_input, 4);
+    BOTH(RUDNN_STATUS_BAD_PARAM, "output", "logits", "output 4 bytes into the logits", rt_queue, X, IN, L, B, &so, &go,
+         S, &out_logits);
+    rudnn_tensor_t out_bias = rt_tensor_desc(&f->a.bias, RUDNN_F32, 2, dims_input, 4);
+    REJECT(f, RUDNN_STATUS_BAD_PARAM, op2, "output", "bias", "output 4 bytes into the bias",
+           rudnn_swiglu_experts_forward_sigmoid_grouped(rt_queue, X, IN, L, B, &go, S, &out_bias));
 #undef BOTH
     /* routing options through the one-call forms: the message names the op called */
     rudnn_routing_options_t sk0 = {0, 1}, sk9 = {E + 1, 1};
@@ -868,6 +884,16 @@ static void test_workspace_and_resolve(void **state)
            rudnn_swiglu_experts_workspace_size(X, 8, (rudnn_moe_strategy_t)3, &bytes));
     REJECT(f, RUDNN_STATUS_NOT_SUPPORTED, ws, "TensorCore", NULL, "TensorCore with f32 weights",
            rudnn_swiglu_experts_workspace_size(X, 8, RUDNN_MOE_TENSOR_CORE, &bytes));
+    /* rows x inter x element size past SIZE_MAX: a status, not a wrapped size (fuzz_moe found it) */
+    bytes = 7;
+    REJECT(f, RUDNN_STATUS_NOT_SUPPORTED, ws, "rows", "address space", "rows 2^62",
+           rudnn_swiglu_experts_workspace_size(X, (int64_t)1 << 62, RUDNN_MOE_SCALAR, &bytes));
+    REJECT(f, RUDNN_STATUS_NOT_SUPPORTED, ws, "rows", "address space", "rows INT64_MAX (Auto)",
+           rudnn_swiglu_experts_workspace_size(X, INT64_MAX, RUDNN_MOE_AUTO, &bytes));
+    if (bytes != 7) {
+        rt_logf(&f->log, "  %s: a rejected query wrote bytes (%zu)\n", ws, bytes);
+        f->log.failures++;
+    }
     /* valid: grows with the rows */
     size_t b0 = 1, b8 = 0, b100 = 0;
     int ok = rudnn_swiglu_experts_workspace_size(X, 0, RUDNN_MOE_SCALAR, &b0) == RUDNN_STATUS_SUCCESS &&

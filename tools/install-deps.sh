@@ -8,6 +8,7 @@ export DEBIAN_FRONTEND=noninteractive
 packages=(meson ninja-build pkg-config python3 gcc g++ make
   libtsan2
   libcmocka-dev
+  clang libclang-rt-14-dev
   pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers clinfo libclblast-dev
   hipcc libamdhip64-dev)
 missing=()
