@@ -153,7 +153,7 @@ void rudnn_autotune_store(const char *key, const char *winner, double ms)
 int rudnn_autotune_each(void (*fn)(void *arg, const char *key, const char *winner, double ms), void *arg,
                         const char **why)
 {
-    static _Thread_local char why_buf[WHY_MAX + 64];
+    static _Thread_local char why_buf[WHY_MAX + 512];
     at_table_t copy = {0};
     int count = 0;
     pthread_mutex_lock(&lock);
@@ -162,8 +162,12 @@ int rudnn_autotune_each(void (*fn)(void *arg, const char *key, const char *winne
     if (!path)
         snprintf(why_buf, sizeof why_buf, "no cache file (no RUDNN_AUTOTUNE_CACHE, RUDNN_CACHE_DIR, "
                                           "XDG_CACHE_HOME or HOME)");
-    else if ((rc = at_file_read(path, &copy, why_buf, sizeof why_buf)) == 1)
-        snprintf(why_buf, sizeof why_buf, "%.400s: no such file", path);
+    else {
+        char why[WHY_MAX];
+        rc = at_file_read(path, &copy, why, sizeof why);
+        if (rc != 0)
+            snprintf(why_buf, sizeof why_buf, "%.400s: %s", path, rc == 1 ? "no such file" : why);
+    }
     if (rc != 0) {
         /* fall back on what memory holds (entries stored while the file is unwritable) */
         at_table_free(&copy);
