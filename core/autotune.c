@@ -80,7 +80,7 @@ static void load_locked(void)
     at_table_t file = {0};
     char why[WHY_MAX];
     int rc = at_file_read(path, &file, why, sizeof why);
-    if (rc < 0)
+    if (rc == -1)
         warn_ignored(path, why);
     for (size_t i = 0; i < file.n; i++)
         if (!at_table_find(&mem, file.v[i].key))
@@ -112,9 +112,10 @@ static void write_locked(const char *path)
         return;
     }
     at_table_t merged = {0};
-    if (at_file_read(path, &merged, why, sizeof why) < 0)
+    int rc = at_file_read(path, &merged, why, sizeof why);
+    if (rc == -1)
         warn_ignored(path, why); /* replaced below by a valid file */
-    int ok = 1;
+    int ok = rc != -2; /* out of memory: the file may be good, leave it */
     for (size_t i = 0; i < mem.n; i++)
         if (mem.v[i].dirty && at_table_put(&merged, mem.v[i].key, mem.v[i].winner, mem.v[i].ms, 1) != 0)
             ok = 0;

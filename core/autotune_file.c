@@ -172,7 +172,7 @@ static int parse_file(const char *data, size_t size, at_table_t *out, char *why,
         int rc = parse_entry(line, n, out);
         if (rc == -2) {
             snprintf(why, cap, "out of memory reading it");
-            return -1;
+            return -2;
         }
         if (rc != 0) {
             snprintf(why, cap, "line %llu malformed", line_no);
@@ -208,6 +208,7 @@ int at_file_read(const char *path, at_table_t *out, char *why, size_t cap)
     data = rudnn_host_malloc(size + 1);
     if (!data) {
         snprintf(why, cap, "out of memory reading it");
+        rc = -2;
         goto done;
     }
     size_t got = 0;

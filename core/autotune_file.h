@@ -55,7 +55,8 @@ uint64_t at_fnv1a(uint64_t h, const void *data, size_t n);
 #define AT_FNV_OFFSET 0xcbf29ce484222325ull
 
 /* Reads the file at path into out (emptied first). 0: read and trusted; 1: no such file; -1:
- * unreadable or untrusted, why (cap bytes) says why, out empty. */
+ * unreadable or untrusted, why (cap bytes) says why, out empty; -2: out of memory (the file may
+ * be fine: it must not be replaced). */
 int at_file_read(const char *path, at_table_t *out, char *why, size_t cap);
 
 /* Creates path's folder (mkdir -p, 0755) and takes an exclusive flock on "<path>.lock"; the
