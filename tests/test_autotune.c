@@ -64,9 +64,9 @@ static void write_text(const char *path, const char *data, size_t n)
     char dir[600];
     snprintf(dir, sizeof dir, "%s", path);
     *strrchr(dir, '/') = '\0';
-    char cmd_dir[600];
-    snprintf(cmd_dir, sizeof cmd_dir, "%s/sub", tmp_dir);
-    mkdir(cmd_dir, 0755);
+    char sub_dir[600];
+    snprintf(sub_dir, sizeof sub_dir, "%s/sub", tmp_dir);
+    mkdir(sub_dir, 0755); /* fresh_dir's file lies two folders down */
     mkdir(dir, 0755);
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
