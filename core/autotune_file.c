@@ -205,7 +205,7 @@ int at_file_read(const char *path, at_table_t *out, char *why, size_t cap)
         goto done;
     }
     size_t size = (size_t)st.st_size;
-    data = rudnn_host_malloc(size + 1);
+    data = malloc(size + 1);
     if (!data) {
         snprintf(why, cap, "out of memory reading it");
         rc = -2;
@@ -301,7 +301,7 @@ void at_file_unlock(int lock_fd)
 static char *format_file(const at_table_t *t, size_t *size)
 {
     size_t cap = 64 + t->n * (AT_LINE_MAX + 1);
-    char *buf = rudnn_host_malloc(cap);
+    char *buf = malloc(cap);
     if (!buf)
         return NULL;
     size_t n = (size_t)snprintf(buf, cap, "%s %d\n", AT_FORMAT_NAME, AT_FORMAT_VERSION);

@@ -1,6 +1,8 @@
 /* The autotune cache's pieces below core/autotune.c: a sorted table of entries
  * (core/autotune_table.c) and the cache file (core/autotune_file.c). Not thread-safe by
- * themselves: core/autotune.c calls them under its mutex.
+ * themselves: core/autotune.c calls them under its mutex. They allocate with plain malloc, not
+ * rudnn_host_malloc: running short there is no error (a lookup misses, a store stays in memory),
+ * so rudnn/debug.h's fault walk does not count it, as for the OpenCL disk cache.
  *
  * File format, version 1 (text, one record a line, '\n' line ends):
  *   rudnn-autotune 1

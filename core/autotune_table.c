@@ -53,7 +53,7 @@ int at_table_put(at_table_t *t, const char *key, const char *winner, double ms, 
     if (!found) {
         if (t->n == t->cap) {
             size_t cap = t->cap ? t->cap * 2 : 16;
-            at_entry_t *v = rudnn_host_malloc(cap * sizeof *v);
+            at_entry_t *v = malloc(cap * sizeof *v);
             if (!v)
                 return -1;
             if (t->n)
