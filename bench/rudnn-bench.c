@@ -16,7 +16,10 @@
  *
  * Diagnostics go to stderr; stdout carries only JSON lines. Any failing call
  * prints its status and rudnn_last_error() and exits 1, except an op answering
- * RUDNN_STATUS_NOT_SUPPORTED, which is reported as a {"skipped": ...} line. */
+ * RUDNN_STATUS_NOT_SUPPORTED, which is reported as a {"skipped": ...} line.
+ *
+ * The autotune modes print text instead: --tune-show the autotune cache as a table (tune_show.c),
+ * --tune <family> one progress line per tuned case (tune_attention.c for attention). */
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -25,6 +28,7 @@
 #include <string.h>
 
 #include "rudnn/rudnn.h"
+#include "tune.h"
 
 #define WARMUP 3
 #define DEFAULT_REPS 50
@@ -57,7 +61,8 @@ typedef struct options {
     int shape_count;
     int reps;
     int quick;
-    int tune;
+    const char *tune_family; /* --tune FAMILY */
+    int tune_show;
     const char *backend;
     int device;
     long copy_mib; /* 0 = automatic */
@@ -140,7 +145,9 @@ static void usage(FILE *f)
             "  --backend NAME       auto, cuda, hip, opencl (default: RUDNN_BACKEND, else auto)\n"
             "  --device N           device index (default: RUDNN_DEVICE, else 0)\n"
             "  --copy-mib N         size of the reference copy (default min(2 GiB, memory/8))\n"
-            "  --tune               fill the autotune cache (nothing to tune for the norm family yet)\n"
+            "  --tune FAMILY        fill the autotune cache for a family's shape buckets (attention;\n"
+            "                       with --quick, small shapes), printing a line per case\n"
+            "  --tune-show          print the autotune cache (its path, then key parts, winner, ms)\n"
             "Prints one JSON line per case on stdout.\n",
             QUICK_REPS, DEFAULT_REPS, QUICK_REPS);
 }
@@ -272,8 +279,11 @@ static void parse_args(int argc, char **argv, options_t *o)
             o->copy_mib = parse_long(flag, val, 1, 1L << 20);
         } else if (strcmp(flag, "--quick") == 0 && !val) {
             o->quick = 1;
-        } else if (strcmp(flag, "--tune") == 0 && !val) {
-            o->tune = 1;
+        } else if (strcmp(flag, "--tune") == 0) {
+            NEED_VALUE();
+            o->tune_family = val;
+        } else if (strcmp(flag, "--tune-show") == 0 && !val) {
+            o->tune_show = 1;
         } else {
             usage(stderr);
             die("unknown argument '%s'", arg);
@@ -620,11 +630,22 @@ int main(int argc, char **argv)
     options_t o;
     parse_args(argc, argv, &o);
 
-    if (o.tune) {
-        /* DESIGN.md section 5: --tune fills the autotune cache. The norm family has one
-         * strategy per backend, so there is nothing to time yet; say so rather than pretend. */
-        printf("{\"tune\":\"nothing to tune for norm\"}\n");
-        return 0;
+    if (o.tune_show)
+        return bench_tune_show();
+    if (o.tune_family) {
+        /* DESIGN.md section 5: --tune fills the autotune cache. Only attention has candidates to
+         * time; the other families have one kernel per case, so say so rather than pretend. */
+        if (strcmp(o.tune_family, "attention") != 0) {
+            printf("nothing to tune for %s yet\n", o.tune_family);
+            return 0;
+        }
+#ifdef RUDNN_BENCH_ATTENTION
+        return bench_tune_attention(o.backend, o.device, o.quick);
+#else
+        fprintf(stderr, "rudnn-bench: --tune attention: the attention family is not built into this "
+                        "rudnn (no ops/attention.c)\n");
+        return 1;
+#endif
     }
 
     rudnn_context_options_t copts;

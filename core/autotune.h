@@ -53,4 +53,9 @@ int rudnn_autotune_each(void (*fn)(void *arg, const char *key, const char *winne
 /* Tests: forget what memory holds (the next lookup reads the file again). */
 void rudnn_autotune_reset(void);
 
+/* Tests only: use path as the cache file from now on, instead of the environment's rule (NULL:
+ * back to that rule; "": no file, memory only). Forgets memory like rudnn_autotune_reset and
+ * re-arms the once-per-process warnings, so that each test sees its own file's warning. */
+void rudnn_autotune_set_path_for_tests(const char *path);
+
 #endif

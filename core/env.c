@@ -20,6 +20,11 @@ static void read_env(void)
     env.backend = nonempty("RUDNN_BACKEND");
     env.backend_path = nonempty("RUDNN_BACKEND_PATH");
     env.autotune_cache = nonempty("RUDNN_AUTOTUNE_CACHE");
+    /* "off" turns autotuning off; anything else keeps it on (core/autotune.c warns once about a
+     * value that is neither "on" nor "off") */
+    const char *tune = nonempty("RUDNN_AUTOTUNE");
+    env.autotune_off = tune && strcmp(tune, "off") == 0;
+    env.autotune_unknown = tune && strcmp(tune, "off") != 0 && strcmp(tune, "on") != 0 ? tune : NULL;
     env.device = -1;
     const char *dev = nonempty("RUDNN_DEVICE");
     if (dev) {

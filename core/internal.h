@@ -114,6 +114,8 @@ typedef struct rudnn_env {
     const char *backend_path; /* RUDNN_BACKEND_PATH or NULL */
     const char *cache_dir;    /* RUDNN_CACHE_DIR, else $XDG_CACHE_HOME/rudnn, else $HOME/.cache/rudnn */
     const char *autotune_cache; /* RUDNN_AUTOTUNE_CACHE or NULL */
+    int autotune_off;             /* RUDNN_AUTOTUNE=off */
+    const char *autotune_unknown; /* RUDNN_AUTOTUNE set to neither "on" nor "off", else NULL */
     uint64_t fault_alloc;       /* RUDNN_FAULT_ALLOC (testing aid, rudnn/debug.h) or 0 */
 } rudnn_env_t;
 const rudnn_env_t *rudnn_env(void);
