@@ -24,8 +24,8 @@
 #             the tools slow kernels 10-100x. initcheck leaves out the cuBLAS comparison kernels
 #             (moe.cublas_*: it reports every read of what cuBLAS's GEMMs wrote as uninitialised,
 #             while the suite finds those outputs equal to the reference, so the writes happened
-#             where initcheck does not see them). Logs: $OUT/sanitize-TOOL-SUITE.log, table in
-#             $OUT/sanitize.md
+#             where initcheck does not see them). Logs: $OUT/sanitize-TOOL-SUITE-N.log, table
+#             in $OUT/sanitize.md
 #
 # The image has CUDA (nvcc), PyTorch, pip meson+ninja and the NVIDIA driver, but no
 # cmocka, CLBlast, OpenCL headers/loader or pkg-config, and no network: those come
@@ -46,7 +46,9 @@
 #   TORCH_COMPILE=1      also time torch.compile(add + rms_norm) (0 to skip)
 #   SANITIZE_TOOLS="memcheck racecheck synccheck initcheck"   SANITIZE_SUITES="norm moe"
 #   SANITIZE_SKIP='*/large'   SANITIZE_TIMEOUT=480 (seconds per tool and suite)
-#   SANITIZE_INITCHECK_SKIP_KERNELS='moe.cublas_*'
+#   SANITIZE_INITCHECK_SKIP_KERNELS='moe.cublas_*'   SANITIZE_JOBS=4 (runs at once on the GPU)
+#   SANITIZE_SHARDS_<suite>="glob ..." (cmocka globs: the suite's parts that run side by side;
+#   default for moe: its test families)
 set -u
 set -o pipefail
 
@@ -68,6 +70,9 @@ SANITIZE_SUITES=${SANITIZE_SUITES:-norm moe}
 SANITIZE_SKIP=${SANITIZE_SKIP:-*/large}
 SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-480}
 SANITIZE_INITCHECK_SKIP_KERNELS=${SANITIZE_INITCHECK_SKIP_KERNELS-moe.cublas_*}
+SANITIZE_JOBS=${SANITIZE_JOBS:-4}
+# racecheck takes over 330 s for the whole MoE suite on the H200: its test families run side by side
+SANITIZE_SHARDS_moe=${SANITIZE_SHARDS_moe-route_* dispatch/* pipeline/* pipeline_tensor_core/f32 pipeline_tensor_core/f16 pipeline_tensor_core/bf16}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
@@ -321,6 +326,36 @@ stage_example() {
 
 # The CUDA numeric suites under each compute-sanitizer tool. A run passes when the suite passes
 # and the tool reports nothing (its exit code is --error-exitcode on a report).
+# One compute-sanitizer run: tool over test binary suite, restricted to the tests matching shard
+# (a cmocka glob; "" for all); writes its table row to $3.row.
+sanitize_one() {
+  local cs=$1 tool=$2 row=$3 suite=$4 shard=$5
+  local log_file=${row%.row}.log t0 r=0 extra=() skip_kernels=""
+  case $tool in
+    memcheck) extra=(--leak-check full) ;;
+    racecheck) extra=(--racecheck-report all) ;;
+    initcheck) skip_kernels=$SANITIZE_INITCHECK_SKIP_KERNELS ;;
+  esac
+  t0=$(date +%s)
+  RUDNN_BACKEND=cuda RUDNN_TEST_REQUIRE=cuda RUDNN_TEST_SKIP=$SANITIZE_SKIP \
+    RUDNN_TEST_SKIP_KERNELS=$skip_kernels timeout "$SANITIZE_TIMEOUT" \
+    "$cs" --tool "$tool" --error-exitcode 86 "${extra[@]}" --log-file "$log_file.tool" \
+    "$BUILD/tests/test_$suite" ${shard:+"$shard"} > "$log_file" 2>&1 || r=$?
+  cat "$log_file.tool" >> "$log_file" 2>/dev/null && rm -f "$log_file.tool"
+  local summary result
+  summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log_file" | tail -1 | sed 's/^=* *//')
+  case $r in
+    0) result=ok ;;
+    86) result="REPORTS" ;;
+    124) result="TIMEOUT (${SANITIZE_TIMEOUT} s)" ;;
+    *) result="FAIL (rc $r)" ;;
+  esac
+  echo "| $tool | $suite | ${shard:-all} | $result | ${summary:-none} | $(( $(date +%s) - t0 )) |" > "$row"
+  return "$r"
+}
+
+# Every (tool, suite, shard) run, SANITIZE_JOBS at a time on the one GPU; a suite's shards are the
+# globs of SANITIZE_SHARDS_<suite> (its tests split into parts that run side by side), else one.
 stage_sanitize() {
   local cs
   cs=$(command -v compute-sanitizer || true)
@@ -328,38 +363,36 @@ stage_sanitize() {
     [[ -x $cs ]] && break
   done
   [[ -x $cs ]] || { log "compute-sanitizer not found"; return 1; }
-  local rc=0 tool suite
-  {
-    echo "| tool | suite | result | reports | seconds |"
-    echo "|---|---|---|---|---|"
-  } > "$OUT/sanitize.md"
+  local rc=0 tool suite shard n=0 rows=() running=0
   for tool in $SANITIZE_TOOLS; do
-    local extra=() skip_kernels=""
-    case $tool in
-      memcheck) extra=(--leak-check full) ;;
-      racecheck) extra=(--racecheck-report all) ;;
-      initcheck) skip_kernels=$SANITIZE_INITCHECK_SKIP_KERNELS ;;
-    esac
     for suite in $SANITIZE_SUITES; do
-      local log_file=$OUT/sanitize-$tool-$suite.log t0 r=0
-      t0=$(date +%s)
-      RUDNN_BACKEND=cuda RUDNN_TEST_REQUIRE=cuda RUDNN_TEST_SKIP=$SANITIZE_SKIP \
-        RUDNN_TEST_SKIP_KERNELS=$skip_kernels timeout "$SANITIZE_TIMEOUT" \
-        "$cs" --tool "$tool" --error-exitcode 86 "${extra[@]}" --log-file "$log_file.tool" \
-        "$BUILD/tests/test_$suite" > "$log_file" 2>&1 || r=$?
-      cat "$log_file.tool" >> "$log_file" 2>/dev/null && rm -f "$log_file.tool"
-      local summary result
-      summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log_file" | tail -1 | sed 's/^=* *//')
-      case $r in
-        0) result=ok ;;
-        86) result="REPORTS" ;;
-        124) result="TIMEOUT (${SANITIZE_TIMEOUT} s)" ;;
-        *) result="FAIL (rc $r)" ;;
-      esac
-      (( r == 0 )) || rc=1
-      echo "| $tool | $suite | $result | ${summary:-none} | $(( $(date +%s) - t0 )) |" | tee -a "$OUT/sanitize.md"
+      local shards_var="SANITIZE_SHARDS_$suite" shards=()
+      read -ra shards <<< "${!shards_var:-}" # split on spaces, the globs unexpanded
+      (( ${#shards[@]} )) || shards=("-")
+      for shard in "${shards[@]}"; do
+        [[ $shard == - ]] && shard=""
+        n=$((n + 1))
+        local row=$OUT/sanitize-$tool-$suite-$n.row
+        rows+=("$row")
+        if (( running >= SANITIZE_JOBS )); then
+          wait -n || rc=1
+          running=$((running - 1))
+        fi
+        sanitize_one "$cs" "$tool" "$row" "$suite" "$shard" &
+        running=$((running + 1))
+      done
     done
   done
+  while (( running > 0 )); do
+    wait -n || rc=1
+    running=$((running - 1))
+  done
+  {
+    echo "| tool | suite | tests | result | reports | seconds |"
+    echo "|---|---|---|---|---|---|"
+    cat "${rows[@]}"
+  } > "$OUT/sanitize.md"
+  cat "$OUT/sanitize.md"
   return "$rc"
 }
 
