@@ -43,9 +43,12 @@ rudnn_status_t rudnn_tensor_init(rudnn_tensor_t *t, rudnn_buffer_t buffer, size_
     return RUDNN_STATUS_SUCCESS;
 }
 
+/* A rank the dims array can hold: helpers take hand-filled descriptors. */
+static int rank_valid(const rudnn_tensor_t *t) { return t && t->rank >= 0 && t->rank <= RUDNN_MAX_RANK; }
+
 int64_t rudnn_tensor_numel(const rudnn_tensor_t *t)
 {
-    if (!t)
+    if (!rank_valid(t))
         return 0;
     uint64_t n = 1; /* unsigned: a hand-filled descriptor must not overflow into UB */
     for (int i = 0; i < t->rank; i++)
@@ -62,7 +65,7 @@ size_t rudnn_tensor_bytes(const rudnn_tensor_t *t)
 
 int rudnn_tensor_is_contiguous(const rudnn_tensor_t *t)
 {
-    if (!t)
+    if (!rank_valid(t))
         return 0;
     if (rudnn_tensor_numel(t) == 0)
         return 1; /* an empty tensor has no layout to violate */

@@ -567,6 +567,27 @@ static void test_tensor_init_overflow(void **state)
         (void)rudnn_tensor_is_contiguous(&t);
 }
 
+/* The helpers take hand-filled descriptors: a rank outside 0..8 reads no dim past dims[7]
+ * (fuzz_moe found rank 9 read dims[8]); such a descriptor has no elements and no layout.
+ * strides[0] follows dims[7] in memory: a read past the dims would count it. */
+static void test_tensor_helpers_bad_rank(void **state)
+{
+    (void)state;
+    rudnn_tensor_t t;
+    memset(&t, 0, sizeof t);
+    for (int i = 0; i < RUDNN_MAX_RANK; i++) {
+        t.dims[i] = 1;
+        t.strides[i] = 7;
+    }
+    static const int ranks[] = {RUDNN_MAX_RANK + 1, -1, INT32_MIN};
+    for (size_t k = 0; k < sizeof ranks / sizeof ranks[0]; k++) {
+        t.rank = ranks[k];
+        assert_int_equal(rudnn_tensor_numel(&t), 0);
+        assert_int_equal(rudnn_tensor_bytes(&t), 0);
+        assert_false(rudnn_tensor_is_contiguous(&t));
+    }
+}
+
 static void test_version(void **state)
 {
     (void)state;
@@ -975,6 +996,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tensor_init),
         cmocka_unit_test(test_tensor_init_empty_is_contiguous),
         cmocka_unit_test(test_tensor_init_overflow),
+        cmocka_unit_test(test_tensor_helpers_bad_rank),
         cmocka_unit_test(test_version),
     };
     static const struct CMUnitTest backend_tests[] = {

@@ -4,26 +4,29 @@
 #   fuzz_<family>: <inputs> inputs, <seconds> s, <crashes> crashes[, artifact <file>]
 # Exits 1 when any target crashed (a sanitizer report, a contract violation, a leak, a
 # timeout); the input that did it is in <builddir>/fuzz-artifacts/<family>/.
-#   tools/fuzz.sh [-b builddir] [-n inputs] [-j jobs] [-s seed] [-T seconds] [family...]
+#   tools/fuzz.sh [-b builddir] [-n inputs] [-j jobs] [-s seed] [-T seconds] [-c] [family...]
 #     -b  build folder (default build-fuzz; configured here with CC=clang if it is not yet)
 #     -n  inputs per target (default 1000000)
 #     -j  targets run at the same time (default 1: one after the other)
 #     -s  libFuzzer -seed (default 1)
 #     -T  stop each target after this many seconds too (default: no limit)
+#     -c  start from the seeds alone (empty the work folder first): what CI does, reproducible
 #     family...  default: every target the build made
-# New inputs that add coverage go to <builddir>/fuzz-work/<family>/, never into the tree.
+# New inputs that add coverage go to <builddir>/fuzz-work/<family>/ (kept for the next run
+# unless -c), never into the tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-build=build-fuzz runs=1000000 jobs=1 seed=1 max_time=0
-while getopts "b:n:j:s:T:" opt; do
+build=build-fuzz runs=1000000 jobs=1 seed=1 max_time=0 clean=0
+while getopts "b:n:j:s:T:c" opt; do
   case $opt in
     b) build=$OPTARG ;;
     n) runs=$OPTARG ;;
     j) jobs=$OPTARG ;;
     s) seed=$OPTARG ;;
     T) max_time=$OPTARG ;;
-    *) sed -n '2,14p' "$0"; exit 2 ;;
+    c) clean=1 ;;
+    *) sed -n '2,16p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -55,6 +58,7 @@ run_one() {
   local f=$1
   local work="$root/$build/fuzz-work/$f" artifacts="$root/$build/fuzz-artifacts/$f/"
   local log="$root/$build/fuzz-$f.log"
+  [ "$clean" -eq 1 ] && rm -rf "$work"
   mkdir -p "$work" "$artifacts"
   local limit=()
   [ "$max_time" -gt 0 ] && limit=(-max_total_time="$max_time")

@@ -153,11 +153,11 @@ typedef struct rudnn_tensor {
 RUDNN_API rudnn_status_t rudnn_tensor_init(rudnn_tensor_t *tensor, rudnn_buffer_t buffer,
                                            size_t offset, rudnn_dtype_t dtype, int rank,
                                            const int64_t *dims);
-/* Number of elements (product of dims; 1 for rank 0). */
+/* Number of elements (product of dims; 1 for rank 0; 0 for NULL or a rank outside 0..8). */
 RUDNN_API int64_t rudnn_tensor_numel(const rudnn_tensor_t *tensor);
-/* Bytes a contiguous tensor of this shape and dtype occupies. */
+/* Bytes a contiguous tensor of this shape and dtype occupies (0 where numel is). */
 RUDNN_API size_t rudnn_tensor_bytes(const rudnn_tensor_t *tensor);
-/* 1 if the strides are row-major contiguous. */
+/* 1 if the strides are row-major contiguous; 0 for NULL or a rank outside 0..8. */
 RUDNN_API int rudnn_tensor_is_contiguous(const rudnn_tensor_t *tensor);
 
 /* Blocking whole-tensor copies for contiguous tensors; bytes must equal
