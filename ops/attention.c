@@ -577,7 +577,8 @@ static rudnn_status_t tune_and_run(const char *op, const attn_args_t *a, const r
     rudnn_status_t st = rudnn_autotune_time(a->queue, n, run_candidate, &r, TUNE_REPS, &best, &best_ms);
     if (!st) {
         const rudnn_attention_kernels_t *k = attn_kernels(ctx);
-        rudnn_autotune_store(d->key, k->candidates[cands[best]].name, best_ms);
+        if ((uint32_t)n == d->s.count) /* a winner among only those that fit is not the key's */
+            rudnn_autotune_store(d->key, k->candidates[cands[best]].name, best_ms);
         st = run_one(a, plan, cands[best], needs[best] ? mem : NULL);
     }
     if (!ws && most)

@@ -323,6 +323,11 @@ const rudnn_tensor_t *fz_optional_tensor(fz_call_t *c, const fz_spec_t *spec, in
     return tensor_arg(c, spec, 0, absent);
 }
 
+const rudnn_tensor_t *fz_optional_output(fz_call_t *c, const fz_spec_t *spec, int absent)
+{
+    return tensor_arg(c, spec, 1, absent);
+}
+
 void fz_note_input(fz_call_t *c, const rudnn_tensor_t *t)
 {
     if (c->nargs == FZ_MAX_TENSORS)
@@ -438,6 +443,19 @@ void fz_require(const char *what, rudnn_status_t st)
     fz_fail("a call the harness needs was rejected", what, st);
 }
 
+/* Bytes from a tensor's first element through its last: its size when contiguous, more for the
+ * strided views an op accepts (attention's). Strides of an accepted call are valid. */
+static size_t view_bytes(const rudnn_tensor_t *t)
+{
+    if (rudnn_tensor_is_contiguous(t) || rudnn_tensor_numel(t) == 0)
+        return rudnn_tensor_bytes(t);
+    uint64_t last = 0;
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] > 1)
+            last += (uint64_t)(t->dims[i] - 1) * (uint64_t)t->strides[i];
+    return rudnn_dtype_storage_bytes(t->dtype, (size_t)last + 1);
+}
+
 /* 1 when byte `at` of buffer k lies in an output of an accepted call. */
 static int in_output(const fz_call_t *c, int k, size_t at)
 {
@@ -448,7 +466,7 @@ static int in_output(const fz_call_t *c, int k, size_t at)
         const fz_tensor_arg_t *a = &c->args[n];
         if (!a->is_output || a->is_null || a->t.buffer != b)
             continue;
-        if (at >= a->t.offset && at - a->t.offset < rudnn_tensor_bytes(&a->t))
+        if (at >= a->t.offset && at - a->t.offset < view_bytes(&a->t))
             return 1;
     }
     return 0;
@@ -458,7 +476,7 @@ static int in_output(const fz_call_t *c, int k, size_t at)
 static void byte_range(const fz_tensor_arg_t *a, size_t *begin, size_t *end)
 {
     *begin = a->t.offset;
-    *end = a->t.offset + rudnn_tensor_bytes(&a->t);
+    *end = a->t.offset + view_bytes(&a->t);
 }
 
 /* The overlap rule of an accepted call: every output exactly on an input or disjoint from it;
