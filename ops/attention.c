@@ -344,15 +344,15 @@ static unsigned long long bucket(int64_t n)
 }
 
 /* The autotune key of plan: dtype, shape bucket (powers of two for B * Hq, Sq and Skv; exact
- * head dims and GQA ratio) and what changes the kernel (mask, bias dtype, softcap, window sides,
- * lse; causal is window_right 0). */
+ * head dims and GQA ratio) and what changes the kernel (mask, bias dtype, softcap, causal, window
+ * sides, lse). */
 static rudnn_status_t tune_key(rudnn_context_t ctx, const rudnn_attention_plan_t *p, char *key, size_t cap)
 {
     char rest[256];
-    snprintf(rest, sizeof rest, "%s|bh%llu|q%llu|k%llu|d%lld|v%lld|g%lld|mask%d|bias-%s|cap%d|wl%d|wr%d|lse%d",
+    snprintf(rest, sizeof rest, "%s|bh%llu|q%llu|k%llu|d%lld|v%lld|g%lld|mask%d|bias-%s|cap%d|causal%d|wl%d|wr%d|lse%d",
              rudnn_dtype_name(p->dtype), bucket(p->batch * p->heads_q), bucket(p->seq_q), bucket(p->seq_kv),
              (long long)p->head_dim, (long long)p->head_dim_v, (long long)(p->heads_q / p->heads_kv),
-             p->has_mask, p->has_bias ? rudnn_dtype_name(p->bias_dtype) : "none", p->softcap > 0.0f,
+             p->has_mask, p->has_bias ? rudnn_dtype_name(p->bias_dtype) : "none", p->softcap > 0.0f, p->causal,
              p->window_left >= 0, p->window_right >= 0, p->has_lse);
     return rudnn_autotune_key(key, cap, "attention", ctx, rest);
 }
