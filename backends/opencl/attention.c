@@ -75,6 +75,9 @@ static int flash_config(const ocl_device_t *dev, const rudnn_attention_plan_t *p
         cfg->threads = (unsigned)limit;
     }
     cfg->rows = dev->is_cpu ? ATT_CPU_ROWS : ATT_GPU_ROWS;
+    while (cfg->rows > 1 && (int64_t)cfg->rows / 2 >= plan->seq_q) {
+        cfg->rows /= 2; /* decode: no idle rows */
+    }
     while ((size_t)cfg->rows * cfg->threads > limit) {
         cfg->rows /= 2;
     }
@@ -337,6 +340,10 @@ static void ocl_attention_check(void *device, const rudnn_attention_plan_t *plan
     verdict->why[0] = '\0';
     flash_config_t cfg;
     const int flash_fits = flash_config(dev, plan, &cfg);
+    char fallback_why[256];
+    const int fallback_fits = !scores_unfit(dev, plan, fallback_why, sizeof fallback_why);
+    /* decode on a CPU device: the fallback's passes beat the fused kernel (attention_tuning.h) */
+    const int decode_on_cpu = dev->is_cpu && plan->seq_q <= ATT_CPU_FALLBACK_MAX_SQ;
     switch (c) {
     case C_FLASH_UNIT:
         if (!flash_fits) {
@@ -348,15 +355,21 @@ static void ocl_attention_check(void *device, const rudnn_attention_plan_t *plan
             return;
         }
         verdict->runs = 1;
-        verdict->preferred = 1; /* no score matrix in memory: fewer passes on every device */
+        verdict->preferred = !(decode_on_cpu && fallback_fits);
+        if (!verdict->preferred) {
+            snprintf(verdict->why, sizeof verdict->why,
+                     "attention.fallback is faster for %lld query row(s) on CPU devices",
+                     (long long)plan->seq_q);
+        }
         return;
     case C_FALLBACK:
-        if (scores_unfit(dev, plan, verdict->why, sizeof verdict->why)) {
+        if (!fallback_fits) {
+            snprintf(verdict->why, sizeof verdict->why, "%s", fallback_why);
             return;
         }
         verdict->runs = 1;
-        verdict->preferred = !flash_fits;
-        if (flash_fits) {
+        verdict->preferred = !flash_fits || decode_on_cpu;
+        if (!verdict->preferred) {
             snprintf(verdict->why, sizeof verdict->why,
                      "attention.flash_unit is faster (no score matrix in memory)");
         }
