@@ -157,8 +157,11 @@ static const int64_t dim_edges[] = {
 };
 static const int64_t stride_edges[] = {0, -1, 1, 2, 3, INT64_MAX, INT64_MIN, (int64_t)1 << 62, (int64_t)1 << 32,
                                        INT32_MAX, -(int64_t)FZ_BUFFER_BYTES};
-static const int32_t dtype_edges[] = {RUDNN_F32, RUDNN_F16, RUDNN_BF16, RUDNN_U32, RUDNN_I32, RUDNN_I64, RUDNN_I8,
-                                      RUDNN_I4,  -1,        8,          255,       INT32_MAX, INT32_MIN};
+/* The seeds (make_corpus.py) pick entries by index: append only. RUDNN_DTYPE_COUNT is one past
+ * the last dtype. */
+static const int32_t dtype_edges[] = {RUDNN_F32, RUDNN_F16, RUDNN_BF16,        RUDNN_U32, RUDNN_I32, RUDNN_I64, RUDNN_I8,
+                                      RUDNN_I4,  -1,        RUDNN_DTYPE_COUNT, 255,       INT32_MAX, INT32_MIN,
+                                      RUDNN_BOOL};
 static const int32_t rank_edges[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, -1, 100, INT32_MAX, INT32_MIN};
 static const int32_t int_edges[] = {0, 1, 2, 3, -1, -2, INT32_MIN, INT32_MAX, 8, 63, 64, 65, 127, 128, 129, 1023,
                                     1024, 1025};
