@@ -398,7 +398,9 @@ static rudnn_status_t choose(const char *op, rudnn_context_t ctx, const rudnn_at
         return RUDNN_STATUS_SUCCESS;
     }
     if (!autotune_on()) {
-        pick(k, fixed, "static choice (autotuning is off: RUDNN_AUTOTUNE=off)", &d->picked, choice);
+        pick(k, fixed, rudnn_autotune_enabled ? "static choice (autotuning is off: RUDNN_AUTOTUNE=off)"
+                                              : "static choice (this build has no autotune cache)",
+             &d->picked, choice);
         return RUDNN_STATUS_SUCCESS;
     }
     if (tune_key(ctx, plan, d->key, sizeof d->key)) {
@@ -410,7 +412,8 @@ static rudnn_status_t choose(const char *op, rudnn_context_t ctx, const rudnn_at
     if (rudnn_autotune_lookup(d->key, winner, sizeof winner)) {
         for (uint32_t i = 0; i < d->s.count; i++) {
             if (strcmp(k->candidates[d->s.runs[i]].name, winner) == 0) {
-                pick(k, d->s.runs[i], "autotuned: the cached winner", &d->picked, choice);
+                choice->reason[0] = '\0'; /* the others were timed, not passed over */
+                pick(k, d->s.runs[i], "autotuned: the cached winner of this shape bucket", &d->picked, choice);
                 return RUDNN_STATUS_SUCCESS;
             }
         }

@@ -456,6 +456,12 @@ static void run_case(rt_log_t *log, const acase_t *c, rudnn_dtype_t dt)
             if (strat == RUDNN_ATTENTION_AUTOTUNE) { /* the call may have tuned: ask again */
                 rudnn_attention_resolve(rt_queue, &p.q.t, &p.k.t, &p.v.t, opt(&p.mask), opt(&p.bias), &p.opts,
                                         strat, &p.out.t, opt(&p.lse), &choice);
+                if (strstr(choice.reason, "first rudnn_attention call tunes")) {
+                    rt_logf(log, "  %s: the call did not tune: resolve still says \"%s\"\n", what, choice.reason);
+                    log->failures++;
+                }
+                if (getenv("RUDNN_TEST_VERBOSE"))
+                    printf("    %s: Autotune: %s\n", what, choice.reason);
                 if (!kernel_listed(choice.kernel)) {
                     rt_logf(log, "  %s: Autotune resolved to %s, not a listed kernel\n", what, choice.kernel);
                     log->failures++;
