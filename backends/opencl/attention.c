@@ -71,15 +71,21 @@ static int flash_config(const ocl_device_t *dev, const rudnn_attention_plan_t *p
     }
     limit = pow2_at_most(limit);
     cfg->threads = dev->is_cpu ? ATT_CPU_THREADS_PER_ROW : ATT_GPU_THREADS_PER_ROW;
-    if (cfg->threads > limit) {
-        cfg->threads = (unsigned)limit;
-    }
     cfg->rows = dev->is_cpu ? ATT_CPU_ROWS : ATT_GPU_ROWS;
+    const unsigned group = cfg->rows * cfg->threads;
     while (cfg->rows > 1 && (int64_t)cfg->rows / 2 >= plan->seq_q) {
         cfg->rows /= 2; /* decode: no idle rows */
     }
+    const unsigned max_threads = dev->is_cpu ? cfg->threads : ATT_GPU_MAX_THREADS_PER_ROW;
+    while (cfg->threads < max_threads && cfg->rows * cfg->threads * 2 <= group) {
+        cfg->threads *= 2; /* the work-items of the rows dropped serve the rows left */
+    }
     while ((size_t)cfg->rows * cfg->threads > limit) {
-        cfg->rows /= 2;
+        if (cfg->rows > 1) {
+            cfg->rows /= 2;
+        } else {
+            cfg->threads /= 2;
+        }
     }
     cfg->keys = ATT_MAX_KEYS;
     cfg->dv_max = plan->head_dim_v <= 64 ? 64u : plan->head_dim_v <= 128 ? 128u : 256u;

@@ -13,6 +13,11 @@
  * copies the whole K/V tile into local memory for itself. */
 #define ATT_CPU_ROWS 16u
 #define ATT_CPU_THREADS_PER_ROW 16u
+/* GPUs with fewer query rows than ATT_GPU_ROWS (decode: only B * Hq work-groups) keep the
+ * group's size by giving each row more work-items, up to this many (one key of a 64-key tile
+ * each; whole warps instead of half of one). Not on CPU devices: PoCL was no faster with it
+ * (F16 Hq8 Hkv2 Sq1 Skv2048 D128: 14-17 ms with 16 per row, 18-21 ms with 64). */
+#define ATT_GPU_MAX_THREADS_PER_ROW 64u
 /* Keys per staged tile: start here and halve (then halve the rows) until the tiles fit the
  * device's local memory; never below ATT_MIN_KEYS (then flash_unit does not run). */
 #define ATT_MAX_KEYS 64u
