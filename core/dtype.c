@@ -6,8 +6,8 @@
 
 const char *rudnn_dtype_name(rudnn_dtype_t dtype)
 {
-    static const char *const names[RUDNN_DTYPE_COUNT] = {"f32", "f16", "bf16", "u32",
-                                                         "i32", "i64", "i8",   "i4"};
+    static const char *const names[RUDNN_DTYPE_COUNT] = {"f32", "f16", "bf16", "u32", "i32",
+                                                         "i64", "i8",  "i4",   "bool"};
     if ((unsigned)dtype >= RUDNN_DTYPE_COUNT)
         return "invalid";
     return names[dtype];
@@ -19,7 +19,7 @@ size_t rudnn_dtype_size(rudnn_dtype_t dtype)
     case RUDNN_F32: case RUDNN_U32: case RUDNN_I32: return 4;
     case RUDNN_F16: case RUDNN_BF16: return 2;
     case RUDNN_I64: return 8;
-    case RUDNN_I8: return 1;
+    case RUDNN_I8: case RUDNN_BOOL: return 1;
     default: return 0;
     }
 }

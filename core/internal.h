@@ -75,6 +75,13 @@ const void *rudnn_family_table_at(const rudnn_backend_t *backend, size_t field_o
  * is not row-major contiguous, NOT_SUPPORTED. Messages start "<op>: <arg>". */
 rudnn_status_t rudnn_check_layout(const char *op, const char *arg, const rudnn_tensor_t *t,
                                   size_t buffer_size);
+/* The same rule for ops that take strided views (attention): a valid view inside its buffer
+ * whose last dim is contiguous (stride 1); any other view is NOT_SUPPORTED. */
+rudnn_status_t rudnn_check_layout_rows(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                       size_t buffer_size);
+/* Bytes from t's first element through its last, for a valid view (0 when empty or invalid):
+ * the range [offset, offset + span) a strided view touches. */
+size_t rudnn_tensor_span_bytes(const rudnn_tensor_t *t);
 
 /* core/context.c, core/buffer.c: references (see the structs above); a release that drops the
  * last one frees the object and releases its parent. */

@@ -89,8 +89,11 @@ static const char *int64_list(const int64_t *v, int n, char *buf, size_t cap)
     return buf;
 }
 
-rudnn_status_t rudnn_check_layout(const char *op, const char *arg, const rudnn_tensor_t *t,
-                                  size_t buffer_size)
+/* The first two parts of the stride rule (rudnn/status.h): strides that describe a view
+ * (BAD_SHAPE), the whole view inside the buffer (OUT_OF_BOUNDS). *span gets the bytes from the
+ * first element through the last (0 when empty). */
+static rudnn_status_t check_view(const char *op, const char *arg, const rudnn_tensor_t *t, size_t buffer_size,
+                                 size_t *span_bytes)
 {
     if (t->rank < 0 || t->rank > RUDNN_MAX_RANK)
         return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has rank %d, outside 0..%d", op, arg,
@@ -155,12 +158,50 @@ rudnn_status_t rudnn_check_layout(const char *op, const char *arg, const rudnn_t
                                "%s: %s needs bytes [%zu, %zu) but its buffer has %zu bytes", op, arg,
                                t->offset, t->offset + bytes, buffer_size);
     }
-    if (!rudnn_tensor_is_contiguous(t))
+    *span_bytes = bytes;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_check_layout(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                  size_t buffer_size)
+{
+    size_t span;
+    RUDNN_TRY(check_view(op, arg, t, buffer_size, &span));
+    if (!rudnn_tensor_is_contiguous(t)) {
+        char shape[200], strides[200];
         return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED,
                                "%s: %s must be contiguous (row-major strides); strided views are not "
                                "supported (shape %s, strides %s)",
-                               op, arg, shape, strides);
+                               op, arg, int64_list(t->dims, t->rank, shape, sizeof shape),
+                               int64_list(t->strides, t->rank, strides, sizeof strides));
+    }
     return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_check_layout_rows(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                       size_t buffer_size)
+{
+    size_t span;
+    RUDNN_TRY(check_view(op, arg, t, buffer_size, &span));
+    int last = t->rank - 1;
+    if (last >= 0 && rudnn_tensor_numel(t) > 0 && t->dims[last] > 1 && t->strides[last] != 1) {
+        char shape[200], strides[200];
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED,
+                               "%s: %s must have a contiguous last dim (stride 1), not %lld (shape %s, "
+                               "strides %s)",
+                               op, arg, (long long)t->strides[last],
+                               int64_list(t->dims, t->rank, shape, sizeof shape),
+                               int64_list(t->strides, t->rank, strides, sizeof strides));
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
+size_t rudnn_tensor_span_bytes(const rudnn_tensor_t *t)
+{
+    size_t span = 0;
+    if (!t || !t->buffer || check_view("", "", t, SIZE_MAX, &span))
+        return 0;
+    return span;
 }
 
 static rudnn_status_t tensor_copy(const char *op, rudnn_queue_t q, const rudnn_tensor_t *t,

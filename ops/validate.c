@@ -29,8 +29,9 @@ rudnn_status_t rudnn_check_arg(const char *op, const char *arg, const void *ptr)
     return RUDNN_STATUS_SUCCESS;
 }
 
-rudnn_status_t rudnn_check_tensor(const char *op, const char *arg, rudnn_queue_t queue,
-                                  const rudnn_tensor_t *t, int min_rank)
+/* Everything rudnn_check_tensor checks before the stride rule. */
+static rudnn_status_t check_descriptor(const char *op, const char *arg, rudnn_queue_t queue,
+                                       const rudnn_tensor_t *t, int min_rank)
 {
     if (!t)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, arg);
@@ -60,9 +61,23 @@ rudnn_status_t rudnn_check_tensor(const char *op, const char *arg, rudnn_queue_t
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
                                "%s: %s byte offset %zu is not a multiple of its element size %zu", op, arg,
                                t->offset, elem);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_check_tensor(const char *op, const char *arg, rudnn_queue_t queue,
+                                  const rudnn_tensor_t *t, int min_rank)
+{
+    TRY(check_descriptor(op, arg, queue, t, min_rank));
     /* strides (rudnn/status.h): no view BAD_SHAPE, outside the buffer OUT_OF_BOUNDS, a valid
      * strided view NOT_SUPPORTED */
     return rudnn_check_layout(op, arg, t, t->buffer->size);
+}
+
+rudnn_status_t rudnn_check_tensor_rows(const char *op, const char *arg, rudnn_queue_t queue,
+                                       const rudnn_tensor_t *t, int min_rank)
+{
+    TRY(check_descriptor(op, arg, queue, t, min_rank));
+    return rudnn_check_layout_rows(op, arg, t, t->buffer->size);
 }
 
 rudnn_status_t rudnn_check_float_dtype(const char *op, const char *arg, const rudnn_tensor_t *t)
@@ -126,6 +141,20 @@ rudnn_status_t rudnn_check_overlap(const char *op, const char *out_arg, const ru
                            "%s: %s partially overlaps %s (bytes [%zu, %zu) vs [%zu, %zu)); an output must "
                            "be the same tensor as an input or disjoint from it",
                            op, out_arg, in_arg, out->offset, out_end, in->offset, in_end);
+}
+
+rudnn_status_t rudnn_check_disjoint(const char *op, const char *out_arg, const rudnn_tensor_t *out,
+                                    const char *in_arg, const rudnn_tensor_t *in)
+{
+    if (!in || !out || out->buffer != in->buffer)
+        return RUDNN_STATUS_SUCCESS;
+    size_t out_span = rudnn_tensor_span_bytes(out), in_span = rudnn_tensor_span_bytes(in);
+    if (!out_span || !in_span || out->offset + out_span <= in->offset || in->offset + in_span <= out->offset)
+        return RUDNN_STATUS_SUCCESS;
+    return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                           "%s: %s overlaps %s (bytes [%zu, %zu) vs [%zu, %zu)); %s must be disjoint from it",
+                           op, out_arg, in_arg, out->offset, out->offset + out_span, in->offset,
+                           in->offset + in_span, out_arg);
 }
 
 rudnn_status_t rudnn_check_eps(const char *op, float eps)

@@ -22,6 +22,11 @@ rudnn_status_t rudnn_check_arg(const char *op, const char *arg, const void *ptr)
 rudnn_status_t rudnn_check_tensor(const char *op, const char *arg, rudnn_queue_t queue,
                                   const rudnn_tensor_t *t, int min_rank);
 
+/* rudnn_check_tensor for ops that take strided views: any valid view inside its buffer whose
+ * last dim is contiguous (rudnn_check_layout_rows). */
+rudnn_status_t rudnn_check_tensor_rows(const char *op, const char *arg, rudnn_queue_t queue,
+                                       const rudnn_tensor_t *t, int min_rank);
+
 /* F32, F16 or BF16 (quantized and index dtypes are named as such). */
 rudnn_status_t rudnn_check_float_dtype(const char *op, const char *arg, const rudnn_tensor_t *t);
 
@@ -41,6 +46,11 @@ rudnn_status_t rudnn_check_vector(const char *op, const char *arg, const rudnn_t
  * disjoint from it; anything in between is rejected. */
 rudnn_status_t rudnn_check_overlap(const char *op, const char *out_arg, const rudnn_tensor_t *out,
                                    const char *in_arg, const rudnn_tensor_t *in);
+
+/* An output that must not touch in at all (not even in place): the byte ranges the two views
+ * span (first through last element) are disjoint. Either may be NULL. */
+rudnn_status_t rudnn_check_disjoint(const char *op, const char *out_arg, const rudnn_tensor_t *out,
+                                    const char *in_arg, const rudnn_tensor_t *in);
 
 /* Finite and > 0. */
 rudnn_status_t rudnn_check_eps(const char *op, float eps);

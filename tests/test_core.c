@@ -133,7 +133,7 @@ static void test_dtype_metadata(void **state)
     } table[] = {
         {RUDNN_F32, "f32", 4, 1, 0}, {RUDNN_F16, "f16", 2, 1, 0}, {RUDNN_BF16, "bf16", 2, 1, 0},
         {RUDNN_U32, "u32", 4, 0, 0}, {RUDNN_I32, "i32", 4, 0, 0}, {RUDNN_I64, "i64", 8, 0, 0},
-        {RUDNN_I8, "i8", 1, 0, 1},   {RUDNN_I4, "i4", 0, 0, 1},
+        {RUDNN_I8, "i8", 1, 0, 1},   {RUDNN_I4, "i4", 0, 0, 1},  {RUDNN_BOOL, "bool", 1, 0, 0},
     };
     assert_int_equal(sizeof table / sizeof table[0], RUDNN_DTYPE_COUNT);
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {

@@ -10,7 +10,7 @@
  * with the fault-free result, while every allocation fails. On OpenCL every op allocates from a
  * cold context (its program's cache entry), so there a cold count of 0 means the hook is not
  * wired, and fails. Runs on the default backend (OpenCL on PoCL in CI). argv[1]: one family
- * (core, norm, moe). */
+ * (core, norm, moe, attention). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +19,8 @@
 #include "faults/fault_case.h"
 #include <rudnn/debug.h>
 
-static const fault_family_t *const families[] = {&fault_family_core, &fault_family_norm, &fault_family_moe};
+static const fault_family_t *const families[] = {&fault_family_core, &fault_family_norm, &fault_family_moe,
+                                                 &fault_family_attention};
 
 /* Logs one failed check (rt_logf only appends text). */
 #define fault_fail(log, ...)                                                                                 \

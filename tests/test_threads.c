@@ -5,7 +5,8 @@
  *
  *   test_threads rounds      three tests in one process:
  *     shared_context    THREADS threads on one context, each with its own queue and buffers,
- *                       ROUNDS rounds of every norm and MoE op; the experts objects (weights and
+ *                       ROUNDS rounds of every norm, MoE and attention op (attention with every
+ *                       listed strategy and Autotune); the experts objects (weights and
  *                       all) are shared, and thread 0 names another Scalar kernel for them
  *                       (set_kernel) before each of its rounds while the others run forwards.
  *     own_contexts      THREADS threads that each create their own context and queue at the
@@ -107,7 +108,8 @@ static void run_rounds(worker_t *w)
         for (int i = 0; i < 2; i++)
             if (w->pinned[i])
                 switch_kernel(w, w->pinned[i], r);
-        ok = tw_norm_round(&w->t) && tw_moe_round(&w->t, x, RUDNN_MOE_SCALAR, NULL);
+        ok = tw_norm_round(&w->t) && tw_moe_round(&w->t, x, RUDNN_MOE_SCALAR, NULL) &&
+             tw_attention_round(&w->t);
     }
     if (x == &own)
         tw_experts_destroy(&own);

@@ -1,10 +1,12 @@
 /* One thread's rounds of ops for tests/test_threads.c (see threads_work.h). */
 #include "threads_work.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "reference/attention_ref.h"
 #include "reference/moe_ref.h"
 #include "reference/norm_ref.h"
 
@@ -372,5 +374,79 @@ int tw_moe_round(tw_thread_t *t, const tw_experts_t *x, rudnn_moe_strategy_t str
         tw_tensor_destroy(all[i]);
     free(rows);
     free(eo);
+    return ok;
+}
+
+/* ---- attention --------------------------------------------------------------------------------- */
+
+enum { TA_HQ = 2, TA_HKV = 1, TA_SQ = 6, TA_SKV = 9, TA_D = 16 };
+
+int tw_attention_round(tw_thread_t *t)
+{
+    int count = 0;
+    if (rudnn_attention_kernel_count(t->ctx, &count) == RUDNN_STATUS_NOT_SUPPORTED)
+        return 1; /* no attention kernels on this backend (test_attention checks that answer) */
+    const rudnn_dtype_t dt = t->dtype;
+    float q[TA_HQ * TA_SQ * TA_D], k[TA_HKV * TA_SKV * TA_D], v[TA_HKV * TA_SKV * TA_D];
+    float got[TA_HQ * TA_SQ * TA_D], lse_got[TA_HQ * TA_SQ];
+    double ref[TA_HQ * TA_SQ * TA_D], lse_ref[TA_HQ * TA_SQ];
+    fill(t, dt, q, TA_HQ * TA_SQ * TA_D, -1.0, 1.0);
+    fill(t, dt, k, TA_HKV * TA_SKV * TA_D, -1.0, 1.0);
+    fill(t, dt, v, TA_HKV * TA_SKV * TA_D, -1.0, 1.0);
+    tw_tensor_t Q = {0}, K = {0}, V = {0}, O = {0}, L = {0};
+    /* made as 2-D buffers, then described as [1, H, S, D] */
+    int ok = tw_tensor_create(t, &Q, dt, 2, TA_HQ * TA_SQ, TA_D) && tw_tensor_create(t, &K, dt, 2, TA_HKV * TA_SKV, TA_D) &&
+             tw_tensor_create(t, &V, dt, 2, TA_HKV * TA_SKV, TA_D) && tw_tensor_create(t, &O, dt, 2, TA_HQ * TA_SQ, TA_D) &&
+             tw_tensor_create(t, &L, RUDNN_F32, 1, TA_HQ * TA_SQ, 0);
+    ok = ok && tw_put(t, &Q, q) && tw_put(t, &K, k) && tw_put(t, &V, v);
+    const int64_t dq[4] = {1, TA_HQ, TA_SQ, TA_D}, dk[4] = {1, TA_HKV, TA_SKV, TA_D}, dl[3] = {1, TA_HQ, TA_SQ};
+    rudnn_tensor_t tq, tk, tv, to, tl;
+    ok = ok && tw_ok(t, "tensor_init", rudnn_tensor_init(&tq, Q.buf, 0, dt, 4, dq)) &&
+         tw_ok(t, "tensor_init", rudnn_tensor_init(&tk, K.buf, 0, dt, 4, dk)) &&
+         tw_ok(t, "tensor_init", rudnn_tensor_init(&tv, V.buf, 0, dt, 4, dk)) &&
+         tw_ok(t, "tensor_init", rudnn_tensor_init(&to, O.buf, 0, dt, 4, dq)) &&
+         tw_ok(t, "tensor_init", rudnn_tensor_init(&tl, L.buf, 0, RUDNN_F32, 3, dl));
+    attn_ref_problem_t p = {.batch = 1, .heads_q = TA_HQ, .heads_kv = TA_HKV, .seq_q = TA_SQ, .seq_kv = TA_SKV,
+                            .head_dim = TA_D, .head_dim_v = TA_D, .q = q, .k = k, .v = v,
+                            .scale = (double)(1.0f / 4.0f), .causal = 1, .window_left = -1, .window_right = -1};
+    attn_ref_forward(&p, ref, lse_ref);
+    rudnn_attention_options_t o;
+    rudnn_attention_options_init(&o);
+    o.causal = 1;
+    /* every strategy the backend lists, and Autotune (threads racing on the autotune cache) */
+    for (int s = RUDNN_ATTENTION_AUTOTUNE; ok && s <= RUDNN_ATTENTION_FLASH_ACCELERATED; s++) {
+        int listed = s == RUDNN_ATTENTION_AUTOTUNE;
+        for (int i = 0; i < count && !listed; i++) {
+            const char *name;
+            rudnn_attention_strategy_t st;
+            listed = !rudnn_attention_kernel_info(t->ctx, i, &name, &st) && (int)st == s;
+        }
+        if (!listed)
+            continue;
+        ok = tw_ok(t, "attention", rudnn_attention(t->queue, &tq, &tk, &tv, NULL, NULL, &o,
+                                                   (rudnn_attention_strategy_t)s, NULL, 0, &to, &tl)) &&
+             kernel_starts(t, "attention", "attention.") && tw_get(t, &to, got) && tw_get(t, &tl, lse_got);
+        /* |v| <= 1, so out's error is test_attention's per-row bound */
+        const double tol = dt == RUDNN_F32 ? 2e-5 : dt == RUDNN_F16 ? 1e-3 : 4e-3;
+        for (int i = 0; ok && i < TA_HQ * TA_SQ * TA_D; i++) {
+            if (!(fabs(got[i] - ref[i]) <= tol)) {
+                rt_logf(t->log, "  %s: attention strategy %d: out[%d] = %.8g, expected %.8g\n", t->label, s, i,
+                        (double)got[i], ref[i]);
+                t->log->failures++;
+                ok = 0;
+            }
+        }
+        for (int i = 0; ok && i < TA_HQ * TA_SQ; i++) {
+            if (!(fabs(lse_got[i] - lse_ref[i]) <= 1e-4 + 1e-5 * fabs(lse_ref[i]))) {
+                rt_logf(t->log, "  %s: attention strategy %d: lse[%d] = %.8g, expected %.8g\n", t->label, s, i,
+                        (double)lse_got[i], lse_ref[i]);
+                t->log->failures++;
+                ok = 0;
+            }
+        }
+    }
+    tw_tensor_t *all[] = {&Q, &K, &V, &O, &L};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tw_tensor_destroy(all[i]);
     return ok;
 }

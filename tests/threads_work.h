@@ -68,4 +68,8 @@ int tw_norm_round(tw_thread_t *t);
 int tw_moe_round(tw_thread_t *t, const tw_experts_t *x, rudnn_moe_strategy_t strategy,
                  pthread_barrier_t *before_forward);
 
+/* attention (causal, GQA 2, lse) with every strategy the backend lists and Autotune, on fresh data
+ * in t->dtype; a backend without attention kernels has nothing to run. */
+int tw_attention_round(tw_thread_t *t);
+
 #endif

@@ -88,6 +88,8 @@ extern const char rudnn_ocl_src_norm[];
 extern const size_t rudnn_ocl_src_norm_size;
 extern const char rudnn_ocl_src_moe[];
 extern const size_t rudnn_ocl_src_moe_size;
+extern const char rudnn_ocl_src_attention[];
+extern const size_t rudnn_ocl_src_attention_size;
 #ifdef RUDNN_HAVE_CLBLAST
 extern const char rudnn_ocl_src_moe_gemm[];
 extern const size_t rudnn_ocl_src_moe_gemm_size;

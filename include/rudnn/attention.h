@@ -69,22 +69,27 @@ typedef struct rudnn_attention_choice {
     char reason[512];   /* the candidates passed over and why, or "autotuned: ..." */
 } rudnn_attention_choice_t;
 
-/* mask, attn_bias and lse may be NULL. out may be NULL here (the answer is then for an output
- * of the right shape). Fails as rudnn_attention would, for the same arguments. */
+/* mask, attn_bias, out and lse may be NULL; pass the out and lse the call will get (out NULL: a
+ * contiguous one; the backend's choice may depend on both, and on their presence). Fails as
+ * rudnn_attention would, for the same arguments. Never times anything: with a cold autotune
+ * cache it answers the static choice, which the first rudnn_attention call replaces by tuning. */
 RUDNN_API rudnn_status_t rudnn_attention_resolve(rudnn_queue_t queue, const rudnn_tensor_t *q,
                                                  const rudnn_tensor_t *k, const rudnn_tensor_t *v,
                                                  const rudnn_tensor_t *mask, const rudnn_tensor_t *attn_bias,
                                                  const rudnn_attention_options_t *options,
-                                                 rudnn_attention_strategy_t strategy,
-                                                 rudnn_attention_choice_t *choice);
+                                                 rudnn_attention_strategy_t strategy, const rudnn_tensor_t *out,
+                                                 const rudnn_tensor_t *lse, rudnn_attention_choice_t *choice);
 
-/* Workspace bytes rudnn_attention needs for these arguments and strategy (0 where none). */
+/* Workspace bytes rudnn_attention needs for these arguments and strategy (0 where none): those of
+ * the kernel rudnn_attention_resolve names. out and lse as for resolve. */
 RUDNN_API rudnn_status_t rudnn_attention_workspace_size(rudnn_queue_t queue, const rudnn_tensor_t *q,
                                                         const rudnn_tensor_t *k, const rudnn_tensor_t *v,
                                                         const rudnn_tensor_t *mask,
                                                         const rudnn_tensor_t *attn_bias,
                                                         const rudnn_attention_options_t *options,
-                                                        rudnn_attention_strategy_t strategy, size_t *bytes);
+                                                        rudnn_attention_strategy_t strategy,
+                                                        const rudnn_tensor_t *out, const rudnn_tensor_t *lse,
+                                                        size_t *bytes);
 
 /* The forward. workspace may be NULL (the queue's pool is used); else it must hold
  * workspace_bytes >= rudnn_attention_workspace_size(...). lse may be NULL. */

@@ -137,8 +137,9 @@ RUDNN_API rudnn_status_t rudnn_buffer_fill(rudnn_queue_t queue, rudnn_buffer_t b
 
 /* A tensor descriptor: a view of a buffer. The caller owns it; it owns nothing.
  * strides are in elements; rudnn_tensor_init fills row-major strides. The ops and
- * rudnn_tensor_read/write take contiguous tensors; what other strides get (BAD_SHAPE,
- * OUT_OF_BOUNDS or NOT_SUPPORTED) is the stride rule in rudnn/status.h. */
+ * rudnn_tensor_read/write take contiguous tensors (attention: any view with a contiguous last
+ * dim); what other strides get (BAD_SHAPE, OUT_OF_BOUNDS or NOT_SUPPORTED) is the stride rule in
+ * rudnn/status.h. */
 typedef struct rudnn_tensor {
     rudnn_dtype_t dtype;
     int rank;

@@ -20,6 +20,7 @@ typedef enum rudnn_dtype {
     RUDNN_I64 = 5,
     RUDNN_I8 = 6,  /* quantized storage (FFN int8) */
     RUDNN_I4 = 7,  /* packed two per byte, low nibble first (FFN int4) */
+    RUDNN_BOOL = 8, /* one byte, nonzero = true (attention masks) */
     RUDNN_DTYPE_COUNT
 } rudnn_dtype_t;
 

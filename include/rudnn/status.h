@@ -18,7 +18,10 @@ extern "C" {
  *     at least the span of the dims with smaller strides; interleaved layouts fail this too);
  *   - a view with an element past the end of its buffer is OUT_OF_BOUNDS;
  *   - a valid view that is not row-major contiguous (padded rows, a transpose, a slice) is
- *     NOT_SUPPORTED: the ops and tensor I/O take contiguous tensors only, so far. */
+ *     NOT_SUPPORTED: the ops and tensor I/O take contiguous tensors only, except attention, whose
+ *     q, k, v, out, mask and attn_bias may be any valid view whose last dim is contiguous (stride
+ *     1; e.g. [B, S, H, D] memory viewed as [B, H, S, D]): there only a last dim of another
+ *     stride is NOT_SUPPORTED. */
 typedef enum rudnn_status {
     RUDNN_STATUS_SUCCESS = 0,
 

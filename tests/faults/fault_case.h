@@ -61,6 +61,7 @@ typedef struct fault_family {
 extern const fault_family_t fault_family_core;
 extern const fault_family_t fault_family_norm;
 extern const fault_family_t fault_family_moe;
+extern const fault_family_t fault_family_attention;
 
 /* ---- helpers for the cases (fault_util.c) ---- */
 

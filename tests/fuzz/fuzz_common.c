@@ -157,8 +157,11 @@ static const int64_t dim_edges[] = {
 };
 static const int64_t stride_edges[] = {0, -1, 1, 2, 3, INT64_MAX, INT64_MIN, (int64_t)1 << 62, (int64_t)1 << 32,
                                        INT32_MAX, -(int64_t)FZ_BUFFER_BYTES};
-static const int32_t dtype_edges[] = {RUDNN_F32, RUDNN_F16, RUDNN_BF16, RUDNN_U32, RUDNN_I32, RUDNN_I64, RUDNN_I8,
-                                      RUDNN_I4,  -1,        8,          255,       INT32_MAX, INT32_MIN};
+/* The seeds (make_corpus.py) pick entries by index: append only. RUDNN_DTYPE_COUNT is one past
+ * the last dtype. */
+static const int32_t dtype_edges[] = {RUDNN_F32, RUDNN_F16, RUDNN_BF16,        RUDNN_U32, RUDNN_I32, RUDNN_I64, RUDNN_I8,
+                                      RUDNN_I4,  -1,        RUDNN_DTYPE_COUNT, 255,       INT32_MAX, INT32_MIN,
+                                      RUDNN_BOOL};
 static const int32_t rank_edges[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, -1, 100, INT32_MAX, INT32_MIN};
 static const int32_t int_edges[] = {0, 1, 2, 3, -1, -2, INT32_MIN, INT32_MAX, 8, 63, 64, 65, 127, 128, 129, 1023,
                                     1024, 1025};
@@ -320,6 +323,11 @@ const rudnn_tensor_t *fz_optional_tensor(fz_call_t *c, const fz_spec_t *spec, in
     return tensor_arg(c, spec, 0, absent);
 }
 
+const rudnn_tensor_t *fz_optional_output(fz_call_t *c, const fz_spec_t *spec, int absent)
+{
+    return tensor_arg(c, spec, 1, absent);
+}
+
 void fz_note_input(fz_call_t *c, const rudnn_tensor_t *t)
 {
     if (c->nargs == FZ_MAX_TENSORS)
@@ -435,6 +443,19 @@ void fz_require(const char *what, rudnn_status_t st)
     fz_fail("a call the harness needs was rejected", what, st);
 }
 
+/* Bytes from a tensor's first element through its last: its size when contiguous, more for the
+ * strided views an op accepts (attention's). Strides of an accepted call are valid. */
+static size_t view_bytes(const rudnn_tensor_t *t)
+{
+    if (rudnn_tensor_is_contiguous(t) || rudnn_tensor_numel(t) == 0)
+        return rudnn_tensor_bytes(t);
+    uint64_t last = 0;
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] > 1)
+            last += (uint64_t)(t->dims[i] - 1) * (uint64_t)t->strides[i];
+    return rudnn_dtype_storage_bytes(t->dtype, (size_t)last + 1);
+}
+
 /* 1 when byte `at` of buffer k lies in an output of an accepted call. */
 static int in_output(const fz_call_t *c, int k, size_t at)
 {
@@ -445,7 +466,7 @@ static int in_output(const fz_call_t *c, int k, size_t at)
         const fz_tensor_arg_t *a = &c->args[n];
         if (!a->is_output || a->is_null || a->t.buffer != b)
             continue;
-        if (at >= a->t.offset && at - a->t.offset < rudnn_tensor_bytes(&a->t))
+        if (at >= a->t.offset && at - a->t.offset < view_bytes(&a->t))
             return 1;
     }
     return 0;
@@ -455,7 +476,7 @@ static int in_output(const fz_call_t *c, int k, size_t at)
 static void byte_range(const fz_tensor_arg_t *a, size_t *begin, size_t *end)
 {
     *begin = a->t.offset;
-    *end = a->t.offset + rudnn_tensor_bytes(&a->t);
+    *end = a->t.offset + view_bytes(&a->t);
 }
 
 /* The overlap rule of an accepted call: every output exactly on an input or disjoint from it;

@@ -108,6 +108,9 @@ const rudnn_tensor_t *fz_tensor(fz_call_t *c, const fz_spec_t *spec, int is_outp
  * says so (e.g. beta, bias). */
 const rudnn_tensor_t *fz_optional_tensor(fz_call_t *c, const fz_spec_t *spec, int absent);
 
+/* The same for an optional output (e.g. attention's lse). */
+const rudnn_tensor_t *fz_optional_output(fz_call_t *c, const fz_spec_t *spec, int absent);
+
 /* Records an input the call reads that the harness made (e.g. the weights an experts object
  * refers to): it takes no slot, later arguments may alias it, and fz_check holds the call's
  * outputs to the overlap rule against it. */

@@ -115,6 +115,41 @@ def moe_seeds():
     return seeds
 
 
+def attention_seeds():
+    # header (fuzz_attention.c): op, dtype, B 1, Hkv 1, GQA 2, Sq 3, Skv 4, D 8, Dv 16, flags,
+    # window, strategy
+    def header(op, dtype=0, flags=0, window=0, strategy=0, sq=3, skv=4):
+        return [op, dtype, 0, 0, 1, sq, skv, 1, 2, flags, window, strategy]
+
+    # slots: queue, q, k, v, mask, bias, scale, softcap, causal, window_left, window_right,
+    # strategy, then workspace, out, lse (attention) or the result pointer (resolve, size)
+    nslots = {0: 15, 1: 13, 2: 13}
+    seeds = {}
+    for op, name in {0: "attention", 1: "attention_resolve", 2: "attention_workspace_size"}.items():
+        n = nslots[op]
+        seeds[f"{name}-valid"] = seed(header(op), n)
+        seeds[f"{name}-all-options"] = seed(header(op, dtype=2, flags=1 | 2 | 8, window=1 | 2, strategy=1), n)
+        seeds[f"{name}-queue-null"] = seed(header(op), n, {0: slot(0x80)})
+        seeds[f"{name}-q-null"] = seed(header(op), n, {1: mutation(NULL)})
+        seeds[f"{name}-k-dtype-bf16"] = seed(header(op), n, {2: mutation(DTYPE, pick=2)})
+        seeds[f"{name}-v-foreign"] = seed(header(op), n, {3: mutation(FOREIGN)})
+        seeds[f"{name}-mask-dims-huge"] = seed(header(op, flags=1), n, {4: mutation(DIM, pick=8)})
+        seeds[f"{name}-scale-nan"] = seed(header(op), n, {6: slot(0x80, 0, 0, 3)})
+        seeds[f"{name}-causal-window-right-2"] = seed(header(op, window=1), n, {10: slot(0x80, 0, 0, 0x80, raw=2)})
+        seeds[f"{name}-strategy-invalid"] = seed(header(op), n, {11: slot(0x80, 1, 0, 4)})
+    n = nslots[0]
+    seeds["attention-bshd-gqa-lse"] = seed(header(0, dtype=1, flags=8 | 128, strategy=2), n)
+    seeds["attention-skv-zero"] = seed(header(0, flags=8, skv=0), n)
+    seeds["attention-sq-zero"] = seed(header(0, sq=0), n)
+    seeds["attention-workspace-short"] = seed(header(0, strategy=1), n, {12: slot(0x80, 0, 0, 2)})
+    seeds["attention-out-overlaps-q"] = seed(header(0), n, {13: mutation(OVERLAP)})
+    seeds["attention-lse-stride"] = seed(header(0, flags=8), n, {14: mutation(STRIDE, index=1, pick=2)})
+    seeds["query-kernel-info"] = seed([3], 2)
+    seeds["query-kernel-info-index"] = seed([3], 2, {1: slot(0x80, 1, 0, 7)})
+    return seeds
+
+
 if __name__ == "__main__":
     write("norm", norm_seeds())
     write("moe", moe_seeds())
+    write("attention", attention_seeds())

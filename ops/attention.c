@@ -1,0 +1,655 @@
+/* Dense attention (rudnn/attention.h): the contract, the plan, which candidate runs (static
+ * choice or the autotune cache) and the call into the backend's table. No GPU API here. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/autotune.h"
+#include "core/pool.h"
+#include "rudnn/attention.h"
+#include "validate.h"
+
+/* core/autotune.c is written on its own branch: until it is linked in, these are absent (NULL)
+ * and attention takes its static choice, as with RUDNN_AUTOTUNE=off. Delete once merged. */
+#pragma weak rudnn_autotune_enabled
+#pragma weak rudnn_autotune_key
+#pragma weak rudnn_autotune_lookup
+#pragma weak rudnn_autotune_store
+#pragma weak rudnn_autotune_time
+
+#define TUNE_REPS 5
+
+void rudnn_attention_options_init(rudnn_attention_options_t *options)
+{
+    if (!options)
+        return;
+    memset(options, 0, sizeof *options);
+    options->window_left = RUDNN_ATTENTION_NO_WINDOW;
+    options->window_right = RUDNN_ATTENTION_NO_WINDOW;
+}
+
+/* ---- arguments ---------------------------------------------------------------------------- */
+
+typedef struct attn_args {
+    rudnn_queue_t queue;
+    const rudnn_tensor_t *q, *k, *v, *mask, *bias, *out, *lse;
+    const rudnn_attention_options_t *options;
+    rudnn_attention_strategy_t strategy;
+} attn_args_t;
+
+static const char *strategy_name(int s)
+{
+    switch (s) {
+    case RUDNN_ATTENTION_AUTOTUNE: return "Autotune";
+    case RUDNN_ATTENTION_FALLBACK: return "Fallback";
+    case RUDNN_ATTENTION_FLASH_UNIT: return "FlashUnit";
+    case RUDNN_ATTENTION_FLASH_ACCELERATED: return "FlashBlackboxAccelerated";
+    default: return "invalid";
+    }
+}
+
+static rudnn_status_t check_rank(const char *op, const char *arg, const rudnn_tensor_t *t, int rank,
+                                 const char *layout)
+{
+    if (t->rank == rank)
+        return RUDNN_STATUS_SUCCESS;
+    char s[160];
+    return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has shape %s (rank %d), expected rank %d %s", op, arg,
+                           rudnn_shape_str(t, s, sizeof s), t->rank, rank, layout);
+}
+
+/* q, k, v, out: a strided view of rank 4 whose last dim is contiguous. */
+static rudnn_status_t check_operand(const char *op, const char *arg, rudnn_queue_t queue, const rudnn_tensor_t *t,
+                                    const char *layout)
+{
+    TRY(rudnn_check_tensor_rows(op, arg, queue, t, 0));
+    return check_rank(op, arg, t, 4, layout);
+}
+
+static rudnn_status_t check_same_dtype(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                       const rudnn_tensor_t *q)
+{
+    if (t->dtype == q->dtype)
+        return RUDNN_STATUS_SUCCESS;
+    return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: %s has dtype %s, expected %s (dtype of q)", op, arg,
+                           rudnn_dtype_name(t->dtype), rudnn_dtype_name(q->dtype));
+}
+
+static rudnn_status_t shape_error(const char *op, const char *arg, const rudnn_tensor_t *t, const char *want)
+{
+    char s[160];
+    return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has shape %s, expected %s", op, arg,
+                           rudnn_shape_str(t, s, sizeof s), want);
+}
+
+static rudnn_status_t check_head_dim(const char *op, const char *arg, const char *name, int64_t d)
+{
+    if (d >= 1 && d <= RUDNN_ATTENTION_MAX_HEAD_DIM)
+        return RUDNN_STATUS_SUCCESS;
+    return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has head dim %s = %lld, expected 1..%d", op, arg, name,
+                           (long long)d, RUDNN_ATTENTION_MAX_HEAD_DIM);
+}
+
+/* mask or attn_bias: [B or 1, Hq or 1, Sq, Skv]. */
+static rudnn_status_t check_scores_shape(const char *op, const char *arg, const rudnn_tensor_t *t, int64_t b,
+                                         int64_t hq, int64_t sq, int64_t skv)
+{
+    TRY(check_rank(op, arg, t, 4, "[B or 1, Hq or 1, Sq, Skv]"));
+    if ((t->dims[0] == b || t->dims[0] == 1) && (t->dims[1] == hq || t->dims[1] == 1) && t->dims[2] == sq &&
+        t->dims[3] == skv)
+        return RUDNN_STATUS_SUCCESS;
+    char want[160];
+    snprintf(want, sizeof want, "[%lld or 1, %lld or 1, %lld, %lld] ([B or 1, Hq or 1, Sq, Skv])", (long long)b,
+             (long long)hq, (long long)sq, (long long)skv);
+    return shape_error(op, arg, t, want);
+}
+
+static rudnn_status_t check_options(const char *op, const rudnn_attention_options_t *o)
+{
+    if (!isfinite(o->scale))
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: options.scale = %g, expected a finite nonzero value "
+                               "(0: 1 / sqrt(D))", op, (double)o->scale);
+    if (!isfinite(o->softcap) || o->softcap < 0.0f)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: options.softcap = %g, expected 0 (none) or a finite "
+                               "value > 0", op, (double)o->softcap);
+    if (o->window_left < RUDNN_ATTENTION_NO_WINDOW)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: options.window_left = %lld, expected -1 (no window) "
+                               "or >= 0", op, (long long)o->window_left);
+    if (o->window_right < RUDNN_ATTENTION_NO_WINDOW)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: options.window_right = %lld, expected -1 (no window) "
+                               "or >= 0", op, (long long)o->window_right);
+    if (o->causal && o->window_right > 0)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: options.causal with window_right = %lld is "
+                               "inconsistent (causal is window_right 0)", op, (long long)o->window_right);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static void plan_strides(const rudnn_tensor_t *t, int64_t stride[3])
+{
+    /* the stride of a dim of size 1 is never used (rudnn/status.h): 0 keeps kernels' offset
+     * arithmetic in range, and is how a broadcast mask or bias dim reads */
+    for (int i = 0; i < 3; i++)
+        stride[i] = t->dims[i] == 1 ? 0 : t->strides[i];
+}
+
+/* Every check of rudnn_attention before a kernel is chosen; fills plan. out may be NULL when
+ * out_required is 0 (resolve, workspace_size). */
+static rudnn_status_t validate(const char *op, const attn_args_t *a, int out_required, rudnn_attention_plan_t *plan)
+{
+    TRY(rudnn_check_queue(op, a->queue));
+    TRY(rudnn_check_arg(op, "q", a->q));
+    TRY(rudnn_check_arg(op, "k", a->k));
+    TRY(rudnn_check_arg(op, "v", a->v));
+    if (out_required)
+        TRY(rudnn_check_arg(op, "out", a->out));
+    TRY(check_operand(op, "q", a->queue, a->q, "[B, Hq, Sq, D]"));
+    TRY(check_operand(op, "k", a->queue, a->k, "[B, Hkv, Skv, D]"));
+    TRY(check_operand(op, "v", a->queue, a->v, "[B, Hkv, Skv, Dv]"));
+    if (a->out)
+        TRY(check_operand(op, "out", a->queue, a->out, "[B, Hq, Sq, Dv]"));
+    if (a->mask)
+        TRY(rudnn_check_tensor_rows(op, "mask", a->queue, a->mask, 0));
+    if (a->bias)
+        TRY(rudnn_check_tensor_rows(op, "attn_bias", a->queue, a->bias, 0));
+    if (a->lse) {
+        TRY(rudnn_check_tensor(op, "lse", a->queue, a->lse, 0));
+        TRY(check_rank(op, "lse", a->lse, 3, "[B, Hq, Sq]"));
+    }
+
+    /* dtypes */
+    const rudnn_tensor_t *q = a->q, *k = a->k, *v = a->v;
+    TRY(rudnn_check_float_dtype(op, "q", q));
+    TRY(check_same_dtype(op, "k", k, q));
+    TRY(check_same_dtype(op, "v", v, q));
+    if (a->out)
+        TRY(check_same_dtype(op, "out", a->out, q));
+    if (a->mask)
+        TRY(rudnn_check_dtype(op, "mask", a->mask, RUDNN_BOOL, "nonzero = masked"));
+    if (a->bias && a->bias->dtype != RUDNN_F32 && a->bias->dtype != q->dtype)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: attn_bias has dtype %s, expected f32 or %s (dtype of q)",
+                               op, rudnn_dtype_name(a->bias->dtype), rudnn_dtype_name(q->dtype));
+    if (a->lse)
+        TRY(rudnn_check_dtype(op, "lse", a->lse, RUDNN_F32, "the log-sum-exp is f32"));
+
+    /* dims */
+    const int64_t b = q->dims[0], hq = q->dims[1], sq = q->dims[2], d = q->dims[3];
+    const int64_t hkv = k->dims[1], skv = k->dims[2], dv = v->dims[3];
+    if (b < 1 || hq < 1)
+        return shape_error(op, "q", q, "[B >= 1, Hq >= 1, Sq, D]");
+    if (k->dims[0] != b || hkv < 1 || hq % hkv) {
+        char want[160];
+        snprintf(want, sizeof want, "[%lld, Hkv, Skv, %lld] with Hkv >= 1 dividing Hq = %lld (batch and head dim "
+                 "of q)", (long long)b, (long long)d, (long long)hq);
+        return shape_error(op, "k", k, want);
+    }
+    TRY(check_head_dim(op, "q", "D", d));
+    if (k->dims[3] != d) {
+        char want[160];
+        snprintf(want, sizeof want, "[%lld, %lld, %lld, %lld] (head dim D of q)", (long long)b, (long long)hkv,
+                 (long long)skv, (long long)d);
+        return shape_error(op, "k", k, want);
+    }
+    if (v->dims[0] != b || v->dims[1] != hkv || v->dims[2] != skv) {
+        char want[160];
+        snprintf(want, sizeof want, "[%lld, %lld, %lld, Dv] (B, Hkv, Skv of k)", (long long)b, (long long)hkv,
+                 (long long)skv);
+        return shape_error(op, "v", v, want);
+    }
+    TRY(check_head_dim(op, "v", "Dv", dv));
+    if (a->out && (a->out->dims[0] != b || a->out->dims[1] != hq || a->out->dims[2] != sq || a->out->dims[3] != dv)) {
+        char want[160];
+        snprintf(want, sizeof want, "[%lld, %lld, %lld, %lld] ([B, Hq, Sq] of q, Dv of v)", (long long)b,
+                 (long long)hq, (long long)sq, (long long)dv);
+        return shape_error(op, "out", a->out, want);
+    }
+    if (a->mask)
+        TRY(check_scores_shape(op, "mask", a->mask, b, hq, sq, skv));
+    if (a->bias)
+        TRY(check_scores_shape(op, "attn_bias", a->bias, b, hq, sq, skv));
+    if (a->lse && (a->lse->dims[0] != b || a->lse->dims[1] != hq || a->lse->dims[2] != sq)) {
+        char want[160];
+        snprintf(want, sizeof want, "[%lld, %lld, %lld] ([B, Hq, Sq] of q)", (long long)b, (long long)hq,
+                 (long long)sq);
+        return shape_error(op, "lse", a->lse, want);
+    }
+
+    /* overlap: the outputs touch no input and not each other (not even in place: every row of
+     * out reads all of k and v) */
+    static const char *const in_names[5] = {"q", "k", "v", "mask", "attn_bias"};
+    const rudnn_tensor_t *ins[5] = {q, k, v, a->mask, a->bias};
+    for (int i = 0; i < 5; i++) {
+        TRY(rudnn_check_disjoint(op, "out", a->out, in_names[i], ins[i]));
+        TRY(rudnn_check_disjoint(op, "lse", a->lse, in_names[i], ins[i]));
+    }
+    TRY(rudnn_check_disjoint(op, "lse", a->lse, "out", a->out));
+
+    /* options and strategy */
+    rudnn_attention_options_t o;
+    rudnn_attention_options_init(&o);
+    if (a->options)
+        o = *a->options;
+    TRY(check_options(op, &o));
+    if ((unsigned)a->strategy > RUDNN_ATTENTION_FLASH_ACCELERATED)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: strategy %d is not a rudnn_attention_strategy_t", op,
+                               (int)a->strategy);
+
+    memset(plan, 0, sizeof *plan);
+    plan->dtype = q->dtype;
+    plan->batch = b;
+    plan->heads_q = hq;
+    plan->heads_kv = hkv;
+    plan->seq_q = sq;
+    plan->seq_kv = skv;
+    plan->head_dim = d;
+    plan->head_dim_v = dv;
+    plan_strides(q, plan->q_stride);
+    plan_strides(k, plan->k_stride);
+    plan_strides(v, plan->v_stride);
+    if (a->out) {
+        plan_strides(a->out, plan->out_stride);
+    } else { /* the contiguous out resolve and workspace_size answer for */
+        plan->out_stride[2] = sq == 1 ? 0 : dv;
+        plan->out_stride[1] = hq == 1 ? 0 : sq * dv;
+        plan->out_stride[0] = b == 1 ? 0 : hq * sq * dv;
+    }
+    plan->has_mask = a->mask != NULL;
+    if (a->mask)
+        plan_strides(a->mask, plan->mask_stride);
+    plan->has_bias = a->bias != NULL;
+    plan->bias_dtype = a->bias ? a->bias->dtype : RUDNN_F32;
+    if (a->bias)
+        plan_strides(a->bias, plan->bias_stride);
+    plan->scale = o.scale != 0.0f ? o.scale : (float)(1.0 / sqrt((double)d));
+    plan->softcap = o.softcap;
+    plan->causal = o.causal != 0;
+    plan->window_left = o.window_left;
+    plan->window_right = o.causal ? 0 : o.window_right;
+    plan->has_lse = a->lse != NULL;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* ---- which candidate runs ------------------------------------------------------------------ */
+
+static const rudnn_attention_kernels_t *attn_kernels(rudnn_context_t ctx)
+{
+    return RUDNN_FAMILY_TABLE(ctx->backend, attention);
+}
+
+static rudnn_status_t require_kernels(const char *op, rudnn_context_t ctx, const rudnn_attention_kernels_t **k)
+{
+    *k = attn_kernels(ctx);
+    if (!*k || !(*k)->candidate_count)
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: backend '%s' has no attention kernels", op,
+                               ctx->backend->name);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static void add_reason(rudnn_attention_choice_t *choice, const char *what, const char *why)
+{
+    size_t n = strlen(choice->reason);
+    if (n + 3 < sizeof choice->reason)
+        snprintf(choice->reason + n, sizeof choice->reason - n, "%s%s: %s", n ? "; " : "", what, why);
+}
+
+static void pick(const rudnn_attention_kernels_t *k, uint32_t i, const char *why, uint32_t *picked,
+                 rudnn_attention_choice_t *choice)
+{
+    *picked = i;
+    choice->strategy = (rudnn_attention_strategy_t)k->candidates[i].strategy;
+    choice->kernel = k->candidates[i].name;
+    add_reason(choice, choice->kernel, why);
+}
+
+/* What the backend says of each candidate the request may run (of the strategy asked for;
+ * Autotune: any), in table order. */
+typedef struct survey {
+    uint32_t runs[32], count;      /* candidates that run, in order */
+    int64_t first_preferred;       /* among runs, or -1 */
+    int offered;                   /* candidates of the strategy at all */
+} survey_t;
+
+static void survey_candidates(rudnn_context_t ctx, const rudnn_attention_kernels_t *k,
+                              const rudnn_attention_plan_t *plan, rudnn_attention_strategy_t requested,
+                              survey_t *s, rudnn_attention_choice_t *choice)
+{
+    memset(s, 0, sizeof *s);
+    s->first_preferred = -1;
+    for (uint32_t i = 0; i < k->candidate_count && s->count < 32; i++) {
+        const rudnn_kernel_candidate_t *c = &k->candidates[i];
+        if ((c->flags & RUDNN_CANDIDATE_NAMED_ONLY) ||
+            (requested != RUDNN_ATTENTION_AUTOTUNE && c->strategy != (int)requested))
+            continue;
+        s->offered++;
+        rudnn_candidate_verdict_t v;
+        memset(&v, 0, sizeof v);
+        k->check(ctx->device, plan, i, &v);
+        if (v.runs) {
+            if (v.preferred && s->first_preferred < 0)
+                s->first_preferred = i;
+            s->runs[s->count++] = i;
+        }
+        if (!v.runs || !v.preferred)
+            add_reason(choice, c->name, v.why[0] ? v.why : v.runs ? "not preferred here" : "does not run here");
+    }
+}
+
+/* Powers of two (rounded up) for the sizes a kernel's speed scales with. */
+static unsigned long long bucket(int64_t n)
+{
+    unsigned long long b = 1;
+    while (b < (unsigned long long)n && b < (1ull << 62))
+        b <<= 1;
+    return b;
+}
+
+/* The autotune key of plan: dtype, shape bucket (powers of two for B * Hq, Sq and Skv; exact
+ * head dims and GQA ratio) and what changes the kernel (mask, bias dtype, softcap, causal, window
+ * sides, lse). */
+static rudnn_status_t tune_key(rudnn_context_t ctx, const rudnn_attention_plan_t *p, char *key, size_t cap)
+{
+    char rest[256];
+    snprintf(rest, sizeof rest, "%s|bh%llu|q%llu|k%llu|d%lld|v%lld|g%lld|mask%d|bias-%s|cap%d|causal%d|wl%d|wr%d|lse%d",
+             rudnn_dtype_name(p->dtype), bucket(p->batch * p->heads_q), bucket(p->seq_q), bucket(p->seq_kv),
+             (long long)p->head_dim, (long long)p->head_dim_v, (long long)(p->heads_q / p->heads_kv),
+             p->has_mask, p->has_bias ? rudnn_dtype_name(p->bias_dtype) : "none", p->softcap > 0.0f, p->causal,
+             p->window_left >= 0, p->window_right >= 0, p->has_lse);
+    return rudnn_autotune_key(key, cap, "attention", ctx, rest);
+}
+
+static int autotune_on(void) { return rudnn_autotune_enabled && rudnn_autotune_enabled(); }
+
+/* How the pick was made, for rudnn_attention: whether it still has to tune. */
+typedef struct decision {
+    uint32_t picked;
+    int tune;                      /* 1: Autotune with a cold key: time s.runs, then store */
+    char key[RUDNN_AUTOTUNE_KEY_MAX];
+    survey_t s;
+} decision_t;
+
+/* Picks the candidate for the request (the one place that does; rudnn_attention_resolve reports
+ * it, rudnn_attention runs it): an explicit strategy takes its first candidate that runs and is
+ * preferred, else its first that runs; Autotune takes the cached winner, else (cold cache) the
+ * same static choice over every strategy, which rudnn_attention then replaces by timing. */
+static rudnn_status_t choose(const char *op, rudnn_context_t ctx, const rudnn_attention_plan_t *plan,
+                             rudnn_attention_strategy_t requested, decision_t *d, rudnn_attention_choice_t *choice)
+{
+    memset(choice, 0, sizeof *choice);
+    memset(d, 0, sizeof *d);
+    const rudnn_attention_kernels_t *k;
+    TRY(require_kernels(op, ctx, &k));
+    survey_candidates(ctx, k, plan, requested, &d->s, choice);
+    const char *backend = ctx->backend->name;
+    if (!d->s.offered)
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: no %s kernel on %s", op, strategy_name(requested),
+                               backend);
+    if (!d->s.count)
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: %s strategy on backend '%s' with %s "
+                               "[B %lld, Hq %lld, Hkv %lld, Sq %lld, Skv %lld, D %lld, Dv %lld]: no kernel runs here (%s)",
+                               op, strategy_name(requested), backend, rudnn_dtype_name(plan->dtype),
+                               (long long)plan->batch, (long long)plan->heads_q, (long long)plan->heads_kv,
+                               (long long)plan->seq_q, (long long)plan->seq_kv, (long long)plan->head_dim,
+                               (long long)plan->head_dim_v, choice->reason);
+    uint32_t fixed = d->s.first_preferred >= 0 ? (uint32_t)d->s.first_preferred : d->s.runs[0];
+    const char *static_why = d->s.first_preferred >= 0 ? "chosen" : "chosen, the first that runs (none is preferred here)";
+    if (requested != RUDNN_ATTENTION_AUTOTUNE || d->s.count == 1) {
+        pick(k, fixed, requested == RUDNN_ATTENTION_AUTOTUNE ? "the only candidate that runs here" : static_why,
+             &d->picked, choice);
+        return RUDNN_STATUS_SUCCESS;
+    }
+    if (!autotune_on()) {
+        pick(k, fixed, rudnn_autotune_enabled ? "static choice (autotuning is off: RUDNN_AUTOTUNE=off)"
+                                              : "static choice (this build has no autotune cache)",
+             &d->picked, choice);
+        return RUDNN_STATUS_SUCCESS;
+    }
+    if (tune_key(ctx, plan, d->key, sizeof d->key)) {
+        pick(k, fixed, "static choice (no autotune key)", &d->picked, choice);
+        rudnn_clear_error();
+        return RUDNN_STATUS_SUCCESS;
+    }
+    char winner[RUDNN_AUTOTUNE_NAME_MAX];
+    if (rudnn_autotune_lookup(d->key, winner, sizeof winner)) {
+        for (uint32_t i = 0; i < d->s.count; i++) {
+            if (strcmp(k->candidates[d->s.runs[i]].name, winner) == 0) {
+                choice->reason[0] = '\0'; /* the others were timed, not passed over */
+                pick(k, d->s.runs[i], "autotuned: the cached winner of this shape bucket", &d->picked, choice);
+                return RUDNN_STATUS_SUCCESS;
+            }
+        }
+        char why[RUDNN_AUTOTUNE_NAME_MAX + 80];
+        snprintf(why, sizeof why, "static choice (the cached winner %s does not run here)", winner);
+        pick(k, fixed, why, &d->picked, choice);
+        return RUDNN_STATUS_SUCCESS;
+    }
+    d->tune = 1;
+    pick(k, fixed, "static choice; the first rudnn_attention call tunes this shape", &d->picked, choice);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static rudnn_status_t workspace_of(const char *op, rudnn_context_t ctx, const rudnn_attention_plan_t *plan,
+                                   uint32_t c, size_t *bytes)
+{
+    const rudnn_attention_kernels_t *k = attn_kernels(ctx);
+    *bytes = 0;
+    return rudnn_kernel_status(op, k->workspace(ctx->device, plan, c, bytes));
+}
+
+/* ---- public calls -------------------------------------------------------------------------- */
+
+/* Sq 0: nothing runs; resolve says so. */
+static void choice_nothing(rudnn_attention_choice_t *choice, rudnn_attention_strategy_t requested)
+{
+    memset(choice, 0, sizeof *choice);
+    choice->strategy = requested;
+    choice->kernel = "attention.none";
+    snprintf(choice->reason, sizeof choice->reason, "Sq is 0: no kernel runs");
+}
+
+static rudnn_status_t resolve(const char *op, const attn_args_t *a, rudnn_attention_plan_t *plan, decision_t *d,
+                              rudnn_attention_choice_t *choice)
+{
+    TRY(validate(op, a, 0, plan));
+    const rudnn_attention_kernels_t *k;
+    TRY(require_kernels(op, a->queue->context, &k));
+    if (plan->seq_q == 0) {
+        choice_nothing(choice, a->strategy);
+        memset(d, 0, sizeof *d);
+        return RUDNN_STATUS_SUCCESS;
+    }
+    return choose(op, a->queue->context, plan, a->strategy, d, choice);
+}
+
+rudnn_status_t rudnn_attention_resolve(rudnn_queue_t queue, const rudnn_tensor_t *q, const rudnn_tensor_t *k,
+                                       const rudnn_tensor_t *v, const rudnn_tensor_t *mask,
+                                       const rudnn_tensor_t *attn_bias, const rudnn_attention_options_t *options,
+                                       rudnn_attention_strategy_t strategy, const rudnn_tensor_t *out,
+                                       const rudnn_tensor_t *lse, rudnn_attention_choice_t *choice)
+{
+    const char *op = "attention_resolve";
+    rudnn_clear_error();
+    TRY(rudnn_check_arg(op, "choice", choice));
+    attn_args_t a = {queue, q, k, v, mask, attn_bias, out, lse, options, strategy};
+    rudnn_attention_plan_t plan;
+    decision_t d;
+    return resolve(op, &a, &plan, &d, choice);
+}
+
+rudnn_status_t rudnn_attention_workspace_size(rudnn_queue_t queue, const rudnn_tensor_t *q, const rudnn_tensor_t *k,
+                                              const rudnn_tensor_t *v, const rudnn_tensor_t *mask,
+                                              const rudnn_tensor_t *attn_bias,
+                                              const rudnn_attention_options_t *options,
+                                              rudnn_attention_strategy_t strategy, const rudnn_tensor_t *out,
+                                              const rudnn_tensor_t *lse, size_t *bytes)
+{
+    const char *op = "attention_workspace_size";
+    rudnn_clear_error();
+    TRY(rudnn_check_arg(op, "bytes", bytes));
+    attn_args_t a = {queue, q, k, v, mask, attn_bias, out, lse, options, strategy};
+    rudnn_attention_plan_t plan;
+    decision_t d;
+    rudnn_attention_choice_t choice;
+    TRY(resolve(op, &a, &plan, &d, &choice));
+    if (plan.seq_q == 0) {
+        *bytes = 0;
+        return RUDNN_STATUS_SUCCESS;
+    }
+    size_t need;
+    TRY(workspace_of(op, queue->context, &plan, d.picked, &need));
+    *bytes = need;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* The caller's workspace: on the queue's context, holding what the kernel needs, touching no
+ * tensor of the call. */
+static rudnn_status_t check_workspace(const char *op, const attn_args_t *a, rudnn_buffer_t ws, size_t ws_bytes,
+                                      size_t need, const char *kernel)
+{
+    if (ws->context != a->queue->context)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: workspace is on another context/device than the "
+                               "queue", op);
+    if (ws_bytes > ws->size)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu exceeds the workspace buffer "
+                               "(%zu bytes)", op, ws_bytes, ws->size);
+    if (ws_bytes < need)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu is too small: kernel %s needs %zu "
+                               "bytes (rudnn_attention_workspace_size)", op, ws_bytes, kernel, need);
+    static const char *const names[7] = {"q", "k", "v", "mask", "attn_bias", "out", "lse"};
+    const rudnn_tensor_t *all[7] = {a->q, a->k, a->v, a->mask, a->bias, a->out, a->lse};
+    for (int i = 0; i < 7; i++) {
+        const rudnn_tensor_t *t = all[i];
+        size_t span = rudnn_tensor_span_bytes(t);
+        if (t && t->buffer == ws && span && ws_bytes && t->offset < ws_bytes)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s overlaps the first workspace_bytes (%zu) of "
+                                   "workspace", op, names[i], ws_bytes);
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
+typedef struct run_ctx {
+    const attn_args_t *a;
+    const rudnn_attention_plan_t *plan;
+    const uint32_t *cands;
+    const size_t *needs;
+    void *ws;
+} run_ctx_t;
+
+static rudnn_status_t run_one(const attn_args_t *a, const rudnn_attention_plan_t *plan, uint32_t c, void *ws)
+{
+    const rudnn_attention_kernels_t *k = attn_kernels(a->queue->context);
+    rudnn_mem_ref_t none = {NULL, 0}, w = {ws, 0};
+    return k->run(a->queue->handle, plan, c, rudnn_mem_of(a->q), rudnn_mem_of(a->k), rudnn_mem_of(a->v),
+                  a->mask ? rudnn_mem_of(a->mask) : none, a->bias ? rudnn_mem_of(a->bias) : none,
+                  rudnn_mem_of(a->out), a->lse ? rudnn_mem_of(a->lse) : none, ws ? w : none);
+}
+
+static rudnn_status_t run_candidate(void *arg, int i)
+{
+    run_ctx_t *r = arg;
+    return run_one(r->a, r->plan, r->cands[i], r->needs[i] ? r->ws : NULL);
+}
+
+/* Times every candidate that runs (and fits the caller's workspace) on the caller's tensors,
+ * stores the winner, and runs it once more so that out holds its result. */
+static rudnn_status_t tune_and_run(const char *op, const attn_args_t *a, const rudnn_attention_plan_t *plan,
+                                   const decision_t *d, rudnn_buffer_t ws, size_t ws_bytes)
+{
+    rudnn_context_t ctx = a->queue->context;
+    uint32_t cands[32];
+    size_t needs[32];
+    int n = 0;
+    size_t most = 0;
+    for (uint32_t i = 0; i < d->s.count; i++) {
+        size_t need;
+        TRY(workspace_of(op, ctx, plan, d->s.runs[i], &need));
+        if (ws && need > ws_bytes)
+            continue; /* the caller sized the workspace for the static choice */
+        cands[n] = d->s.runs[i];
+        needs[n++] = need;
+        most = need > most ? need : most;
+    }
+    void *mem = ws ? ws->mem : NULL;
+    if (!ws && most)
+        TRY(rudnn_kernel_status(op, rudnn_pool_acquire(a->queue, most, &mem)));
+    run_ctx_t r = {a, plan, cands, needs, mem};
+    int best = 0;
+    double best_ms = 0;
+    rudnn_status_t st = rudnn_autotune_time(a->queue, n, run_candidate, &r, TUNE_REPS, &best, &best_ms);
+    if (!st) {
+        const rudnn_attention_kernels_t *k = attn_kernels(ctx);
+        if ((uint32_t)n == d->s.count) /* a winner among only those that fit is not the key's */
+            rudnn_autotune_store(d->key, k->candidates[cands[best]].name, best_ms);
+        st = run_one(a, plan, cands[best], needs[best] ? mem : NULL);
+    }
+    if (!ws && most)
+        rudnn_pool_release(a->queue, mem, most);
+    if (!st)
+        rudnn_clear_error(); /* candidates skipped while timing left their messages */
+    return rudnn_kernel_status(op, st);
+}
+
+rudnn_status_t rudnn_attention(rudnn_queue_t queue, const rudnn_tensor_t *q, const rudnn_tensor_t *k,
+                               const rudnn_tensor_t *v, const rudnn_tensor_t *mask, const rudnn_tensor_t *attn_bias,
+                               const rudnn_attention_options_t *options, rudnn_attention_strategy_t strategy,
+                               rudnn_buffer_t workspace, size_t workspace_bytes, const rudnn_tensor_t *out,
+                               const rudnn_tensor_t *lse)
+{
+    const char *op = "attention";
+    rudnn_clear_error();
+    attn_args_t a = {queue, q, k, v, mask, attn_bias, out, lse, options, strategy};
+    rudnn_attention_plan_t plan;
+    TRY(validate(op, &a, 1, &plan));
+    const rudnn_attention_kernels_t *table;
+    TRY(require_kernels(op, queue->context, &table));
+    if (plan.seq_q == 0) {
+        if (workspace)
+            TRY(check_workspace(op, &a, workspace, workspace_bytes, 0, "(none)"));
+        return RUDNN_STATUS_SUCCESS;
+    }
+    decision_t d;
+    rudnn_attention_choice_t choice;
+    TRY(choose(op, queue->context, &plan, strategy, &d, &choice));
+    size_t need;
+    TRY(workspace_of(op, queue->context, &plan, d.picked, &need));
+    if (workspace)
+        TRY(check_workspace(op, &a, workspace, workspace_bytes, need, choice.kernel));
+    if (d.tune)
+        return tune_and_run(op, &a, &plan, &d, workspace, workspace_bytes);
+    void *mem = workspace ? workspace->mem : NULL;
+    if (!workspace && need)
+        TRY(rudnn_kernel_status(op, rudnn_pool_acquire(queue, need, &mem)));
+    rudnn_status_t st = run_one(&a, &plan, d.picked, need ? mem : NULL);
+    if (!workspace && need) /* queue order makes the block safe to hand to later work */
+        rudnn_pool_release(queue, mem, need);
+    return rudnn_kernel_status(op, st);
+}
+
+rudnn_status_t rudnn_attention_kernel_count(rudnn_context_t context, int *count)
+{
+    const char *op = "attention_kernel_count";
+    rudnn_clear_error();
+    if (!context || !count)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op, context ? "count" : "context");
+    const rudnn_attention_kernels_t *k;
+    TRY(require_kernels(op, context, &k));
+    *count = (int)k->candidate_count;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_attention_kernel_info(rudnn_context_t context, int index, const char **name,
+                                           rudnn_attention_strategy_t *strategy)
+{
+    const char *op = "attention_kernel_info";
+    rudnn_clear_error();
+    if (!context || !name || !strategy)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL", op,
+                               !context ? "context" : !name ? "name" : "strategy");
+    const rudnn_attention_kernels_t *k;
+    TRY(require_kernels(op, context, &k));
+    if (index < 0 || (uint32_t)index >= k->candidate_count)
+        return rudnn_set_error(RUDNN_STATUS_OUT_OF_BOUNDS, "%s: index %d, backend '%s' has %u attention kernels", op,
+                               index, context->backend->name, k->candidate_count);
+    *name = k->candidates[index].name;
+    *strategy = (rudnn_attention_strategy_t)k->candidates[index].strategy;
+    return RUDNN_STATUS_SUCCESS;
+}

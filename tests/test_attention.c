@@ -1,0 +1,565 @@
+/* Numeric tests of dense attention (rudnn/attention.h) against the FP64 reference of
+ * reference/attention_ref.c, run once per backend (meson: attention-opencl, -cuda, -hip), for
+ * F32, F16 and BF16.
+ *
+ * Each case runs every strategy the backend lists a candidate of, and Autotune: the kernel that
+ * rudnn_attention_resolve names must be the one rudnn_last_kernel() reports (Autotune: the one
+ * resolve names after the call, from the cache the call filled, and a listed candidate), its out
+ * and lse must match the reference, and the strategies must agree with each other. A case no
+ * strategy runs fails. The cases: Sq != Skv both ways, Sq 1 (decode), S not a multiple of 16 or
+ * 64, D in {1, 32, 64, 80, 96, 128, 192, 256} with Dv != D (192/128), GQA ratios 1, 4 and 8,
+ * causal, window (left, right, both), causal + window_left, masks with fully masked rows
+ * (per [B, H] and broadcast), bias (F32 and the dtype; broadcast over B and over H), softcap,
+ * q/k/v/out as views of [B, S, H, D] memory, lse, Skv 0, Sq 0.
+ *
+ * Tolerances (tol_of): the inputs are rounded to the dtype before the reference sees them, so
+ * what is left is FP32 arithmetic and the rounding of out to the dtype:
+ *   norm-wise  ||out - ref|| / ||ref||:   f32 1e-5, f16 1e-3, bf16 2e-3 (the RMS of a rounding is
+ *              about 0.3 ulp: 2.8e-4 f16, 1.1e-3 bf16);
+ *   per row    max |out - ref| / max |v| of the row's head (out is a convex combination of v
+ *              rows): f32 2e-5, f16 1e-3 (half an f16 ulp at 1 is 4.9e-4), bf16 4e-3 (half an
+ *              ulp: 2e-3);
+ *   lse        |lse - ref| <= 1e-4 + 1e-5 |ref| (FP32 throughout); -inf exactly where the
+ *              reference is -inf. NaN never passes.
+ * Every output element must be written (poisoned first) and nothing past out and lse.
+ *
+ * A backend without attention kernels (no table: CUDA and HIP until theirs exist) must answer
+ * NOT_SUPPORTED naming the family; the suite checks that, then reports SKIP (exit 77).
+ *
+ * Usage: test_attention [glob]. RUDNN_TEST_VERBOSE=1 prints each run's errors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "reference/attention_ref.h"
+
+static const rudnn_dtype_t dtypes[] = {RUDNN_F32, RUDNN_F16, RUDNN_BF16};
+#define DTYPE_COUNT 3
+
+enum { MASK_NONE, MASK_PER_HEAD, MASK_BROADCAST };
+enum { BIAS_NONE, BIAS_F32_OVER_B, BIAS_DTYPE_OVER_H };
+
+typedef struct acase {
+    const char *name;
+    int64_t b, hq, hkv, sq, skv, d, dv;
+    int causal;
+    int64_t wl, wr;
+    float softcap, scale;
+    int mask, bias;
+    int bshd; /* q, k, v, out as views of [B, S, H, D] memory */
+    int lse;
+} acase_t;
+
+#define NW RUDNN_ATTENTION_NO_WINDOW
+static const acase_t cases[] = {
+    {"basic", 2, 2, 2, 5, 7, 64, 64, 0, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"sq>skv", 1, 2, 2, 9, 4, 32, 32, 0, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"decode-gqa4", 1, 8, 2, 1, 37, 128, 128, 0, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"d1", 2, 1, 1, 3, 5, 1, 1, 0, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"d80-causal", 1, 2, 1, 17, 17, 80, 80, 1, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"d96-s70", 1, 2, 2, 70, 70, 96, 96, 0, NW, NW, 0, 0, 0, 0, 0, 0},
+    {"d192-dv128-gqa8", 1, 8, 1, 20, 33, 192, 128, 0, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"d256", 1, 1, 1, 9, 13, 256, 256, 0, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"causal-sq>skv", 1, 2, 2, 9, 4, 16, 16, 1, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"causal-sq<skv", 2, 2, 2, 5, 12, 64, 64, 1, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"window-left", 1, 2, 2, 16, 16, 32, 32, 0, 3, NW, 0, 0, 0, 0, 0, 1},
+    {"window-right", 1, 2, 2, 10, 14, 32, 32, 0, NW, 2, 0, 0, 0, 0, 0, 1},
+    {"window-both", 1, 2, 2, 12, 9, 32, 32, 0, 2, 1, 0, 0, 0, 0, 0, 1},
+    {"causal-window-left", 1, 4, 2, 13, 13, 64, 64, 1, 4, NW, 0, 0, 0, 0, 0, 1},
+    {"mask-per-head", 2, 2, 1, 6, 10, 64, 64, 0, NW, NW, 0, 0, MASK_PER_HEAD, 0, 0, 1},
+    {"mask-broadcast", 2, 4, 4, 7, 19, 32, 32, 0, NW, NW, 0, 0, MASK_BROADCAST, 0, 0, 1},
+    {"bias-f32-over-b", 2, 2, 2, 8, 11, 64, 64, 0, NW, NW, 0, 0, 0, BIAS_F32_OVER_B, 0, 1},
+    {"bias-dtype-over-h", 2, 2, 2, 8, 11, 64, 64, 0, NW, NW, 0, 0, 0, BIAS_DTYPE_OVER_H, 0, 1},
+    {"softcap", 1, 2, 2, 12, 12, 64, 64, 0, NW, NW, 5.0f, 1.0f, 0, 0, 0, 1},
+    {"bshd-gqa4", 2, 4, 1, 11, 11, 64, 64, 0, NW, NW, 0, 0, 0, 0, 1, 1},
+    {"bshd-all-options", 1, 4, 2, 9, 15, 32, 48, 1, 6, NW, 3.0f, 0.3f, MASK_PER_HEAD, BIAS_F32_OVER_B, 1, 1},
+    {"skv0", 2, 2, 1, 3, 0, 32, 32, 0, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"skv0-no-lse", 1, 1, 1, 2, 0, 8, 8, 0, NW, NW, 0, 0, 0, 0, 0, 0},
+    {"sq0", 1, 2, 2, 0, 5, 32, 32, 0, NW, NW, 0, 0, 0, 0, 0, 1},
+};
+#define CASE_COUNT (sizeof cases / sizeof cases[0])
+
+/* ---- tolerances --------------------------------------------------------------------------- */
+
+typedef struct tol {
+    double norm, row, lse_abs, lse_rel;
+} tol_t;
+
+static tol_t tol_of(rudnn_dtype_t dt)
+{
+    tol_t t = {1e-5, 2e-5, 1e-4, 1e-5};
+    if (dt == RUDNN_F16) {
+        t.norm = 1e-3;
+        t.row = 1e-3;
+    } else if (dt == RUDNN_BF16) {
+        t.norm = 2e-3;
+        t.row = 4e-3;
+    }
+    return t;
+}
+
+/* ---- device operands ------------------------------------------------------------------------ */
+
+/* A rank-4 operand: logical [d0, d1, d2, d3]; stored contiguous, or (bshd) as [d0, d2, d1, d3]
+ * memory; the buffer has RT_TAIL_BYTES of poison after it. */
+typedef struct operand {
+    rudnn_buffer_t buf;
+    rudnn_tensor_t t;
+    size_t bytes;   /* of the data, without the tail */
+    uint8_t *poison; /* the whole buffer poisoned (rt_poison_host): a NaN no kernel writes */
+} operand_t;
+
+static void operand_poison(const operand_t *o)
+{
+    rt_assert_status(rudnn_buffer_write(rt_queue, o->buf, 0, o->poison, o->bytes + RT_TAIL_BYTES),
+                     RUDNN_STATUS_SUCCESS);
+}
+
+static void operand_make(operand_t *o, rudnn_dtype_t dt, int rank, const int64_t *dims, int bshd)
+{
+    memset(o, 0, sizeof *o);
+    int64_t n = rt_numel(rank, dims);
+    o->bytes = (size_t)n * rudnn_dtype_size(dt);
+    rt_assert_status(rudnn_buffer_create(rt_ctx, o->bytes + RT_TAIL_BYTES, &o->buf), RUDNN_STATUS_SUCCESS);
+    o->poison = rt_xmalloc(o->bytes + RT_TAIL_BYTES);
+    rt_poison_host(dt, o->poison, o->bytes + RT_TAIL_BYTES);
+    rt_assert_status(rudnn_tensor_init(&o->t, o->buf, 0, dt, rank, dims), RUDNN_STATUS_SUCCESS);
+    operand_poison(o);
+    if (bshd && rank == 4) { /* memory [d0, d2, d1, d3] */
+        o->t.strides[3] = 1;
+        o->t.strides[1] = dims[3];
+        o->t.strides[2] = dims[1] * dims[3];
+        o->t.strides[0] = dims[2] * dims[1] * dims[3];
+    }
+}
+
+static void operand_free(operand_t *o)
+{
+    if (o->buf)
+        rudnn_buffer_destroy(o->buf);
+    free(o->poison);
+    memset(o, 0, sizeof *o);
+}
+
+/* Offset in elements of logical element i (row-major over t's dims) in t's memory. */
+static size_t phys_index(const rudnn_tensor_t *t, int64_t i)
+{
+    int64_t off = 0;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        int64_t dim = t->dims[d] ? t->dims[d] : 1;
+        off += (i % dim) * t->strides[d];
+        i /= dim;
+    }
+    return (size_t)off;
+}
+
+/* Uploads logical values (already exactly representable in the dtype). */
+static void operand_upload(const operand_t *o, const float *logical)
+{
+    int64_t n = rudnn_tensor_numel(&o->t);
+    if (!n)
+        return;
+    size_t es = rudnn_dtype_size(o->t.dtype);
+    uint8_t *raw = rt_xmalloc(o->bytes);
+    memcpy(raw, o->poison, o->bytes);
+    for (int64_t i = 0; i < n; i++) {
+        size_t p = phys_index(&o->t, i);
+        if (o->t.dtype == RUDNN_BOOL)
+            raw[p] = logical[i] != 0.0f;
+        else
+            rudnn_convert_from_f32(o->t.dtype, &logical[i], raw + p * es, 1);
+    }
+    rt_assert_status(rudnn_buffer_write(rt_queue, o->buf, 0, raw, o->bytes), RUDNN_STATUS_SUCCESS);
+    free(raw);
+}
+
+/* Reads logical values; *unwritten counts elements still poisoned, *tail_changed bytes past the
+ * data that changed. */
+static void operand_download(const operand_t *o, float *logical, size_t *unwritten, size_t *tail_changed)
+{
+    size_t total = o->bytes + RT_TAIL_BYTES;
+    uint8_t *raw = rt_xmalloc(total);
+    rt_assert_status(rudnn_buffer_read(rt_queue, o->buf, 0, raw, total), RUDNN_STATUS_SUCCESS);
+    size_t es = rudnn_dtype_size(o->t.dtype);
+    int64_t n = rudnn_tensor_numel(&o->t);
+    *unwritten = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *e = raw + phys_index(&o->t, i) * es;
+        *unwritten += rt_element_bits(o->t.dtype, e, 0) == rt_poison_bits(o->t.dtype);
+        logical[i] = rt_element_value(o->t.dtype, e, 0);
+    }
+    *tail_changed = 0;
+    for (size_t b = o->bytes; b < total; b++)
+        *tail_changed += raw[b] != o->poison[b];
+    free(raw);
+}
+
+static float round_to(rudnn_dtype_t dt, float v)
+{
+    float r;
+    uint16_t h;
+    if (dt == RUDNN_F32)
+        return v;
+    rudnn_convert_from_f32(dt, &v, &h, 1);
+    rudnn_convert_to_f32(dt, &h, &r, 1);
+    return r;
+}
+
+static float *random_values(rt_rng_t *rng, rudnn_dtype_t dt, int64_t n, double lo, double hi)
+{
+    float *v = rt_xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+    rt_fill_uniform(rng, v, (size_t)n, lo, hi);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = round_to(dt, v[i]);
+    return v;
+}
+
+/* ---- one case ------------------------------------------------------------------------------- */
+
+typedef struct problem {
+    const acase_t *c;
+    rudnn_dtype_t dt;
+    operand_t q, k, v, mask, bias, out, lse;
+    float *hq, *hk, *hv, *hmask, *hbias;
+    double *ref_out, *ref_lse;
+    rudnn_attention_options_t opts;
+    attn_ref_problem_t rp;
+} problem_t;
+
+static void problem_make(problem_t *p, const acase_t *c, rudnn_dtype_t dt, rt_rng_t *rng)
+{
+    memset(p, 0, sizeof *p);
+    p->c = c;
+    p->dt = dt;
+    const int64_t dq[4] = {c->b, c->hq, c->sq, c->d}, dk[4] = {c->b, c->hkv, c->skv, c->d};
+    const int64_t dv[4] = {c->b, c->hkv, c->skv, c->dv}, dout[4] = {c->b, c->hq, c->sq, c->dv};
+    const int64_t dl[3] = {c->b, c->hq, c->sq};
+    operand_make(&p->q, dt, 4, dq, c->bshd);
+    operand_make(&p->k, dt, 4, dk, c->bshd);
+    operand_make(&p->v, dt, 4, dv, c->bshd);
+    operand_make(&p->out, dt, 4, dout, c->bshd);
+    if (c->lse)
+        operand_make(&p->lse, RUDNN_F32, 3, dl, 0);
+    p->hq = random_values(rng, dt, rt_numel(4, dq), -1, 1);
+    p->hk = random_values(rng, dt, rt_numel(4, dk), -1, 1);
+    p->hv = random_values(rng, dt, rt_numel(4, dv), -1, 1);
+    operand_upload(&p->q, p->hq);
+    operand_upload(&p->k, p->hk);
+    operand_upload(&p->v, p->hv);
+    attn_ref_problem_t *r = &p->rp;
+    r->batch = c->b, r->heads_q = c->hq, r->heads_kv = c->hkv, r->seq_q = c->sq, r->seq_kv = c->skv;
+    r->head_dim = c->d, r->head_dim_v = c->dv;
+    r->q = p->hq, r->k = p->hk, r->v = p->hv;
+    if (c->mask) {
+        int64_t mb = c->mask == MASK_PER_HEAD ? c->b : 1, mh = c->mask == MASK_PER_HEAD ? c->hq : 1;
+        const int64_t dm[4] = {mb, mh, c->sq, c->skv};
+        operand_make(&p->mask, RUDNN_BOOL, 4, dm, 0);
+        int64_t n = rt_numel(4, dm);
+        p->hmask = rt_xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+        uint8_t *m8 = rt_xmalloc((size_t)(n ? n : 1));
+        for (int64_t i = 0; i < n; i++) {
+            int64_t row = (i / c->skv) % c->sq;
+            /* about a third masked; row 1 of every [b, h] fully masked */
+            m8[i] = row == 1 || rt_rng_below(rng, 3) == 0;
+            p->hmask[i] = m8[i];
+        }
+        operand_upload(&p->mask, p->hmask);
+        r->mask = m8, r->mask_b = mb, r->mask_h = mh;
+    }
+    if (c->bias) {
+        int64_t bb = c->bias == BIAS_F32_OVER_B ? 1 : c->b, bh = c->bias == BIAS_F32_OVER_B ? c->hq : 1;
+        rudnn_dtype_t bdt = c->bias == BIAS_F32_OVER_B ? RUDNN_F32 : dt;
+        const int64_t db[4] = {bb, bh, c->sq, c->skv};
+        operand_make(&p->bias, bdt, 4, db, 0);
+        p->hbias = random_values(rng, bdt, rt_numel(4, db), -2, 2);
+        operand_upload(&p->bias, p->hbias);
+        r->bias = p->hbias, r->bias_b = bb, r->bias_h = bh;
+    }
+    rudnn_attention_options_init(&p->opts);
+    p->opts.scale = c->scale;
+    p->opts.softcap = c->softcap;
+    p->opts.causal = c->causal;
+    p->opts.window_left = c->wl;
+    p->opts.window_right = c->wr;
+    r->scale = c->scale != 0.0f ? (double)c->scale : (double)(float)(1.0 / sqrt((double)c->d));
+    r->softcap = c->softcap;
+    r->causal = c->causal;
+    r->window_left = c->wl;
+    r->window_right = c->wr;
+    int64_t nout = rt_numel(4, dout), nl = rt_numel(3, dl);
+    p->ref_out = rt_xcalloc((size_t)(nout ? nout : 1), sizeof(double));
+    p->ref_lse = rt_xcalloc((size_t)(nl ? nl : 1), sizeof(double));
+    attn_ref_forward(r, p->ref_out, p->ref_lse);
+}
+
+static void problem_free(problem_t *p)
+{
+    operand_t *all[] = {&p->q, &p->k, &p->v, &p->mask, &p->bias, &p->out, &p->lse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        operand_free(all[i]);
+    free(p->hq), free(p->hk), free(p->hv), free(p->hmask), free(p->hbias);
+    free((void *)p->rp.mask);
+    free(p->ref_out), free(p->ref_lse);
+}
+
+static const rudnn_tensor_t *opt(const operand_t *o) { return o->buf ? &o->t : NULL; }
+
+/* Compares got (out [B, Hq, Sq, Dv], lse [B, Hq, Sq] or NULL) with ref (double) or with another
+ * run (float; ref NULL). Returns the number of failed checks, logged. */
+static int compare(rt_log_t *log, const char *what, const problem_t *p, const float *got, const float *got_lse,
+                   const double *ref, const double *ref_lse, const float *other, const float *other_lse)
+{
+    const acase_t *c = p->c;
+    tol_t t = tol_of(p->dt);
+    if (!ref) /* two runs, each within t of the reference: within 2t of each other */
+        t.norm *= 2, t.row *= 2, t.lse_abs *= 2, t.lse_rel *= 2;
+    int64_t rows = c->b * c->hq * c->sq;
+    double num = 0, den = 0, worst_row = 0;
+    int64_t worst_at = -1, nan_at = -1;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t bh = r / c->sq, b = bh / c->hq, h = bh % c->hq, hk = h / (c->hq / c->hkv);
+        double vmax = 0;
+        const float *vb = p->hv + (b * c->hkv + hk) * c->skv * c->dv;
+        for (int64_t i = 0; i < c->skv * c->dv; i++)
+            vmax = fmax(vmax, fabs(vb[i]));
+        double row_err = 0;
+        for (int64_t x = 0; x < c->dv; x++) {
+            int64_t i = r * c->dv + x;
+            double want = ref ? ref[i] : other[i];
+            double e = fabs((double)got[i] - want);
+            if (!(e == e)) {
+                nan_at = nan_at < 0 ? i : nan_at;
+                e = INFINITY;
+            }
+            num += e * e;
+            den += want * want;
+            row_err = fmax(row_err, e);
+        }
+        double rel = row_err / (vmax > 0 ? vmax : 1);
+        if (worst_at < 0 || !(rel <= worst_row))
+            worst_row = rel, worst_at = r;
+    }
+    int bad = 0;
+    double norm = den > 0 ? sqrt(num) / sqrt(den) : sqrt(num);
+    if (getenv("RUDNN_TEST_VERBOSE"))
+        printf("    %s: norm-wise %.3g (tol %.3g), worst row %.3g (tol %.3g)\n", what, norm, t.norm, worst_row,
+               t.row);
+    if (nan_at >= 0) {
+        rt_logf(log, "  %s: NaN in out at element %lld\n", what, (long long)nan_at);
+        bad++;
+    }
+    if (!(norm <= t.norm)) {
+        rt_logf(log, "  %s: norm-wise relative error %.3g > %.3g\n", what, norm, t.norm);
+        bad++;
+    }
+    if (!(worst_row <= t.row)) {
+        rt_logf(log, "  %s: row %lld: max error / max|v| = %.3g > %.3g\n", what, (long long)worst_at, worst_row,
+                t.row);
+        bad++;
+    }
+    if (got_lse) {
+        for (int64_t r = 0; r < rows; r++) {
+            double want = ref_lse ? ref_lse[r] : (double)other_lse[r];
+            double g = got_lse[r];
+            int ok = isinf(want) && want < 0 ? (isinf(g) && g < 0)
+                                             : fabs(g - want) <= t.lse_abs + t.lse_rel * fabs(want);
+            if (!ok) {
+                rt_logf(log, "  %s: lse row %lld = %.9g, expected %.9g\n", what, (long long)r, g, want);
+                bad++;
+                break;
+            }
+        }
+    }
+    return bad;
+}
+
+static int strategy_listed(rudnn_attention_strategy_t s)
+{
+    int n = 0;
+    if (rudnn_attention_kernel_count(rt_ctx, &n))
+        return 0;
+    for (int i = 0; i < n; i++) {
+        const char *name;
+        rudnn_attention_strategy_t st;
+        if (!rudnn_attention_kernel_info(rt_ctx, i, &name, &st) && st == s)
+            return 1;
+    }
+    return 0;
+}
+
+static int kernel_listed(const char *kernel)
+{
+    int n = 0;
+    if (!kernel || rudnn_attention_kernel_count(rt_ctx, &n))
+        return 0;
+    for (int i = 0; i < n; i++) {
+        const char *name;
+        rudnn_attention_strategy_t st;
+        if (!rudnn_attention_kernel_info(rt_ctx, i, &name, &st) && strcmp(name, kernel) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static const char *const strategy_names[] = {"Autotune", "Fallback", "FlashUnit", "FlashAccelerated"};
+
+/* Runs case c in dtype dt with every strategy; logs failures. */
+static void run_case(rt_log_t *log, const acase_t *c, rudnn_dtype_t dt)
+{
+    rt_rng_t rng;
+    rt_rng_seed_case(&rng, c->name, (int)dt);
+    problem_t p;
+    problem_make(&p, c, dt, &rng);
+    int64_t nout = c->b * c->hq * c->sq * c->dv, nl = c->b * c->hq * c->sq;
+    float *first = NULL, *first_lse = NULL;
+    const char *first_kernel = NULL;
+    float *got = rt_xmalloc(sizeof(float) * (size_t)(nout ? nout : 1));
+    float *got_lse = rt_xmalloc(sizeof(float) * (size_t)(nl ? nl : 1));
+    int ran = 0;
+    for (int s = RUDNN_ATTENTION_FALLBACK; s <= RUDNN_ATTENTION_FLASH_ACCELERATED + 1; s++) {
+        /* the explicit strategies first, Autotune last (its choice must agree with them) */
+        rudnn_attention_strategy_t strat = s > RUDNN_ATTENTION_FLASH_ACCELERATED ? RUDNN_ATTENTION_AUTOTUNE
+                                                                                 : (rudnn_attention_strategy_t)s;
+        if (strat != RUDNN_ATTENTION_AUTOTUNE && !strategy_listed(strat))
+            continue;
+        char what[160];
+        snprintf(what, sizeof what, "%s/%s/%s", c->name, rudnn_dtype_name(dt), strategy_names[strat]);
+        rudnn_attention_choice_t choice;
+        rudnn_status_t st = rudnn_attention_resolve(rt_queue, &p.q.t, &p.k.t, &p.v.t, opt(&p.mask), opt(&p.bias),
+                                                    &p.opts, strat, &p.out.t, opt(&p.lse), &choice);
+        if (st == RUDNN_STATUS_NOT_SUPPORTED) {
+            if (getenv("RUDNN_TEST_VERBOSE"))
+                printf("    %s: not supported: %s\n", what, rudnn_last_error());
+            continue;
+        }
+        if (st) {
+            rt_logf(log, "  %s: resolve returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
+            log->failures++;
+            continue;
+        }
+        operand_poison(&p.out);
+        if (p.lse.buf)
+            operand_poison(&p.lse);
+        st = rudnn_attention(rt_queue, &p.q.t, &p.k.t, &p.v.t, opt(&p.mask), opt(&p.bias), &p.opts, strat, NULL, 0,
+                             &p.out.t, opt(&p.lse));
+        if (st) {
+            rt_logf(log, "  %s: returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
+            log->failures++;
+            continue;
+        }
+        rt_assert_status(rudnn_queue_synchronize(rt_queue), RUDNN_STATUS_SUCCESS);
+        const char *last = rudnn_last_kernel();
+        if (c->sq > 0) {
+            if (strat == RUDNN_ATTENTION_AUTOTUNE) { /* the call may have tuned: ask again */
+                rudnn_attention_resolve(rt_queue, &p.q.t, &p.k.t, &p.v.t, opt(&p.mask), opt(&p.bias), &p.opts,
+                                        strat, &p.out.t, opt(&p.lse), &choice);
+                if (strstr(choice.reason, "first rudnn_attention call tunes")) {
+                    rt_logf(log, "  %s: the call did not tune: resolve still says \"%s\"\n", what, choice.reason);
+                    log->failures++;
+                }
+                if (getenv("RUDNN_TEST_VERBOSE"))
+                    printf("    %s: Autotune: %s\n", what, choice.reason);
+                if (!kernel_listed(choice.kernel)) {
+                    rt_logf(log, "  %s: Autotune resolved to %s, not a listed kernel\n", what, choice.kernel);
+                    log->failures++;
+                }
+            }
+            if (!last || !choice.kernel || strcmp(last, choice.kernel) != 0) {
+                rt_logf(log, "  %s: resolve named %s, rudnn_last_kernel() says %s ran\n", what, choice.kernel,
+                        last ? last : "(null)");
+                log->failures++;
+            }
+        }
+        ran++;
+        size_t unwritten = 0, tail = 0, lse_unwritten = 0, lse_tail = 0;
+        operand_download(&p.out, got, &unwritten, &tail);
+        if (p.lse.buf)
+            operand_download(&p.lse, got_lse, &lse_unwritten, &lse_tail);
+        if (unwritten || tail || lse_unwritten || lse_tail) {
+            rt_logf(log, "  %s: %zu out / %zu lse elements not written, %zu / %zu bytes past them changed\n", what,
+                    unwritten, lse_unwritten, tail, lse_tail);
+            log->failures++;
+        }
+        log->failures += compare(log, what, &p, got, p.lse.buf ? got_lse : NULL, p.ref_out, p.ref_lse, NULL, NULL);
+        if (!first) {
+            first = got, first_lse = got_lse, first_kernel = choice.kernel;
+            got = rt_xmalloc(sizeof(float) * (size_t)(nout ? nout : 1));
+            got_lse = rt_xmalloc(sizeof(float) * (size_t)(nl ? nl : 1));
+        } else {
+            char pair[240];
+            snprintf(pair, sizeof pair, "%s against %s", what, first_kernel);
+            log->failures += compare(log, pair, &p, got, p.lse.buf ? got_lse : NULL, NULL, NULL, first, first_lse);
+        }
+    }
+    if (!ran) {
+        rt_logf(log, "  %s/%s: no strategy ran\n", c->name, rudnn_dtype_name(dt));
+        log->failures++;
+    }
+    free(first), free(first_lse), free(got), free(got_lse);
+    problem_free(&p);
+}
+
+static void test_dtype(void **state)
+{
+    rudnn_dtype_t dt = *(const rudnn_dtype_t *)*state;
+    rt_log_t *log = rt_log_new();
+    for (size_t i = 0; i < CASE_COUNT; i++)
+        run_case(log, &cases[i], dt);
+    rt_log_finish_free(log, "check(s)");
+}
+
+/* No table on this backend: every entry says so, nothing runs. */
+static int check_absent(void)
+{
+    int n = -1;
+    rudnn_status_t st = rudnn_attention_kernel_count(rt_ctx, &n);
+    if (st != RUDNN_STATUS_NOT_SUPPORTED || !strstr(rudnn_last_error(), "attention"))
+        return 0;
+    const int64_t d[4] = {1, 1, 2, 8};
+    operand_t q, o;
+    operand_make(&q, RUDNN_F32, 4, d, 0);
+    operand_make(&o, RUDNN_F32, 4, d, 0);
+    st = rudnn_attention(rt_queue, &q.t, &q.t, &q.t, NULL, NULL, NULL, RUDNN_ATTENTION_AUTOTUNE, NULL, 0, &o.t, NULL);
+    int ok = st == RUDNN_STATUS_NOT_SUPPORTED && strstr(rudnn_last_error(), "attention: backend");
+    if (!ok)
+        fprintf(stderr, "attention without kernels returned %s: %s\n", rudnn_status_string(st), rudnn_last_error());
+    operand_free(&q);
+    operand_free(&o);
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    /* a cache of this process's own: tuning starts cold and leaves nothing behind */
+    char cache[64];
+    snprintf(cache, sizeof cache, "/tmp/rudnn-test-attention-%ld.txt", (long)getpid());
+    setenv("RUDNN_AUTOTUNE_CACHE", cache, 1);
+    rt_set_filters(argc, argv);
+    rt_open_or_skip("attention");
+    int count = 0;
+    if (rudnn_attention_kernel_count(rt_ctx, &count) == RUDNN_STATUS_NOT_SUPPORTED) {
+        int ok = check_absent();
+        printf("backend %s: %s\n", rt_requested_backend(),
+               ok ? "SKIPPED (no attention kernels; NOT_SUPPORTED checked)" : "FAILED: wrong answer without kernels");
+        rt_close();
+        return ok ? RT_EXIT_SKIP : 1;
+    }
+    for (int i = 0; i < count; i++) {
+        const char *name;
+        rudnn_attention_strategy_t s;
+        rudnn_attention_kernel_info(rt_ctx, i, &name, &s);
+        printf("attention: kernel %s (%s)\n", name, strategy_names[s]);
+    }
+    static const struct CMUnitTest tests[DTYPE_COUNT] = {
+        {"f32", test_dtype, NULL, NULL, (void *)&dtypes[0]},
+        {"f16", test_dtype, NULL, NULL, (void *)&dtypes[1]},
+        {"bf16", test_dtype, NULL, NULL, (void *)&dtypes[2]},
+    };
+    int failed = cmocka_run_group_tests_name("attention", tests, NULL, NULL);
+    rt_close();
+    unlink(cache);
+    return rt_exit_code(failed);
+}
