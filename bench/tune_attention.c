@@ -94,7 +94,7 @@ static int tune_case(rudnn_context_t ctx, rudnn_queue_t queue, const att_shape_t
         goto done;
     rudnn_attention_choice_t choice;
     if ((st = rudnn_attention_resolve(queue, &c.tq, &c.tk, &c.tv, NULL, NULL, NULL, RUDNN_ATTENTION_AUTOTUNE,
-                                      &choice)) != RUDNN_STATUS_SUCCESS)
+                                      &c.tout, NULL, &choice)) != RUDNN_STATUS_SUCCESS)
         goto done;
     *kernel = choice.kernel;
     float t[TIMED_RUNS];

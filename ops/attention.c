@@ -10,14 +10,6 @@
 #include "rudnn/attention.h"
 #include "validate.h"
 
-/* core/autotune.c is written on its own branch: until it is linked in, these are absent (NULL)
- * and attention takes its static choice, as with RUDNN_AUTOTUNE=off. Delete once merged. */
-#pragma weak rudnn_autotune_enabled
-#pragma weak rudnn_autotune_key
-#pragma weak rudnn_autotune_lookup
-#pragma weak rudnn_autotune_store
-#pragma weak rudnn_autotune_time
-
 #define TUNE_REPS 5
 
 void rudnn_attention_options_init(rudnn_attention_options_t *options)
@@ -357,7 +349,7 @@ static rudnn_status_t tune_key(rudnn_context_t ctx, const rudnn_attention_plan_t
     return rudnn_autotune_key(key, cap, "attention", ctx, rest);
 }
 
-static int autotune_on(void) { return rudnn_autotune_enabled && rudnn_autotune_enabled(); }
+static int autotune_on(void) { return rudnn_autotune_enabled(); }
 
 /* How the pick was made, for rudnn_attention: whether it still has to tune. */
 typedef struct decision {
@@ -398,9 +390,7 @@ static rudnn_status_t choose(const char *op, rudnn_context_t ctx, const rudnn_at
         return RUDNN_STATUS_SUCCESS;
     }
     if (!autotune_on()) {
-        pick(k, fixed, rudnn_autotune_enabled ? "static choice (autotuning is off: RUDNN_AUTOTUNE=off)"
-                                              : "static choice (this build has no autotune cache)",
-             &d->picked, choice);
+        pick(k, fixed, "static choice (autotuning is off: RUDNN_AUTOTUNE=off)", &d->picked, choice);
         return RUDNN_STATUS_SUCCESS;
     }
     if (tune_key(ctx, plan, d->key, sizeof d->key)) {

@@ -34,7 +34,8 @@ typedef struct rudnn_attention_plan {
     float softcap; /* 0: none; else > 0 */
     /* Keys query i sees: lo(i) <= j <= hi(i), with o = seq_kv - seq_q,
      * lo(i) = window_left < 0 ? 0 : i + o - window_left, hi(i) = window_right < 0 ? seq_kv - 1 :
-     * i + o + window_right (causal is folded in: window_right 0), clamped to [0, seq_kv - 1]. */
+     * i + o + window_right (causal is folded in: window_right 0); lo is raised to 0 and hi lowered to
+     * seq_kv - 1, and a row with lo > hi sees no key (fully masked: zeros, lse -inf). */
     int32_t causal; /* for information: already folded into window_right */
     int64_t window_left;
     int64_t window_right;
