@@ -1,0 +1,543 @@
+/* rudnn-bench-attention: times the attention forward on issue 20's cases and prints one JSON
+ * line per (case, strategy), beside a device-to-device copy line ("op":"copy") measured first:
+ *
+ *   {"op":"attention","case","b","hq","hkv","sq","skv","d","dv","causal","dtype","backend",
+ *    "device","strategy","kernel","median_ms","min_ms","tflops","gbps","copy_gbps",
+ *    "peak_fraction","reps","sets"}
+ *
+ * tflops = 2*B*Hq*Sq*Skv*(D+Dv) / time (4*B*Hq*Sq*Skv*D when D == Dv), halved when causal, as
+ * the issue counts. gbps = bytes of q, k, v and out, each once, / time; peak_fraction = gbps /
+ * copy_gbps. A strategy answering NOT_SUPPORTED (or a case that does not fit) gives a line with
+ * "status":"NOT_SUPPORTED" (or "SKIPPED") and "message" instead of the times.
+ *
+ * Inputs are pseudo-random (never zeros). Several independent input sets are used in turn (at
+ * least 2 where they fit; more while a set is under 4x a 60 MB L2) so that no launch finds its
+ * inputs in the cache; WARMUP launches (the first one tunes, for autotune), then --reps launches
+ * each between two events; median and minimum. Diagnostics go to stderr. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rudnn/attention.h" /* named: it may not be in the umbrella header yet */
+#include "rudnn/rudnn.h"
+
+#define WARMUP 3
+#define DEFAULT_REPS 50
+#define QUICK_REPS 5
+#define L2_ROTATE_BYTES (4.0 * 60e6)
+#define MAX_SETS 16
+#define MEMORY_SHARE 0.85 /* of the device memory for one case's sets and workspace */
+
+typedef struct att_case {
+    const char *name;
+    int64_t b, hq, hkv, sq, skv, d, dv;
+    int causal;
+} att_case_t;
+
+/* Issue 20: prefill (non-causal and causal) and GQA decode (Hq 32, Hkv 8, D 128). */
+static const att_case_t full_cases[] = {
+    {"prefill_b4_h32_s4096_d128", 4, 32, 32, 4096, 4096, 128, 128, 0},
+    {"prefill_b4_h32_s4096_d128_causal", 4, 32, 32, 4096, 4096, 128, 128, 1},
+    {"prefill_b1_h32_s16384_d128", 1, 32, 32, 16384, 16384, 128, 128, 0},
+    {"prefill_b1_h32_s16384_d128_causal", 1, 32, 32, 16384, 16384, 128, 128, 1},
+    {"prefill_b8_h16_s2048_d64", 8, 16, 16, 2048, 2048, 64, 64, 0},
+    {"prefill_b8_h16_s2048_d64_causal", 8, 16, 16, 2048, 2048, 64, 64, 1},
+    {"decode_b64_skv8192", 64, 32, 8, 1, 8192, 128, 128, 0},
+    {"decode_b128_skv32768", 128, 32, 8, 1, 32768, 128, 128, 0},
+};
+/* PoCL smoke runs: the same kinds of case, small enough for a CPU. */
+static const att_case_t quick_cases[] = {
+    {"quick_prefill_b1_h4_s128_d64", 1, 4, 4, 128, 128, 64, 64, 0},
+    {"quick_prefill_b1_h4_s128_d64_causal", 1, 4, 4, 128, 128, 64, 64, 1},
+    {"quick_decode_b2_skv512", 2, 8, 2, 1, 512, 64, 64, 0},
+};
+
+static const struct {
+    const char *name;
+    rudnn_attention_strategy_t value;
+} strategies[] = {
+    {"fallback", RUDNN_ATTENTION_FALLBACK},
+    {"flash_unit", RUDNN_ATTENTION_FLASH_UNIT},
+    {"flash_accelerated", RUDNN_ATTENTION_FLASH_ACCELERATED},
+    {"autotune", RUDNN_ATTENTION_AUTOTUNE},
+};
+#define STRATEGY_COUNT ((int)(sizeof strategies / sizeof strategies[0]))
+
+typedef struct options {
+    const char *backend;
+    int device;
+    rudnn_dtype_t dtype;
+    int use_strategy[STRATEGY_COUNT];
+    const char *cases; /* comma list, NULL: all */
+    int quick, reps;
+    long copy_mib; /* 0: automatic */
+} options_t;
+
+typedef struct run {
+    rudnn_context_t ctx;
+    rudnn_queue_t q;
+    rudnn_device_info_t dev;
+    const options_t *o;
+    rudnn_event_t *start, *end;
+    float *ms;
+    double copy_gbps;
+} run_t;
+
+static void die(const char *what, rudnn_status_t st)
+{
+    fprintf(stderr, "rudnn-bench-attention: %s: %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
+    exit(1);
+}
+
+#define CHECK(call)                                                                                              \
+    do {                                                                                                         \
+        rudnn_status_t check_st_ = (call);                                                                       \
+        if (check_st_ != RUDNN_STATUS_SUCCESS)                                                                   \
+            die(#call, check_st_);                                                                               \
+    } while (0)
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "rudnn-bench-attention: out of host memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    return p;
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; ++p) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Times reps launches already recorded between r->start[i] and r->end[i]: median, minimum. */
+static void stats(run_t *r, double *median, double *minimum)
+{
+    int n = r->o->reps;
+    for (int i = 0; i < n; i++)
+        CHECK(rudnn_event_elapsed_ms(r->start[i], r->end[i], &r->ms[i]));
+    qsort(r->ms, (size_t)n, sizeof r->ms[0], cmp_float);
+    *median = n % 2 ? r->ms[n / 2] : 0.5 * ((double)r->ms[n / 2 - 1] + (double)r->ms[n / 2]);
+    *minimum = r->ms[0];
+}
+
+/* ---- the copy reference: what memory can move on this device, in this run ---- */
+
+static int contains_ci(const char *hay, const char *needle)
+{
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (needle[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (!needle[i])
+            return 1;
+    }
+    return 0;
+}
+
+static double measure_copy(run_t *r)
+{
+    uint64_t bytes = r->o->copy_mib > 0 ? (uint64_t)r->o->copy_mib << 20
+                     : r->dev.global_memory_bytes ? r->dev.global_memory_bytes / 8 : 256ULL << 20;
+    if (!r->o->copy_mib && bytes > 2ULL << 30)
+        bytes = 2ULL << 30;
+    /* a CPU device (PoCL) would take seconds over a GPU-sized copy */
+    int cpu = contains_ci(r->dev.name, "cpu") || contains_ci(r->dev.name, "pthread") ||
+              contains_ci(r->dev.driver, "pocl");
+    if (!r->o->copy_mib && (r->o->quick || cpu) && bytes > 256ULL << 20)
+        bytes = 256ULL << 20;
+    bytes = bytes < 4096 ? 4096 : bytes & ~(uint64_t)4095;
+    rudnn_buffer_t src, dst;
+    CHECK(rudnn_buffer_create(r->ctx, (size_t)bytes, &src));
+    CHECK(rudnn_buffer_create(r->ctx, (size_t)bytes, &dst));
+    CHECK(rudnn_buffer_fill(r->q, src, 0, 0x5a, (size_t)bytes));
+    for (int i = 0; i < WARMUP; i++)
+        CHECK(rudnn_buffer_copy(r->q, dst, 0, src, 0, (size_t)bytes));
+    CHECK(rudnn_queue_synchronize(r->q));
+    for (int i = 0; i < r->o->reps; i++) {
+        CHECK(rudnn_event_record(r->start[i], r->q));
+        CHECK(rudnn_buffer_copy(r->q, dst, 0, src, 0, (size_t)bytes));
+        CHECK(rudnn_event_record(r->end[i], r->q));
+    }
+    double median, minimum;
+    stats(r, &median, &minimum);
+    rudnn_buffer_destroy(src);
+    rudnn_buffer_destroy(dst);
+    if (!(median > 0)) {
+        fprintf(stderr, "rudnn-bench-attention: a copy timed at %g ms: the event timer does not work\n", median);
+        exit(1);
+    }
+    double gbps = 2.0 * (double)bytes / (median * 1e6); /* read + write */
+    printf("{\"op\":\"copy\",\"bytes\":%llu,\"backend\":", (unsigned long long)bytes);
+    json_string(r->dev.backend);
+    printf(",\"device\":");
+    json_string(r->dev.name);
+    printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"gbps\":%.2f,\"copy_gbps\":%.2f,\"reps\":%d}\n", median, minimum,
+           gbps, gbps, r->o->reps);
+    fflush(stdout);
+    return gbps;
+}
+
+/* ---- inputs ---------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static float uniform(void) /* in [-1, 1], never exactly 0 */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    float u = (float)((rng_state >> 40) + 1) / (float)(1 << 24); /* (0, 1] */
+    float x = 2.0f * u - 1.0f;
+    return x != 0.0f ? x : 1.0f / (1 << 24);
+}
+
+/* Random values over a whole buffer: one fresh block of up to 32 MiB written, then copied along
+ * the buffer on the device (a full host array would cost minutes for the decode cases). */
+static void fill_random(run_t *r, rudnn_buffer_t b, size_t n)
+{
+    const size_t es = rudnn_dtype_size(r->o->dtype);
+    size_t first = ((size_t)32 << 20) / es;
+    first = n < first ? n : first;
+    float *f = xmalloc(first * sizeof *f);
+    void *h = xmalloc(first * es);
+    for (size_t i = 0; i < first; i++)
+        f[i] = uniform();
+    if (r->o->dtype == RUDNN_F32)
+        memcpy(h, f, first * es);
+    else
+        rudnn_convert_from_f32(r->o->dtype, f, h, first);
+    CHECK(rudnn_buffer_write(r->q, b, 0, h, first * es));
+    for (size_t done = first; done < n; done += first) {
+        size_t chunk = n - done < first ? n - done : first;
+        CHECK(rudnn_buffer_copy(r->q, b, done * es, b, 0, chunk * es));
+    }
+    free(f);
+    free(h);
+}
+
+typedef struct set {
+    rudnn_buffer_t buf[4];
+    rudnn_tensor_t q, k, v, out;
+} set_t;
+
+static void set_create(run_t *r, const att_case_t *c, set_t *s)
+{
+    const int64_t dims[4][4] = {{c->b, c->hq, c->sq, c->d}, {c->b, c->hkv, c->skv, c->d},
+                                {c->b, c->hkv, c->skv, c->dv}, {c->b, c->hq, c->sq, c->dv}};
+    rudnn_tensor_t *t[4] = {&s->q, &s->k, &s->v, &s->out};
+    for (int i = 0; i < 4; i++) {
+        size_t n = (size_t)(dims[i][0] * dims[i][1] * dims[i][2] * dims[i][3]);
+        CHECK(rudnn_buffer_create(r->ctx, n * rudnn_dtype_size(r->o->dtype), &s->buf[i]));
+        CHECK(rudnn_tensor_init(t[i], s->buf[i], 0, r->o->dtype, 4, dims[i]));
+        if (i < 3)
+            fill_random(r, s->buf[i], n);
+        else /* poison out with NaN bytes: never a zero page */
+            CHECK(rudnn_buffer_fill(r->q, s->buf[i], 0, 0xff, n * rudnn_dtype_size(r->o->dtype)));
+    }
+}
+
+static void set_destroy(set_t *s)
+{
+    for (int i = 0; i < 4; i++)
+        rudnn_buffer_destroy(s->buf[i]);
+}
+
+/* ---- one case -------------------------------------------------------------- */
+
+static double case_bytes(const att_case_t *c, size_t es)
+{
+    return (double)es * ((double)c->b * c->hq * c->sq * (c->d + c->dv) + (double)c->b * c->hkv * c->skv * (c->d + c->dv));
+}
+
+static double case_flops(const att_case_t *c)
+{
+    double f = 2.0 * c->b * c->hq * (double)c->sq * (double)c->skv * (double)(c->d + c->dv);
+    return c->causal ? f / 2 : f;
+}
+
+static void head(const run_t *r, const att_case_t *c, const char *strategy)
+{
+    printf("{\"op\":\"attention\",\"case\":");
+    json_string(c->name);
+    printf(",\"b\":%lld,\"hq\":%lld,\"hkv\":%lld,\"sq\":%lld,\"skv\":%lld,\"d\":%lld,\"dv\":%lld,\"causal\":%s",
+           (long long)c->b, (long long)c->hq, (long long)c->hkv, (long long)c->sq, (long long)c->skv,
+           (long long)c->d, (long long)c->dv, c->causal ? "true" : "false");
+    printf(",\"dtype\":\"%s\",\"backend\":", rudnn_dtype_name(r->o->dtype));
+    json_string(r->dev.backend);
+    printf(",\"device\":");
+    json_string(r->dev.name);
+    printf(",\"strategy\":\"%s\"", strategy);
+}
+
+static void print_status(const run_t *r, const att_case_t *c, const char *strategy, const char *status,
+                         const char *message)
+{
+    head(r, c, strategy);
+    printf(",\"status\":\"%s\",\"message\":", status);
+    json_string(message);
+    printf("}\n");
+    fflush(stdout);
+}
+
+/* Times one strategy over the case's sets. The workspace (fallback's scores) is allocated here,
+ * once, outside the queue's pool, so it is gone before the next case. */
+static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, int nsets, size_t ws_bytes)
+{
+    const char *sname = strategies[si].name;
+    rudnn_attention_strategy_t st = strategies[si].value;
+    rudnn_attention_options_t opt;
+    rudnn_attention_options_init(&opt);
+    opt.causal = c->causal;
+    rudnn_buffer_t ws = NULL;
+    if (st == RUDNN_ATTENTION_AUTOTUNE)
+        ws_bytes = 0; /* the queue's pool, as a caller would: tuning may pick a kernel needing more */
+    if (ws_bytes)
+        CHECK(rudnn_buffer_create(r->ctx, ws_bytes, &ws));
+    for (int i = 0; i < WARMUP || i < nsets; i++) {
+        set_t *s = &sets[i % nsets];
+        rudnn_status_t rc = rudnn_attention(r->q, &s->q, &s->k, &s->v, NULL, NULL, &opt, st, ws, ws_bytes, &s->out, NULL);
+        if (rc == RUDNN_STATUS_NOT_SUPPORTED && i == 0) {
+            print_status(r, c, sname, "NOT_SUPPORTED", rudnn_last_error());
+            rudnn_buffer_destroy(ws);
+            return;
+        }
+        if (rc != RUDNN_STATUS_SUCCESS)
+            die(sname, rc);
+    }
+    CHECK(rudnn_queue_synchronize(r->q));
+    for (int i = 0; i < r->o->reps; i++) {
+        set_t *s = &sets[i % nsets];
+        CHECK(rudnn_event_record(r->start[i], r->q));
+        rudnn_status_t rc = rudnn_attention(r->q, &s->q, &s->k, &s->v, NULL, NULL, &opt, st, ws, ws_bytes, &s->out, NULL);
+        if (rc != RUDNN_STATUS_SUCCESS)
+            die(sname, rc);
+        CHECK(rudnn_event_record(r->end[i], r->q));
+    }
+    const char *kernel = rudnn_last_kernel();
+    char kernel_copy[128];
+    snprintf(kernel_copy, sizeof kernel_copy, "%s", kernel ? kernel : "");
+    double median, minimum;
+    stats(r, &median, &minimum);
+    rudnn_buffer_destroy(ws);
+    double secs = median * 1e-3;
+    double gbps = secs > 0 ? case_bytes(c, rudnn_dtype_size(r->o->dtype)) / secs / 1e9 : 0;
+    head(r, c, sname);
+    printf(",\"kernel\":");
+    json_string(kernel_copy);
+    printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"tflops\":%.3f,\"gbps\":%.2f,\"copy_gbps\":%.2f,"
+           "\"peak_fraction\":%.4f,\"reps\":%d,\"sets\":%d}\n",
+           median, minimum, secs > 0 ? case_flops(c) / secs / 1e12 : 0.0, gbps, r->copy_gbps,
+           r->copy_gbps > 0 ? gbps / r->copy_gbps : 0.0, r->o->reps, nsets);
+    fflush(stdout);
+}
+
+static void run_case(run_t *r, const att_case_t *c)
+{
+    const double set_bytes = case_bytes(c, rudnn_dtype_size(r->o->dtype));
+    const double budget = r->dev.global_memory_bytes ? MEMORY_SHARE * (double)r->dev.global_memory_bytes : 1e300;
+    if (set_bytes > budget) {
+        for (int si = 0; si < STRATEGY_COUNT; si++)
+            if (r->o->use_strategy[si])
+                print_status(r, c, strategies[si].name, "SKIPPED", "the inputs do not fit in device memory");
+        return;
+    }
+    set_t first;
+    set_create(r, c, &first);
+    /* each strategy's workspace (the size query checks the tensors against their buffers) */
+    size_t ws[STRATEGY_COUNT] = {0}, ws_max = 0;
+    rudnn_attention_options_t opt;
+    rudnn_attention_options_init(&opt);
+    opt.causal = c->causal;
+    for (int si = 0; si < STRATEGY_COUNT; si++) {
+        if (!r->o->use_strategy[si])
+            continue;
+        if (rudnn_attention_workspace_size(r->q, &first.q, &first.k, &first.v, NULL, NULL, &opt,
+                                           strategies[si].value, &first.out, NULL, &ws[si]) != RUDNN_STATUS_SUCCESS)
+            ws[si] = 0; /* NOT_SUPPORTED and the like: the launch reports it */
+        if (set_bytes + (double)ws[si] <= budget && ws[si] > ws_max)
+            ws_max = ws[si];
+    }
+    int nsets = 2;
+    while (nsets < MAX_SETS && nsets * set_bytes < L2_ROTATE_BYTES)
+        nsets++;
+    if (nsets > r->o->reps)
+        nsets = r->o->reps > 1 ? r->o->reps : 1;
+    while (nsets > 1 && nsets * set_bytes + (double)ws_max > budget)
+        nsets--;
+    set_t *sets = xmalloc((size_t)nsets * sizeof *sets);
+    sets[0] = first;
+    for (int k = 1; k < nsets; k++)
+        set_create(r, c, &sets[k]);
+    CHECK(rudnn_queue_synchronize(r->q));
+    for (int si = 0; si < STRATEGY_COUNT; si++) {
+        if (!r->o->use_strategy[si])
+            continue;
+        if (nsets * set_bytes + (double)ws[si] > budget) {
+            char why[160];
+            snprintf(why, sizeof why, "the workspace of %.0f MiB does not fit beside the inputs",
+                     (double)ws[si] / 1048576.0);
+            print_status(r, c, strategies[si].name, "SKIPPED", why);
+            continue;
+        }
+        time_strategy(r, c, si, sets, nsets, ws[si]);
+    }
+    for (int k = 0; k < nsets; k++)
+        set_destroy(&sets[k]);
+    free(sets);
+}
+
+/* ---- options --------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: rudnn-bench-attention [--backend NAME] [--device N] [--dtype bf16|f16|f32]\n"
+               "         [--strategy autotune|fallback|flash_unit|flash_accelerated|all[,...]]\n"
+               "         [--case NAME[,NAME]] [--quick] [--reps N] [--copy-mib N]\n"
+               "cases:");
+    for (size_t i = 0; i < sizeof full_cases / sizeof full_cases[0]; i++)
+        fprintf(f, " %s", full_cases[i].name);
+    fprintf(f, "\n--quick: tiny cases for CPU smoke runs:");
+    for (size_t i = 0; i < sizeof quick_cases / sizeof quick_cases[0]; i++)
+        fprintf(f, " %s", quick_cases[i].name);
+    fprintf(f, "\n");
+}
+
+static int in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n))
+            return 1;
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+static void parse(int argc, char **argv, options_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->device = -1;
+    o->dtype = RUDNN_BF16;
+    o->reps = -1;
+    const char *strat = "autotune";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--quick")) {
+            o->quick = 1;
+            continue;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (!v) {
+            usage(stderr);
+            exit(2);
+        }
+        i++;
+        if (!strcmp(a, "--backend"))
+            o->backend = v;
+        else if (!strcmp(a, "--device"))
+            o->device = atoi(v);
+        else if (!strcmp(a, "--dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f16") || !strcmp(v, "f32")))
+            o->dtype = !strcmp(v, "bf16") ? RUDNN_BF16 : !strcmp(v, "f16") ? RUDNN_F16 : RUDNN_F32;
+        else if (!strcmp(a, "--strategy"))
+            strat = v;
+        else if (!strcmp(a, "--case"))
+            o->cases = v;
+        else if (!strcmp(a, "--reps") && atoi(v) > 0)
+            o->reps = atoi(v);
+        else if (!strcmp(a, "--copy-mib") && atol(v) > 0)
+            o->copy_mib = atol(v);
+        else {
+            fprintf(stderr, "rudnn-bench-attention: bad option %s %s\n", a, v);
+            usage(stderr);
+            exit(2);
+        }
+    }
+    int any = 0;
+    for (int si = 0; si < STRATEGY_COUNT; si++)
+        any += o->use_strategy[si] = in_list(strat, "all") || in_list(strat, strategies[si].name);
+    if (!any) {
+        fprintf(stderr, "rudnn-bench-attention: unknown strategy '%s'\n", strat);
+        exit(2);
+    }
+    if (o->reps < 0)
+        o->reps = o->quick ? QUICK_REPS : DEFAULT_REPS;
+}
+
+int main(int argc, char **argv)
+{
+    options_t o;
+    parse(argc, argv, &o);
+    const att_case_t *cases = o.quick ? quick_cases : full_cases;
+    size_t ncases = o.quick ? sizeof quick_cases / sizeof quick_cases[0] : sizeof full_cases / sizeof full_cases[0];
+    /* every named case must exist: a typo must not give an empty, "passing" run */
+    for (const char *p = o.cases; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p), i;
+        for (i = 0; i < ncases && !(strlen(cases[i].name) == len && !strncmp(cases[i].name, p, len)); i++)
+            ;
+        if (i == ncases) {
+            fprintf(stderr, "rudnn-bench-attention: unknown case '%.*s'%s\n", (int)len, p,
+                    o.quick ? " (with --quick)" : "");
+            usage(stderr);
+            return 2;
+        }
+        p = e ? e + 1 : NULL;
+    }
+
+    run_t r;
+    memset(&r, 0, sizeof r);
+    r.o = &o;
+    rudnn_context_options_t copts;
+    memset(&copts, 0, sizeof copts);
+    copts.backend = o.backend;
+    copts.device = o.device;
+    CHECK(rudnn_context_create(&r.ctx, &copts));
+    CHECK(rudnn_context_device_info(r.ctx, &r.dev));
+    CHECK(rudnn_queue_create(r.ctx, &r.q));
+    fprintf(stderr, "rudnn-bench-attention: %s device %d: %s, %.1f GiB\n", r.dev.backend, r.dev.index, r.dev.name,
+            (double)r.dev.global_memory_bytes / (1 << 30));
+    r.start = xmalloc((size_t)o.reps * sizeof *r.start);
+    r.end = xmalloc((size_t)o.reps * sizeof *r.end);
+    r.ms = xmalloc((size_t)o.reps * sizeof *r.ms);
+    for (int i = 0; i < o.reps; i++) {
+        CHECK(rudnn_event_create(r.ctx, &r.start[i]));
+        CHECK(rudnn_event_create(r.ctx, &r.end[i]));
+    }
+    r.copy_gbps = measure_copy(&r);
+    for (size_t i = 0; i < ncases; i++)
+        if (!o.cases || in_list(o.cases, cases[i].name))
+            run_case(&r, &cases[i]);
+    for (int i = 0; i < o.reps; i++) {
+        rudnn_event_destroy(r.start[i]);
+        rudnn_event_destroy(r.end[i]);
+    }
+    free(r.start);
+    free(r.end);
+    free(r.ms);
+    rudnn_queue_destroy(r.q);
+    rudnn_context_destroy(r.ctx);
+    return 0;
+}
