@@ -2,12 +2,12 @@
  * line per (case, strategy), beside a device-to-device copy line ("op":"copy") measured first:
  *
  *   {"op":"attention","case","b","hq","hkv","sq","skv","d","dv","causal","dtype","backend",
- *    "device","strategy","kernel","median_ms","min_ms","tflops","gbps","copy_gbps",
+ *    "device","strategy","kernel","resolved","median_ms","min_ms","tflops","gbps","copy_gbps",
  *    "peak_fraction","reps","sets"}
  *
  * tflops = 2*B*Hq*Sq*Skv*(D+Dv) / time (4*B*Hq*Sq*Skv*D when D == Dv), halved when causal, as
  * the issue counts. gbps = bytes of q, k, v and out, each once, / time; peak_fraction = gbps /
- * copy_gbps. A strategy answering NOT_SUPPORTED (or a case that does not fit) gives a line with
+ * copy_gbps. resolved: the strategy of the kernel that ran (for autotune, its winner's). A strategy answering NOT_SUPPORTED (or a case that does not fit) gives a line with
  * "status":"NOT_SUPPORTED" (or "SKIPPED") and "message" instead of the times.
  *
  * Inputs are pseudo-random (never zeros). Several independent input sets are used in turn (at
@@ -334,6 +334,14 @@ static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, in
     const char *kernel = rudnn_last_kernel();
     char kernel_copy[128];
     snprintf(kernel_copy, sizeof kernel_copy, "%s", kernel ? kernel : "");
+    /* the strategy of what ran: autotune's winner may be FlashBlackboxAccelerated's kernel */
+    const char *resolved = sname;
+    rudnn_attention_choice_t choice;
+    if (rudnn_attention_resolve(r->q, &sets[0].q, &sets[0].k, &sets[0].v, NULL, NULL, &opt, st, &sets[0].out, NULL,
+                                &choice) == RUDNN_STATUS_SUCCESS)
+        for (int k = 0; k < STRATEGY_COUNT; k++)
+            if (strategies[k].value == choice.strategy && strategies[k].value != RUDNN_ATTENTION_AUTOTUNE)
+                resolved = strategies[k].name;
     double median, minimum;
     stats(r, &median, &minimum);
     rudnn_buffer_destroy(ws);
@@ -342,6 +350,7 @@ static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, in
     head(r, c, sname);
     printf(",\"kernel\":");
     json_string(kernel_copy);
+    printf(",\"resolved\":\"%s\"", resolved);
     printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"tflops\":%.3f,\"gbps\":%.2f,\"copy_gbps\":%.2f,"
            "\"peak_fraction\":%.4f,\"reps\":%d,\"sets\":%d}\n",
            median, minimum, secs > 0 ? case_flops(c) / secs / 1e12 : 0.0, gbps, r->copy_gbps,
