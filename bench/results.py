@@ -3,12 +3,15 @@
 
 usage: results.py norm RUDNN.jsonl TORCH.jsonl [--target 0.85] [options]
        results.py moe RUDNN.jsonl TORCH.jsonl [RUDNN_CUBLAS.jsonl] [options]
+       results.py attention RUDNN.jsonl TORCH.jsonl [options]
 
   norm   rudnn-bench's and bench/baselines/torch_norm.py's output (gpu-suite: rudnn-cuda.jsonl,
          torch.jsonl)
   moe    rudnn-bench-moe's and bench/baselines/torch_moe.py's output, and optionally
          rudnn-bench-moe's forward with the expert GEMMs through cuBLAS (gpu-suite:
          moe-rudnn.jsonl, moe-torch.jsonl, moe-rudnn-cublas.jsonl)
+  attention  rudnn-bench-attention's and bench/baselines/torch_attention.py's output (gpu-suite:
+         attention-rudnn.jsonl, attention-torch.jsonl)
 
 options:
   --date YYYY-MM-DD  the day of the run (default: today, UTC)
@@ -20,10 +23,10 @@ options:
 
 Only the lines between "<!-- results:FAMILY begin -->" and "<!-- results:FAMILY end -->" are
 replaced; the hand-written method around them stays as it is, and a second run on the same
-input gives the same file. The tables are those of bench/compare.py and bench/compare_moe.py,
-imported: ratios, % of copy and target flags are computed there and nowhere else.
+input gives the same file. The tables are those of bench/compare.py, bench/compare_moe.py and
+bench/compare_attention.py, imported: ratios, % of copy and target flags are computed there and nowhere else.
 
-tools/gpu-suite.sh's compare and moe stages run it into $OUT/RESULTS.md; where the tree there
+tools/gpu-suite.sh's compare, moe and attention stages run it into $OUT/RESULTS.md; where the tree there
 has no .git, set RUDNN_COMMIT in the run's command. Or run it here on the JSONL files a run
 brought back, from the repository root, with that run's date and commit (the defaults, today and
 this checkout, may not be what ran):
@@ -43,6 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ left in bench/
 import compare  # noqa: E402  (beside this script, not a package)
+import compare_attention  # noqa: E402
 import compare_moe  # noqa: E402
 
 
@@ -94,6 +98,20 @@ def moe_section(args):
     return [head, ""] + compare_moe.lines(ours, torch, cublas)
 
 
+def attention_section(args):
+    try:
+        (ours, ours_copy), (theirs, torch_copy) = (compare_attention.load(args.files[0]),
+                                                   compare_attention.load(args.files[1]))
+    except FileNotFoundError as e:
+        print("results.py: %s not found" % e.filename, file=sys.stderr)
+        return None
+    if not any(compare_attention.timed(r) for r in ours):
+        print("results.py: no timed rows in %s; %s left as it was" % (args.files[0], args.results), file=sys.stderr)
+        return None
+    head = "Run of %s on %s, commit %s." % (args.date, args.gpu or devices(ours), args.commit)
+    return [head, ""] + compare_attention.lines(ours, theirs, ours_copy, torch_copy)
+
+
 def replace_section(text, family, body_lines):
     """text with the lines between the family's two marker lines replaced by body_lines, or None
     unless there is exactly one begin line and one end line after it."""
@@ -107,7 +125,7 @@ def replace_section(text, family, body_lines):
 
 def main():
     p = argparse.ArgumentParser(description="rewrite a generated section of bench/RESULTS.md")
-    p.add_argument("family", choices=("norm", "moe"))
+    p.add_argument("family", choices=("norm", "moe", "attention"))
     p.add_argument("files", nargs="+", metavar="JSONL")
     p.add_argument("--target", type=float, default=compare.DEFAULT_TARGET,
                    help="norm: fraction of copy bandwidth a row must reach (default 0.85)")
@@ -119,11 +137,11 @@ def main():
     p.add_argument("--out", default=None)
     args = p.parse_args()
     if len(args.files) != 2 and not (args.family == "moe" and len(args.files) == 3):
-        p.error("norm takes 2 JSONL files, moe 2 or 3")
+        p.error("norm and attention take 2 JSONL files, moe 2 or 3")
     if args.commit is None:
         args.commit = default_commit()
 
-    body = norm_section(args) if args.family == "norm" else moe_section(args)
+    body = {"norm": norm_section, "moe": moe_section, "attention": attention_section}[args.family](args)
     if body is None:
         return 1
     with open(args.results, encoding="utf-8") as f:
