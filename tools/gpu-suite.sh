@@ -17,6 +17,9 @@
 #   compare   bench/compare.py -> $OUT/compare.md, printed at the very end
 #   moe       rudnn-bench-moe (on cuda also with --kernel moe.cublas_grouped) and
 #             bench/baselines/torch_moe.py -> $OUT/compare-moe.md
+#   attention rudnn-bench-attention (every strategy) and bench/baselines/torch_attention.py
+#             (SDPA, each backend forced), issue 20's cases in bf16 -> $OUT/compare-attention.md
+#             and the attention section of $OUT/RESULTS.md
 #   example   installs into a scratch DESTDIR and builds examples/ through pkg-config
 #   sanitize  (only when named) the CUDA numeric suites under compute-sanitizer's memcheck,
 #             racecheck, synccheck and initcheck; fails on any report. The suites' largest cases
@@ -42,7 +45,9 @@
 #   MESON_TEST_ARGS="..." extra meson test arguments (e.g. "--suite cuda")
 #   BENCH_ARGS="..."     extra rudnn-bench / torch_norm.py arguments (e.g. "--reps 20")
 #   BENCH_DTYPES=f32,bf16
-#   BENCH_BACKEND=cuda   the backend rudnn-bench times and compare.py reads
+#   BENCH_BACKEND=cuda   the backend rudnn-bench(-moe, -attention) times and compare*.py read
+#   ATTENTION_ARGS="..." extra arguments of both rudnn-bench-attention and torch_attention.py
+#                        (--reps N, --case NAME[,NAME], --dtype, --quick, --copy-mib N)
 #   TORCH_COMPILE=1      also time torch.compile(add + rms_norm) (0 to skip)
 #   SANITIZE_TOOLS="memcheck racecheck synccheck initcheck"   SANITIZE_SUITES="norm moe"
 #   SANITIZE_SKIP='*/large'   SANITIZE_TIMEOUT=480 (seconds per tool and suite)
@@ -64,6 +69,7 @@ MESON_TEST_ARGS=${MESON_TEST_ARGS:-}
 BENCH_ARGS=${BENCH_ARGS:-}
 BENCH_DTYPES=${BENCH_DTYPES:-f32,bf16}
 BENCH_BACKEND=${BENCH_BACKEND:-cuda}
+ATTENTION_ARGS=${ATTENTION_ARGS:-}
 TORCH_COMPILE=${TORCH_COMPILE:-1}
 SANITIZE_TOOLS=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
 SANITIZE_SUITES=${SANITIZE_SUITES:-norm moe}
@@ -77,8 +83,8 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
 
-all_stages=(build test info bench baseline compare moe example sanitize)
-default_stages=(build test info bench baseline compare moe example)
+all_stages=(build test info bench baseline compare moe attention example sanitize)
+default_stages=(build test info bench baseline compare moe attention example)
 if (( $# == 0 )) || [[ "$*" == all ]]; then
   stages=("${default_stages[@]}")
 else
@@ -309,6 +315,26 @@ stage_moe() {
     --results "$results" --out "$OUT/RESULTS.md"
 }
 
+# Attention forward (issue 20's prefill and decode cases, bf16), every rudnn strategy side by side
+# with PyTorch's SDPA backends. A strategy or backend that refuses a case prints a NOT_SUPPORTED
+# line and the stage goes on; a crash fails it.
+stage_attention() {
+  # shellcheck disable=SC2086
+  "$BUILD/bench/rudnn-bench-attention" --backend "$BENCH_BACKEND" --strategy all $ATTENTION_ARGS |
+    tee "$OUT/attention-rudnn.jsonl" || return 1
+  # shellcheck disable=SC2086
+  python3 bench/baselines/torch_attention.py $ATTENTION_ARGS | tee "$OUT/attention-torch.jsonl" || return 1
+  python3 bench/compare_attention.py "$OUT/attention-rudnn.jsonl" "$OUT/attention-torch.jsonl" |
+    tee "$OUT/compare-attention.md" || return 1
+  # on top of the sections this run's compare or moe stage wrote into $OUT/RESULTS.md
+  local results=bench/RESULTS.md
+  if [[ -f $OUT/RESULTS.md && ( " ${stages[*]} " == *" compare "* || " ${stages[*]} " == *" moe "* ) ]]; then
+    results=$OUT/RESULTS.md
+  fi
+  python3 bench/results.py attention "$OUT/attention-rudnn.jsonl" "$OUT/attention-torch.jsonl" \
+    --results "$results" --out "$OUT/RESULTS.md"
+}
+
 stage_example() {
   local dest=/tmp/rudnn-destdir
   rm -rf "$dest"
@@ -440,6 +466,10 @@ fi
 if [[ " ${stages[*]} " == *" compare "* && -f $OUT/compare.md ]]; then
   echo
   cat "$OUT/compare.md"
+fi
+if [[ " ${stages[*]} " == *" attention "* && -f $OUT/compare-attention.md ]]; then
+  echo
+  sed -n '/^| case |/,/^$/p' "$OUT/compare-attention.md" # the summary table only
 fi
 if [[ " ${stages[*]} " == *" sanitize "* && -f $OUT/sanitize.md ]]; then
   echo
