@@ -13,7 +13,8 @@
  * Inputs are pseudo-random (never zeros). Several independent input sets are used in turn (at
  * least 2 where they fit; more while a set is under 4x a 60 MB L2) so that no launch finds its
  * inputs in the cache; WARMUP launches (the first one tunes, for autotune), then --reps launches
- * each between two events; median and minimum. Diagnostics go to stderr. */
+ * each between two events (fewer, down to MIN_REPS, where they would take over
+ * STRATEGY_BUDGET_MS: "reps" says how many); median and minimum. Diagnostics go to stderr. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,8 @@
 #define QUICK_REPS 5
 #define L2_ROTATE_BYTES (4.0 * 60e6)
 #define MAX_SETS 16
+#define MIN_REPS 10
+#define STRATEGY_BUDGET_MS 5000.0 /* of timed launches per (case, strategy), above MIN_REPS */
 #define MEMORY_SHARE 0.85 /* of the device memory for one case's sets and workspace */
 
 typedef struct att_case {
@@ -127,10 +130,9 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Times reps launches already recorded between r->start[i] and r->end[i]: median, minimum. */
-static void stats(run_t *r, double *median, double *minimum)
+/* Times n launches already recorded between r->start[i] and r->end[i]: median, minimum. */
+static void stats(run_t *r, int n, double *median, double *minimum)
 {
-    int n = r->o->reps;
     for (int i = 0; i < n; i++)
         CHECK(rudnn_event_elapsed_ms(r->start[i], r->end[i], &r->ms[i]));
     qsort(r->ms, (size_t)n, sizeof r->ms[0], cmp_float);
@@ -177,7 +179,7 @@ static double measure_copy(run_t *r)
         CHECK(rudnn_event_record(r->end[i], r->q));
     }
     double median, minimum;
-    stats(r, &median, &minimum);
+    stats(r, r->o->reps, &median, &minimum);
     rudnn_buffer_destroy(src);
     rudnn_buffer_destroy(dst);
     if (!(median > 0)) {
@@ -311,8 +313,12 @@ static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, in
         ws_bytes = 0; /* the queue's pool, as a caller would: tuning may pick a kernel needing more */
     if (ws_bytes)
         CHECK(rudnn_buffer_create(r->ctx, ws_bytes, &ws));
-    for (int i = 0; i < WARMUP || i < nsets; i++) {
+    int warmup = nsets > WARMUP ? nsets : WARMUP;
+    float last_ms = 0;
+    for (int i = 0; i < warmup; i++) {
         set_t *s = &sets[i % nsets];
+        if (i == warmup - 1)
+            CHECK(rudnn_event_record(r->start[0], r->q));
         rudnn_status_t rc = rudnn_attention(r->q, &s->q, &s->k, &s->v, NULL, NULL, &opt, st, ws, ws_bytes, &s->out, NULL);
         if (rc == RUDNN_STATUS_NOT_SUPPORTED && i == 0) {
             print_status(r, c, sname, "NOT_SUPPORTED", rudnn_last_error());
@@ -321,9 +327,18 @@ static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, in
         }
         if (rc != RUDNN_STATUS_SUCCESS)
             die(sname, rc);
+        if (i == warmup - 1) {
+            CHECK(rudnn_event_record(r->end[0], r->q));
+            CHECK(rudnn_event_elapsed_ms(r->start[0], r->end[0], &last_ms));
+        }
     }
     CHECK(rudnn_queue_synchronize(r->q));
-    for (int i = 0; i < r->o->reps; i++) {
+    /* slow strategies (fallback at S 16384) get fewer reps, never under MIN_REPS, so that the
+     * whole run fits the GPU machine's time per call */
+    int reps = r->o->reps;
+    if (last_ms > 0 && reps > MIN_REPS && reps * last_ms > STRATEGY_BUDGET_MS)
+        reps = STRATEGY_BUDGET_MS / last_ms > MIN_REPS ? (int)(STRATEGY_BUDGET_MS / last_ms) : MIN_REPS;
+    for (int i = 0; i < reps; i++) {
         set_t *s = &sets[i % nsets];
         CHECK(rudnn_event_record(r->start[i], r->q));
         rudnn_status_t rc = rudnn_attention(r->q, &s->q, &s->k, &s->v, NULL, NULL, &opt, st, ws, ws_bytes, &s->out, NULL);
@@ -343,7 +358,7 @@ static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, in
             if (strategies[k].value == choice.strategy && strategies[k].value != RUDNN_ATTENTION_AUTOTUNE)
                 resolved = strategies[k].name;
     double median, minimum;
-    stats(r, &median, &minimum);
+    stats(r, reps, &median, &minimum);
     rudnn_buffer_destroy(ws);
     double secs = median * 1e-3;
     double gbps = secs > 0 ? case_bytes(c, rudnn_dtype_size(r->o->dtype)) / secs / 1e9 : 0;
@@ -354,7 +369,7 @@ static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, in
     printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"tflops\":%.3f,\"gbps\":%.2f,\"copy_gbps\":%.2f,"
            "\"peak_fraction\":%.4f,\"reps\":%d,\"sets\":%d}\n",
            median, minimum, secs > 0 ? case_flops(c) / secs / 1e12 : 0.0, gbps, r->copy_gbps,
-           r->copy_gbps > 0 ? gbps / r->copy_gbps : 0.0, r->o->reps, nsets);
+           r->copy_gbps > 0 ? gbps / r->copy_gbps : 0.0, reps, nsets);
     fflush(stdout);
 }
 
