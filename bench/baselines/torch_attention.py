@@ -20,8 +20,9 @@ Hq/Hkv times the bytes gbps counts). Causal: is_causal=True is top-left aligned 
 bottom-right; the same mask for the causal cases here, all with Sq == Skv; decode is not causal.
 
 tflops and gbps use rudnn-bench-attention's counts. Timing: torch.cuda.Event around each call,
-3 warm-up calls, median and min of --reps; inputs rotate among at least 2 sets where they fit
-(more while a set is under 4x a 60 MB L2). Stock PyTorch only (2.3+ for sdpa_kernel).
+3 warm-up calls, median and min of --reps (fewer, not under 10, where they would take over 5 s);
+inputs rotate among at least 2 sets where they fit (more while a set is under 4x a 60 MB L2).
+Stock PyTorch only (2.3+ for sdpa_kernel).
 """
 
 import argparse
@@ -37,6 +38,8 @@ DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 WARMUP = 3
 L2_ROTATE_BYTES = 4 * 60e6
 MAX_SETS = 16
+MIN_REPS = 10
+STRATEGY_BUDGET_MS = 5000.0
 MEMORY_SHARE = 0.85
 
 # name, B, Hq, Hkv, Sq, Skv, D, Dv, causal: rudnn-bench-attention's table
@@ -68,10 +71,20 @@ def emit(record):
 
 
 def time_calls(fn, sets, reps):
-    """Median and min milliseconds of fn(set) over reps calls, rotating among sets."""
-    for i in range(max(WARMUP, len(sets))):
+    """Median and min milliseconds of fn(set) over reps calls, rotating among sets, and the
+    number of calls timed: fewer (not under MIN_REPS) where reps would take over
+    STRATEGY_BUDGET_MS, as in rudnn-bench-attention."""
+    warmup = max(WARMUP, len(sets))
+    for i in range(warmup):
+        if i == warmup - 1:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
         fn(sets[i % len(sets)])
+    b.record()
     torch.cuda.synchronize()
+    last = a.elapsed_time(b)
+    if last > 0 and reps > MIN_REPS and reps * last > STRATEGY_BUDGET_MS:
+        reps = max(MIN_REPS, int(STRATEGY_BUDGET_MS / last))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for i in range(reps):
@@ -80,7 +93,7 @@ def time_calls(fn, sets, reps):
         ends[i].record()
     torch.cuda.synchronize()
     ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    return statistics.median(ms), min(ms)
+    return statistics.median(ms), min(ms), reps
 
 
 def measure_copy(args, device_name):
@@ -89,11 +102,11 @@ def measure_copy(args, device_name):
     nbytes &= ~4095
     src = torch.full((nbytes,), 0x5A, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    median, minimum = time_calls(lambda _: dst.copy_(src), [None], args.reps)
+    median, minimum, reps = time_calls(lambda _: dst.copy_(src), [None], args.reps)
     gbps = 2.0 * nbytes / (median * 1e-3) / 1e9
     emit({"op": "copy", "bytes": nbytes, "backend": "torch", "device": device_name,
           "median_ms": round(median, 6), "min_ms": round(minimum, 6), "gbps": round(gbps, 2),
-          "copy_gbps": round(gbps, 2), "reps": args.reps})
+          "copy_gbps": round(gbps, 2), "reps": reps})
     del src, dst
     torch.cuda.empty_cache()
     return gbps
@@ -164,7 +177,7 @@ def run_backend(case, strategy, backend, args, head, copy_gbps):
                 return F.scaled_dot_product_attention(s[0], s[1], s[2], **kw)
 
             with sdpa_kernel([backend]):
-                median, minimum = time_calls(call, sets, args.reps)
+                median, minimum, reps = time_calls(call, sets, args.reps)
         except TypeError as e:  # torch before 2.5: no enable_gqa
             last_error = str(e).split("\n")[0]
             continue
@@ -183,7 +196,7 @@ def run_backend(case, strategy, backend, args, head, copy_gbps):
                   median_ms=round(median, 6), min_ms=round(minimum, 6),
                   tflops=round(flops / secs / 1e12, 3), gbps=round(gbps, 2),
                   copy_gbps=round(copy_gbps, 2), peak_fraction=round(gbps / copy_gbps, 4),
-                  reps=args.reps, sets=n, gqa=mode, torch=torch.__version__))
+                  reps=reps, sets=n, gqa=mode, torch=torch.__version__))
         return
     status = "SKIPPED" if "memory" in last_error else "NOT_SUPPORTED"
     emit(dict(head, strategy=strategy, status=status, message=last_error, torch=torch.__version__))
