@@ -8,7 +8,8 @@
  * tflops = 2*B*Hq*Sq*Skv*(D+Dv) / time (4*B*Hq*Sq*Skv*D when D == Dv), halved when causal, as
  * the issue counts. gbps = bytes of q, k, v and out, each once, / time; peak_fraction = gbps /
  * copy_gbps. resolved: the strategy of the kernel that ran (for autotune, its winner's). A strategy answering NOT_SUPPORTED (or a case that does not fit) gives a line with
- * "status":"NOT_SUPPORTED" (or "SKIPPED") and "message" instead of the times.
+ * "status":"NOT_SUPPORTED" (or "SKIPPED") and "message" instead of the times; one that fails,
+ * "status":"FAILED", the run going on and exiting 1 at the end.
  *
  * Inputs are pseudo-random (never zeros). Several independent input sets are used in turn (at
  * least 2 where they fit; more while a set is under 4x a 60 MB L2) so that no launch finds its
@@ -85,6 +86,7 @@ typedef struct run {
     rudnn_event_t *start, *end;
     float *ms;
     double copy_gbps;
+    int failed; /* a strategy failed: the exit status is 1, after the other cases ran */
 } run_t;
 
 static void die(const char *what, rudnn_status_t st)
@@ -299,6 +301,25 @@ static void print_status(const run_t *r, const att_case_t *c, const char *strate
     fflush(stdout);
 }
 
+/* A launch that did not succeed: NOT_SUPPORTED on the first call is the backend's answer (no such
+ * kernel, or not for this case); anything else is a failure, reported on its line so that the
+ * other cases and strategies still run. */
+static void fail_strategy(run_t *r, const att_case_t *c, const char *sname, rudnn_status_t rc, int first,
+                          rudnn_buffer_t ws)
+{
+    char why[RUDNN_MESSAGE_MAX + 64];
+    if (first && rc == RUDNN_STATUS_NOT_SUPPORTED) {
+        print_status(r, c, sname, "NOT_SUPPORTED", rudnn_last_error());
+    } else {
+        snprintf(why, sizeof why, "%s: %s", rudnn_status_string(rc), rudnn_last_error());
+        print_status(r, c, sname, "FAILED", why);
+        fprintf(stderr, "rudnn-bench-attention: %s %s: %s\n", c->name, sname, why);
+        r->failed = 1;
+    }
+    (void)rudnn_queue_synchronize(r->q);
+    rudnn_buffer_destroy(ws);
+}
+
 /* Times one strategy over the case's sets. The workspace (fallback's scores) is allocated here,
  * once, outside the queue's pool, so it is gone before the next case. */
 static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, int nsets, size_t ws_bytes)
@@ -320,13 +341,10 @@ static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, in
         if (i == warmup - 1)
             CHECK(rudnn_event_record(r->start[0], r->q));
         rudnn_status_t rc = rudnn_attention(r->q, &s->q, &s->k, &s->v, NULL, NULL, &opt, st, ws, ws_bytes, &s->out, NULL);
-        if (rc == RUDNN_STATUS_NOT_SUPPORTED && i == 0) {
-            print_status(r, c, sname, "NOT_SUPPORTED", rudnn_last_error());
-            rudnn_buffer_destroy(ws);
+        if (rc != RUDNN_STATUS_SUCCESS) {
+            fail_strategy(r, c, sname, rc, i == 0, ws);
             return;
         }
-        if (rc != RUDNN_STATUS_SUCCESS)
-            die(sname, rc);
         if (i == warmup - 1) {
             CHECK(rudnn_event_record(r->end[0], r->q));
             CHECK(rudnn_event_elapsed_ms(r->start[0], r->end[0], &last_ms));
@@ -342,8 +360,10 @@ static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, in
         set_t *s = &sets[i % nsets];
         CHECK(rudnn_event_record(r->start[i], r->q));
         rudnn_status_t rc = rudnn_attention(r->q, &s->q, &s->k, &s->v, NULL, NULL, &opt, st, ws, ws_bytes, &s->out, NULL);
-        if (rc != RUDNN_STATUS_SUCCESS)
-            die(sname, rc);
+        if (rc != RUDNN_STATUS_SUCCESS) {
+            fail_strategy(r, c, sname, rc, 0, ws);
+            return;
+        }
         CHECK(rudnn_event_record(r->end[i], r->q));
     }
     const char *kernel = rudnn_last_kernel();
@@ -563,5 +583,5 @@ int main(int argc, char **argv)
     free(r.ms);
     rudnn_queue_destroy(r.q);
     rudnn_context_destroy(r.ctx);
-    return 0;
+    return r.failed;
 }
