@@ -317,13 +317,14 @@ stage_moe() {
 
 # Attention forward (issue 20's prefill and decode cases, bf16), every rudnn strategy side by side
 # with PyTorch's SDPA backends. A strategy or backend that refuses a case prints a NOT_SUPPORTED
-# line and the stage goes on; a crash fails it.
+# line; one that fails a FAILED line and fails the stage, after the tables are written.
 stage_attention() {
+  local rc=0
   # shellcheck disable=SC2086
   "$BUILD/bench/rudnn-bench-attention" --backend "$BENCH_BACKEND" --strategy all $ATTENTION_ARGS |
-    tee "$OUT/attention-rudnn.jsonl" || return 1
+    tee "$OUT/attention-rudnn.jsonl" || rc=1
   # shellcheck disable=SC2086
-  python3 bench/baselines/torch_attention.py $ATTENTION_ARGS | tee "$OUT/attention-torch.jsonl" || return 1
+  python3 bench/baselines/torch_attention.py $ATTENTION_ARGS | tee "$OUT/attention-torch.jsonl" || rc=1
   python3 bench/compare_attention.py "$OUT/attention-rudnn.jsonl" "$OUT/attention-torch.jsonl" |
     tee "$OUT/compare-attention.md" || return 1
   # on top of the sections this run's compare or moe stage wrote into $OUT/RESULTS.md
@@ -332,7 +333,8 @@ stage_attention() {
     results=$OUT/RESULTS.md
   fi
   python3 bench/results.py attention "$OUT/attention-rudnn.jsonl" "$OUT/attention-torch.jsonl" \
-    --results "$results" --out "$OUT/RESULTS.md"
+    --results "$results" --out "$OUT/RESULTS.md" || rc=1
+  return "$rc"
 }
 
 stage_example() {
