@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rudnn/attention.h" /* named: it may not be in the umbrella header yet */
+#include "bench_util.h"
 #include "rudnn/rudnn.h"
 
 #define WARMUP 3
@@ -102,29 +102,6 @@ static void die(const char *what, rudnn_status_t st)
             die(#call, check_st_);                                                                               \
     } while (0)
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "rudnn-bench-attention: out of host memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
-}
-
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; ++p) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
 
 static int cmp_float(const void *a, const void *b)
 {
@@ -190,9 +167,9 @@ static double measure_copy(run_t *r)
     }
     double gbps = 2.0 * (double)bytes / (median * 1e6); /* read + write */
     printf("{\"op\":\"copy\",\"bytes\":%llu,\"backend\":", (unsigned long long)bytes);
-    json_string(r->dev.backend);
+    bench_json_string(r->dev.backend);
     printf(",\"device\":");
-    json_string(r->dev.name);
+    bench_json_string(r->dev.name);
     printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"gbps\":%.2f,\"copy_gbps\":%.2f,\"reps\":%d}\n", median, minimum,
            gbps, gbps, r->o->reps);
     fflush(stdout);
@@ -220,8 +197,8 @@ static void fill_random(run_t *r, rudnn_buffer_t b, size_t n)
     const size_t es = rudnn_dtype_size(r->o->dtype);
     size_t first = ((size_t)32 << 20) / es;
     first = n < first ? n : first;
-    float *f = xmalloc(first * sizeof *f);
-    void *h = xmalloc(first * es);
+    float *f = bench_xmalloc("rudnn-bench-attention", first * sizeof *f);
+    void *h = bench_xmalloc("rudnn-bench-attention", first * es);
     for (size_t i = 0; i < first; i++)
         f[i] = uniform();
     if (r->o->dtype == RUDNN_F32)
@@ -280,14 +257,14 @@ static double case_flops(const att_case_t *c)
 static void head(const run_t *r, const att_case_t *c, const char *strategy)
 {
     printf("{\"op\":\"attention\",\"case\":");
-    json_string(c->name);
+    bench_json_string(c->name);
     printf(",\"b\":%lld,\"hq\":%lld,\"hkv\":%lld,\"sq\":%lld,\"skv\":%lld,\"d\":%lld,\"dv\":%lld,\"causal\":%s",
            (long long)c->b, (long long)c->hq, (long long)c->hkv, (long long)c->sq, (long long)c->skv,
            (long long)c->d, (long long)c->dv, c->causal ? "true" : "false");
     printf(",\"dtype\":\"%s\",\"backend\":", rudnn_dtype_name(r->o->dtype));
-    json_string(r->dev.backend);
+    bench_json_string(r->dev.backend);
     printf(",\"device\":");
-    json_string(r->dev.name);
+    bench_json_string(r->dev.name);
     printf(",\"strategy\":\"%s\"", strategy);
 }
 
@@ -296,7 +273,7 @@ static void print_status(const run_t *r, const att_case_t *c, const char *strate
 {
     head(r, c, strategy);
     printf(",\"status\":\"%s\",\"message\":", status);
-    json_string(message);
+    bench_json_string(message);
     printf("}\n");
     fflush(stdout);
 }
@@ -384,7 +361,7 @@ static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, in
     double gbps = secs > 0 ? case_bytes(c, rudnn_dtype_size(r->o->dtype)) / secs / 1e9 : 0;
     head(r, c, sname);
     printf(",\"kernel\":");
-    json_string(kernel_copy);
+    bench_json_string(kernel_copy);
     printf(",\"resolved\":\"%s\"", resolved);
     printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"tflops\":%.3f,\"gbps\":%.2f,\"copy_gbps\":%.2f,"
            "\"peak_fraction\":%.4f,\"reps\":%d,\"sets\":%d}\n",
@@ -426,7 +403,7 @@ static void run_case(run_t *r, const att_case_t *c)
         nsets = r->o->reps > 1 ? r->o->reps : 1;
     while (nsets > 1 && nsets * set_bytes + (double)ws_max > budget)
         nsets--;
-    set_t *sets = xmalloc((size_t)nsets * sizeof *sets);
+    set_t *sets = bench_xmalloc("rudnn-bench-attention", (size_t)nsets * sizeof *sets);
     sets[0] = first;
     for (int k = 1; k < nsets; k++)
         set_create(r, c, &sets[k]);
@@ -563,9 +540,9 @@ int main(int argc, char **argv)
     CHECK(rudnn_queue_create(r.ctx, &r.q));
     fprintf(stderr, "rudnn-bench-attention: %s device %d: %s, %.1f GiB\n", r.dev.backend, r.dev.index, r.dev.name,
             (double)r.dev.global_memory_bytes / (1 << 30));
-    r.start = xmalloc((size_t)o.reps * sizeof *r.start);
-    r.end = xmalloc((size_t)o.reps * sizeof *r.end);
-    r.ms = xmalloc((size_t)o.reps * sizeof *r.ms);
+    r.start = bench_xmalloc("rudnn-bench-attention", (size_t)o.reps * sizeof *r.start);
+    r.end = bench_xmalloc("rudnn-bench-attention", (size_t)o.reps * sizeof *r.end);
+    r.ms = bench_xmalloc("rudnn-bench-attention", (size_t)o.reps * sizeof *r.ms);
     for (int i = 0; i < o.reps; i++) {
         CHECK(rudnn_event_create(r.ctx, &r.start[i]));
         CHECK(rudnn_event_create(r.ctx, &r.end[i]));

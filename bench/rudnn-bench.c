@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "rudnn/rudnn.h"
 #include "tune.h"
 
@@ -89,45 +90,22 @@ static void die(const char *fmt, ...)
                 rudnn_last_error());                                                             \
     } while (0)
 
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p)
-        die("out of host memory (%zu bytes)", bytes);
-    return p;
-}
-
-/* ---- JSON ------------------------------------------------------------------ */
-
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; ++p) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
 
 /* Common prefix of every case line: op, shape, dtype, backend, device, strategy. */
 static void json_case_head(const char *op, const int64_t *dims, int rank, const char *dtype,
                            const rudnn_device_info_t *dev)
 {
     printf("{\"op\":");
-    json_string(op);
+    bench_json_string(op);
     printf(",\"shape\":[");
     for (int i = 0; i < rank; ++i)
         printf("%s%lld", i ? "," : "", (long long)dims[i]);
     printf("],\"dtype\":");
-    json_string(dtype);
+    bench_json_string(dtype);
     printf(",\"backend\":");
-    json_string(dev->backend);
+    bench_json_string(dev->backend);
     printf(",\"device\":");
-    json_string(dev->name);
+    bench_json_string(dev->name);
     printf(",\"strategy\":\"default\"");
 }
 
@@ -324,9 +302,9 @@ typedef struct timer {
 static void bench_timer_create(bench_timer_t *t, rudnn_context_t ctx, int reps)
 {
     t->reps = reps;
-    t->start = xmalloc(sizeof(rudnn_event_t) * (size_t)reps);
-    t->end = xmalloc(sizeof(rudnn_event_t) * (size_t)reps);
-    t->ms = xmalloc(sizeof(float) * (size_t)reps);
+    t->start = bench_xmalloc("rudnn-bench", sizeof(rudnn_event_t) * (size_t)reps);
+    t->end = bench_xmalloc("rudnn-bench", sizeof(rudnn_event_t) * (size_t)reps);
+    t->ms = bench_xmalloc("rudnn-bench", sizeof(float) * (size_t)reps);
     for (int i = 0; i < reps; ++i) {
         CHECK(rudnn_event_create(ctx, &t->start[i]));
         CHECK(rudnn_event_create(ctx, &t->end[i]));
@@ -488,7 +466,7 @@ static void print_skip(int op, const shape_t *sh, rudnn_dtype_t dt, const rudnn_
     int64_t dims[2] = {sh->rows, sh->cols};
     json_case_head(op_names[op], dims, 2, rudnn_dtype_name(dt), dev);
     printf(",\"skipped\":");
-    json_string(why);
+    bench_json_string(why);
     printf("}\n");
     fflush(stdout);
     fprintf(stderr, "rudnn-bench: %s %lldx%lld %s skipped: %s\n", op_names[op],
@@ -639,13 +617,7 @@ int main(int argc, char **argv)
             printf("nothing to tune for %s yet\n", o.tune_family);
             return 0;
         }
-#ifdef RUDNN_BENCH_ATTENTION
         return bench_tune_attention(o.backend, o.device, o.quick);
-#else
-        fprintf(stderr, "rudnn-bench: --tune attention: the attention family is not built into this "
-                        "rudnn (no ops/attention.c)\n");
-        return 1;
-#endif
     }
 
     rudnn_context_options_t copts;
@@ -687,13 +659,13 @@ int main(int argc, char **argv)
             continue;
         }
 
-        float *hx = xmalloc(n * sizeof(float));
-        float *hr = need_residual ? xmalloc(n * sizeof(float)) : NULL;
+        float *hx = bench_xmalloc("rudnn-bench", n * sizeof(float));
+        float *hr = need_residual ? bench_xmalloc("rudnn-bench", n * sizeof(float)) : NULL;
         fill_random(hx, n, -2.0f, 2.0f);
         if (hr)
             fill_random(hr, n, -1.0f, 1.0f);
-        float *hg = xmalloc(cols * sizeof(float));
-        float *hb = xmalloc(cols * sizeof(float));
+        float *hg = bench_xmalloc("rudnn-bench", cols * sizeof(float));
+        float *hb = bench_xmalloc("rudnn-bench", cols * sizeof(float));
         fill_random(hg, cols, 0.5f, 1.5f);
         fill_random(hb, cols, -0.25f, 0.25f);
 
@@ -710,8 +682,8 @@ int main(int argc, char **argv)
         for (int di = 0; di < o.dtype_count; ++di) {
             rudnn_dtype_t dt = o.dtypes[di];
             size_t bytes = n * rudnn_dtype_size(dt);
-            void *cx = xmalloc(bytes);
-            void *cr = hr ? xmalloc(bytes) : NULL;
+            void *cx = bench_xmalloc("rudnn-bench", bytes);
+            void *cr = hr ? bench_xmalloc("rudnn-bench", bytes) : NULL;
             rudnn_convert_from_f32(dt, hx, cx, n);
             if (hr)
                 rudnn_convert_from_f32(dt, hr, cr, n);

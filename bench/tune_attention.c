@@ -2,13 +2,11 @@
  * shape buckets and dtypes, so that the autotune cache holds their winners before an application
  * needs them (DESIGN.md 5), and prints one progress line per case:
  *   tune attention 3/24: bf16 b4 h32 q4096 k4096 d128 -> attention.flash_unit 1.234 ms
- * (the kernel rudnn_attention_resolve reports, and its median time over a few runs). Built only
- * when the attention family is (bench/meson.build). */
+ * (the kernel rudnn_attention_resolve reports, and its median time over a few runs). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rudnn/attention.h" /* named: it may not be in the umbrella header yet */
 #include "rudnn/rudnn.h"
 #include "tune.h"
 
