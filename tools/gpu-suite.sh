@@ -49,7 +49,7 @@
 #   ATTENTION_ARGS="..." extra arguments of both rudnn-bench-attention and torch_attention.py
 #                        (--reps N, --case NAME[,NAME], --dtype, --quick, --copy-mib N)
 #   TORCH_COMPILE=1      also time torch.compile(add + rms_norm) (0 to skip)
-#   SANITIZE_TOOLS="memcheck racecheck synccheck initcheck"   SANITIZE_SUITES="norm moe"
+#   SANITIZE_TOOLS="memcheck racecheck synccheck initcheck"   SANITIZE_SUITES="norm moe attention"
 #   SANITIZE_SKIP='*/large'   SANITIZE_TIMEOUT=480 (seconds per tool and suite)
 #   SANITIZE_INITCHECK_SKIP_KERNELS='moe.cublas_*'   SANITIZE_JOBS=4 (runs at once on the GPU)
 #   SANITIZE_SHARDS_<suite>="glob ..." (cmocka globs: the suite's parts that run side by side;
@@ -72,7 +72,7 @@ BENCH_BACKEND=${BENCH_BACKEND:-cuda}
 ATTENTION_ARGS=${ATTENTION_ARGS:-}
 TORCH_COMPILE=${TORCH_COMPILE:-1}
 SANITIZE_TOOLS=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
-SANITIZE_SUITES=${SANITIZE_SUITES:-norm moe}
+SANITIZE_SUITES=${SANITIZE_SUITES:-norm moe attention}
 SANITIZE_SKIP=${SANITIZE_SKIP:-*/large}
 SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-480}
 SANITIZE_INITCHECK_SKIP_KERNELS=${SANITIZE_INITCHECK_SKIP_KERNELS-moe.cublas_*}
@@ -374,6 +374,8 @@ sanitize_one() {
   summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log_file" | tail -1 | sed 's/^=* *//')
   case $r in
     0) result=ok ;;
+    77) result="SKIP (the suite skipped: $(grep -m1 -o 'SKIPPED (.*)' "$log_file" || echo 'see the log'))"
+        r=0 ;; # a family without CUDA kernels yet: nothing ran, nothing to report
     86) result="REPORTS" ;;
     124) result="TIMEOUT (${SANITIZE_TIMEOUT} s)" ;;
     *) result="FAIL (rc $r)" ;;
