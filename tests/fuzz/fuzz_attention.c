@@ -55,10 +55,13 @@ static void as_bshd(const rudnn_tensor_t *t)
         return;
     rudnn_tensor_t *w = (rudnn_tensor_t *)t; /* the harness's own descriptor (fz_call_t.args) */
     const int64_t h = w->dims[1], s = w->dims[2], d = w->dims[3];
+    int64_t hd, shd;
+    if (__builtin_mul_overflow(h, d, &hd) || __builtin_mul_overflow(s, hd, &shd))
+        return; /* dims too large for any stride: leave the contiguous view to be rejected */
     w->strides[3] = 1;
     w->strides[1] = d;
-    w->strides[2] = h * d;
-    w->strides[0] = s * h * d;
+    w->strides[2] = hd;
+    w->strides[0] = shd;
 }
 
 static const rudnn_attention_options_t *options(fz_call_t *c, rudnn_attention_options_t *o)
