@@ -170,6 +170,7 @@ rudnn_status_t b_device_open(int index, void **device)
     if (d->info.smem_optin < d->prop.sharedMemPerBlock)
         d->info.smem_optin = d->prop.sharedMemPerBlock;
     d->info.arch = rdg_arch_number(&d->prop);
+    d->info.total_mem = d->prop.totalGlobalMem;
     rdg_probe_caps(&d->prop, &d->info);
     count_open(index, 1);
     *device = d;

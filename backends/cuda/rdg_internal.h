@@ -27,6 +27,7 @@ typedef struct rdg_devinfo {
     /* the driver's cuTensorMapEncodeTiled (PFN_cuTensorMapEncodeTiled_v12000 of cudaTypedefs.h), for
      * TMA loads; NULL where the driver has none, and under HIP */
     void *tensor_map_encode;
+    size_t total_mem; /* global memory, bytes (the attention fallback's workspace limit) */
 } rdg_devinfo_t;
 
 /* The device handle the HAL passes (plugin.cu's device starts with its rdg_devinfo_t). */

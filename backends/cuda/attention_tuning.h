@@ -1,0 +1,34 @@
+/* Tuning values of the CUDA/HIP attention kernels (attention_flash.cu, attention_fallback.cu), in
+ * one place, each with why. None is measured yet: the kernels were written without a GPU; these
+ * are the OpenCL kernels' shapes (backends/opencl/attention_tuning.h) carried over. */
+#ifndef RUDNN_ATTENTION_TUNING_H
+#define RUDNN_ATTENTION_TUNING_H
+
+/* flash_unit: warps per CTA. 4 warps share each staged K/V tile (4x less K/V traffic than a warp
+ * alone) and leave room for 2 CTAs per SM at D 128 (about 77 KiB of shared memory each). */
+#define ATT_FLASH_WARPS 4
+/* flash_unit: query rows per warp for prefill (Sq >= ATT_FLASH_WARPS * this): each staged K row
+ * and V row read from shared memory serves 4 rows (the OpenCL kernel's 16 rows per group). */
+#define ATT_FLASH_ROWS_PER_WARP 4
+/* flash_unit: keys per staged tile, by the largest head dim (64 / 128 / 256): 64 keys as on
+ * OpenCL; 32 at 256 so that K + V tiles stay at 64 KiB. Halved (not below ATT_FLASH_MIN_KEYS)
+ * until the CTA fits the device's shared memory. */
+#define ATT_FLASH_KEYS_D64 64
+#define ATT_FLASH_KEYS_D128 64
+#define ATT_FLASH_KEYS_D256 32
+#define ATT_FLASH_MIN_KEYS 8
+/* Dynamic shared memory a launch may use without the opt-in attribute. */
+#define ATT_SMEM_DEFAULT_LIMIT (48u * 1024u)
+/* CTAs per launch at most: larger problems loop over their work in a grid-stride loop (keeps
+ * gridDim.x far inside its 2^31 - 1 limit, whatever B * Hq * Sq is). */
+#define ATT_MAX_GRID (1 << 20)
+
+/* fallback: threads per CTA of the scores and softmax kernels (one CTA per score row; the scores
+ * kernel gives each warp one key at a time, lanes over D: coalesced K rows). */
+#define ATT_FB_THREADS 256
+/* fallback P V: at most this many threads, over the output columns (one CTA per row). */
+#define ATT_FB_PV_MAX_THREADS 256
+/* fallback: the score matrix may take at most this share (1/N) of the device's memory. */
+#define ATT_FB_MEM_DIVISOR 2
+
+#endif
