@@ -13,7 +13,9 @@
  * q/k/v/out as views of [B, S, H, D] memory, lse, Skv 0, Sq 0.
  *
  * Tolerances (tol_of): the inputs are rounded to the dtype before the reference sees them, so
- * what is left is FP32 arithmetic and the rounding of out to the dtype:
+ * what is left is FP32 arithmetic, the rounding of out to the dtype and, in the tensor-core
+ * kernels (FlashAccelerated), the rounding of the probabilities P to the dtype before P V (as
+ * FlashAttention does: a relative 2^-9 (bf16) or 2^-11 (f16) per term, averaging out over a row):
  *   norm-wise  ||out - ref|| / ||ref||:   f32 1e-5, f16 1e-3, bf16 2e-3 (the RMS of a rounding is
  *              about 0.3 ulp: 2.8e-4 f16, 1.1e-3 bf16);
  *   per row    max |out - ref| / max |v| of the row's head (out is a convex combination of v
@@ -76,6 +78,11 @@ static const acase_t cases[] = {
     {"softcap", 1, 2, 2, 12, 12, 64, 64, 0, NW, NW, 5.0f, 1.0f, 0, 0, 0, 1},
     {"bshd-gqa4", 2, 4, 1, 11, 11, 64, 64, 0, NW, NW, 0, 0, 0, 0, 1, 1},
     {"bshd-all-options", 1, 4, 2, 9, 15, 32, 48, 1, 6, NW, 3.0f, 0.3f, MASK_PER_HEAD, BIAS_F32_OVER_B, 1, 1},
+    /* several query and key tiles of the tensor-core kernels (128 x 128), more key tiles than
+     * stages in flight, the last of each partial */
+    {"long-causal-d128", 1, 2, 1, 300, 520, 128, 128, 1, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"long-bshd-d64", 1, 2, 2, 200, 333, 64, 64, 0, NW, NW, 0, 0, 0, 0, 1, 1},
+    {"long-window-mask-dv96", 1, 2, 2, 140, 300, 128, 96, 0, 50, 20, 0, 0, MASK_PER_HEAD, 0, 0, 1},
     {"skv0", 2, 2, 1, 3, 0, 32, 32, 0, NW, NW, 0, 0, 0, 0, 0, 1},
     {"skv0-no-lse", 1, 1, 1, 2, 0, 8, 8, 0, NW, NW, 0, 0, 0, 0, 0, 0},
     {"sq0", 1, 2, 2, 0, 5, 32, 32, 0, NW, NW, 0, 0, 0, 0, 0, 1},

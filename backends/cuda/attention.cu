@@ -1,19 +1,22 @@
 /* The attention family's kernel table (hal/attention.h) on CUDA/HIP: the candidates, their check,
- * workspace and run entries, and the kernel arguments both share. Two candidates, most preferred
+ * workspace and run entries, and the kernel arguments both share. The candidates, most preferred
  * first:
+ *   attention.wgmma_tma   FlashBlackboxAccelerated: wgmma fed by TMA, warp-specialised (sm_90a,
+ *                         F16/BF16, D and Dv <= 128; attention_wgmma.cu; CUDA only)
  *   attention.flash_unit  one fused online-softmax kernel (attention_flash.cu)
  *   attention.fallback    scores, softmax and P V over an FP32 workspace (attention_fallback.cu)
- * ops/attention.c chooses; run runs exactly the one chosen. No tensor-core candidate yet. */
+ * ops/attention.c chooses; run runs exactly the one chosen. */
 #include <stdio.h>
 #include <string.h>
 
 #include "rdg_internal.h"
 
 #include "attention.cuh"
+#include "attention_tuning.h"
 
 namespace {
 
-enum { C_FLASH_UNIT, C_FALLBACK, C_COUNT };
+enum { C_WGMMA, C_FLASH_UNIT, C_FALLBACK, C_COUNT };
 
 /* Whether rows of `width` elements at `base` + r * stride (for each of the three strides) all
  * start on 16 bytes and span whole 16-byte pieces: the one place the 16-byte loads are allowed. */
@@ -36,6 +39,19 @@ void att_check(void *device, const rudnn_attention_plan_t *plan, uint32_t c, rud
     verdict->why[0] = '\0';
     const int flash_fits = rdg_att_flash_fits(dev, plan);
     switch (c) {
+    case C_WGMMA:
+#if RDG_HIP
+        snprintf(verdict->why, sizeof verdict->why, "no matrix-unit attention kernel on HIP yet");
+#else
+        if (rdg_att_wgmma_why(dev, plan, verdict->why, sizeof verdict->why))
+            return;
+        verdict->runs = 1;
+        verdict->preferred = plan->seq_q >= ATT_WG_PREFER_MIN_SQ;
+        if (!verdict->preferred)
+            snprintf(verdict->why, sizeof verdict->why, "Sq %lld < %d: its %d-row tiles would be mostly padding",
+                     (long long)plan->seq_q, ATT_WG_PREFER_MIN_SQ, ATT_WG_BM);
+#endif
+        return;
     case C_FLASH_UNIT:
         if (!flash_fits) {
             snprintf(verdict->why, sizeof verdict->why,
@@ -84,6 +100,13 @@ rudnn_status_t att_run(void *queue, const rudnn_attention_plan_t *plan, uint32_t
     rdg_att_make_args(plan, q, k, v, mask, bias, out, lse, &a);
     if (c == C_FLASH_UNIT)
         return rdg_att_run_flash(qu, plan, a);
+    if (c == C_WGMMA) {
+#if RDG_HIP
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, ATT_OP ": hip: no " ATT_WGMMA_NAME);
+#else
+        return rdg_att_run_wgmma(qu, plan, a);
+#endif
+    }
     return rdg_att_run_fallback(qu, plan, a, workspace);
 }
 
@@ -92,6 +115,7 @@ rudnn_attention_kernels_t make_attention_table(void)
     /* static storage for the candidates; inside a function: a namespace-scope const would be
      * promoted to device memory by HIP's compiler (moe_table.cu) */
     static const rudnn_kernel_candidate_t candidates[C_COUNT] = {
+        {ATT_WGMMA_NAME, RUDNN_ATTENTION_FLASH_ACCELERATED, 0},
         {ATT_FLASH_UNIT_NAME, RUDNN_ATTENTION_FLASH_UNIT, 0},
         {ATT_FALLBACK_NAME, RUDNN_ATTENTION_FALLBACK, 0},
     };

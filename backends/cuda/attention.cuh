@@ -1,5 +1,5 @@
 /* What the CUDA/HIP attention sources share: attention.cu (the family's table), attention_flash.cu
- * and attention_fallback.cu (the two candidates' kernels and launchers). The kernels' arguments,
+ * attention_fallback.cu and attention_wgmma.cu (the candidates' kernels and launchers). The kernels' arguments,
  * the contract's score rules as device functions, and the launchers' declarations. Include after
  * rdg_internal.h. */
 #ifndef RUDNN_ATTENTION_CUH
@@ -10,6 +10,7 @@
 #define ATT_OP "attention"
 #define ATT_FLASH_UNIT_NAME "attention.flash_unit"
 #define ATT_FALLBACK_NAME "attention.fallback"
+#define ATT_WGMMA_NAME "attention.wgmma_tma"
 #define ATT_NO_BIAS (-1) /* rdg_att_args::bias_dtype without a bias */
 
 /* The plan and device addresses as every attention kernel takes them (by value). Strides are
@@ -37,6 +38,11 @@ void rdg_att_make_args(const rudnn_attention_plan_t *plan, rudnn_mem_ref_t q, ru
 /* attention_flash.cu: whether flash_unit's CTA fits dev (shared memory, threads), and its launch. */
 int rdg_att_flash_fits(const rdg_devinfo_t *dev, const rudnn_attention_plan_t *plan);
 rudnn_status_t rdg_att_run_flash(rdg_queue_t *q, const rudnn_attention_plan_t *plan, const rdg_att_args &a);
+
+/* attention_wgmma.cu (CUDA only): why the wgmma + TMA kernel does not run plan on dev (NULL when it
+ * does; written into why), and its launch. */
+const char *rdg_att_wgmma_why(const rdg_devinfo_t *dev, const rudnn_attention_plan_t *plan, char *why, size_t cap);
+rudnn_status_t rdg_att_run_wgmma(rdg_queue_t *q, const rudnn_attention_plan_t *plan, const rdg_att_args &a);
 
 /* attention_fallback.cu: the score matrix's bytes (B * Hq * Sq * Skv * 4; 0 on overflow), why it
  * does not fit dev (NULL when it does), and the launches. */

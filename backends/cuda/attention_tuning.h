@@ -23,6 +23,19 @@
  * gridDim.x far inside its 2^31 - 1 limit, whatever B * Hq * Sq is). */
 #define ATT_MAX_GRID (1 << 20)
 
+/* wgmma_tma (attention_wgmma.cu): query rows per CTA (two consumer warpgroups of 64, wgmma's M)
+ * and keys per tile (S = Q K^T is one m64n128 accumulator: 64 registers a thread, leaving room
+ * for O's 64 and P's 32 under the consumers' register budget). */
+#define ATT_WG_BM 128
+#define ATT_WG_BN 128
+/* wgmma_tma: K and V stages in flight (2: 160 KiB of shared memory at D 128 with the Q tile). */
+#define ATT_WG_STAGES 2
+/* wgmma_tma: setmaxnreg budgets; (240 * 2 + 24) * 128 threads stay under the SM's 64 Ki. */
+#define ATT_WG_CONSUMER_REGS 240
+#define ATT_WG_PRODUCER_REGS 24
+/* wgmma_tma is the static choice from this Sq up (below it, most of a 128-row tile is padding). */
+#define ATT_WG_PREFER_MIN_SQ 64
+
 /* fallback: threads per CTA of the scores and softmax kernels (one CTA per score row; the scores
  * kernel gives each warp one key at a time, lanes over D: coalesced K rows). */
 #define ATT_FB_THREADS 256

@@ -38,31 +38,6 @@ namespace {
 /* stages aligned to 1024 bytes (the swizzle atom), then the 2 x STAGES mbarriers */
 #define TMA_SMEM (TMA_STAGES * TMA_STAGE_BYTES + 1024 + 2 * TMA_STAGES * 8)
 
-#if RDG_HAS_WGMMA
-
-/* box (64 elements of K at k, rows from row) of the tensor map -> shared dst, counted on bar */
-__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, int k, int row, uint32_t bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-                 "[%4];\n" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(k), "r"(row), "r"(bar)
-                 : "memory");
-}
-
-template <int REGS>
-__device__ __forceinline__ void set_max_regs_inc()
-{
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
-}
-
-template <int REGS>
-__device__ __forceinline__ void set_max_regs_dec()
-{
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
-}
-
-#endif
-
 /* C = A B^T over the slots' rows (a: map of [rows, K]; b0/b1: maps of [E N, K], boxes of 128 rows;
  * c: [rows, N]); work item L as in moe_experts.cu. */
 template <int DT, bool DUAL>
@@ -123,13 +98,13 @@ tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant
                 const uint32_t sa = smem0 + s * TMA_STAGE_BYTES;
                 const uint32_t sb = sa + TMA_A_BYTES;
                 const int k = kt * TC_BK;
-                tma_load(sa, &map_a, k, (int)row0, full);
+                tma_load_2d(sa, &map_a, k, (int)row0, full);
                 if (DUAL) {
-                    tma_load(sb, &map_b0, k, brow, full);                 /* gate rows */
-                    tma_load(sb + TC_BM * 128, &map_b1, k, brow, full);   /* up rows, same columns */
+                    tma_load_2d(sb, &map_b0, k, brow, full);                 /* gate rows */
+                    tma_load_2d(sb + TC_BM * 128, &map_b1, k, brow, full);   /* up rows, same columns */
                 } else {
-                    tma_load(sb, &map_b0, k, brow, full);
-                    tma_load(sb + TC_BM * 128, &map_b0, k, brow + TC_BM, full);
+                    tma_load_2d(sb, &map_b0, k, brow, full);
+                    tma_load_2d(sb + TC_BM * 128, &map_b0, k, brow + TC_BM, full);
                 }
             }
         }

@@ -10,6 +10,8 @@
 
 #include <atomic>
 
+#include "wgmma.cuh" /* smem_u32, wgmma descriptors, fences and groups */
+
 #define TC_BM 128
 #define TC_BK 64     /* 128-byte shared rows */
 #define TC_GROUP_N 8 /* column tiles per raster group: CTAs running together share weight tiles in L2 */
@@ -61,32 +63,6 @@ __device__ __forceinline__ bool find_tile_thread(const uint32_t *__restrict__ of
 }
 
 #if RDG_MOE_TENSOR_CORES
-/* Raises kernel fn's dynamic shared memory limit to bytes, once per kernel slot and device:
- * done[slot][device] remembers it. Threads that race here all make the call with the same value
- * (the runtime is thread-safe); the flag is atomic so that the race is not one in C++ too. what
- * names the kernels in the error message. */
-template <int SLOTS>
-rudnn_status_t allow_smem_once(std::atomic<int> (&done)[SLOTS][64], int slot, const void *fn, int device,
-                               int bytes, const char *what)
-{
-    if (device >= 0 && device < 64 && done[slot][device].load(std::memory_order_acquire))
-        return RUDNN_STATUS_SUCCESS;
-    cudaError_t err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (err != cudaSuccess) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "FuncSetAttribute(MaxDynamicSharedMemorySize) (%s)", what);
-        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, msg);
-    }
-    if (device >= 0 && device < 64)
-        done[slot][device].store(1, std::memory_order_release);
-    return RUDNN_STATUS_SUCCESS;
-}
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
 /* byte offset of 16-byte chunk `ch` (0..7) of shared row `row` (128 bytes): the 128-byte swizzle
  * of wgmma's K-major layout (8-row atoms of 1024 bytes), also conflict-free for ldmatrix */
 __device__ __forceinline__ uint32_t swz(int row, int ch)
@@ -94,21 +70,8 @@ __device__ __forceinline__ uint32_t swz(int row, int ch)
     return (uint32_t)(row * 128 + ((ch ^ (row & 7)) << 4));
 }
 
-__device__ __forceinline__ uint32_t pack2(int dt, float lo, float hi)
-{
-    if (dt == RUDNN_BF16)
-        return rdg_pack_bf16x2(lo, hi);
-    return (uint32_t)rdg_f32_to_f16(lo) | ((uint32_t)rdg_f32_to_f16(hi) << 16);
-}
-
 #if RDG_HAS_WGMMA
 /* ---- sm_90a: warpgroup MMA, operands in shared memory ---- */
-
-/* K-major operand, 128-byte swizzle: start address, LBO unused (1), SBO = 1024 bytes (8 rows) */
-__device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
-{
-    return (uint64_t)((addr & 0x3ffffu) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
-}
 
 template <int DT>
 __device__ __forceinline__ void wgmma_256(float (&d)[128], uint64_t da, uint64_t db)
@@ -155,30 +118,6 @@ __device__ __forceinline__ void store_acc_256(const float (&acc)[128], uint16_t 
     }
 }
 
-__device__ __forceinline__ void wgmma_fence()
-{
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit()
-{
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait()
-{
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void fence_operands(float (&d)[128])
-{
-#pragma unroll
-    for (int i = 0; i < 128; i++)
-        asm volatile("" : "+f"(d[i])::"memory");
-}
-/* cp.async wrote the stage through the generic proxy; wgmma reads it through the async proxy */
-__device__ __forceinline__ void fence_proxy_async()
-{
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 #endif
 #endif /* RDG_MOE_TENSOR_CORES */
 

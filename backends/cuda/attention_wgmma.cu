@@ -1,0 +1,439 @@
+/* attention.wgmma_tma: FlashBlackboxAccelerated on CUDA, for sm_90a (Hopper's warpgroup MMA fed by
+ * the tensor-memory accelerator). F16/BF16, D and Dv up to 128.
+ *
+ * A CTA takes ATT_WG_BM query rows of one (b, h) and walks the key tiles (ATT_WG_BN keys) its
+ * rows can see, three warpgroups with one role each:
+ *   - warpgroup 0, the producer: one thread loads the Q tile once and then K and V tiles into
+ *     ATT_WG_STAGES stages with TMA (128-byte swizzle, 64 columns per box: a head dim of 128 is
+ *     two boxes side by side); mbarriers k_full / v_full count the bytes in, k_empty / v_empty
+ *     the consumer warps done reading. K and V have barriers of their own, so that S = Q K^T
+ *     starts before V has landed;
+ *   - warpgroups 1 and 2, the consumers: 64 query rows each. S = Q K^T with wgmma m64n128k16
+ *     (both operands K-major in shared memory), the scores masked and scaled in registers, the
+ *     online softmax in the log2 domain (a row lives on the 4 lanes of a quad: two shuffles per
+ *     reduction), P converted to 16 bits in place (the m64n16 accumulator fragment is the A
+ *     fragment of the next wgmma), then O += P V with wgmma's A from registers and V read
+ *     MN-major (transposed) straight from its stage.
+ * Rows and keys past Sq / Skv (and head-dim columns past D / Dv) are TMA's zero fill: the keys
+ * are masked to -inf, the rows and columns never stored. A tile every one of whose keys every
+ * row sees (no mask, inside the window and Skv) skips the per-element checks; bias and softcap
+ * take the per-element path (attention.cuh's rules, in the contract's order).
+ * Work items in (b, h)-major order, the q tiles of a head last-to-first: CTAs running together
+ * share their head's K and V in L2, and causal's longest tiles start first.
+ * The tensor maps are encoded per call on the host (the driver's cuTensorMapEncodeTiled), the
+ * three outer dims ordered by stride so that any last-dim-contiguous layout ([B, H, S, D] or
+ * [B, S, H, D]) maps without a copy. */
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <atomic>
+
+#include "rdg_internal.h"
+
+#include "attention.cuh"
+#include "attention_tuning.h"
+#include "mbarrier.cuh"
+#include "wgmma.cuh"
+
+namespace {
+
+constexpr int BM = ATT_WG_BM, BN = ATT_WG_BN, STAGES = ATT_WG_STAGES;
+constexpr int THREADS = 384;       /* producer warpgroup + two consumer warpgroups */
+constexpr int BOX_BYTES_ROW = 128; /* 64 16-bit elements: one swizzled shared row */
+
+/* Shared memory of a CTA with qb (vb) 64-column blocks of Q and K (V). */
+constexpr size_t wg_smem_bytes(int qb, int vb)
+{
+    return 1024 /* alignment slack: the swizzle atom */ + (size_t)qb * BM * BOX_BYTES_ROW +
+           (size_t)STAGES * (qb + vb) * BN * BOX_BYTES_ROW + 8 * (1 + 4 * STAGES);
+}
+
+/* The order of a map's outer dims (s, h, b) and where each coordinate goes. */
+struct MapPerm {
+    int slot[3]; /* slot[k]: the map dim (1..3) of outer dim k (0: s, 1: h, 2: b) */
+};
+
+#if RDG_HAS_WGMMA
+constexpr float LOG2E = 1.4426950408889634f;
+
+__device__ __forceinline__ float fast_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* box (col, s, h, b) of map -> dst, counted on bar */
+__device__ __forceinline__ void load_box(uint32_t dst, const CUtensorMap *map, const MapPerm &p, int col, int s, int h,
+                                         int b, uint32_t bar)
+{
+    int c[4] = {col, 0, 0, 0};
+    /* slots are a permutation of 1..3: unrolled selects, no local-memory array */
+    c[1] = p.slot[0] == 1 ? s : p.slot[1] == 1 ? h : b;
+    c[2] = p.slot[0] == 2 ? s : p.slot[1] == 2 ? h : b;
+    c[3] = p.slot[0] == 3 ? s : p.slot[1] == 3 ? h : b;
+    tma_load_4d(dst, map, c[0], c[1], c[2], c[3], bar);
+}
+#endif
+
+template <int DT, int QB, int VB>
+__global__ void __launch_bounds__(THREADS, 1)
+att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                 const __grid_constant__ CUtensorMap tv, const MapPerm pq, const MapPerm pk, const MapPerm pv,
+                 const rdg_att_args a, const int q_tiles)
+{
+#if RDG_HAS_WGMMA
+    constexpr int NV = VB * 64;          /* O columns per wgmma: 64 or 128 */
+    constexpr int Q_BYTES = QB * BM * BOX_BYTES_ROW;
+    constexpr int K_BYTES = QB * BN * BOX_BYTES_ROW; /* one stage */
+    constexpr int V_BYTES = VB * BN * BOX_BYTES_ROW;
+    extern __shared__ __align__(1024) uint8_t att_wg_smem[];
+    const uint32_t sq = (smem_u32(att_wg_smem) + 1023u) & ~1023u;
+    const uint32_t sk = sq + Q_BYTES, sv = sk + STAGES * K_BYTES;
+    const uint32_t bars = sv + STAGES * V_BYTES;
+    const uint32_t q_full = bars;
+    auto k_full = [&](int s) { return bars + 8u * (1 + s); };
+    auto k_empty = [&](int s) { return bars + 8u * (1 + STAGES + s); };
+    auto v_full = [&](int s) { return bars + 8u * (1 + 2 * STAGES + s); };
+    auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * STAGES + s); };
+
+    const int tid = (int)threadIdx.x, wg = tid / 128;
+    const int64_t bh = (int64_t)blockIdx.x / q_tiles;
+    const int qt = q_tiles - 1 - (int)((int64_t)blockIdx.x - bh * q_tiles);
+    const int64_t b = bh / a.heads_q, h = bh - b * a.heads_q, hk = h / a.group;
+    const int64_t i0 = (int64_t)qt * BM;
+    const int64_t i_last = (i0 + BM < a.seq_q ? i0 + BM : a.seq_q) - 1;
+    /* the key tiles any row of the CTA sees */
+    const int64_t lo0 = att_lo(a, i0), hi_last = att_hi(a, i_last);
+    const int64_t j_begin = lo0 > 0 ? lo0 : 0;
+    const int64_t j_end = hi_last < a.seq_kv - 1 ? hi_last : a.seq_kv - 1;
+    const int t_begin = (int)(j_begin / BN);
+    const int ntiles = j_end >= j_begin ? (int)(j_end / BN) + 1 - t_begin : 0;
+
+    if (tid == 0) {
+        mbar_init(q_full, 1);
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(k_full(s), 1);
+            mbar_init(v_full(s), 1);
+            mbar_init(k_empty(s), 8); /* one arrival per consumer warp */
+            mbar_init(v_empty(s), 8);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        set_max_regs_dec<ATT_WG_PRODUCER_REGS>();
+        if (tid != 0)
+            return;
+        mbar_expect_tx(q_full, Q_BYTES);
+        for (int c = 0; c < QB; c++)
+            load_box(sq + c * BM * BOX_BYTES_ROW, &tq, pq, c * 64, (int)i0, (int)h, (int)b, q_full);
+        for (int t = 0; t < ntiles; t++) {
+            const int s = t % STAGES;
+            const uint32_t parity = ((t / STAGES) & 1) ^ 1;
+            const int j0 = (t_begin + t) * BN;
+            mbar_wait(k_empty(s), parity);
+            mbar_expect_tx(k_full(s), K_BYTES);
+            for (int c = 0; c < QB; c++)
+                load_box(sk + s * K_BYTES + c * BN * BOX_BYTES_ROW, &tk, pk, c * 64, j0, (int)hk, (int)b, k_full(s));
+            mbar_wait(v_empty(s), parity);
+            mbar_expect_tx(v_full(s), V_BYTES);
+            for (int c = 0; c < VB; c++)
+                load_box(sv + s * V_BYTES + c * BN * BOX_BYTES_ROW, &tv, pv, c * 64, j0, (int)hk, (int)b, v_full(s));
+        }
+        return;
+    }
+
+    set_max_regs_inc<ATT_WG_CONSUMER_REGS>();
+    const int cw = wg - 1, warp = (tid / 32) % 4, lane = tid % 32, quad = lane % 4;
+    const int64_t wg_first = i0 + cw * 64;
+    const int64_t wg_last = wg_first + 63 < a.seq_q - 1 ? wg_first + 63 : a.seq_q - 1;
+    /* this thread's two rows: r = 0 (lane / 4) and r = 1 (lane / 4 + 8) of its warp's 16 */
+    int64_t row[2], lo[2], hi[2], bias_row[2];
+    const uint8_t *mask_row[2];
+    float m[2], l[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        row[r] = wg_first + warp * 16 + lane / 4 + r * 8;
+        lo[r] = att_lo(a, row[r]);
+        hi[r] = att_hi(a, row[r]);
+        mask_row[r] = row[r] < a.seq_q ? att_mask_row(a, b, h, row[r]) : nullptr;
+        bias_row[r] = att_bias_row(a, b, h, row[r]);
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+    float o[NV / 2];
+#pragma unroll
+    for (int i = 0; i < NV / 2; i++)
+        o[i] = 0.0f;
+    const bool plain = a.softcap <= 0.0f && a.bias_dtype == ATT_NO_BIAS && !a.mask;
+    const float scale_log2 = a.scale * LOG2E;
+
+    mbar_wait(q_full, 0);
+    const uint32_t q_rows = sq + cw * 64 * BOX_BYTES_ROW;
+    for (int t = 0; t < ntiles; t++) {
+        const int s = t % STAGES;
+        const uint32_t parity = (t / STAGES) & 1;
+        const int64_t j0 = (int64_t)(t_begin + t) * BN;
+
+        /* S = Q K^T */
+        float sc[BN / 2];
+        mbar_wait(k_full(s), parity);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < QB * 4; kk++)
+            wgmma_ss<DT, BN>(sc, wgmma_desc(q_rows + (kk / 4) * BM * BOX_BYTES_ROW + (kk % 4) * 32),
+                             wgmma_desc(sk + s * K_BYTES + (kk / 4) * BN * BOX_BYTES_ROW + (kk % 4) * 32), kk > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_operands(sc);
+        if (lane == 0)
+            mbar_arrive(k_empty(s));
+
+        /* scores in the log2 domain; invisible keys -inf */
+        const bool whole = j0 >= att_lo(a, wg_last) && j0 + BN - 1 <= att_hi(a, wg_first) && j0 + BN <= a.seq_kv;
+        if (plain && whole) {
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++)
+                sc[i] *= scale_log2;
+        } else {
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) {
+                const int r = (i % 4) / 2;
+                const int64_t j = j0 + 8 * (i / 4) + 2 * quad + (i % 2);
+                const bool seen = row[r] < a.seq_q && j < a.seq_kv && att_visible(j, lo[r], hi[r], mask_row[r]);
+                sc[i] = seen ? att_finish(a, sc[i], j, bias_row[r]) * LOG2E : -INFINITY;
+            }
+        }
+
+        /* online softmax: new maxima, rescale, p = 2^(s - m) */
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++)
+            mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], sc[i]);
+        float alpha[2], m_use[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            m_use[r] = mx[r] == -INFINITY ? 0.0f : mx[r]; /* nothing seen yet: p = 0, not NaN */
+            alpha[r] = fast_exp2(m[r] - m_use[r]);        /* m = -inf at first: 0 */
+            m[r] = mx[r];
+            l[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) {
+            const int r = (i % 4) / 2;
+            sc[i] = fast_exp2(sc[i] - m_use[r]);
+            l[r] += sc[i];
+        }
+#pragma unroll
+        for (int i = 0; i < NV / 2; i++)
+            o[i] *= alpha[(i % 4) / 2];
+
+        /* O += P V: P's m64n16 accumulator blocks are the A fragments (rows r0 / r0 + 8, columns
+         * 2 quad and 8 + 2 quad) */
+        uint32_t pa[BN / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            pa[kk][0] = pack2(DT, sc[8 * kk + 0], sc[8 * kk + 1]);
+            pa[kk][1] = pack2(DT, sc[8 * kk + 2], sc[8 * kk + 3]);
+            pa[kk][2] = pack2(DT, sc[8 * kk + 4], sc[8 * kk + 5]);
+            pa[kk][3] = pack2(DT, sc[8 * kk + 6], sc[8 * kk + 7]);
+        }
+        mbar_wait(v_full(s), parity);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wgmma_rs_t<DT, NV>(o, pa[kk], wgmma_desc_mn(sv + s * V_BYTES + kk * 16 * BOX_BYTES_ROW, BN * BOX_BYTES_ROW),
+                               1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_operands(o);
+        if (lane == 0)
+            mbar_arrive(v_empty(s));
+    }
+
+    /* out = O / l (a row that saw nothing: zeros), lse = ln(sum) */
+    constexpr int EB = att_elem_bytes<DT>();
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        if (row[r] >= a.seq_q)
+            continue;
+        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        void *ob = (char *)a.out + (b * a.os[0] + h * a.os[1] + row[r] * a.os[2]) * EB;
+#pragma unroll
+        for (int nb = 0; nb < NV / 8; nb++) {
+            const int c = nb * 8 + 2 * quad;
+            if (c < a.dv)
+                Elem<DT>::st(ob, c, o[4 * nb + 2 * r] * inv);
+            if (c + 1 < a.dv)
+                Elem<DT>::st(ob, c + 1, o[4 * nb + 2 * r + 1] * inv);
+        }
+        if (a.lse && quad == 0)
+            a.lse[bh * a.seq_q + row[r]] = l[r] > 0.0f ? (m[r] + __log2f(l[r])) / LOG2E : -INFINITY;
+    }
+#else
+    (void)tq;
+    (void)tk;
+    (void)tv;
+    (void)pq;
+    (void)pk;
+    (void)pv;
+    (void)a;
+    (void)q_tiles;
+    __trap(); /* the host launches it only where the binary has wgmma */
+#endif
+}
+
+typedef void (*wg_fn)(CUtensorMap, CUtensorMap, CUtensorMap, MapPerm, MapPerm, MapPerm, rdg_att_args, int);
+
+template <int DT>
+wg_fn wg_kernel_dt(int qb, int vb)
+{
+    return qb == 1 ? (vb == 1 ? att_wgmma_kernel<DT, 1, 1> : att_wgmma_kernel<DT, 1, 2>)
+                   : (vb == 1 ? att_wgmma_kernel<DT, 2, 1> : att_wgmma_kernel<DT, 2, 2>);
+}
+
+/* dynamic shared memory limit raised once per (kernel, device) */
+std::atomic<int> g_wg_smem_done[8][64];
+
+int blocks_of(int64_t d)
+{
+    return d <= 64 ? 1 : 2;
+}
+
+/* A last-dim-contiguous [B, H, S, D] operand (element strides st of b, h, s) as a 4-D map
+ * (D, then the outer dims by increasing stride), boxes of 64 columns x rows. Outer dims of
+ * extent 1 go last with a stride that nests (never used: their coordinate is 0). */
+bool encode_operand(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, MapPerm *perm, const void *base,
+                    rudnn_dtype_t dt, int64_t d, int64_t s, int64_t hds, int64_t bs, const int64_t st[3], int rows)
+{
+    const int64_t ext[3] = {s, hds, bs};
+    const int64_t str[3] = {st[2], st[1], st[0]}; /* of s, h, b */
+    int order[3] = {0, 1, 2};
+    /* insertion sort: extent-1 dims last, the rest by stride */
+    for (int i = 1; i < 3; i++)
+        for (int j = i; j > 0; j--) {
+            const int x = order[j - 1], y = order[j];
+            const bool swap = (ext[x] == 1 && ext[y] != 1) || (ext[x] != 1 && ext[y] != 1 && str[x] > str[y]);
+            if (!swap)
+                break;
+            order[j - 1] = y;
+            order[j] = x;
+        }
+    cuuint64_t dims[4] = {(cuuint64_t)d, 0, 0, 0};
+    cuuint64_t strides[3];
+    int64_t span = d; /* elements the dims so far cover */
+    for (int i = 0; i < 3; i++) {
+        const int k = order[i];
+        const int64_t sb = ext[k] == 1 ? span : str[k];
+        dims[1 + i] = (cuuint64_t)ext[k];
+        strides[i] = (cuuint64_t)sb * 2;
+        perm->slot[k] = 1 + i;
+        const int64_t reach = sb * ext[k];
+        span = reach > span ? reach : span;
+    }
+    const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1};
+    const cuuint32_t estrides[4] = {1, 1, 1, 1};
+    return enc(map, dt == RUDNN_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+               const_cast<void *>(base), dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* Whether the strides of an operand suit TMA: 16-byte multiples (16-bit elements: multiples of
+ * 8) on every outer dim of extent > 1, and under 2^40 bytes. */
+bool strides_ok(const int64_t st[3], int64_t s, int64_t hds, int64_t bs)
+{
+    const int64_t ext[3] = {bs, hds, s};
+    for (int k = 0; k < 3; k++)
+        if (ext[k] > 1 && (st[k] % 8 != 0 || st[k] <= 0 || st[k] >= ((int64_t)1 << 39)))
+            return false;
+    return true;
+}
+
+} // namespace
+
+const char *rdg_att_wgmma_why(const rdg_devinfo_t *dev, const rudnn_attention_plan_t *p, char *why, size_t cap)
+{
+    if (!dev->wgmma) {
+        snprintf(why, cap, "wgmma needs an sm_90a device and binary (the device is sm_%d)", dev->arch);
+        return why;
+    }
+    if (!dev->tensor_map_encode) {
+        snprintf(why, cap, "the driver has no tensor-map encoder (cuTensorMapEncodeTiled)");
+        return why;
+    }
+    if (p->dtype != RUDNN_F16 && p->dtype != RUDNN_BF16) {
+        snprintf(why, cap, "F16 and BF16 only (no wgmma kernel for F32 inputs)");
+        return why;
+    }
+    if (p->head_dim > 128 || p->head_dim_v > 128) {
+        snprintf(why, cap, "D and Dv up to 128 (D %lld, Dv %lld)", (long long)p->head_dim, (long long)p->head_dim_v);
+        return why;
+    }
+    if (p->head_dim % 8 || p->head_dim_v % 8) {
+        snprintf(why, cap, "D and Dv multiples of 8 (16-byte TMA rows; D %lld, Dv %lld)", (long long)p->head_dim,
+                 (long long)p->head_dim_v);
+        return why;
+    }
+    if (!strides_ok(p->q_stride, p->seq_q, p->heads_q, p->batch) ||
+        !strides_ok(p->k_stride, p->seq_kv, p->heads_kv, p->batch) ||
+        !strides_ok(p->v_stride, p->seq_kv, p->heads_kv, p->batch)) {
+        snprintf(why, cap, "q, k and v strides must be multiples of 8 elements (16 bytes, for TMA)");
+        return why;
+    }
+    const int64_t items = p->batch * p->heads_q * rdg_ceil_div(p->seq_q, BM);
+    if (items > INT32_MAX || p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->heads_q > INT32_MAX ||
+        p->batch > INT32_MAX) {
+        snprintf(why, cap, "a grid or tensor-map coordinate passes 32 bits");
+        return why;
+    }
+    if (wg_smem_bytes(blocks_of(p->head_dim), blocks_of(p->head_dim_v)) > dev->smem_optin) {
+        snprintf(why, cap, "the tiles need more shared memory than the device's %zu bytes", dev->smem_optin);
+        return why;
+    }
+    return nullptr;
+}
+
+rudnn_status_t rdg_att_run_wgmma(rdg_queue_t *q, const rudnn_attention_plan_t *plan, const rdg_att_args &a)
+{
+    const PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)q->dev.tensor_map_encode;
+    if (((uintptr_t)a.q | (uintptr_t)a.k | (uintptr_t)a.v) & 15u)
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, ATT_OP ": %s: " ATT_WGMMA_NAME " reads q, k and v with TMA: "
+                         "each must start on 16 bytes", RUDNN_GPU_BACKEND_NAME);
+    CUtensorMap tq, tk, tv;
+    MapPerm pq, pk, pv;
+    const int qb = blocks_of(plan->head_dim), vb = blocks_of(plan->head_dim_v);
+    /* Skv 0: no key tile is loaded; k and v may be NULL, so their maps describe q */
+    const bool keys = plan->seq_kv > 0;
+    bool ok = encode_operand(enc, &tq, &pq, a.q, plan->dtype, plan->head_dim, plan->seq_q, plan->heads_q,
+                             plan->batch, plan->q_stride, BM);
+    ok = ok && encode_operand(enc, &tk, &pk, keys ? a.k : a.q, plan->dtype, plan->head_dim,
+                              keys ? plan->seq_kv : plan->seq_q, keys ? plan->heads_kv : plan->heads_q, plan->batch,
+                              keys ? plan->k_stride : plan->q_stride, BN);
+    ok = ok && encode_operand(enc, &tv, &pv, keys ? a.v : a.q, plan->dtype, keys ? plan->head_dim_v : plan->head_dim,
+                              keys ? plan->seq_kv : plan->seq_q, keys ? plan->heads_kv : plan->heads_q, plan->batch,
+                              keys ? plan->v_stride : plan->q_stride, BN);
+    if (!ok)
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, ATT_OP ": %s: " ATT_WGMMA_NAME ": cuTensorMapEncodeTiled refused "
+                         "an operand's layout", RUDNN_GPU_BACKEND_NAME);
+    const bool bf16 = plan->dtype == RUDNN_BF16;
+    const wg_fn fn = bf16 ? wg_kernel_dt<RUDNN_BF16>(qb, vb) : wg_kernel_dt<RUDNN_F16>(qb, vb);
+    const size_t smem = wg_smem_bytes(qb, vb);
+    const int slot = (bf16 ? 0 : 4) + (qb - 1) * 2 + (vb - 1);
+    TRY(allow_smem_once(g_wg_smem_done, slot, (const void *)fn, q->dev.index, (int)smem, "attention wgmma"));
+    const int q_tiles = (int)rdg_ceil_div(plan->seq_q, BM);
+    const int64_t items = plan->batch * plan->heads_q * q_tiles;
+    (void)cudaGetLastError(); /* the check below sees this launch only */
+    rdg_note_kernel(ATT_WGMMA_NAME);
+    fn<<<dim3((unsigned)items), dim3(THREADS), smem, q->stream>>>(tq, tk, tv, pq, pk, pv, a, q_tiles);
+    return rdg_launched(ATT_WGMMA_NAME);
+}
