@@ -33,6 +33,12 @@
 /* wgmma_tma: setmaxnreg budgets; (240 * 2 + 24) * 128 threads stay under the SM's 64 Ki. */
 #define ATT_WG_CONSUMER_REGS 240
 #define ATT_WG_PRODUCER_REGS 24
+/* wgmma_tma: 1 issues S = Q K^T of the next tile together with P V of the current one and runs
+ * the next softmax while P V is in flight (FlashAttention-3's intra-warpgroup overlap); 0 waits
+ * for each product before the softmax. */
+#ifndef ATT_WG_OVERLAP
+#define ATT_WG_OVERLAP 1
+#endif
 /* wgmma_tma is the static choice from this Sq up (below it, most of a 128-row tile is padding). */
 #define ATT_WG_PREFER_MIN_SQ 64
 

@@ -57,12 +57,20 @@ struct MapPerm {
 };
 
 #if RDG_HAS_WGMMA
-constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 
 __device__ __forceinline__ float fast_exp2(float x)
 {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* tanh to about 2^-11 relative: below the 16-bit rounding of P that follows */
+__device__ __forceinline__ float fast_tanh(float x)
+{
+    float y;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
 
@@ -79,7 +87,7 @@ __device__ __forceinline__ void load_box(uint32_t dst, const CUtensorMap *map, c
 }
 #endif
 
-template <int DT, int QB, int VB>
+template <int DT, int QB, int VB, bool GEN>
 __global__ void __launch_bounds__(THREADS, 1)
 att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                  const __grid_constant__ CUtensorMap tv, const MapPerm pq, const MapPerm pk, const MapPerm pv,
@@ -127,157 +135,220 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
 
     if (wg == 0) {
         set_max_regs_dec<ATT_WG_PRODUCER_REGS>();
-        if (tid != 0)
-            return;
-        mbar_expect_tx(q_full, Q_BYTES);
-        for (int c = 0; c < QB; c++)
-            load_box(sq + c * BM * BOX_BYTES_ROW, &tq, pq, c * 64, (int)i0, (int)h, (int)b, q_full);
-        for (int t = 0; t < ntiles; t++) {
-            const int s = t % STAGES;
-            const uint32_t parity = ((t / STAGES) & 1) ^ 1;
-            const int j0 = (t_begin + t) * BN;
-            mbar_wait(k_empty(s), parity);
-            mbar_expect_tx(k_full(s), K_BYTES);
+        if (tid == 0) {
+            mbar_expect_tx(q_full, Q_BYTES);
             for (int c = 0; c < QB; c++)
-                load_box(sk + s * K_BYTES + c * BN * BOX_BYTES_ROW, &tk, pk, c * 64, j0, (int)hk, (int)b, k_full(s));
-            mbar_wait(v_empty(s), parity);
-            mbar_expect_tx(v_full(s), V_BYTES);
-            for (int c = 0; c < VB; c++)
-                load_box(sv + s * V_BYTES + c * BN * BOX_BYTES_ROW, &tv, pv, c * 64, j0, (int)hk, (int)b, v_full(s));
+                load_box(sq + c * BM * BOX_BYTES_ROW, &tq, pq, c * 64, (int)i0, (int)h, (int)b, q_full);
+            for (int t = 0; t < ntiles; t++) {
+                const int s = t % STAGES;
+                const uint32_t parity = ((t / STAGES) & 1) ^ 1;
+                const int j0 = (t_begin + t) * BN;
+                mbar_wait(k_empty(s), parity);
+                mbar_expect_tx(k_full(s), K_BYTES);
+                for (int c = 0; c < QB; c++)
+                    load_box(sk + s * K_BYTES + c * BN * BOX_BYTES_ROW, &tk, pk, c * 64, j0, (int)hk, (int)b,
+                             k_full(s));
+                mbar_wait(v_empty(s), parity);
+                mbar_expect_tx(v_full(s), V_BYTES);
+                for (int c = 0; c < VB; c++)
+                    load_box(sv + s * V_BYTES + c * BN * BOX_BYTES_ROW, &tv, pv, c * 64, j0, (int)hk, (int)b,
+                             v_full(s));
+            }
         }
-        return;
-    }
-
-    set_max_regs_inc<ATT_WG_CONSUMER_REGS>();
-    const int cw = wg - 1, warp = (tid / 32) % 4, lane = tid % 32, quad = lane % 4;
-    const int64_t wg_first = i0 + cw * 64;
-    const int64_t wg_last = wg_first + 63 < a.seq_q - 1 ? wg_first + 63 : a.seq_q - 1;
-    /* this thread's two rows: r = 0 (lane / 4) and r = 1 (lane / 4 + 8) of its warp's 16 */
-    int64_t row[2], lo[2], hi[2], bias_row[2];
-    const uint8_t *mask_row[2];
-    float m[2], l[2];
+    } else {
+        /* the consumers (one branch of the if/else: setmaxnreg needs each role in its own) */
+        set_max_regs_inc<ATT_WG_CONSUMER_REGS>();
+        const int cw = wg - 1, warp = (tid / 32) % 4, lane = tid % 32, quad = lane % 4;
+        const int64_t wg_first = i0 + cw * 64;
+        const int64_t wg_last = wg_first + 63 < a.seq_q - 1 ? wg_first + 63 : a.seq_q - 1;
+        /* this thread's two rows: r = 0 (lane / 4) and r = 1 (lane / 4 + 8) of its warp's 16 */
+        int64_t row[2];
+        float m[2], l[2];
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        row[r] = wg_first + warp * 16 + lane / 4 + r * 8;
-        lo[r] = att_lo(a, row[r]);
-        hi[r] = att_hi(a, row[r]);
-        mask_row[r] = row[r] < a.seq_q ? att_mask_row(a, b, h, row[r]) : nullptr;
-        bias_row[r] = att_bias_row(a, b, h, row[r]);
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
-    }
-    float o[NV / 2];
+        for (int r = 0; r < 2; r++) {
+            row[r] = wg_first + warp * 16 + lane / 4 + r * 8;
+            m[r] = -INFINITY;
+            l[r] = 0.0f;
+        }
+        float o[NV / 2];
 #pragma unroll
-    for (int i = 0; i < NV / 2; i++)
-        o[i] = 0.0f;
-    const bool plain = a.softcap <= 0.0f && a.bias_dtype == ATT_NO_BIAS && !a.mask;
-    const float scale_log2 = a.scale * LOG2E;
+        for (int i = 0; i < NV / 2; i++)
+            o[i] = 0.0f;
+        const float scale_log2 = a.scale * LOG2E;
 
-    mbar_wait(q_full, 0);
-    const uint32_t q_rows = sq + cw * 64 * BOX_BYTES_ROW;
-    for (int t = 0; t < ntiles; t++) {
-        const int s = t % STAGES;
-        const uint32_t parity = (t / STAGES) & 1;
-        const int64_t j0 = (int64_t)(t_begin + t) * BN;
+        mbar_wait(q_full, 0);
+        const uint32_t q_rows = sq + cw * 64 * BOX_BYTES_ROW;
+        float sc[BN / 2];       /* S of the tile in flight, then its P (FP32) */
+        uint32_t pa[BN / 16][4]; /* P of the tile whose P V is next, 16-bit A fragments */
+        float alpha[2];
 
-        /* S = Q K^T */
-        float sc[BN / 2];
-        mbar_wait(k_full(s), parity);
-        wgmma_fence();
+        /* S = Q K^T of tile t, issued (not waited for) */
+        auto issue_s = [&](int t) {
+            const int s = t % STAGES;
+            mbar_wait(k_full(s), (t / STAGES) & 1);
+            wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < QB * 4; kk++)
-            wgmma_ss<DT, BN>(sc, wgmma_desc(q_rows + (kk / 4) * BM * BOX_BYTES_ROW + (kk % 4) * 32),
-                             wgmma_desc(sk + s * K_BYTES + (kk / 4) * BN * BOX_BYTES_ROW + (kk % 4) * 32), kk > 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_operands(sc);
-        if (lane == 0)
-            mbar_arrive(k_empty(s));
-
-        /* scores in the log2 domain; invisible keys -inf */
-        const bool whole = j0 >= att_lo(a, wg_last) && j0 + BN - 1 <= att_hi(a, wg_first) && j0 + BN <= a.seq_kv;
-        if (plain && whole) {
+            for (int kk = 0; kk < QB * 4; kk++)
+                wgmma_ss<DT, BN>(sc, wgmma_desc(q_rows + (kk / 4) * BM * BOX_BYTES_ROW + (kk % 4) * 32),
+                                 wgmma_desc(sk + s * K_BYTES + (kk / 4) * BN * BOX_BYTES_ROW + (kk % 4) * 32), kk > 0);
+            wgmma_commit();
+        };
+        /* O += P V of tile t, issued (not waited for) */
+        auto issue_pv = [&](int t) {
+            const int s = t % STAGES;
+            mbar_wait(v_full(s), (t / STAGES) & 1);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++)
+                wgmma_rs_t<DT, NV>(o, pa[kk],
+                                   wgmma_desc_mn(sv + s * V_BYTES + kk * 16 * BOX_BYTES_ROW, BN * BOX_BYTES_ROW), 1);
+            wgmma_commit();
+        };
+        /* tile t's scores (in sc) -> p = 2^(s - m) in the log2 domain, new maxima and sums; alpha:
+         * the factor O must be rescaled by. Invisible keys are -inf. */
+        auto softmax = [&](int t) {
+            const int64_t j0 = (int64_t)(t_begin + t) * BN;
+            const bool whole = j0 >= att_lo(a, wg_last) && j0 + BN - 1 <= att_hi(a, wg_first) && j0 + BN <= a.seq_kv;
+            if (!GEN && whole) {
+#pragma unroll
+                for (int i = 0; i < BN / 2; i++)
+                    sc[i] *= scale_log2;
+            } else {
+                /* the window and Skv as a range of this tile's columns per row; GEN adds the mask,
+                 * softcap and bias per element (att_finish's order, with the approximate tanh
+                 * and no division: a call would spill the accumulators) */
+                const float inv_softcap = GEN && a.softcap > 0.0f ? __frcp_rn(a.softcap) : 0.0f;
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    int64_t lo = att_lo(a, row[r]), hi = att_hi(a, row[r]);
+                    lo = lo > j0 ? lo - j0 : 0;
+                    hi = (hi < a.seq_kv - 1 ? hi : a.seq_kv - 1) - j0;
+                    const bool row_ok = row[r] < a.seq_q;
+                    const int c_lo = row_ok ? (int)(lo < BN ? lo : BN) : BN;
+                    const int c_hi = (int)(hi < -1 ? -1 : hi < BN ? hi : BN);
+                    const uint8_t *mrow = GEN && a.mask && row_ok ? att_mask_row(a, b, h, row[r]) + j0 : nullptr;
+                    const int64_t brow = GEN ? att_bias_row(a, b, h, row[r]) + j0 : 0;
+#pragma unroll
+                    for (int u = 0; u < BN / 4; u++) {
+                        const int i = 4 * (u / 2) + 2 * r + u % 2; /* row r's elements */
+                        const int c = 8 * (i / 4) + 2 * quad + (i % 2);
+                        bool seen = c >= c_lo && c <= c_hi;
+                        float v = sc[i] * a.scale;
+                        if constexpr (GEN) {
+                            seen = seen && !(mrow && mrow[c]);
+                            if (a.softcap > 0.0f)
+                                v = a.softcap * fast_tanh(v * inv_softcap);
+                            if (seen && a.bias_dtype != ATT_NO_BIAS)
+                                v += att_bias(a, brow + c);
+                        }
+                        sc[i] = seen ? v * LOG2E : -INFINITY;
+                    }
+                }
+            }
+            float mx[2] = {m[0], m[1]}, m_use[2];
 #pragma unroll
             for (int i = 0; i < BN / 2; i++)
-                sc[i] *= scale_log2;
-        } else {
+                mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], sc[i]);
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                m_use[r] = mx[r] == -INFINITY ? 0.0f : mx[r]; /* nothing seen yet: p = 0, not NaN */
+                alpha[r] = fast_exp2(m[r] - m_use[r]);        /* m = -inf at first: 0 */
+                m[r] = mx[r];
+                l[r] *= alpha[r];
+            }
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) {
                 const int r = (i % 4) / 2;
-                const int64_t j = j0 + 8 * (i / 4) + 2 * quad + (i % 2);
-                const bool seen = row[r] < a.seq_q && j < a.seq_kv && att_visible(j, lo[r], hi[r], mask_row[r]);
-                sc[i] = seen ? att_finish(a, sc[i], j, bias_row[r]) * LOG2E : -INFINITY;
+                sc[i] = fast_exp2(sc[i] - m_use[r]);
+                l[r] += sc[i];
             }
+        };
+        /* O *= alpha, and P to the A fragments of the next P V: P's m64n16 accumulator blocks are
+         * those fragments (rows r0 / r0 + 8, columns 2 quad and 8 + 2 quad) */
+        auto rescale_pack = [&]() {
+#pragma unroll
+            for (int i = 0; i < NV / 2; i++)
+                o[i] *= alpha[(i % 4) / 2];
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++) {
+                pa[kk][0] = pack2(DT, sc[8 * kk + 0], sc[8 * kk + 1]);
+                pa[kk][1] = pack2(DT, sc[8 * kk + 2], sc[8 * kk + 3]);
+                pa[kk][2] = pack2(DT, sc[8 * kk + 4], sc[8 * kk + 5]);
+                pa[kk][3] = pack2(DT, sc[8 * kk + 6], sc[8 * kk + 7]);
+            }
+        };
+
+        if (ntiles > 0) {
+            issue_s(0);
+            wgmma_wait<0>();
+            fence_operands(sc);
+            if (lane == 0)
+                mbar_arrive(k_empty(0));
+            softmax(0);
+            rescale_pack();
+            for (int t = 1; t < ntiles; t++) {
+                if (ATT_WG_OVERLAP && !GEN) {
+                    /* S of tile t and P V of tile t - 1 go to the tensor cores together; the softmax
+                     * of t runs while P V of t - 1 is still in flight */
+                    issue_s(t);
+                    issue_pv(t - 1);
+                    wgmma_wait<1>();
+                    fence_operands(sc);
+                    if (lane == 0)
+                        mbar_arrive(k_empty(t % STAGES));
+                    softmax(t);
+                    wgmma_wait<0>();
+                    fence_operands(o);
+                    fence_operands(pa); /* read by the finished P V: no other value lived in them */
+                    if (lane == 0)
+                        mbar_arrive(v_empty((t - 1) % STAGES));
+                } else {
+                    issue_pv(t - 1);
+                    wgmma_wait<0>();
+                    fence_operands(o);
+                    fence_operands(pa);
+                    if (lane == 0)
+                        mbar_arrive(v_empty((t - 1) % STAGES));
+                    issue_s(t);
+                    wgmma_wait<0>();
+                    fence_operands(sc);
+                    if (lane == 0)
+                        mbar_arrive(k_empty(t % STAGES));
+                    softmax(t);
+                }
+                rescale_pack();
+            }
+            issue_pv(ntiles - 1);
+            wgmma_wait<0>();
+            fence_operands(o);
+            fence_operands(pa);
+            if (lane == 0)
+                mbar_arrive(v_empty((ntiles - 1) % STAGES));
         }
 
-        /* online softmax: new maxima, rescale, p = 2^(s - m) */
-        float mx[2] = {m[0], m[1]};
-#pragma unroll
-        for (int i = 0; i < BN / 2; i++)
-            mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], sc[i]);
-        float alpha[2], m_use[2];
+        /* out = O / l (a row that saw nothing: zeros), lse = ln(sum) */
+        constexpr int EB = att_elem_bytes<DT>();
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            m_use[r] = mx[r] == -INFINITY ? 0.0f : mx[r]; /* nothing seen yet: p = 0, not NaN */
-            alpha[r] = fast_exp2(m[r] - m_use[r]);        /* m = -inf at first: 0 */
-            m[r] = mx[r];
-            l[r] *= alpha[r];
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+            if (row[r] >= a.seq_q)
+                continue;
+            const float inv = l[r] > 0.0f ? __frcp_rn(l[r]) : 0.0f;
+            void *ob = (char *)a.out + (b * a.os[0] + h * a.os[1] + row[r] * a.os[2]) * EB;
+#pragma unroll
+            for (int nb = 0; nb < NV / 8; nb++) {
+                const int c = nb * 8 + 2 * quad;
+                if (c < a.dv)
+                    Elem<DT>::st(ob, c, o[4 * nb + 2 * r] * inv);
+                if (c + 1 < a.dv)
+                    Elem<DT>::st(ob, c + 1, o[4 * nb + 2 * r + 1] * inv);
+            }
+            if (a.lse && quad == 0)
+                a.lse[bh * a.seq_q + row[r]] = l[r] > 0.0f ? (m[r] + __log2f(l[r])) * LN2 : -INFINITY;
         }
-#pragma unroll
-        for (int i = 0; i < BN / 2; i++) {
-            const int r = (i % 4) / 2;
-            sc[i] = fast_exp2(sc[i] - m_use[r]);
-            l[r] += sc[i];
-        }
-#pragma unroll
-        for (int i = 0; i < NV / 2; i++)
-            o[i] *= alpha[(i % 4) / 2];
-
-        /* O += P V: P's m64n16 accumulator blocks are the A fragments (rows r0 / r0 + 8, columns
-         * 2 quad and 8 + 2 quad) */
-        uint32_t pa[BN / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            pa[kk][0] = pack2(DT, sc[8 * kk + 0], sc[8 * kk + 1]);
-            pa[kk][1] = pack2(DT, sc[8 * kk + 2], sc[8 * kk + 3]);
-            pa[kk][2] = pack2(DT, sc[8 * kk + 4], sc[8 * kk + 5]);
-            pa[kk][3] = pack2(DT, sc[8 * kk + 6], sc[8 * kk + 7]);
-        }
-        mbar_wait(v_full(s), parity);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs_t<DT, NV>(o, pa[kk], wgmma_desc_mn(sv + s * V_BYTES + kk * 16 * BOX_BYTES_ROW, BN * BOX_BYTES_ROW),
-                               1);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_operands(o);
-        if (lane == 0)
-            mbar_arrive(v_empty(s));
-    }
-
-    /* out = O / l (a row that saw nothing: zeros), lse = ln(sum) */
-    constexpr int EB = att_elem_bytes<DT>();
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        if (row[r] >= a.seq_q)
-            continue;
-        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-        void *ob = (char *)a.out + (b * a.os[0] + h * a.os[1] + row[r] * a.os[2]) * EB;
-#pragma unroll
-        for (int nb = 0; nb < NV / 8; nb++) {
-            const int c = nb * 8 + 2 * quad;
-            if (c < a.dv)
-                Elem<DT>::st(ob, c, o[4 * nb + 2 * r] * inv);
-            if (c + 1 < a.dv)
-                Elem<DT>::st(ob, c + 1, o[4 * nb + 2 * r + 1] * inv);
-        }
-        if (a.lse && quad == 0)
-            a.lse[bh * a.seq_q + row[r]] = l[r] > 0.0f ? (m[r] + __log2f(l[r])) / LOG2E : -INFINITY;
     }
 #else
     (void)tq;
@@ -294,15 +365,22 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
 
 typedef void (*wg_fn)(CUtensorMap, CUtensorMap, CUtensorMap, MapPerm, MapPerm, MapPerm, rdg_att_args, int);
 
-template <int DT>
-wg_fn wg_kernel_dt(int qb, int vb)
+template <int DT, bool GEN>
+wg_fn wg_kernel_gen(int qb, int vb)
 {
-    return qb == 1 ? (vb == 1 ? att_wgmma_kernel<DT, 1, 1> : att_wgmma_kernel<DT, 1, 2>)
-                   : (vb == 1 ? att_wgmma_kernel<DT, 2, 1> : att_wgmma_kernel<DT, 2, 2>);
+    return qb == 1 ? (vb == 1 ? att_wgmma_kernel<DT, 1, 1, GEN> : att_wgmma_kernel<DT, 1, 2, GEN>)
+                   : (vb == 1 ? att_wgmma_kernel<DT, 2, 1, GEN> : att_wgmma_kernel<DT, 2, 2, GEN>);
+}
+
+/* GEN: a mask, bias or softcap (the per-element score path) */
+template <int DT>
+wg_fn wg_kernel_dt(int qb, int vb, bool gen)
+{
+    return gen ? wg_kernel_gen<DT, true>(qb, vb) : wg_kernel_gen<DT, false>(qb, vb);
 }
 
 /* dynamic shared memory limit raised once per (kernel, device) */
-std::atomic<int> g_wg_smem_done[8][64];
+std::atomic<int> g_wg_smem_done[16][64];
 
 int blocks_of(int64_t d)
 {
@@ -426,9 +504,10 @@ rudnn_status_t rdg_att_run_wgmma(rdg_queue_t *q, const rudnn_attention_plan_t *p
         return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, ATT_OP ": %s: " ATT_WGMMA_NAME ": cuTensorMapEncodeTiled refused "
                          "an operand's layout", RUDNN_GPU_BACKEND_NAME);
     const bool bf16 = plan->dtype == RUDNN_BF16;
-    const wg_fn fn = bf16 ? wg_kernel_dt<RUDNN_BF16>(qb, vb) : wg_kernel_dt<RUDNN_F16>(qb, vb);
+    const bool gen = plan->has_mask || plan->has_bias || plan->softcap > 0.0f;
+    const wg_fn fn = bf16 ? wg_kernel_dt<RUDNN_BF16>(qb, vb, gen) : wg_kernel_dt<RUDNN_F16>(qb, vb, gen);
     const size_t smem = wg_smem_bytes(qb, vb);
-    const int slot = (bf16 ? 0 : 4) + (qb - 1) * 2 + (vb - 1);
+    const int slot = (bf16 ? 0 : 8) + (gen ? 4 : 0) + (qb - 1) * 2 + (vb - 1);
     TRY(allow_smem_once(g_wg_smem_done, slot, (const void *)fn, q->dev.index, (int)smem, "attention wgmma"));
     const int q_tiles = (int)rdg_ceil_div(plan->seq_q, BM);
     const int64_t items = plan->batch * plan->heads_q * q_tiles;

@@ -89,6 +89,15 @@ __device__ __forceinline__ void fence_operands(float (&d)[N])
     for (int i = 0; i < N; i++)
         asm volatile("" : "+f"(d[i])::"memory");
 }
+template <int N, int M>
+__device__ __forceinline__ void fence_operands(uint32_t (&d)[N][M])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int j = 0; j < M; j++)
+            asm volatile("" : "+r"(d[i][j])::"memory");
+}
 /* cp.async wrote the stage through the generic proxy; wgmma reads it through the async proxy */
 __device__ __forceinline__ void fence_proxy_async()
 {
