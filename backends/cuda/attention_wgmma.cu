@@ -418,7 +418,8 @@ bool encode_operand(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, Map
         const int64_t reach = sb * ext[k];
         span = reach > span ? reach : span;
     }
-    const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1};
+    cuuint32_t box[4] = {64, 1, 1, 1};
+    box[perm->slot[0]] = (cuuint32_t)rows; /* the rows run along s, wherever its stride put it */
     const cuuint32_t estrides[4] = {1, 1, 1, 1};
     return enc(map, dt == RUDNN_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
                const_cast<void *>(base), dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
