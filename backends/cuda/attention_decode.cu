@@ -12,9 +12,8 @@
  *     stages - 1 tiles, about ATT_DEC_INFLIGHT_PER_SM per SM, are in flight while one is
  *     computed; rows that are not 16-byte aligned (rdg_att_args vec_kv 0) are staged by element
  *     loads instead (correct, not fast);
- *   - split-KV: where B * Hkv CTAs fill the GPU's CTA slots (SMs x CTAs per SM) unevenly or too
- *     little (small B), the key range of one (b, hk) is split over several CTAs (dec_splits, from
- *     the SM count); each writes its rows' normalized partial output and lse to the workspace
+ *   - split-KV: where B * Hkv CTAs leave the GPU short of CTAs (small B), the key range of one
+ *     (b, hk) is split over several CTAs (dec_splits, from the SM count); each writes its rows' normalized partial output and lse to the workspace
  *     and a second kernel (att_decode_merge_kernel) combines them.
  * Warp w takes keys w * 16 .. w * 16 + 15 of every tile with its own online softmax (m, l) and
  * FP32 accumulators; the warps' partials are merged in shared memory at the end of the CTA's
@@ -771,23 +770,28 @@ size_t dec_merge_bytes(int warps, int64_t dv)
     return ((size_t)warps * DEC_RM * ((size_t)dv + 3) + 2 * DEC_RM) * sizeof(float);
 }
 
-/* The split count of the keys of one (b, hk), from the device's CTA slots (SMs x CTAs per SM):
- * the count (<= ATT_DEC_MAX_SPLITS, <= tiles) that minimises the modelled time, waves of CTAs x
- * each CTA's tiles plus its pipeline fill, plus the merge kernel when split; ties go to fewer.
- * B * Hkv = 512 (B 64, Hkv 8) on 132 SMs x 2: 2 waves, 97% full, no split; B 1: 32 splits of
- * Skv 8192 (4 tiles each) fill one wave. Sets tiles_per_split and splits. */
+/* The split count of the keys of one (b, hk), from the device's SM count: the count (<=
+ * ATT_DEC_MAX_SPLITS, <= tiles, no empty split) that minimises the modelled time, ties to fewer.
+ * The model: the kernel streams at full speed while at least sat = SMs x
+ * ATT_DEC_SATURATING_CTAS_PER_SM CTAs run, so n CTAs of `per` tiles cost their work n (per +
+ * ATT_DEC_FILL_TILES), plus, where the last wave of CTA slots (SMs x CTAs per SM) holds fewer
+ * than sat CTAs, the idle share of the GPU; splitting adds the merge kernel (ATT_DEC_MERGE_TILES
+ * of a saturated GPU). B 64 and 128 of the benchmark (512, 1024 CTAs on 132 SMs x 2): no split;
+ * B 1: 16 splits of Skv 8192. Sets tiles_per_split and splits. */
 void dec_splits(const rdg_devinfo_t *dev, const rudnn_attention_plan_t *plan, int ctas_per_sm, DecShape *s)
 {
     const int64_t items0 = plan->batch * plan->heads_kv, tiles = s->n_tiles;
-    const int64_t slots = (int64_t)(dev->sm_count > 0 ? dev->sm_count : 1) * ctas_per_sm;
+    const int64_t sms = dev->sm_count > 0 ? dev->sm_count : 1;
+    const int64_t slots = sms * ctas_per_sm, sat = sms * ATT_DEC_SATURATING_CTAS_PER_SM;
     int64_t best = 1, best_cost = -1;
     for (int64_t want = 1; want <= ATT_DEC_MAX_SPLITS && want <= (tiles > 1 ? tiles : 1); want++) {
         const int64_t per = tiles > 0 ? rdg_ceil_div(tiles, want) : 0;
         const int64_t n = tiles > 0 ? rdg_ceil_div(tiles, per) : 1; /* no empty split */
         if (n != want)
             continue;
-        const int64_t cost =
-            rdg_ceil_div(items0 * n, slots) * (per + ATT_DEC_FILL_TILES) + (n > 1 ? ATT_DEC_MERGE_TILES : 0);
+        const int64_t ctas = items0 * n, tail = ctas % slots;
+        const int64_t idle = tail > 0 && tail < sat ? sat - tail : 0;
+        const int64_t cost = (ctas + idle) * (per + ATT_DEC_FILL_TILES) + (n > 1 ? ATT_DEC_MERGE_TILES * sat : 0);
         if (best_cost < 0 || cost < best_cost) {
             best = n;
             best_cost = cost;

@@ -50,9 +50,11 @@
 /* Shared memory the hardware keeps per CTA on sm_80+ (an SM has smem_optin + this in all). */
 #define ATT_DEC_SMEM_RESERVED 1024u
 /* flash_decode split-KV: splits of one (b, hk) key range at most (the merge kernel's weights
- * live in shared memory), and the split choice's cost model in units of one CTA's tile time:
- * a CTA's pipeline fill, and the merge kernel (launch and partials), paid once with splits. */
+ * live in shared memory), and the split choice's cost model (dec_splits), in tile times of one
+ * CTA: CTAs per SM taken to saturate DRAM (one, with ~64 KiB of stages in flight), a CTA's
+ * pipeline fill and epilogue, and the merge kernel (launch and partials), paid once with splits. */
 #define ATT_DEC_MAX_SPLITS 64
+#define ATT_DEC_SATURATING_CTAS_PER_SM 1
 #define ATT_DEC_FILL_TILES 1
 #define ATT_DEC_MERGE_TILES 2
 /* flash_decode merge kernel: threads per CTA (one CTA per output row, threads over Dv). */

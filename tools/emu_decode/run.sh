@@ -8,7 +8,8 @@
 # tests/reference/attention_ref.c at the tolerances of tests/test_attention.c. A check of the
 # kernel's logic (indexing, pipeline order, merges), not of the compiler or the hardware.
 #
-# Usage: tools/emu_decode/run.sh [BUILD_DIR [CASE_SUBSTRING | bench]]   (about 3 minutes on 2 cores)
+# Usage: tools/emu_decode/run.sh [BUILD_DIR [CASE_SUBSTRING | bench | config]]   (all cases: about 3
+# minutes on 2 cores; config: the H200 shapes dec_config picks for the benchmark's decode cases)
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
