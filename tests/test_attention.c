@@ -6,8 +6,8 @@
  * rudnn_attention_resolve names must be the one rudnn_last_kernel() reports (Autotune: the one
  * resolve names after the call, from the cache the call filled, and a listed candidate), its out
  * and lse must match the reference, and the strategies must agree with each other. A case no
- * strategy runs fails. The cases: Sq != Skv both ways, Sq 1 (decode), S not a multiple of 16 or
- * 64, D in {1, 32, 64, 80, 96, 128, 192, 256} with Dv != D (192/128), GQA ratios 1, 4 and 8,
+ * strategy runs fails. The cases: Sq != Skv both ways, Sq 1 (decode), decode with Sq 2-4 and
+ * GQA 4-8 (causal, window, long Skv, D 256, unaligned rows), S not a multiple of 16 or 64, D in {1, 32, 64, 80, 96, 128, 192, 256} with Dv != D (192/128), GQA ratios 1, 4 and 8,
  * causal, window (left, right, both), causal + window_left, masks with fully masked rows
  * (per [B, H] and broadcast), bias (F32 and the dtype; broadcast over B and over H), softcap,
  * q/k/v/out as views of [B, S, H, D] memory, lse, Skv 0, Sq 0.
@@ -83,6 +83,18 @@ static const acase_t cases[] = {
     {"long-causal-d128", 1, 2, 1, 300, 520, 128, 128, 1, NW, NW, 0, 0, 0, 0, 0, 1},
     {"long-bshd-d64", 1, 2, 2, 200, 333, 64, 64, 0, NW, NW, 0, 0, 0, 0, 1, 1},
     {"long-window-mask-dv96", 1, 2, 2, 140, 300, 128, 96, 0, 50, 20, 0, 0, MASK_PER_HEAD, 0, 0, 1},
+    /* decode shapes (Sq * Hq/Hkv <= 16 rows per K/V head: CUDA's flash_decode): causal with Sq > 1
+     * and GQA 8, Skv not a multiple of 64, long Skv (split-KV on a large GPU) with fully masked rows,
+     * windows that leave a few tiles, D 256, D != Dv, rows not 16-byte aligned, strided views */
+    {"decode-gqa8-causal-sq2", 2, 16, 2, 2, 150, 128, 128, 1, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"decode-gqa4-sq4-window", 1, 8, 2, 4, 300, 64, 64, 1, 40, NW, 0, 0, 0, 0, 0, 1},
+    {"decode-split-long", 1, 8, 2, 1, 1100, 128, 128, 0, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"decode-split-mask-bias", 1, 8, 2, 2, 700, 64, 96, 0, NW, NW, 0, 0, MASK_PER_HEAD, BIAS_F32_OVER_B, 0, 1},
+    {"decode-window-long", 1, 4, 1, 1, 2000, 64, 64, 0, 100, NW, 0, 0, 0, 0, 0, 1},
+    {"decode-d256", 2, 4, 1, 1, 77, 256, 256, 0, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"decode-d256-dv64", 1, 4, 1, 1, 520, 256, 64, 0, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"decode-d20-dv12", 2, 4, 2, 2, 45, 20, 12, 0, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"decode-bshd-all-options", 2, 8, 2, 2, 100, 32, 48, 1, 30, NW, 3.0f, 0.3f, MASK_PER_HEAD, BIAS_F32_OVER_B, 1, 1},
     {"skv0", 2, 2, 1, 3, 0, 32, 32, 0, NW, NW, 0, 0, 0, 0, 0, 1},
     {"skv0-no-lse", 1, 1, 1, 2, 0, 8, 8, 0, NW, NW, 0, 0, 0, 0, 0, 0},
     {"sq0", 1, 2, 2, 0, 5, 32, 32, 0, NW, NW, 0, 0, 0, 0, 0, 1},

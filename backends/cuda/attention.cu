@@ -3,6 +3,7 @@
  * first:
  *   attention.wgmma_tma   FlashBlackboxAccelerated: wgmma fed by TMA, warp-specialised (sm_90a,
  *                         F16/BF16, D and Dv <= 128; attention_wgmma.cu; CUDA only)
+ *   attention.flash_decode  decode shapes: fused, split-KV, K/V once per K/V head (attention_decode.cu)
  *   attention.flash_unit  one fused online-softmax kernel (attention_flash.cu)
  *   attention.fallback    scores, softmax and P V over an FP32 workspace (attention_fallback.cu)
  * ops/attention.c chooses; run runs exactly the one chosen. */
@@ -16,7 +17,7 @@
 
 namespace {
 
-enum { C_WGMMA, C_FLASH_UNIT, C_FALLBACK, C_COUNT };
+enum { C_WGMMA, C_FLASH_DECODE, C_FLASH_UNIT, C_FALLBACK, C_COUNT };
 
 /* Whether rows of `width` elements at `base` + r * stride (for each of the three strides) all
  * start on 16 bytes and span whole 16-byte pieces: the one place the 16-byte loads are allowed. */
@@ -52,6 +53,12 @@ void att_check(void *device, const rudnn_attention_plan_t *plan, uint32_t c, rud
                      (long long)plan->seq_q, ATT_WG_PREFER_MIN_SQ, ATT_WG_BM);
 #endif
         return;
+    case C_FLASH_DECODE: /* decode shapes only; where it runs, it reads K/V once per K/V head */
+        if (rdg_att_decode_unfit(dev, plan, verdict->why, sizeof verdict->why))
+            return;
+        verdict->runs = 1;
+        verdict->preferred = 1;
+        return;
     case C_FLASH_UNIT:
         if (!flash_fits) {
             snprintf(verdict->why, sizeof verdict->why,
@@ -79,6 +86,10 @@ void att_check(void *device, const rudnn_attention_plan_t *plan, uint32_t c, rud
 rudnn_status_t att_workspace(void *device, const rudnn_attention_plan_t *plan, uint32_t c, size_t *bytes)
 {
     *bytes = 0;
+    if (c == C_FLASH_DECODE) { /* split-KV partials; the check said it runs */
+        *bytes = (size_t)rdg_att_decode_ws_bytes(rdg_devinfo_of(device), plan);
+        return RUDNN_STATUS_SUCCESS;
+    }
     if (c != C_FALLBACK)
         return RUDNN_STATUS_SUCCESS;
     char why[256];
@@ -98,6 +109,8 @@ rudnn_status_t att_run(void *queue, const rudnn_attention_plan_t *plan, uint32_t
     TRY(rdg_use_device(qu->dev.index));
     rdg_att_args a;
     rdg_att_make_args(plan, q, k, v, mask, bias, out, lse, &a);
+    if (c == C_FLASH_DECODE)
+        return rdg_att_run_decode(qu, plan, a, workspace);
     if (c == C_FLASH_UNIT)
         return rdg_att_run_flash(qu, plan, a);
     if (c == C_WGMMA) {
@@ -116,6 +129,7 @@ rudnn_attention_kernels_t make_attention_table(void)
      * promoted to device memory by HIP's compiler (moe_table.cu) */
     static const rudnn_kernel_candidate_t candidates[C_COUNT] = {
         {ATT_WGMMA_NAME, RUDNN_ATTENTION_FLASH_ACCELERATED, 0},
+        {ATT_FLASH_DECODE_NAME, RUDNN_ATTENTION_FLASH_UNIT, 0},
         {ATT_FLASH_UNIT_NAME, RUDNN_ATTENTION_FLASH_UNIT, 0},
         {ATT_FALLBACK_NAME, RUDNN_ATTENTION_FALLBACK, 0},
     };

@@ -8,6 +8,7 @@
 #include "elem.cuh"
 
 #define ATT_OP "attention"
+#define ATT_FLASH_DECODE_NAME "attention.flash_decode"
 #define ATT_FLASH_UNIT_NAME "attention.flash_unit"
 #define ATT_FALLBACK_NAME "attention.fallback"
 #define ATT_WGMMA_NAME "attention.wgmma_tma"
@@ -43,6 +44,14 @@ rudnn_status_t rdg_att_run_flash(rdg_queue_t *q, const rudnn_attention_plan_t *p
  * does; written into why), and its launch. */
 const char *rdg_att_wgmma_why(const rdg_devinfo_t *dev, const rudnn_attention_plan_t *plan, char *why, size_t cap);
 rudnn_status_t rdg_att_run_wgmma(rdg_queue_t *q, const rudnn_attention_plan_t *plan, const rdg_att_args &a);
+
+/* attention_decode.cu: why flash_decode does not run plan on dev (NULL when it does; decode
+ * shapes only), its split-KV workspace bytes (0: none), and its launches. */
+const char *rdg_att_decode_unfit(const rdg_devinfo_t *dev, const rudnn_attention_plan_t *plan, char *why,
+                                 size_t cap);
+uint64_t rdg_att_decode_ws_bytes(const rdg_devinfo_t *dev, const rudnn_attention_plan_t *plan);
+rudnn_status_t rdg_att_run_decode(rdg_queue_t *q, const rudnn_attention_plan_t *plan, const rdg_att_args &a,
+                                  rudnn_mem_ref_t workspace);
 
 /* attention_fallback.cu: the score matrix's bytes (B * Hq * Sq * Skv * 4; 0 on overflow), why it
  * does not fit dev (NULL when it does), and the launches. */

@@ -50,4 +50,33 @@
 /* fallback: the score matrix may take at most this share (1/N) of the device's memory. */
 #define ATT_FB_MEM_DIVISOR 2
 
+/* ---- flash_decode (attention_decode.cu) ---- */
+/* flash_decode: query rows per CTA at most (Sq * Hq / Hkv): one m16 tile of mma.sync. Past it a
+ * shape is prefill, where flash_unit's CTAs per query head re-read K/V from L2, not DRAM. */
+#define ATT_DEC_MAX_ROWS 16
+/* flash_decode: warps per CTA (halved, down to 1, where the tiles do not fit), each taking 16 keys
+ * of every staged tile (the k of P V's m16n8k16): 64-key tiles of 34 KiB at D 128 bf16. */
+#define ATT_DEC_WARPS 4
+#define ATT_DEC_KEYS_PER_WARP 16
+/* flash_decode: K/V bytes in flight per SM the stage count aims for. Little's law: ~4 TB/s over
+ * 132 SMs with ~1 us of loaded DRAM latency needs ~30 KiB; 4x that covers barrier bubbles. */
+#define ATT_DEC_INFLIGHT_PER_SM (128u * 1024u)
+/* flash_decode: CTAs per SM aimed for: two, so that one CTA's loads run through the other's
+ * barrier and epilogue; one where two do not fit with 2 stages each (D 256). */
+#define ATT_DEC_CTAS_PER_SM 2
+/* flash_decode: staged tiles at most (cp.async.wait_group takes an immediate: 0 .. this - 2). */
+#define ATT_DEC_MAX_STAGES 8
+/* Shared memory the hardware keeps per CTA on sm_80+ (an SM has smem_optin + this in all). */
+#define ATT_DEC_SMEM_RESERVED 1024u
+/* flash_decode split-KV: splits of one (b, hk) key range at most (the merge kernel's weights
+ * live in shared memory), and the split choice's cost model (dec_splits), in tile times of one
+ * CTA: CTAs per SM taken to saturate DRAM (one, with ~64 KiB of stages in flight), a CTA's
+ * pipeline fill and epilogue, and the merge kernel (launch and partials), paid once with splits. */
+#define ATT_DEC_MAX_SPLITS 64
+#define ATT_DEC_SATURATING_CTAS_PER_SM 1
+#define ATT_DEC_FILL_TILES 1
+#define ATT_DEC_MERGE_TILES 2
+/* flash_decode merge kernel: threads per CTA (one CTA per output row, threads over Dv). */
+#define ATT_DEC_MERGE_THREADS 128
+
 #endif
