@@ -486,6 +486,11 @@ static void test_workspace(void **state)
         a = defaults(f);
         a.strategy = (rudnn_attention_strategy_t)s;
         size_t need = 0;
+        rudnn_attention_choice_t choice;
+        /* a listed strategy may have no kernel for these F32 operands (CUDA's tensor-core kernel) */
+        if (s && rudnn_attention_resolve(rt_queue, a.t[T_Q], a.t[T_K], a.t[T_V], a.t[T_MASK], a.t[T_BIAS], NULL,
+                                         a.strategy, a.t[T_OUT], a.t[T_LSE], &choice) == RUDNN_STATUS_NOT_SUPPORTED)
+            continue;
         rt_assert_status(rudnn_attention_workspace_size(rt_queue, a.t[T_Q], a.t[T_K], a.t[T_V], a.t[T_MASK],
                                                         a.t[T_BIAS], NULL, a.strategy, a.t[T_OUT], a.t[T_LSE], &need),
                          RUDNN_STATUS_SUCCESS);

@@ -423,6 +423,12 @@ int tw_attention_round(tw_thread_t *t)
         }
         if (!listed)
             continue;
+        /* a listed strategy may have no kernel for this dtype (CUDA's tensor-core kernel: F16 and
+         * BF16 only): resolve says so, and the round moves on */
+        rudnn_attention_choice_t choice;
+        if (rudnn_attention_resolve(t->queue, &tq, &tk, &tv, NULL, NULL, &o, (rudnn_attention_strategy_t)s, &to, &tl,
+                                    &choice) == RUDNN_STATUS_NOT_SUPPORTED && s != RUDNN_ATTENTION_AUTOTUNE)
+            continue;
         ok = tw_ok(t, "attention", rudnn_attention(t->queue, &tq, &tk, &tv, NULL, NULL, &o,
                                                    (rudnn_attention_strategy_t)s, NULL, 0, &to, &tl)) &&
              kernel_starts(t, "attention", "attention.") && tw_get(t, &to, got) && tw_get(t, &tl, lse_got);
