@@ -39,6 +39,12 @@
 #ifndef ATT_WG_OVERLAP
 #define ATT_WG_OVERLAP 1
 #endif
+/* wgmma_tma packs the query heads of one K/V head into a CTA (K and V read once for all of them)
+ * up to this Sq: decode and short chunks, where reading K and V is the cost (measured on decode
+ * only; longer prefill keeps one head per CTA). */
+#ifndef ATT_WG_PACK_MAX_SQ
+#define ATT_WG_PACK_MAX_SQ 64
+#endif
 /* wgmma_tma is the static choice from this Sq up (below it, most of a 128-row tile is padding). */
 #define ATT_WG_PREFER_MIN_SQ 64
 

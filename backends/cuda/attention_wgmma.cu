@@ -56,6 +56,15 @@ struct MapPerm {
     int slot[3]; /* slot[k]: the map dim (1..3) of outer dim k (0: s, 1: h, 2: b) */
 };
 
+/* A CTA's query rows: sqt consecutive queries of gp consecutive heads (the query heads of one K/V
+ * head, packed, where they fit: K and V are read once for all of them), rows = sqt * gp <= BM,
+ * in the order the Q box lands in shared memory (h_inner: row = query * gp + head, else head *
+ * sqt + query). A consumer warpgroup whose 64 rows are all past `rows` skips its MMAs. */
+struct WgTile {
+    int q_tiles; /* ceil(Sq / sqt) */
+    int sqt, gp, rows, h_inner;
+};
+
 #if RDG_HAS_WGMMA
 constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 
@@ -91,7 +100,7 @@ template <int DT, int QB, int VB, bool GEN>
 __global__ void __launch_bounds__(THREADS, 1)
 att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                  const __grid_constant__ CUtensorMap tv, const MapPerm pq, const MapPerm pk, const MapPerm pv,
-                 const rdg_att_args a, const int q_tiles)
+                 const rdg_att_args a, const WgTile tile)
 {
 #if RDG_HAS_WGMMA
     constexpr int NV = VB * 64;          /* O columns per wgmma: 64 or 128 */
@@ -109,11 +118,13 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
     auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * STAGES + s); };
 
     const int tid = (int)threadIdx.x, wg = tid / 128;
-    const int64_t bh = (int64_t)blockIdx.x / q_tiles;
-    const int qt = q_tiles - 1 - (int)((int64_t)blockIdx.x - bh * q_tiles);
-    const int64_t b = bh / a.heads_q, h = bh - b * a.heads_q, hk = h / a.group;
-    const int64_t i0 = (int64_t)qt * BM;
-    const int64_t i_last = (i0 + BM < a.seq_q ? i0 + BM : a.seq_q) - 1;
+    const int q_tiles = tile.q_tiles, sqt = tile.sqt, gp = tile.gp;
+    const int64_t groups = a.heads_q / gp; /* head groups of a batch */
+    const int64_t bg = (int64_t)blockIdx.x / q_tiles;
+    const int qt = q_tiles - 1 - (int)((int64_t)blockIdx.x - bg * q_tiles);
+    const int64_t b = bg / groups, h0 = (bg - b * groups) * gp, hk = h0 / a.group;
+    const int64_t i0 = (int64_t)qt * sqt;
+    const int64_t i_last = (i0 + sqt < a.seq_q ? i0 + sqt : a.seq_q) - 1;
     /* the key tiles any row of the CTA sees */
     const int64_t lo0 = att_lo(a, i0), hi_last = att_hi(a, i_last);
     const int64_t j_begin = lo0 > 0 ? lo0 : 0;
@@ -136,9 +147,9 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
     if (wg == 0) {
         set_max_regs_dec<ATT_WG_PRODUCER_REGS>();
         if (tid == 0) {
-            mbar_expect_tx(q_full, Q_BYTES);
+            mbar_expect_tx(q_full, QB * tile.rows * BOX_BYTES_ROW);
             for (int c = 0; c < QB; c++)
-                load_box(sq + c * BM * BOX_BYTES_ROW, &tq, pq, c * 64, (int)i0, (int)h, (int)b, q_full);
+                load_box(sq + c * BM * BOX_BYTES_ROW, &tq, pq, c * 64, (int)i0, (int)h0, (int)b, q_full);
             for (int t = 0; t < ntiles; t++) {
                 const int s = t % STAGES;
                 const uint32_t parity = ((t / STAGES) & 1) ^ 1;
@@ -159,14 +170,19 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
         /* the consumers (one branch of the if/else: setmaxnreg needs each role in its own) */
         set_max_regs_inc<ATT_WG_CONSUMER_REGS>();
         const int cw = wg - 1, warp = (tid / 32) % 4, lane = tid % 32, quad = lane % 4;
-        const int64_t wg_first = i0 + cw * 64;
-        const int64_t wg_last = wg_first + 63 < a.seq_q - 1 ? wg_first + 63 : a.seq_q - 1;
+        const bool idle = cw * 64 >= tile.rows; /* only rows past the tile's: no MMA, no store */
+        /* the queries this warpgroup's rows hold (packed tiles: those of the whole CTA) */
+        const int64_t wg_first = sqt == BM ? i0 + cw * 64 : i0;
+        const int64_t wg_last = sqt == BM && wg_first + 63 < a.seq_q - 1 ? wg_first + 63 : i_last;
         /* this thread's two rows: r = 0 (lane / 4) and r = 1 (lane / 4 + 8) of its warp's 16 */
-        int64_t row[2];
+        int64_t row[2], hrow[2]; /* query index (Sq: not a row of the tile) and head */
         float m[2], l[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            row[r] = wg_first + warp * 16 + lane / 4 + r * 8;
+            const int t_row = cw * 64 + warp * 16 + lane / 4 + r * 8;
+            const int g = tile.h_inner ? t_row % gp : t_row / sqt, qi = tile.h_inner ? t_row / gp : t_row % sqt;
+            row[r] = t_row < tile.rows ? i0 + qi : a.seq_q;
+            hrow[r] = h0 + (t_row < tile.rows ? g : 0);
             m[r] = -INFINITY;
             l[r] = 0.0f;
         }
@@ -226,8 +242,9 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
                     const bool row_ok = row[r] < a.seq_q;
                     const int c_lo = row_ok ? (int)(lo < BN ? lo : BN) : BN;
                     const int c_hi = (int)(hi < -1 ? -1 : hi < BN ? hi : BN);
-                    const uint8_t *mrow = GEN && a.mask && row_ok ? att_mask_row(a, b, h, row[r]) + j0 : nullptr;
-                    const int64_t brow = GEN ? att_bias_row(a, b, h, row[r]) + j0 : 0;
+                    const uint8_t *mrow =
+                        GEN && a.mask && row_ok ? att_mask_row(a, b, hrow[r], row[r]) + j0 : nullptr;
+                    const int64_t brow = GEN && row_ok ? att_bias_row(a, b, hrow[r], row[r]) + j0 : 0;
 #pragma unroll
                     for (int u = 0; u < BN / 4; u++) {
                         const int i = 4 * (u / 2) + 2 * r + u % 2; /* row r's elements */
@@ -280,7 +297,18 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
             }
         };
 
-        if (ntiles > 0) {
+        if (idle) {
+            /* release each stage once it is full: the producer counts this warpgroup's arrivals */
+            for (int t = 0; t < ntiles; t++) {
+                const int s = t % STAGES;
+                mbar_wait(k_full(s), (t / STAGES) & 1);
+                if (lane == 0)
+                    mbar_arrive(k_empty(s));
+                mbar_wait(v_full(s), (t / STAGES) & 1);
+                if (lane == 0)
+                    mbar_arrive(v_empty(s));
+            }
+        } else if (ntiles > 0) {
             issue_s(0);
             wgmma_wait<0>();
             fence_operands(sc);
@@ -337,7 +365,7 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
             if (row[r] >= a.seq_q)
                 continue;
             const float inv = l[r] > 0.0f ? __frcp_rn(l[r]) : 0.0f;
-            void *ob = (char *)a.out + (b * a.os[0] + h * a.os[1] + row[r] * a.os[2]) * EB;
+            void *ob = (char *)a.out + (b * a.os[0] + hrow[r] * a.os[1] + row[r] * a.os[2]) * EB;
 #pragma unroll
             for (int nb = 0; nb < NV / 8; nb++) {
                 const int c = nb * 8 + 2 * quad;
@@ -347,7 +375,7 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
                     Elem<DT>::st(ob, c + 1, o[4 * nb + 2 * r + 1] * inv);
             }
             if (a.lse && quad == 0)
-                a.lse[bh * a.seq_q + row[r]] = l[r] > 0.0f ? (m[r] + __log2f(l[r])) * LN2 : -INFINITY;
+                a.lse[(b * a.heads_q + hrow[r]) * a.seq_q + row[r]] = l[r] > 0.0f ? (m[r] + __log2f(l[r])) * LN2 : -INFINITY;
         }
     }
 #else
@@ -358,12 +386,12 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
     (void)pk;
     (void)pv;
     (void)a;
-    (void)q_tiles;
+    (void)tile;
     __trap(); /* the host launches it only where the binary has wgmma */
 #endif
 }
 
-typedef void (*wg_fn)(CUtensorMap, CUtensorMap, CUtensorMap, MapPerm, MapPerm, MapPerm, rdg_att_args, int);
+typedef void (*wg_fn)(CUtensorMap, CUtensorMap, CUtensorMap, MapPerm, MapPerm, MapPerm, rdg_att_args, WgTile);
 
 template <int DT, bool GEN>
 wg_fn wg_kernel_gen(int qb, int vb)
@@ -388,10 +416,11 @@ int blocks_of(int64_t d)
 }
 
 /* A last-dim-contiguous [B, H, S, D] operand (element strides st of b, h, s) as a 4-D map
- * (D, then the outer dims by increasing stride), boxes of 64 columns x rows. Outer dims of
+ * (D, then the outer dims by increasing stride), boxes of 64 columns x rows x hrows heads. Outer dims of
  * extent 1 go last with a stride that nests (never used: their coordinate is 0). */
 bool encode_operand(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, MapPerm *perm, const void *base,
-                    rudnn_dtype_t dt, int64_t d, int64_t s, int64_t hds, int64_t bs, const int64_t st[3], int rows)
+                    rudnn_dtype_t dt, int64_t d, int64_t s, int64_t hds, int64_t bs, const int64_t st[3], int rows,
+                    int hrows)
 {
     const int64_t ext[3] = {s, hds, bs};
     const int64_t str[3] = {st[2], st[1], st[0]}; /* of s, h, b */
@@ -420,11 +449,34 @@ bool encode_operand(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, Map
     }
     cuuint32_t box[4] = {64, 1, 1, 1};
     box[perm->slot[0]] = (cuuint32_t)rows; /* the rows run along s, wherever its stride put it */
+    box[perm->slot[1]] = (cuuint32_t)hrows; /* and hrows heads of them (packed GQA; else 1) */
     const cuuint32_t estrides[4] = {1, 1, 1, 1};
     return enc(map, dt == RUDNN_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
                const_cast<void *>(base), dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* The query tile of plan (WgTile; h_inner comes from Q's map): the one place it is chosen. Sq
+ * below BM takes a tile of the next power of two (so that a decode step leaves the second
+ * consumer idle); grouped-query heads are packed up to ATT_WG_PACK_MAX_SQ. */
+WgTile wg_tile(const rudnn_attention_plan_t *p)
+{
+    WgTile t;
+    const int64_t group = p->heads_q / p->heads_kv;
+    t.sqt = 1;
+    while (t.sqt < p->seq_q && t.sqt < BM)
+        t.sqt *= 2;
+    t.gp = 1;
+    if (group > 1 && BM % group == 0 && p->seq_q <= ATT_WG_PACK_MAX_SQ) {
+        t.gp = (int)group;
+        if (t.sqt > BM / t.gp)
+            t.sqt = BM / t.gp;
+    }
+    t.rows = t.sqt * t.gp;
+    t.q_tiles = (int)rdg_ceil_div(p->seq_q, t.sqt);
+    t.h_inner = 0;
+    return t;
 }
 
 /* Whether the strides of an operand suit TMA: 16-byte multiples (16-bit elements: multiples of
@@ -469,7 +521,8 @@ const char *rdg_att_wgmma_why(const rdg_devinfo_t *dev, const rudnn_attention_pl
         snprintf(why, cap, "q, k and v strides must be multiples of 8 elements (16 bytes, for TMA)");
         return why;
     }
-    const int64_t items = p->batch * p->heads_q * rdg_ceil_div(p->seq_q, BM);
+    const WgTile t = wg_tile(p);
+    const int64_t items = p->batch * (p->heads_q / t.gp) * rdg_ceil_div(p->seq_q, t.sqt);
     if (items > INT32_MAX || p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->heads_q > INT32_MAX ||
         p->batch > INT32_MAX) {
         snprintf(why, cap, "a grid or tensor-map coordinate passes 32 bits");
@@ -493,14 +546,16 @@ rudnn_status_t rdg_att_run_wgmma(rdg_queue_t *q, const rudnn_attention_plan_t *p
     const int qb = blocks_of(plan->head_dim), vb = blocks_of(plan->head_dim_v);
     /* Skv 0: no key tile is loaded; k and v may be NULL, so their maps describe q */
     const bool keys = plan->seq_kv > 0;
+    WgTile tile = wg_tile(plan);
     bool ok = encode_operand(enc, &tq, &pq, a.q, plan->dtype, plan->head_dim, plan->seq_q, plan->heads_q,
-                             plan->batch, plan->q_stride, BM);
+                             plan->batch, plan->q_stride, tile.sqt, tile.gp);
+    tile.h_inner = pq.slot[1] < pq.slot[0]; /* the box lands head-fastest */
     ok = ok && encode_operand(enc, &tk, &pk, keys ? a.k : a.q, plan->dtype, plan->head_dim,
                               keys ? plan->seq_kv : plan->seq_q, keys ? plan->heads_kv : plan->heads_q, plan->batch,
-                              keys ? plan->k_stride : plan->q_stride, BN);
+                              keys ? plan->k_stride : plan->q_stride, BN, 1);
     ok = ok && encode_operand(enc, &tv, &pv, keys ? a.v : a.q, plan->dtype, keys ? plan->head_dim_v : plan->head_dim,
                               keys ? plan->seq_kv : plan->seq_q, keys ? plan->heads_kv : plan->heads_q, plan->batch,
-                              keys ? plan->v_stride : plan->q_stride, BN);
+                              keys ? plan->v_stride : plan->q_stride, BN, 1);
     if (!ok)
         return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, ATT_OP ": %s: " ATT_WGMMA_NAME ": cuTensorMapEncodeTiled refused "
                          "an operand's layout", RUDNN_GPU_BACKEND_NAME);
@@ -510,10 +565,9 @@ rudnn_status_t rdg_att_run_wgmma(rdg_queue_t *q, const rudnn_attention_plan_t *p
     const size_t smem = wg_smem_bytes(qb, vb);
     const int slot = (bf16 ? 0 : 8) + (gen ? 4 : 0) + (qb - 1) * 2 + (vb - 1);
     TRY(allow_smem_once(g_wg_smem_done, slot, (const void *)fn, q->dev.index, (int)smem, "attention wgmma"));
-    const int q_tiles = (int)rdg_ceil_div(plan->seq_q, BM);
-    const int64_t items = plan->batch * plan->heads_q * q_tiles;
+    const int64_t items = plan->batch * (plan->heads_q / tile.gp) * tile.q_tiles;
     (void)cudaGetLastError(); /* the check below sees this launch only */
     rdg_note_kernel(ATT_WGMMA_NAME);
-    fn<<<dim3((unsigned)items), dim3(THREADS), smem, q->stream>>>(tq, tk, tv, pq, pk, pv, a, q_tiles);
+    fn<<<dim3((unsigned)items), dim3(THREADS), smem, q->stream>>>(tq, tk, tv, pq, pk, pv, a, tile);
     return rdg_launched(ATT_WGMMA_NAME);
 }
