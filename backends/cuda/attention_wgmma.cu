@@ -225,10 +225,15 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
         auto softmax = [&](int t) {
             const int64_t j0 = (int64_t)(t_begin + t) * BN;
             const bool whole = j0 >= att_lo(a, wg_last) && j0 + BN - 1 <= att_hi(a, wg_first) && j0 + BN <= a.seq_kv;
+            /* raw: a whole tile under a positive scale keeps the dot products; the scale joins the
+             * maximum (it commutes with it) and the exponent's FMA, a multiply less per score */
+            const bool raw = !GEN && whole && a.scale > 0.0f;
             if (!GEN && whole) {
+                if (!raw) {
 #pragma unroll
-                for (int i = 0; i < BN / 2; i++)
-                    sc[i] *= scale_log2;
+                    for (int i = 0; i < BN / 2; i++)
+                        sc[i] *= scale_log2;
+                }
             } else {
                 /* the window and Skv as a range of this tile's columns per row; GEN adds the mask,
                  * softcap and bias per element (att_finish's order, with the approximate tanh
@@ -262,12 +267,14 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
                     }
                 }
             }
-            float mx[2] = {m[0], m[1]}, m_use[2];
+            const float f = raw ? scale_log2 : 1.0f;
+            float mx[2] = {-INFINITY, -INFINITY}, m_use[2];
 #pragma unroll
             for (int i = 0; i < BN / 2; i++)
                 mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], sc[i]);
 #pragma unroll
             for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(m[r], mx[r] * f);
                 mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
                 mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
                 m_use[r] = mx[r] == -INFINITY ? 0.0f : mx[r]; /* nothing seen yet: p = 0, not NaN */
@@ -278,7 +285,7 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) {
                 const int r = (i % 4) / 2;
-                sc[i] = fast_exp2(sc[i] - m_use[r]);
+                sc[i] = fast_exp2(fmaf(sc[i], f, -m_use[r]));
                 l[r] += sc[i];
             }
         };
