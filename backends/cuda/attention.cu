@@ -47,9 +47,10 @@ void att_check(void *device, const rudnn_attention_plan_t *plan, uint32_t c, rud
         if (rdg_att_wgmma_why(dev, plan, verdict->why, sizeof verdict->why))
             return;
         verdict->runs = 1;
-        verdict->preferred = plan->seq_q >= ATT_WG_PREFER_MIN_SQ;
+        verdict->preferred = rdg_att_wgmma_preferred(plan);
         if (!verdict->preferred)
-            snprintf(verdict->why, sizeof verdict->why, "Sq %lld < %d: its %d-row tiles would be mostly padding",
+            snprintf(verdict->why, sizeof verdict->why,
+                     "Sq %lld < %d without grouped-query heads to pack: its %d-row tiles would be mostly padding",
                      (long long)plan->seq_q, ATT_WG_PREFER_MIN_SQ, ATT_WG_BM);
 #endif
         return;

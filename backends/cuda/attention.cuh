@@ -43,6 +43,7 @@ rudnn_status_t rdg_att_run_flash(rdg_queue_t *q, const rudnn_attention_plan_t *p
 /* attention_wgmma.cu (CUDA only): why the wgmma + TMA kernel does not run plan on dev (NULL when it
  * does; written into why), and its launch. */
 const char *rdg_att_wgmma_why(const rdg_devinfo_t *dev, const rudnn_attention_plan_t *plan, char *why, size_t cap);
+int rdg_att_wgmma_preferred(const rudnn_attention_plan_t *plan); /* where it runs: its static choice */
 rudnn_status_t rdg_att_run_wgmma(rdg_queue_t *q, const rudnn_attention_plan_t *plan, const rdg_att_args &a);
 
 /* attention_decode.cu: why flash_decode does not run plan on dev (NULL when it does; decode

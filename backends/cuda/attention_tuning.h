@@ -45,7 +45,8 @@
 #ifndef ATT_WG_PACK_MAX_SQ
 #define ATT_WG_PACK_MAX_SQ 64
 #endif
-/* wgmma_tma is the static choice from this Sq up (below it, most of a 128-row tile is padding). */
+/* wgmma_tma is the static choice from this Sq up (below it, most of a 128-row tile is padding),
+ * and wherever it packs grouped-query heads (attention_wgmma.cu: rdg_att_wgmma_preferred). */
 #define ATT_WG_PREFER_MIN_SQ 64
 
 /* fallback: threads per CTA of the scores and softmax kernels (one CTA per score row; the scores

@@ -542,6 +542,13 @@ const char *rdg_att_wgmma_why(const rdg_devinfo_t *dev, const rudnn_attention_pl
     return nullptr;
 }
 
+int rdg_att_wgmma_preferred(const rudnn_attention_plan_t *p)
+{
+    /* long enough for full tiles, or grouped-query heads packed into one (decode: K and V read
+     * once per K/V head, 0.94x cuDNN on the H200, twice flash_decode's speed; bench/RESULTS.md) */
+    return p->seq_q >= ATT_WG_PREFER_MIN_SQ || wg_tile(p).gp > 1;
+}
+
 rudnn_status_t rdg_att_run_wgmma(rdg_queue_t *q, const rudnn_attention_plan_t *plan, const rdg_att_args &a)
 {
     const PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)q->dev.tensor_map_encode;
