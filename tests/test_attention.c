@@ -27,7 +27,7 @@
  *              reference is -inf. NaN never passes.
  * Every output element must be written (poisoned first) and nothing past out and lse.
  *
- * A backend without attention kernels (no table: CUDA and HIP until theirs exist) must answer
+ * A backend without attention kernels (no table) must answer
  * NOT_SUPPORTED naming the family; the suite checks that, then reports SKIP (exit 77).
  *
  * Usage: test_attention [glob]. RUDNN_TEST_VERBOSE=1 prints each run's errors. */
