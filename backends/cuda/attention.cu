@@ -184,6 +184,22 @@ void rdg_att_make_args(const rudnn_attention_plan_t *plan, rudnn_mem_ref_t q, ru
     a->softcap = plan->softcap;
 }
 
+rudnn_status_t rdg_att_allow_smem(const rdg_queue_t *q, const void *fn, size_t smem)
+{
+    if (smem <= ATT_SMEM_DEFAULT_LIMIT)
+        return RUDNN_STATUS_SUCCESS;
+    /* the device's whole allowance, so that no launch lowers it for another thread's */
+    cudaFuncAttributes fa;
+    cudaError_t err = cudaFuncGetAttributes(&fa, fn);
+    if (err != cudaSuccess)
+        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncGetAttributes");
+    err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)(q->dev.smem_optin - fa.sharedSizeBytes));
+    if (err != cudaSuccess)
+        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize)");
+    return RUDNN_STATUS_SUCCESS;
+}
+
 const rudnn_attention_kernels_t *rdg_attention_table(void)
 {
     /* filled once: C++ initialises a function's static under its own lock */

@@ -36,6 +36,10 @@ void rdg_att_make_args(const rudnn_attention_plan_t *plan, rudnn_mem_ref_t q, ru
                        rudnn_mem_ref_t v, rudnn_mem_ref_t mask, rudnn_mem_ref_t bias, rudnn_mem_ref_t out,
                        rudnn_mem_ref_t lse, rdg_att_args *a);
 
+/* attention.cu: lets kernel fn take smem bytes of dynamic shared memory (the opt-in past the
+ * default 48 KiB), before a launch. */
+rudnn_status_t rdg_att_allow_smem(const rdg_queue_t *q, const void *fn, size_t smem);
+
 /* attention_flash.cu: whether flash_unit's CTA fits dev (shared memory, threads), and its launch. */
 int rdg_att_flash_fits(const rdg_devinfo_t *dev, const rudnn_attention_plan_t *plan);
 rudnn_status_t rdg_att_run_flash(rdg_queue_t *q, const rudnn_attention_plan_t *plan, const rdg_att_args &a);

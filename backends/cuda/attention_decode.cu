@@ -42,6 +42,7 @@
 
 #include "attention.cuh"
 #include "attention_tuning.h"
+#include "mma_sync.cuh"
 
 static_assert(ATT_DEC_MAX_ROWS == 16, "flash_decode's rows are one m16 tile");
 static_assert(ATT_DEC_KEYS_PER_WARP == 16, "flash_decode's keys per warp are the k of one m16n8k16");
@@ -195,22 +196,6 @@ __device__ __forceinline__ void dec_ldsm_x4_trans(uint32_t addr, uint32_t (&r)[4
                  : "memory");
 }
 
-/* d += a b, m16n8k16, FP32 accumulators */
-template <int DT>
-__device__ __forceinline__ void dec_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
-{
-    if constexpr (DT == RUDNN_BF16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 /* (x0, x1) -> two dtype values packed (x0 in bits 0..15), round to nearest even; *rest gets
  * what the rounding left out, x - float(packed), for the lo part. */
 template <int DT>
@@ -313,8 +298,8 @@ struct DecWarp<DT, DMAX, true> {
             uint32_t af[4], bf[4];
             dec_ldsm_x4(qa + kk * 32, af);
             dec_ldsm_x4(ka + kk * 32, bf);
-            dec_mma<DT>(sc[0], af, bf[0], bf[1]);
-            dec_mma<DT>(sc[1], af, bf[2], bf[3]);
+            mma16816<DT>(sc[0], af, bf[0], bf[1]);
+            mma16816<DT>(sc[1], af, bf[2], bf[3]);
         }
 
         /* the contract's rules; element e of sc[nb]: row g + 8 (e / 2), key 8 nb + 2 t + e % 2 */
@@ -372,10 +357,10 @@ struct DecWarp<DT, DMAX, true> {
             if (np * 16 < s.dv16) {
                 uint32_t bv[4];
                 dec_ldsm_x4_trans(va + np * 32, bv);
-                dec_mma<DT>(acc[2 * np], ph, bv[0], bv[1]);
-                dec_mma<DT>(acc[2 * np], pl, bv[0], bv[1]);
-                dec_mma<DT>(acc[2 * np + 1], ph, bv[2], bv[3]);
-                dec_mma<DT>(acc[2 * np + 1], pl, bv[2], bv[3]);
+                mma16816<DT>(acc[2 * np], ph, bv[0], bv[1]);
+                mma16816<DT>(acc[2 * np], pl, bv[0], bv[1]);
+                mma16816<DT>(acc[2 * np + 1], ph, bv[2], bv[3]);
+                mma16816<DT>(acc[2 * np + 1], pl, bv[2], bv[3]);
             }
         }
 #else
@@ -964,18 +949,7 @@ rudnn_status_t rdg_att_run_decode(rdg_queue_t *q, const rudnn_attention_plan_t *
         return rdg_error(RUDNN_STATUS_INTERNAL, ATT_OP ": %s: " ATT_FLASH_DECODE_NAME " got no (aligned) workspace",
                          RUDNN_GPU_BACKEND_NAME);
     const dec_fn fn = dec_kernel(plan->dtype, c);
-    cudaError_t err;
-    if (c.smem > ATT_SMEM_DEFAULT_LIMIT) {
-        /* the device's whole allowance, so that no launch lowers it for another thread's */
-        cudaFuncAttributes fa;
-        err = cudaFuncGetAttributes(&fa, (const void *)fn);
-        if (err != cudaSuccess)
-            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncGetAttributes");
-        err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   (int)(q->dev.smem_optin - fa.sharedSizeBytes));
-        if (err != cudaSuccess)
-            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize)");
-    }
+    TRY(rdg_att_allow_smem(q, (const void *)fn, c.smem));
     const int64_t grid = c.items < ATT_MAX_GRID ? c.items : ATT_MAX_GRID;
     (void)cudaGetLastError(); /* the checks below see these launches only */
     rdg_note_kernel(ATT_FLASH_DECODE_NAME);

@@ -335,17 +335,7 @@ rudnn_status_t rdg_att_run_flash(rdg_queue_t *q, const rudnn_attention_plan_t *p
                          RUDNN_GPU_BACKEND_NAME, (long long)plan->head_dim, (long long)plan->head_dim_v);
     const flash_fn fn = flash_kernel(plan->dtype, c);
     cudaError_t err;
-    if (c.smem > ATT_SMEM_DEFAULT_LIMIT) {
-        /* the device's whole allowance, so that no launch lowers it for another thread's */
-        cudaFuncAttributes fa;
-        err = cudaFuncGetAttributes(&fa, (const void *)fn);
-        if (err != cudaSuccess)
-            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncGetAttributes");
-        err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   (int)(q->dev.smem_optin - fa.sharedSizeBytes));
-        if (err != cudaSuccess)
-            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize)");
-    }
+    TRY(rdg_att_allow_smem(q, (const void *)fn, c.smem));
     const int64_t total = plan->batch * plan->heads_q * c.s.q_tiles;
     const int64_t grid = total < ATT_MAX_GRID ? total : ATT_MAX_GRID;
     (void)cudaGetLastError(); /* the check below sees this launch only */
