@@ -14,6 +14,9 @@
  *     per_thread_state  each thread makes a bad call of its own and launches a kernel of its own,
  *                       then, once all have, finds its own message in rudnn_last_error() and its
  *                       own kernel in rudnn_last_kernel(); a new thread starts with both empty.
+ *     grid_sizes        THREADS threads on one context launch one kernel (F32 rms_norm) at
+ *                       once, with the same local size and a grid of their own in every round
+ *                       (PoCL before 6.0 aborted on that: backends/opencl/ocl_launch.c).
  *   test_threads first-use   (a process of its own: nothing may be initialised before)
  *                       THREADS threads create contexts at the same moment (the loader, the
  *                       environment and the plugin's init race if they can; half of them name the
@@ -298,6 +301,44 @@ static void test_per_thread_state(void **state)
     pthread_barrier_destroy(&barrier);
 }
 
+/* ---- one kernel, different grids -------------------------------------------------------------- */
+
+#define GRID_ROUNDS 40
+#define GRID_LAUNCHES 4
+
+/* Thread i's launch j of round r covers (r * GRID_LAUNCHES + j) * THREADS + i + 1 rows: every
+ * launch a grid of its own, most of them wider than any before (PoCL's new entries). */
+static void *grid_thread(void *arg)
+{
+    worker_t *w = arg;
+    tw_thread_t *t = &w->t;
+    t->dtype = RUDNN_F32; /* one program, so that every thread launches the same kernel */
+    int ok = tw_ok(t, "queue_create", rudnn_queue_create(t->ctx, &t->queue));
+    pthread_barrier_wait(w->barrier);
+    for (int r = 0; r < GRID_ROUNDS && ok; r++) {
+        int64_t rows[GRID_LAUNCHES];
+        for (int j = 0; j < GRID_LAUNCHES; j++)
+            rows[j] = ((int64_t)r * GRID_LAUNCHES + j) * THREADS + w->id + 1;
+        ok = tw_rms_norm_grids(t, rows, GRID_LAUNCHES);
+    }
+    if (t->queue)
+        rudnn_queue_destroy(t->queue);
+    return NULL;
+}
+
+static void test_grid_sizes(void **state)
+{
+    (void)state;
+    pthread_barrier_t barrier;
+    pthread_barrier_init(&barrier, NULL, THREADS);
+    worker_t w[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        worker_init(&w[i], i, &barrier, "grid_sizes");
+    start(w, THREADS, grid_thread);
+    join_and_check(w, THREADS);
+    pthread_barrier_destroy(&barrier);
+}
+
 /* ---- first use -------------------------------------------------------------------------------- */
 
 /* RUDNN_BACKEND_PATH with every folder written "<dir>/.": other path strings for the same plugin
@@ -445,6 +486,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_shared_context),
         cmocka_unit_test(test_own_contexts),
         cmocka_unit_test(test_per_thread_state),
+        cmocka_unit_test(test_grid_sizes),
     };
     if (argc > 1 && strcmp(argv[1], "rounds") != 0)
         cmocka_set_test_filter(argv[1]);

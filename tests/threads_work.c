@@ -156,6 +156,47 @@ int tw_norm_round(tw_thread_t *t)
     return ok;
 }
 
+int tw_rms_norm_grids(tw_thread_t *t, const int64_t *rows, int n)
+{
+    const int64_t nr = rows[n - 1], nc = TW_GRID_COLS;
+    const size_t count = (size_t)(nr * nc);
+    const float eps = 1e-5f;
+    float *x = malloc(count * sizeof(float)), *got = malloc(count * sizeof(float)), gamma[TW_GRID_COLS];
+    double *ref = malloc(count * sizeof(double));
+    tw_tensor_t X = {0}, G = {0}, Y = {0};
+    int ok = x && got && ref;
+    if (ok) {
+        fill(t, t->dtype, x, count, -3.0, 3.0);
+        fill(t, RUDNN_F32, gamma, TW_GRID_COLS, 0.5, 1.5);
+    }
+    ok = ok && tw_tensor_create(t, &X, t->dtype, 2, nr, nc) && tw_tensor_create(t, &G, RUDNN_F32, 1, nc, 0) &&
+         tw_tensor_create(t, &Y, t->dtype, 2, nr, nc) && tw_put(t, &X, x) && tw_put(t, &G, gamma);
+    for (int j = 0; j < n && ok; j++) { /* the first rows[j] rows of X and Y */
+        const int64_t dims[2] = {rows[j], nc};
+        rudnn_tensor_t xj, yj;
+        ok = tw_ok(t, "tensor_init", rudnn_tensor_init(&xj, X.buf, 0, t->dtype, 2, dims)) &&
+             tw_ok(t, "tensor_init", rudnn_tensor_init(&yj, Y.buf, 0, t->dtype, 2, dims)) &&
+             tw_ok(t, "rms_norm", rudnn_rms_norm(t->queue, &xj, &G.t, eps, &yj)) &&
+             kernel_starts(t, "rms_norm", "norm.");
+    }
+    if (ok && tw_get(t, &Y.t, got)) { /* the last launch wrote every row */
+        ref_report_t rep;
+        ref_report_init(&rep);
+        ref_rms_norm(x, gamma, eps, nr, nc, ref, NULL);
+        ref_compare(&rep, "y", got, ref, nr, nc, ref_tolerance(t->dtype));
+        ok = report_clean(t, "rms_norm", &rep);
+    } else {
+        ok = 0;
+    }
+    tw_tensor_destroy(&X);
+    tw_tensor_destroy(&G);
+    tw_tensor_destroy(&Y);
+    free(x);
+    free(got);
+    free(ref);
+    return ok;
+}
+
 /* ---- MoE -------------------------------------------------------------------------------------- */
 
 enum { T_ = TW_TOKENS, E_ = TW_EXPERTS, K_ = TW_TOP_K, H_ = TW_HIDDEN, I_ = TW_INTER, P_ = T_ * K_ };

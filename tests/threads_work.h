@@ -62,6 +62,12 @@ int tw_kernels_of(const tw_experts_t *x, rudnn_moe_strategy_t s, const char **na
 /* layer_norm, rms_norm, softmax_last_axis and add_rms_norm on fresh data in t->dtype. */
 int tw_norm_round(tw_thread_t *t);
 
+/* rms_norm on the first rows[j] rows of fresh data of [rows[n - 1], TW_GRID_COLS] in t->dtype,
+ * j = 0 .. n - 1 (rows increasing) without waiting in between, then the output checked: one
+ * kernel whose local size does not depend on the rows and whose grid does. */
+enum { TW_GRID_COLS = 72 };
+int tw_rms_norm_grids(tw_thread_t *t, const int64_t *rows, int n);
+
 /* route, dispatch, the experts of x (forward_dispatched with strategy) and combine on fresh data
  * in x's dtype. When before_forward is not NULL the thread waits on it just before the forward,
  * so that every thread's forward starts at once (a first use). */

@@ -79,7 +79,8 @@ static char g_clblast_error[512];
  * use: concurrent first calls race in its tuning database (ThreadSanitizer: clblast::Database's
  * constructor), and two threads that both miss its program cache fail the second store ("object
  * already in cache", fixed in CLBlast 1.6.1). A call only enqueues (and compiles the first time),
- * so holding the lock costs little. */
+ * so holding the lock costs little; on PoCL before 6.0 it also waits for its kernels (see
+ * ocl_launch.c, "PoCL before 6.0"). */
 static pthread_mutex_t g_clblast_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void load_clblast(void)
@@ -236,9 +237,18 @@ static CLBlastStatusCode sgemm_abt(ocl_queue_t *q, size_t m, size_t n, size_t k,
                                    size_t a_off, size_t lda, cl_mem b, size_t b_off, size_t ldb,
                                    cl_mem c, size_t c_off, size_t ldc)
 {
+    /* PoCL before 6.0: the call's kernels finish before the next call starts (ocl_launch.c) */
+    cl_event ev = NULL;
     pthread_mutex_lock(&g_clblast_lock);
-    const CLBlastStatusCode s = g_sgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, m, n, k,
-                                        1.0f, a, a_off, lda, b, b_off, ldb, 0.0f, c, c_off, ldc, &q->q, NULL);
+    CLBlastStatusCode s = g_sgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, m, n, k, 1.0f, a,
+                                  a_off, lda, b, b_off, ldb, 0.0f, c, c_off, ldc, &q->q,
+                                  q->dev->serial_launches ? &ev : NULL);
+    if (ev != NULL) {
+        if (clWaitForEvents(1, &ev) != CL_SUCCESS && s == CLBlastSuccess) {
+            s = CLBlastUnknownError;
+        }
+        clReleaseEvent(ev);
+    }
     pthread_mutex_unlock(&g_clblast_lock);
     return s;
 }

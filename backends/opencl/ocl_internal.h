@@ -48,6 +48,10 @@ typedef struct ocl_device {
      * not, events are recorded with an empty kernel instead. */
     int marker_timestamps;
 
+    /* A CPU device of PoCL before 6.0: each launch waits for its kernel, one at a time in the
+     * process (ocl_launch.c, "PoCL before 6.0"). */
+    int serial_launches;
+
     /* Options appended to every program build (device capabilities). */
     char build_options[128];
 

@@ -2,6 +2,7 @@
 #include "ocl_launch.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 
 /* CPU devices (PoCL) run a work-group as loops over its work-items, vectorised
@@ -82,6 +83,19 @@ size_t ocl_pick_local(const ocl_device_t *dev, const ocl_kernel_set_t *ks, uint6
     return want < lmax ? want : lmax;
 }
 
+/* PoCL before 6.0 (3.1 in Debian 12). Its CPU drivers keep the dlopen'ed work-group functions in
+ * one process-wide list, an entry per kernel (identical programs in different contexts share
+ * them), local size and widest grid. A launch takes an entry that fits its grid (a new one for a
+ * wider grid), but a finished launch gives back the first entry of its kernel and local size,
+ * whatever the grid. With launches of one kernel and one local size but different grids in flight
+ * on several queues, it gives back an entry nobody holds and PoCL aborts
+ * ("pocl_release_dlhandle_cache: Assertion 'found->ref_count > 0' failed"); PoCL 6.0 fixed it
+ * (commit 9184812d, "fix dlhandle cache"). test_threads' grid_sizes aborted 6 runs of 40 here
+ * without this lock. So on such a PoCL a launch holds it until its kernel has finished: one launch
+ * of ours in flight in the process (CLBlast's calls wait likewise, moe_gemm.c). A CPU device runs
+ * each kernel on all its cores anyway. */
+static pthread_mutex_t g_serial_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Where args holds its one GROUP0_ARG(); -1 when it holds none or several. */
 static int group0_index(karg_list_t args)
 {
@@ -110,7 +124,12 @@ rudnn_status_t ocl_enqueue_groups(ocl_queue_t *q, ocl_kernel_set_t *ks, int k,
     cl_kernel kernel = ks->kernels[k];
     char call[128];
     cl_int err = CL_SUCCESS;
+    const int serial = q->dev->serial_launches;
+    cl_event last = NULL; /* serial: the last split launch */
 
+    if (serial) {
+        pthread_mutex_lock(&g_serial_lock);
+    }
     pthread_mutex_lock(&ks->launch_lock);
     for (cl_uint i = 0; i < args.count && err == CL_SUCCESS; i++) {
         const karg_t *a = &args.args[i];
@@ -135,13 +154,31 @@ rudnn_status_t ocl_enqueue_groups(ocl_queue_t *q, ocl_kernel_set_t *ks, int k,
             break;
         }
         const size_t global = (size_t)n * local;
-        err = clEnqueueNDRangeKernel(q->q, kernel, 1, NULL, &global, &local, 0, NULL, NULL);
+        cl_event ev = NULL;
+        err = clEnqueueNDRangeKernel(q->q, kernel, 1, NULL, &global, &local, 0, NULL,
+                                     serial ? &ev : NULL);
         if (err != CL_SUCCESS) {
             snprintf(call, sizeof call, "clEnqueueNDRangeKernel(%s, global %zu, local %zu)",
                      names[k], global, local);
+        } else if (ev != NULL) {
+            if (last != NULL) {
+                clReleaseEvent(last);
+            }
+            last = ev;
         }
     }
     pthread_mutex_unlock(&ks->launch_lock);
+    if (last != NULL) { /* the queue is in order: the earlier split launches are done too */
+        const cl_int waited = clWaitForEvents(1, &last);
+        clReleaseEvent(last);
+        if (err == CL_SUCCESS && waited != CL_SUCCESS) {
+            err = waited;
+            snprintf(call, sizeof call, "clWaitForEvents(%s)", names[k]);
+        }
+    }
+    if (serial) {
+        pthread_mutex_unlock(&g_serial_lock);
+    }
     if (err != CL_SUCCESS) {
         const rudnn_status_t code =
             (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY)

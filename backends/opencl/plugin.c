@@ -150,6 +150,22 @@ static int has_extension(const char *list, const char *name)
     return 0;
 }
 
+/* PoCL's major release from CL_PLATFORM_VERSION ("OpenCL 3.0 PoCL 3.1+debian ...", "pocl 1.8"
+ * before 3.0); 0 when the platform is not PoCL. */
+static int pocl_release(cl_platform_id platform)
+{
+    char v[512];
+    if (clGetPlatformInfo(platform, CL_PLATFORM_VERSION, sizeof v, v, NULL) != CL_SUCCESS) {
+        return 0;
+    }
+    v[sizeof v - 1] = '\0';
+    const char *p = strstr(v, "PoCL ");
+    if (p == NULL) {
+        p = strstr(v, "pocl ");
+    }
+    return p != NULL ? atoi(p + 5) : 0;
+}
+
 /* Appends the devices of one type class from every platform. */
 static rudnn_status_t gather(cl_platform_id *platforms, cl_uint np, cl_device_type type,
                              ocl_device_slot_t **list, int *count, int *cap)
@@ -406,6 +422,8 @@ static rudnn_status_t ocl_device_open(int index, void **device)
         cl_device_type type = 0;
         DEV_VALUE(dev->id, CL_DEVICE_TYPE, type);
         dev->is_cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
+        const int pocl = pocl_release(dev->platform);
+        dev->serial_launches = dev->is_cpu && pocl > 0 && pocl < 6; /* see ocl_launch.c */
     }
     {
         size_t sizes[3] = {0, 0, 0};
