@@ -30,7 +30,7 @@
  * A backend without attention kernels (no table) must answer
  * NOT_SUPPORTED naming the family; the suite checks that, then reports SKIP (exit 77).
  *
- * Usage: test_attention [glob]. RUDNN_TEST_VERBOSE=1 prints each run's errors. */
+ * Usage: test_attention [glob of <dtype>/<case>]. RUDNN_TEST_VERBOSE=1 prints each run's errors. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +85,8 @@ static const acase_t cases[] = {
     {"long-causal-d128", 1, 2, 1, 300, 520, 128, 128, 1, NW, NW, 0, 0, 0, 0, 0, 1},
     {"long-bshd-d64", 1, 2, 2, 200, 333, 64, 64, 0, NW, NW, 0, 0, 0, 0, 1, 1},
     {"long-window-mask-dv96", 1, 2, 2, 140, 300, 128, 96, 0, 50, 20, 0, 0, MASK_PER_HEAD, 0, 0, 1},
+    {"long-causal-gqa-d64", 1, 4, 2, 400, 410, 64, 64, 1, NW, NW, 0, 0, 0, 0, 0, 1},
+    {"long-window-d32-dv64", 2, 2, 1, 260, 300, 32, 64, 0, 70, 10, 0, 0, 0, 0, 0, 1},
     /* decode shapes (Sq * Hq/Hkv <= 16 rows per K/V head: CUDA's flash_decode): causal with Sq > 1
      * and GQA 8, Skv not a multiple of 64, long Skv (split-KV on a large GPU) with fully masked rows,
      * windows that leave a few tiles, D 256, D != Dv, rows not 16-byte aligned, strided views */
@@ -531,12 +533,19 @@ static void run_case(rt_log_t *log, const acase_t *c, rudnn_dtype_t dt)
     problem_free(&p);
 }
 
-static void test_dtype(void **state)
+/* One cmocka test per (dtype, case), named "<dtype>/<case>" (e.g. bf16/long-causal-d128), so that
+ * a glob picks a dtype or a group of cases (the GPU sanitizer stage leaves out "<dtype>/long-*"). */
+typedef struct {
+    rudnn_dtype_t dt;
+    const acase_t *c;
+    char name[64];
+} unit_t;
+
+static void test_case(void **state)
 {
-    rudnn_dtype_t dt = *(const rudnn_dtype_t *)*state;
+    const unit_t *u = *state;
     rt_log_t *log = rt_log_new();
-    for (size_t i = 0; i < CASE_COUNT; i++)
-        run_case(log, &cases[i], dt);
+    run_case(log, u->c, u->dt);
     rt_log_finish_free(log, "check(s)");
 }
 
@@ -582,12 +591,18 @@ int main(int argc, char **argv)
         rudnn_attention_kernel_info(rt_ctx, i, &name, &s);
         printf("attention: kernel %s (%s)\n", name, strategy_names[s]);
     }
-    static const struct CMUnitTest tests[DTYPE_COUNT] = {
-        {"f32", test_dtype, NULL, NULL, (void *)&dtypes[0]},
-        {"f16", test_dtype, NULL, NULL, (void *)&dtypes[1]},
-        {"bf16", test_dtype, NULL, NULL, (void *)&dtypes[2]},
-    };
-    int failed = cmocka_run_group_tests_name("attention", tests, NULL, NULL);
+    static unit_t units[DTYPE_COUNT * CASE_COUNT];
+    static struct CMUnitTest tests[DTYPE_COUNT * CASE_COUNT];
+    for (size_t d = 0; d < DTYPE_COUNT; d++) {
+        for (size_t i = 0; i < CASE_COUNT; i++) {
+            unit_t *u = &units[d * CASE_COUNT + i];
+            u->dt = dtypes[d];
+            u->c = &cases[i];
+            snprintf(u->name, sizeof u->name, "%s/%s", rudnn_dtype_name(dtypes[d]), cases[i].name);
+            tests[d * CASE_COUNT + i] = (struct CMUnitTest){u->name, test_case, NULL, NULL, u};
+        }
+    }
+    int failed = _cmocka_run_group_tests("attention", tests, DTYPE_COUNT * CASE_COUNT, NULL, NULL);
     rt_close();
     unlink(cache);
     return rt_exit_code(failed);

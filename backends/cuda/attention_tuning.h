@@ -23,9 +23,9 @@
  * gridDim.x far inside its 2^31 - 1 limit, whatever B * Hq * Sq is). */
 #define ATT_MAX_GRID (1 << 20)
 
-/* wgmma_tma (attention_wgmma.cu): query rows per CTA (two consumer warpgroups of 64, wgmma's M)
- * and keys per tile (S = Q K^T is one m64n128 accumulator: 64 registers a thread, leaving room
- * for O's 64 and P's 32 under the consumers' register budget). */
+/* wgmma_tma (attention_wgmma.cu): query rows per CTA with two consumer warpgroups of 64 (wgmma's
+ * M; three at D <= 64, below) and keys per tile (S = Q K^T is one m64n128 accumulator: 64
+ * registers a thread, leaving room for O's 64 and P's 32 under the consumers' register budget). */
 #define ATT_WG_BM 128
 #define ATT_WG_BN 128
 /* wgmma_tma: K and V stages in flight (2: 160 KiB of shared memory at D 128 with the Q tile). */
@@ -33,6 +33,16 @@
 /* wgmma_tma: setmaxnreg budgets; (240 * 2 + 24) * 128 threads stay under the SM's 64 Ki. */
 #define ATT_WG_CONSUMER_REGS 240
 #define ATT_WG_PRODUCER_REGS 24
+/* wgmma_tma with D and Dv <= 64 and no per-element path: three consumer warpgroups (192 query
+ * rows a CTA; FlashAttention-3's tile for head dim 64) from this Sq up, with their own register
+ * budgets ((160 * 3 + 32) * 128 = 64 Ki; ptxas spills 36 bytes a thread at 160). At D 64 a key
+ * tile is half the MMA work of D 128 for the same softmax: a third warpgroup's softmax hides
+ * behind the others' MMAs (H200, bf16, B 8 H 16 S 2048: 1.28x faster than two, bench/RESULTS.md). */
+#ifndef ATT_WG3_MIN_SQ
+#define ATT_WG3_MIN_SQ 192
+#endif
+#define ATT_WG3_CONSUMER_REGS 160
+#define ATT_WG3_PRODUCER_REGS 32
 /* wgmma_tma: 1 issues S = Q K^T of the next tile together with P V of the current one and runs
  * the next softmax while P V is in flight (FlashAttention-3's intra-warpgroup overlap); 0 waits
  * for each product before the softmax. */

@@ -1,14 +1,14 @@
 /* attention.wgmma_tma: FlashBlackboxAccelerated on CUDA, for sm_90a (Hopper's warpgroup MMA fed by
  * the tensor-memory accelerator). F16/BF16, D and Dv up to 128.
  *
- * A CTA takes ATT_WG_BM query rows of one (b, h) and walks the key tiles (ATT_WG_BN keys) its
- * rows can see, three warpgroups with one role each:
+ * A CTA takes 64 NC query rows of one (b, h) and walks the key tiles (ATT_WG_BN keys) its
+ * rows can see, 1 + NC warpgroups with one role each (NC = 2, or 3 at D <= 64: wg_tile):
  *   - warpgroup 0, the producer: one thread loads the Q tile once and then K and V tiles into
  *     ATT_WG_STAGES stages with TMA (128-byte swizzle, 64 columns per box: a head dim of 128 is
  *     two boxes side by side); mbarriers k_full / v_full count the bytes in, k_empty / v_empty
  *     the consumer warps done reading. K and V have barriers of their own, so that S = Q K^T
  *     starts before V has landed;
- *   - warpgroups 1 and 2, the consumers: 64 query rows each. S = Q K^T with wgmma m64n128k16
+ *   - warpgroups 1 .. NC, the consumers: 64 query rows each. S = Q K^T with wgmma m64n128k16
  *     (both operands K-major in shared memory), the scores masked and scaled in registers, the
  *     online softmax in the log2 domain (a row lives on the 4 lanes of a quad: two shuffles per
  *     reduction), P converted to 16 bits in place (the m64n16 accumulator fragment is the A
@@ -40,14 +40,19 @@
 
 namespace {
 
-constexpr int BM = ATT_WG_BM, BN = ATT_WG_BN, STAGES = ATT_WG_STAGES;
-constexpr int THREADS = 384;       /* producer warpgroup + two consumer warpgroups */
+constexpr int BN = ATT_WG_BN, STAGES = ATT_WG_STAGES;
 constexpr int BOX_BYTES_ROW = 128; /* 64 16-bit elements: one swizzled shared row */
 
-/* Shared memory of a CTA with qb (vb) 64-column blocks of Q and K (V). */
-constexpr size_t wg_smem_bytes(int qb, int vb)
+/* Threads of a CTA with nc consumer warpgroups (and the producer's). */
+constexpr int wg_threads(int nc)
 {
-    return 1024 /* alignment slack: the swizzle atom */ + (size_t)qb * BM * BOX_BYTES_ROW +
+    return 128 * (nc + 1);
+}
+
+/* Shared memory of a CTA with nc consumer warpgroups and qb (vb) 64-column blocks of Q and K (V). */
+constexpr size_t wg_smem_bytes(int nc, int qb, int vb)
+{
+    return 1024 /* alignment slack: the swizzle atom */ + (size_t)qb * 64 * nc * BOX_BYTES_ROW +
            (size_t)STAGES * (qb + vb) * BN * BOX_BYTES_ROW + 8 * (1 + 4 * STAGES);
 }
 
@@ -57,10 +62,11 @@ struct MapPerm {
 };
 
 /* A CTA's query rows: sqt consecutive queries of gp consecutive heads (the query heads of one K/V
- * head, packed, where they fit: K and V are read once for all of them), rows = sqt * gp <= BM,
+ * head, packed, where they fit: K and V are read once for all of them), rows = sqt * gp <= 64 nc,
  * in the order the Q box lands in shared memory (h_inner: row = query * gp + head, else head *
  * sqt + query). A consumer warpgroup whose 64 rows are all past `rows` skips its MMAs. */
 struct WgTile {
+    int nc;      /* consumer warpgroups: 2, or 3 (the kernel's NC) */
     int q_tiles; /* ceil(Sq / sqt) */
     int sqt, gp, rows, h_inner;
 };
@@ -96,13 +102,14 @@ __device__ __forceinline__ void load_box(uint32_t dst, const CUtensorMap *map, c
 }
 #endif
 
-template <int DT, int QB, int VB, bool GEN>
-__global__ void __launch_bounds__(THREADS, 1)
+template <int DT, int QB, int VB, bool GEN, int NC>
+__global__ void __launch_bounds__(wg_threads(NC), 1)
 att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                  const __grid_constant__ CUtensorMap tv, const MapPerm pq, const MapPerm pk, const MapPerm pv,
                  const rdg_att_args a, const WgTile tile)
 {
 #if RDG_HAS_WGMMA
+    constexpr int BM = 64 * NC;          /* query rows of the CTA */
     constexpr int NV = VB * 64;          /* O columns per wgmma: 64 or 128 */
     constexpr int Q_BYTES = QB * BM * BOX_BYTES_ROW;
     constexpr int K_BYTES = QB * BN * BOX_BYTES_ROW; /* one stage */
@@ -137,15 +144,15 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
         for (int s = 0; s < STAGES; s++) {
             mbar_init(k_full(s), 1);
             mbar_init(v_full(s), 1);
-            mbar_init(k_empty(s), 8); /* one arrival per consumer warp */
-            mbar_init(v_empty(s), 8);
+            mbar_init(k_empty(s), 4 * NC); /* one arrival per consumer warp */
+            mbar_init(v_empty(s), 4 * NC);
         }
         mbar_fence_init();
     }
     __syncthreads();
 
     if (wg == 0) {
-        set_max_regs_dec<ATT_WG_PRODUCER_REGS>();
+        set_max_regs_dec<NC == 3 ? ATT_WG3_PRODUCER_REGS : ATT_WG_PRODUCER_REGS>();
         if (tid == 0) {
             mbar_expect_tx(q_full, QB * tile.rows * BOX_BYTES_ROW);
             for (int c = 0; c < QB; c++)
@@ -168,21 +175,22 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
         }
     } else {
         /* the consumers (one branch of the if/else: setmaxnreg needs each role in its own) */
-        set_max_regs_inc<ATT_WG_CONSUMER_REGS>();
+        set_max_regs_inc<NC == 3 ? ATT_WG3_CONSUMER_REGS : ATT_WG_CONSUMER_REGS>();
         const int cw = wg - 1, warp = (tid / 32) % 4, lane = tid % 32, quad = lane % 4;
         const bool idle = cw * 64 >= tile.rows; /* only rows past the tile's: no MMA, no store */
         /* the queries this warpgroup's rows hold (packed tiles: those of the whole CTA) */
-        const int64_t wg_first = sqt == BM ? i0 + cw * 64 : i0;
-        const int64_t wg_last = sqt == BM && wg_first + 63 < a.seq_q - 1 ? wg_first + 63 : i_last;
+        /* 32-bit row indices (rdg_att_wgmma_why keeps Sq and Hq so): fewer registers held */
+        const int wg_first = (int)(sqt == BM ? i0 + cw * 64 : i0);
+        const int wg_last = (int)(sqt == BM && wg_first + 63 < a.seq_q - 1 ? wg_first + 63 : i_last);
         /* this thread's two rows: r = 0 (lane / 4) and r = 1 (lane / 4 + 8) of its warp's 16 */
-        int64_t row[2], hrow[2]; /* query index (Sq: not a row of the tile) and head */
+        int row[2], hrow[2]; /* query index (Sq: not a row of the tile) and head */
         float m[2], l[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int t_row = cw * 64 + warp * 16 + lane / 4 + r * 8;
             const int g = tile.h_inner ? t_row % gp : t_row / sqt, qi = tile.h_inner ? t_row / gp : t_row % sqt;
-            row[r] = t_row < tile.rows ? i0 + qi : a.seq_q;
-            hrow[r] = h0 + (t_row < tile.rows ? g : 0);
+            row[r] = (int)(t_row < tile.rows ? i0 + qi : a.seq_q);
+            hrow[r] = (int)(h0 + (t_row < tile.rows ? g : 0));
             m[r] = -INFINITY;
             l[r] = 0.0f;
         }
@@ -304,18 +312,15 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
             }
         };
 
-        if (idle) {
-            /* release each stage once it is full: the producer counts this warpgroup's arrivals */
-            for (int t = 0; t < ntiles; t++) {
-                const int s = t % STAGES;
-                mbar_wait(k_full(s), (t / STAGES) & 1);
-                if (lane == 0)
-                    mbar_arrive(k_empty(s));
-                mbar_wait(v_full(s), (t / STAGES) & 1);
-                if (lane == 0)
-                    mbar_arrive(v_empty(s));
-            }
-        } else if (ntiles > 0) {
+        /* the CTA's key tiles this warpgroup's rows see: the first wg_n (att_hi grows with the row,
+         * so the later ones are invisible to all of them: causal's diagonal past its last row) */
+        int wg_n = 0;
+        if (!idle && ntiles > 0) {
+            const int64_t hi = att_hi(a, wg_last), je = hi < a.seq_kv - 1 ? hi : a.seq_kv - 1;
+            wg_n = je >= j_begin ? (int)(je / BN) + 1 - t_begin : 0;
+            wg_n = wg_n < ntiles ? wg_n : ntiles;
+        }
+        if (wg_n > 0) {
             issue_s(0);
             wgmma_wait<0>();
             fence_operands(sc);
@@ -323,8 +328,10 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
                 mbar_arrive(k_empty(0));
             softmax(0);
             rescale_pack();
-            for (int t = 1; t < ntiles; t++) {
-                if (ATT_WG_OVERLAP && !GEN) {
+            for (int t = 1; t < wg_n; t++) {
+                /* (with three consumer warpgroups S and P together pass their 160 registers:
+                 * the warpgroups overlap each other instead) */
+                if (ATT_WG_OVERLAP && !GEN && NC == 2) {
                     /* S of tile t and P V of tile t - 1 go to the tensor cores together; the softmax
                      * of t runs while P V of t - 1 is still in flight */
                     issue_s(t);
@@ -355,12 +362,23 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
                 }
                 rescale_pack();
             }
-            issue_pv(ntiles - 1);
+            issue_pv(wg_n - 1);
             wgmma_wait<0>();
             fence_operands(o);
             fence_operands(pa);
             if (lane == 0)
-                mbar_arrive(v_empty((ntiles - 1) % STAGES));
+                mbar_arrive(v_empty((wg_n - 1) % STAGES));
+        }
+        /* the tiles it does not read (all of them when idle): each stage released once it is full,
+         * since the producer counts every consumer warp's arrival */
+        for (int t = wg_n; t < ntiles; t++) {
+            const int s = t % STAGES;
+            mbar_wait(k_full(s), (t / STAGES) & 1);
+            if (lane == 0)
+                mbar_arrive(k_empty(s));
+            mbar_wait(v_full(s), (t / STAGES) & 1);
+            if (lane == 0)
+                mbar_arrive(v_empty(s));
         }
 
         /* out = O / l (a row that saw nothing: zeros), lse = ln(sum) */
@@ -403,19 +421,22 @@ typedef void (*wg_fn)(CUtensorMap, CUtensorMap, CUtensorMap, MapPerm, MapPerm, M
 template <int DT, bool GEN>
 wg_fn wg_kernel_gen(int qb, int vb)
 {
-    return qb == 1 ? (vb == 1 ? att_wgmma_kernel<DT, 1, 1, GEN> : att_wgmma_kernel<DT, 1, 2, GEN>)
-                   : (vb == 1 ? att_wgmma_kernel<DT, 2, 1, GEN> : att_wgmma_kernel<DT, 2, 2, GEN>);
+    return qb == 1 ? (vb == 1 ? att_wgmma_kernel<DT, 1, 1, GEN, 2> : att_wgmma_kernel<DT, 1, 2, GEN, 2>)
+                   : (vb == 1 ? att_wgmma_kernel<DT, 2, 1, GEN, 2> : att_wgmma_kernel<DT, 2, 2, GEN, 2>);
 }
 
-/* GEN: a mask, bias or softcap (the per-element score path) */
+/* GEN: a mask, bias or softcap (the per-element score path); nc 3 only at D, Dv <= 64 without
+ * it (wg_tile) */
 template <int DT>
-wg_fn wg_kernel_dt(int qb, int vb, bool gen)
+wg_fn wg_kernel_dt(int qb, int vb, bool gen, int nc)
 {
+    if (nc == 3)
+        return att_wgmma_kernel<DT, 1, 1, false, 3>;
     return gen ? wg_kernel_gen<DT, true>(qb, vb) : wg_kernel_gen<DT, false>(qb, vb);
 }
 
 /* dynamic shared memory limit raised once per (kernel, device) */
-std::atomic<int> g_wg_smem_done[16][64];
+std::atomic<int> g_wg_smem_done[20][64];
 
 int blocks_of(int64_t d)
 {
@@ -464,16 +485,22 @@ bool encode_operand(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, Map
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* The query tile of plan (WgTile; h_inner comes from Q's map): the one place it is chosen. Sq
- * below BM takes a tile of the next power of two (so that a decode step leaves the second
- * consumer idle); grouped-query heads are packed up to ATT_WG_PACK_MAX_SQ. */
+/* The query tile of plan (WgTile; h_inner comes from Q's map): the one place it is chosen. Three
+ * consumer warpgroups at D, Dv <= 64 without the per-element path from ATT_WG3_MIN_SQ up, else
+ * two. Sq below BM takes a tile of the next power of two (so that a decode step leaves the
+ * second consumer idle); grouped-query heads are packed up to ATT_WG_PACK_MAX_SQ. */
 WgTile wg_tile(const rudnn_attention_plan_t *p)
 {
     WgTile t;
     const int64_t group = p->heads_q / p->heads_kv;
+    const bool gen = p->has_mask || p->has_bias || p->softcap > 0.0f;
+    t.nc = p->head_dim <= 64 && p->head_dim_v <= 64 && !gen && p->seq_q >= ATT_WG3_MIN_SQ ? 3 : 2;
+    const int BM = t.nc == 3 ? 192 : ATT_WG_BM;
     t.sqt = 1;
     while (t.sqt < p->seq_q && t.sqt < BM)
         t.sqt *= 2;
+    if (t.sqt > BM) /* 192 rows */
+        t.sqt = BM;
     t.gp = 1;
     if (group > 1 && BM % group == 0 && p->seq_q <= ATT_WG_PACK_MAX_SQ) {
         t.gp = (int)group;
@@ -535,7 +562,7 @@ const char *rdg_att_wgmma_why(const rdg_devinfo_t *dev, const rudnn_attention_pl
         snprintf(why, cap, "a grid or tensor-map coordinate passes 32 bits");
         return why;
     }
-    if (wg_smem_bytes(blocks_of(p->head_dim), blocks_of(p->head_dim_v)) > dev->smem_optin) {
+    if (wg_smem_bytes(t.nc, blocks_of(p->head_dim), blocks_of(p->head_dim_v)) > dev->smem_optin) {
         snprintf(why, cap, "the tiles need more shared memory than the device's %zu bytes", dev->smem_optin);
         return why;
     }
@@ -575,13 +602,13 @@ rudnn_status_t rdg_att_run_wgmma(rdg_queue_t *q, const rudnn_attention_plan_t *p
                          "an operand's layout", RUDNN_GPU_BACKEND_NAME);
     const bool bf16 = plan->dtype == RUDNN_BF16;
     const bool gen = plan->has_mask || plan->has_bias || plan->softcap > 0.0f;
-    const wg_fn fn = bf16 ? wg_kernel_dt<RUDNN_BF16>(qb, vb, gen) : wg_kernel_dt<RUDNN_F16>(qb, vb, gen);
-    const size_t smem = wg_smem_bytes(qb, vb);
-    const int slot = (bf16 ? 0 : 8) + (gen ? 4 : 0) + (qb - 1) * 2 + (vb - 1);
+    const wg_fn fn = bf16 ? wg_kernel_dt<RUDNN_BF16>(qb, vb, gen, tile.nc) : wg_kernel_dt<RUDNN_F16>(qb, vb, gen, tile.nc);
+    const size_t smem = wg_smem_bytes(tile.nc, qb, vb);
+    const int slot = tile.nc == 3 ? 16 + bf16 : (bf16 ? 0 : 8) + (gen ? 4 : 0) + (qb - 1) * 2 + (vb - 1);
     TRY(allow_smem_once(g_wg_smem_done, slot, (const void *)fn, q->dev.index, (int)smem, "attention wgmma"));
     const int64_t items = plan->batch * (plan->heads_q / tile.gp) * tile.q_tiles;
     (void)cudaGetLastError(); /* the check below sees this launch only */
     rdg_note_kernel(ATT_WGMMA_NAME);
-    fn<<<dim3((unsigned)items), dim3(THREADS), smem, q->stream>>>(tq, tk, tv, pq, pk, pv, a, tile);
+    fn<<<dim3((unsigned)items), dim3(wg_threads(tile.nc)), smem, q->stream>>>(tq, tk, tv, pq, pk, pv, a, tile);
     return rdg_launched(ATT_WGMMA_NAME);
 }
