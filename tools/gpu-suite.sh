@@ -50,7 +50,8 @@
 #                        (--reps N, --case NAME[,NAME], --dtype, --quick, --copy-mib N)
 #   TORCH_COMPILE=1      also time torch.compile(add + rms_norm) (0 to skip)
 #   SANITIZE_TOOLS="memcheck racecheck synccheck initcheck"   SANITIZE_SUITES="norm moe attention"
-#   SANITIZE_SKIP='*/large'   SANITIZE_TIMEOUT=480 (seconds per tool and suite)
+#   SANITIZE_SKIP='*/large' (SANITIZE_SKIP_<suite> for one suite; attention: '*/long-*')
+#   SANITIZE_TIMEOUT=480 (seconds per tool and suite)
 #   SANITIZE_INITCHECK_SKIP_KERNELS='moe.cublas_*'   SANITIZE_JOBS=4 (runs at once on the GPU)
 #   SANITIZE_SHARDS_<suite>="glob ..." (cmocka globs: the suite's parts that run side by side;
 #   default for moe: its test families)
@@ -79,6 +80,9 @@ SANITIZE_INITCHECK_SKIP_KERNELS=${SANITIZE_INITCHECK_SKIP_KERNELS-moe.cublas_*}
 SANITIZE_JOBS=${SANITIZE_JOBS:-4}
 # racecheck takes over 330 s for the whole MoE suite on the H200: its test families run side by side
 SANITIZE_SHARDS_moe=${SANITIZE_SHARDS_moe-route_* dispatch/* pipeline/* pipeline_tensor_core/f32 pipeline_tensor_core/f16 pipeline_tensor_core/bf16}
+# attention: a shard per dtype, without the long-* cases (S 200-520: the same kernels on more tiles)
+SANITIZE_SHARDS_attention=${SANITIZE_SHARDS_attention-f32/* f16/* bf16/*}
+SANITIZE_SKIP_attention=${SANITIZE_SKIP_attention-*/long-*}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
@@ -358,14 +362,15 @@ stage_example() {
 # (a cmocka glob; "" for all); writes its table row to $3.row.
 sanitize_one() {
   local cs=$1 tool=$2 row=$3 suite=$4 shard=$5
-  local log_file=${row%.row}.log t0 r=0 extra=() skip_kernels=""
+  local log_file=${row%.row}.log t0 r=0 extra=() skip_kernels="" skip_var="SANITIZE_SKIP_$suite"
+  local skip=${!skip_var-$SANITIZE_SKIP}
   case $tool in
     memcheck) extra=(--leak-check full) ;;
     racecheck) extra=(--racecheck-report all) ;;
     initcheck) skip_kernels=$SANITIZE_INITCHECK_SKIP_KERNELS ;;
   esac
   t0=$(date +%s)
-  RUDNN_BACKEND=cuda RUDNN_TEST_REQUIRE=cuda RUDNN_TEST_SKIP=$SANITIZE_SKIP \
+  RUDNN_BACKEND=cuda RUDNN_TEST_REQUIRE=cuda RUDNN_TEST_SKIP=$skip \
     RUDNN_TEST_SKIP_KERNELS=$skip_kernels timeout "$SANITIZE_TIMEOUT" \
     "$cs" --tool "$tool" --error-exitcode 86 "${extra[@]}" --log-file "$log_file.tool" \
     "$BUILD/tests/test_$suite" ${shard:+"$shard"} > "$log_file" 2>&1 || r=$?
