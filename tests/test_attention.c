@@ -80,7 +80,7 @@ static const acase_t cases[] = {
     {"softcap", 1, 2, 2, 12, 12, 64, 64, 0, NW, NW, 5.0f, 1.0f, 0, 0, 0, 1},
     {"bshd-gqa4", 2, 4, 1, 11, 11, 64, 64, 0, NW, NW, 0, 0, 0, 0, 1, 1},
     {"bshd-all-options", 1, 4, 2, 9, 15, 32, 48, 1, 6, NW, 3.0f, 0.3f, MASK_PER_HEAD, BIAS_F32_OVER_B, 1, 1},
-    /* several query and key tiles of the tensor-core kernels (128 x 128), more key tiles than
+    /* several query and key tiles of the tensor-core kernels (128 or 192 x 128), more key tiles than
      * stages in flight, the last of each partial */
     {"long-causal-d128", 1, 2, 1, 300, 520, 128, 128, 1, NW, NW, 0, 0, 0, 0, 0, 1},
     {"long-bshd-d64", 1, 2, 2, 200, 333, 64, 64, 0, NW, NW, 0, 0, 0, 0, 1, 1},
