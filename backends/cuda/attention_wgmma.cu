@@ -320,8 +320,27 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
             wg_n = je >= j_begin ? (int)(je / BN) + 1 - t_begin : 0;
             wg_n = wg_n < ntiles ? wg_n : ntiles;
         }
+        /* Ping-pong (FlashAttention-3's inter-warpgroup schedule): the consumer warpgroups take
+         * turns at issuing their products, in order 0, 1, .., NC - 1, 0, ..: a turn starts on the
+         * warpgroup's named barrier (1 + cw) and ends by arriving at the next one's, so that one
+         * warpgroup's softmax runs while the others' products keep the tensor cores busy. Every
+         * warpgroup takes exactly ntiles + 1 turns (S of the first tile, one per later tile, P V
+         * of the last; a skipped tile is an empty turn), so none waits for a turn never given. */
+        constexpr bool PP = !GEN && (NC == 3 ? ATT_WG_PINGPONG3 : ATT_WG_PINGPONG2);
+        auto turn_begin = [&]() {
+            if constexpr (PP)
+                asm volatile("bar.sync %0, %1;" ::"r"(1 + cw), "n"(256) : "memory");
+        };
+        auto turn_end = [&]() {
+            if constexpr (PP)
+                asm volatile("bar.arrive %0, %1;" ::"r"(1 + (cw + 1) % NC), "n"(256) : "memory");
+        };
+        if (PP && cw == NC - 1)
+            turn_end(); /* the first turn is warpgroup 0's */
         if (wg_n > 0) {
+            turn_begin();
             issue_s(0);
+            turn_end();
             wgmma_wait<0>();
             fence_operands(sc);
             if (lane == 0)
@@ -334,8 +353,10 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
                 if (ATT_WG_OVERLAP && !GEN && NC == 2) {
                     /* S of tile t and P V of tile t - 1 go to the tensor cores together; the softmax
                      * of t runs while P V of t - 1 is still in flight */
+                    turn_begin();
                     issue_s(t);
                     issue_pv(t - 1);
+                    turn_end();
                     wgmma_wait<1>();
                     fence_operands(sc);
                     if (lane == 0)
@@ -347,6 +368,7 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
                     if (lane == 0)
                         mbar_arrive(v_empty((t - 1) % STAGES));
                 } else {
+                    turn_begin();
                     issue_pv(t - 1);
                     wgmma_wait<0>();
                     fence_operands(o);
@@ -354,6 +376,7 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
                     if (lane == 0)
                         mbar_arrive(v_empty((t - 1) % STAGES));
                     issue_s(t);
+                    turn_end();
                     wgmma_wait<0>();
                     fence_operands(sc);
                     if (lane == 0)
@@ -362,17 +385,24 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
                 }
                 rescale_pack();
             }
+            turn_begin();
             issue_pv(wg_n - 1);
+            turn_end();
             wgmma_wait<0>();
             fence_operands(o);
             fence_operands(pa);
             if (lane == 0)
                 mbar_arrive(v_empty((wg_n - 1) % STAGES));
+        } else {
+            turn_begin(); /* the turn the first tile's S and the last P V would take */
+            turn_end();
         }
         /* the tiles it does not read (all of them when idle): each stage released once it is full,
          * since the producer counts every consumer warp's arrival */
         for (int t = wg_n; t < ntiles; t++) {
             const int s = t % STAGES;
+            turn_begin();
+            turn_end();
             mbar_wait(k_full(s), (t / STAGES) & 1);
             if (lane == 0)
                 mbar_arrive(k_empty(s));
@@ -380,6 +410,8 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
             if (lane == 0)
                 mbar_arrive(v_empty(s));
         }
+        if (PP && cw == 0)
+            turn_begin(); /* the last warpgroup's last turn ends on warpgroup 0's barrier */
 
         /* out = O / l (a row that saw nothing: zeros), lse = ln(sum) */
         constexpr int EB = att_elem_bytes<DT>();
