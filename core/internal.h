@@ -131,5 +131,9 @@ const rudnn_env_t *rudnn_env(void);
 rudnn_status_t rudnn_loader_open(const char *name, const char *plugin_path,
                                  const rudnn_backend_t **backend, int *device_count);
 extern const rudnn_host_services_t rudnn_host_services;
+/* dlopen()s file_name from the first folder of the plugin search list (RUDNN_BACKEND_PATH, the
+ * install folder, the folder of librudnn.so + "/rudnn") that holds a loadable one; NULL with
+ * each path tried and why in report otherwise. For libraries other than backends (comm glue). */
+void *rudnn_loader_open_library(const char *file_name, char *report, size_t cap);
 
 #endif

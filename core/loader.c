@@ -91,6 +91,32 @@ static void search_dirs(const char *plugin_path, char *out, size_t cap)
         append(out, cap, ":%s", self);
 }
 
+void *rudnn_loader_open_library(const char *file_name, char *report, size_t cap)
+{
+    char dirs[PATH_MAX_LEN * 2];
+    search_dirs(NULL, dirs, sizeof dirs);
+    report[0] = '\0';
+    char *save = NULL;
+    for (char *dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+        if (!*dir)
+            continue;
+        char path[PATH_MAX_LEN];
+        snprintf(path, sizeof path, "%s/%s", dir, file_name);
+        const char *why = "not found";
+        if (access(path, F_OK) == 0) {
+            void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            if (handle)
+                return handle;
+            why = dlerror();
+            why = why ? why : "dlopen failed";
+        }
+        append(report, cap, "%s%s: %s", report[0] ? "; " : "", path, why);
+    }
+    if (!report[0])
+        append(report, cap, "no plugin folders");
+    return NULL;
+}
+
 typedef enum { TRY_OK, TRY_NOT_FOUND, TRY_FAILED, TRY_ABI } try_result_t;
 
 static try_result_t try_plugin(const char *name, const char *path, const rudnn_backend_t **out,

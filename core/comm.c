@@ -1,0 +1,278 @@
+/* Communicators (rudnn/comm.h): creation with agreement among ranks, and the exchange and
+ * reduction ops/ build on. Every MPI call goes through the glue (core/comm_glue.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+
+#define CREATE "comm_create_mpi"
+#define TAG_MAX 32767 /* the MPI_TAG_UB every MPI guarantees */
+
+/* Below MPI_THREAD_MULTIPLE, MPI may be entered by one thread at a time: rudnn's own calls take
+ * this lock (the caller orders its calls against rudnn's). */
+static pthread_mutex_t serial_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void enter(int level)
+{
+    if (level < RUDNN_GLUE_THREAD_MULTIPLE)
+        pthread_mutex_lock(&serial_lock);
+}
+
+static void leave(int level)
+{
+    if (level < RUDNN_GLUE_THREAD_MULTIPLE)
+        pthread_mutex_unlock(&serial_lock);
+}
+
+/* Checks of this rank's arguments that its peers may not share: recorded, agreed on later.
+ * *dup_tp says whether tp_comm is an MPI communicator its group can duplicate. */
+static rudnn_status_t check_local(const rudnn_comm_glue_t *g, rudnn_context_t context,
+                                  const void *ep_comm, const void *tp_comm, size_t buffer_bytes,
+                                  rudnn_comm_t *comm, int *dup_tp)
+{
+    char err[RUDNN_COMM_GLUE_ERR_MAX];
+    int tp_size = 0, relation = 0;
+    *dup_tp = 0;
+    if (tp_comm) {
+        if (g->size(tp_comm, &tp_size, err, sizeof err))
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                                   CREATE ": tp_comm: %s (pass NULL for no TP group)", err);
+        *dup_tp = 1; /* every member sees the same size and relation: all of them dup it */
+    }
+    if (!context)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, CREATE ": context is NULL");
+    if (!comm)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, CREATE ": comm is NULL");
+    if (buffer_bytes < RUDNN_COMM_MIN_BUFFER_BYTES)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                               CREATE ": buffer_bytes %zu is below the minimum of %zu (2 MiB)",
+                               buffer_bytes, RUDNN_COMM_MIN_BUFFER_BYTES);
+    if (!tp_comm)
+        return RUDNN_STATUS_SUCCESS;
+    if (g->compare(ep_comm, tp_comm, &relation, err, sizeof err))
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, CREATE ": %s", err);
+    if (relation == RUDNN_GLUE_SAME_RANKS)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                               CREATE ": tp_comm holds the same ranks as ep_comm: the TP group must "
+                               "differ from the EP group");
+    if (tp_size != RUDNN_COMM_TP_SIZE)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                               CREATE ": tp_comm has %d rank(s), a TP group has exactly %d", tp_size,
+                               RUDNN_COMM_TP_SIZE);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* Makes every rank of both groups see the worst status: over EP, TP, then EP again (in an
+ * EP x TP grid that reaches every rank). *who: the failing EP rank + 1 seen in the first round. */
+static int agree(const rudnn_comm_glue_t *g, void *ep, void *tp, int *status, int *who, char *err,
+                 size_t cap)
+{
+    return g->allreduce_max_int(ep, status, err, cap) || g->allreduce_max_int(ep, who, err, cap) ||
+           (tp && g->allreduce_max_int(tp, status, err, cap)) ||
+           (tp && g->allreduce_max_int(ep, status, err, cap));
+}
+
+/* The MPI part of creation, under the serial lock. */
+static rudnn_status_t create_agreed(const rudnn_comm_glue_t *g, rudnn_context_t context,
+                                    const void *ep_comm, const void *tp_comm, size_t buffer_bytes,
+                                    int level, rudnn_comm_t *out)
+{
+    char err[RUDNN_COMM_GLUE_ERR_MAX];
+    int dup_tp = 0;
+    rudnn_status_t local = check_local(g, context, ep_comm, tp_comm, buffer_bytes, out, &dup_tp);
+    char local_msg[2048];
+    rudnn_copy_str(local_msg, sizeof local_msg, rudnn_last_error());
+
+    void *ep = NULL, *tp = NULL;
+    if (g->dup(ep_comm, &ep, err, sizeof err))
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, CREATE ": ep_comm: %s", err);
+    if (dup_tp && g->dup(tp_comm, &tp, err, sizeof err) && !local)
+        local = rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, CREATE ": tp_comm: %s", err);
+    rudnn_comm_t c = local ? NULL : rudnn_host_calloc(1, sizeof *c);
+    if (!local && !c)
+        local = rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, CREATE ": out of host memory");
+    if (!local) {
+        c->ep = ep;
+        c->tp = tp;
+        if (g->rank(ep, &c->ep_rank, err, sizeof err) || g->size(ep, &c->ep_size, err, sizeof err) ||
+            (tp && (g->rank(tp, &c->tp_rank, err, sizeof err) ||
+                    g->size(tp, &c->tp_size, err, sizeof err))))
+            local = rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, CREATE ": %s", err);
+    }
+    if (local)
+        rudnn_copy_str(local_msg, sizeof local_msg, rudnn_last_error());
+
+    int status = (int)local, who = 0, my_rank = 0;
+    g->rank(ep, &my_rank, err, sizeof err);
+    who = local ? my_rank + 1 : 0;
+    rudnn_status_t st = RUDNN_STATUS_SUCCESS;
+    if (agree(g, ep, tp, &status, &who, err, sizeof err))
+        st = rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, CREATE ": agreeing with the other ranks: %s", err);
+    else if (local)
+        st = rudnn_set_error(local, "%s", local_msg);
+    else if (status && who)
+        st = rudnn_set_error((rudnn_status_t)status,
+                             CREATE ": EP rank %d rejected its arguments (%s); nothing was created",
+                             who - 1, rudnn_status_string((rudnn_status_t)status));
+    else if (status)
+        st = rudnn_set_error((rudnn_status_t)status,
+                             CREATE ": a rank of another EP group, reached through the TP group, "
+                             "rejected its arguments (%s); nothing was created",
+                             rudnn_status_string((rudnn_status_t)status));
+    if (st != RUDNN_STATUS_SUCCESS) {
+        free(c);
+        if (tp)
+            g->free(tp);
+        g->free(ep);
+        return st;
+    }
+    c->glue = g;
+    c->thread_level = level;
+    c->buffer_bytes = buffer_bytes;
+    c->context = context;
+    rudnn_context_retain(context);
+    rudnn_live_object(+1);
+    *out = c;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_comm_create_mpi(rudnn_context_t context, const void *ep_comm,
+                                     const void *tp_comm, size_t buffer_bytes, rudnn_comm_t *comm)
+{
+    rudnn_clear_error();
+    rudnn_status_t st = RUDNN_STATUS_SUCCESS;
+    const rudnn_comm_glue_t *g = rudnn_comm_glue(CREATE, &st);
+    if (!g)
+        return st;
+    /* what follows returns at once: every rank of the EP group decides it alike (or is the
+     * caller's bug that MPI itself would not survive) */
+    if (!ep_comm)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                               CREATE ": ep_comm is NULL (pass the address of the EP group's MPI_Comm)");
+    char err[RUDNN_COMM_GLUE_ERR_MAX];
+    int usable = 0, level = 0, ep_size = 0;
+    if (g->query(&usable, &level, err, sizeof err))
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, CREATE ": %s", err);
+    if (!usable)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                               CREATE ": MPI is not initialised or already finalised: call MPI_Init "
+                               "(librudnn-mpi.so uses %s; the application must use the same MPI)",
+                               g->engine);
+    enter(level);
+    if (g->size(ep_comm, &ep_size, err, sizeof err))
+        st = rudnn_set_error(RUDNN_STATUS_BAD_PARAM, CREATE ": ep_comm: %s", err);
+    else if (ep_size < RUDNN_COMM_EP_MIN || ep_size > RUDNN_COMM_EP_MAX)
+        st = rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                             CREATE ": ep_comm has %d rank(s), an EP group has %d..%d", ep_size,
+                             RUDNN_COMM_EP_MIN, RUDNN_COMM_EP_MAX);
+    else
+        st = create_agreed(g, context, ep_comm, tp_comm, buffer_bytes, level, comm);
+    leave(level);
+    return st;
+}
+
+void rudnn_comm_destroy(rudnn_comm_t comm)
+{
+    if (!comm)
+        return;
+    enter(comm->thread_level);
+    if (comm->tp)
+        comm->glue->free(comm->tp);
+    comm->glue->free(comm->ep);
+    leave(comm->thread_level);
+    rudnn_context_t ctx = comm->context;
+    free(comm);
+    rudnn_live_object(-1);
+    rudnn_context_release(ctx);
+}
+
+rudnn_status_t rudnn_comm_get_info(rudnn_comm_t comm, rudnn_comm_info_t *info)
+{
+    rudnn_clear_error();
+    if (!comm || !info)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "comm_get_info: %s is NULL",
+                               comm ? "info" : "comm");
+    memset(info, 0, sizeof *info);
+    info->kind = RUDNN_COMM_MPI;
+    info->ep_rank = comm->ep_rank;
+    info->ep_size = comm->ep_size;
+    info->tp_rank = comm->tp_rank;
+    info->tp_size = comm->tp_size;
+    info->buffer_bytes = comm->buffer_bytes;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* The duplicate of group and its size, or an error naming op. */
+static rudnn_status_t group_of(rudnn_comm_t comm, int group, const char *op, void **dup, int *size)
+{
+    if (!comm)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: comm is NULL", op);
+    if (group == RUDNN_COMM_GROUP_EP) {
+        *dup = comm->ep;
+        *size = comm->ep_size;
+    } else if (group == RUDNN_COMM_GROUP_TP && comm->tp) {
+        *dup = comm->tp;
+        *size = comm->tp_size;
+    } else {
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: group %d %s", op, group,
+                               group == RUDNN_COMM_GROUP_TP ? "(TP): the communicator has no TP group"
+                                                            : "is neither EP (0) nor TP (1)");
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* One side of an exchange: counts, peers in range, a buffer for every non-empty message. */
+static rudnn_status_t check_side(const char *op, const char *side, int n, const int *peers,
+                                 const void *const *bufs, const size_t *bytes, int size)
+{
+    if (n < 0)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: n%s is %d, not a count", op, side, n);
+    if (n > 0 && (!peers || !bufs || !bytes))
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: n%s is %d but its %s array is NULL", op,
+                               side, n, !peers ? "peers" : !bufs ? "buffers" : "bytes");
+    for (int i = 0; i < n; i++) {
+        if (peers[i] < 0 || peers[i] >= size)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s_peers[%d] is %d, outside 0..%d",
+                                   op, side, i, peers[i], size - 1);
+        if (bytes[i] && !bufs[i])
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s_bufs[%d] is NULL for %zu bytes",
+                                   op, side, i, bytes[i]);
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_comm_exchange(rudnn_comm_t comm, int group, const char *op, int nsend,
+                                   const int *send_peers, const void *const *send_bufs,
+                                   const size_t *send_bytes, int nrecv, const int *recv_peers,
+                                   void *const *recv_bufs, const size_t *recv_bytes, int tag)
+{
+    void *dup = NULL;
+    int size = 0;
+    RUDNN_TRY(group_of(comm, group, op, &dup, &size));
+    RUDNN_TRY(check_side(op, "send", nsend, send_peers, send_bufs, send_bytes, size));
+    RUDNN_TRY(check_side(op, "recv", nrecv, recv_peers, (const void *const *)recv_bufs, recv_bytes,
+                         size));
+    if (tag < 0 || tag > TAG_MAX)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: tag %d outside 0..%d", op, tag, TAG_MAX);
+    char err[RUDNN_COMM_GLUE_ERR_MAX];
+    enter(comm->thread_level);
+    int bad = comm->glue->exchange(dup, nsend, send_peers, send_bufs, send_bytes, nrecv, recv_peers,
+                                   recv_bufs, recv_bytes, tag, err, sizeof err);
+    leave(comm->thread_level);
+    return bad ? rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, "%s: %s", op, err) : RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_comm_allreduce_max(rudnn_comm_t comm, int group, const char *op, int *value)
+{
+    void *dup = NULL;
+    int size = 0;
+    RUDNN_TRY(group_of(comm, group, op, &dup, &size));
+    if (!value)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: value is NULL", op);
+    char err[RUDNN_COMM_GLUE_ERR_MAX];
+    enter(comm->thread_level);
+    int bad = comm->glue->allreduce_max_int(dup, value, err, sizeof err);
+    leave(comm->thread_level);
+    return bad ? rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, "%s: %s", op, err) : RUDNN_STATUS_SUCCESS;
+}

@@ -1,0 +1,35 @@
+/* Communicators (rudnn/comm.h) as ops/ uses them. Not installed. */
+#ifndef RUDNN_CORE_COMM_H
+#define RUDNN_CORE_COMM_H
+
+#include "comm_glue.h"
+#include "internal.h"
+
+#define RUDNN_COMM_GROUP_EP 0
+#define RUDNN_COMM_GROUP_TP 1
+
+struct rudnn_comm {
+    rudnn_context_t context; /* referenced: released by rudnn_comm_destroy */
+    const rudnn_comm_glue_t *glue;
+    void *ep, *tp; /* the glue's duplicates; tp NULL without a TP group */
+    int ep_rank, ep_size, tp_rank, tp_size;
+    int thread_level; /* RUDNN_GLUE_THREAD_*: below MULTIPLE, calls are serialised */
+    size_t buffer_bytes;
+};
+
+/* Point-to-point exchange within group (RUDNN_COMM_GROUP_EP or _TP), peers given as ranks of
+ * that group: every receive and send posted at once, all waited for. recv_bytes[i] must equal
+ * what recv_peers[i] sends with the same tag. op names the calling op in messages. */
+rudnn_status_t rudnn_comm_exchange(rudnn_comm_t comm, int group, const char *op, int nsend,
+                                   const int *send_peers, const void *const *send_bufs,
+                                   const size_t *send_bytes, int nrecv, const int *recv_peers,
+                                   void *const *recv_bufs, const size_t *recv_bytes, int tag);
+
+/* Collective within group: *value becomes the maximum over its ranks (status agreement). */
+rudnn_status_t rudnn_comm_allreduce_max(rudnn_comm_t comm, int group, const char *op, int *value);
+
+/* core/comm_load.c: the glue, loaded once per process; NULL with the status and message set
+ * ("<op>: ...") when it cannot be. */
+const rudnn_comm_glue_t *rudnn_comm_glue(const char *op, rudnn_status_t *status);
+
+#endif

@@ -1,0 +1,77 @@
+/* Communicators for expert-parallel ops: a handle over an existing distributed engine (MPI now,
+ * NCCL later), never a transport of rudnn's own.
+ *
+ * The MPI path is host-staged: ops that exchange tokens copy them to a host staging buffer,
+ * exchange them with MPI and copy them back. librudnn.so does not link MPI: it opens
+ * librudnn-mpi.so (installed next to the backend plugins, built with the MPI of the build
+ * machine) on the first rudnn_comm_create_mpi, so an application without MPI links and runs and
+ * gets NOT_SUPPORTED there. The application must use the MPI librudnn-mpi.so was built with. */
+#ifndef RUDNN_COMM_H
+#define RUDNN_COMM_H
+
+#include <stddef.h>
+
+#include "rudnn/core.h"
+#include "rudnn/export.h"
+#include "rudnn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rudnn_comm *rudnn_comm_t;
+
+typedef enum rudnn_comm_kind {
+    RUDNN_COMM_MPI = 0,
+    RUDNN_COMM_NCCL = 1, /* reserved: not made yet */
+} rudnn_comm_kind_t;
+
+#define RUDNN_COMM_EP_MIN 2
+#define RUDNN_COMM_EP_MAX 768
+#define RUDNN_COMM_TP_SIZE 2
+#define RUDNN_COMM_MIN_BUFFER_BYTES ((size_t)2 << 20)
+
+/* Makes a communicator from the caller's MPI communicators. Collective over the EP group: every
+ * rank of ep_comm calls it (and every rank of each tp_comm, which calls it as a member of its
+ * own EP group).
+ *
+ * ep_comm points at an MPI_Comm of 2..768 ranks (the expert-parallel group); tp_comm at an
+ * MPI_Comm of exactly 2 ranks (the tensor-parallel pair) or is NULL. The two must not hold the
+ * same ranks. MPI must be initialised (MPI_Init or MPI_Init_thread) and not finalised; the thread
+ * level it was initialised with is kept: below MPI_THREAD_MULTIPLE rudnn serialises its MPI
+ * calls, and at MPI_THREAD_FUNNELED or below makes them only from the main thread.
+ * buffer_bytes is the size of the host staging buffer later ops may use (at least
+ * RUDNN_COMM_MIN_BUFFER_BYTES, 2 MiB), like Ascend's HCCL_BUFFSIZE.
+ *
+ * The communicators are duplicated (MPI_Comm_dup), so rudnn's messages never mix with the
+ * caller's; the caller may free its own right after. The result keeps context alive until
+ * rudnn_comm_destroy (any destroy order is safe).
+ *
+ * Errors: NOT_SUPPORTED when librudnn-mpi.so cannot be loaded (the message names the folders
+ * tried); BAD_PARAM for a NULL ep_comm, MPI not initialised or an EP size out of range, returned
+ * at once on that rank. Every other rejected argument (NULL context or comm, buffer_bytes, a bad
+ * TP group) is agreed among the ranks first: then every rank returns an error, the others naming
+ * the rank that rejected its arguments, so no rank is left holding a communicator its peers lack.
+ * *comm is written only on success. */
+RUDNN_API rudnn_status_t rudnn_comm_create_mpi(rudnn_context_t context, const void *ep_comm,
+                                               const void *tp_comm, size_t buffer_bytes,
+                                               rudnn_comm_t *comm);
+
+/* Frees the duplicated communicators and releases the context. Called on every rank (MPI frees
+ * communicators collectively), before MPI_Finalize; after it only the memory is freed. NULL is
+ * ignored. */
+RUDNN_API void rudnn_comm_destroy(rudnn_comm_t comm);
+
+typedef struct rudnn_comm_info {
+    rudnn_comm_kind_t kind;
+    int ep_rank, ep_size;
+    int tp_rank, tp_size; /* 0 and 0 without a TP group */
+    size_t buffer_bytes;
+} rudnn_comm_info_t;
+
+RUDNN_API rudnn_status_t rudnn_comm_get_info(rudnn_comm_t comm, rudnn_comm_info_t *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
