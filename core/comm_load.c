@@ -32,7 +32,7 @@ static void load(void)
         g->struct_size < sizeof(rudnn_comm_glue_t)) {
         glue_status = RUDNN_STATUS_ABI_MISMATCH;
         snprintf(glue_why, sizeof glue_why,
-                 GLUE_FILE " found but %s: this librudnn needs glue ABI %u", 
+                 GLUE_FILE " found but %s: this librudnn needs glue ABI %u",
                  !entry ? "it lacks " RUDNN_COMM_GLUE_ENTRY_SYMBOL
                         : !g ? "its entry returned NULL" : "of another glue ABI",
                  RUDNN_COMM_GLUE_ABI_VERSION);

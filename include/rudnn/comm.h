@@ -52,7 +52,7 @@ typedef enum rudnn_comm_kind {
  * at once on that rank. Every other rejected argument (NULL context or comm, buffer_bytes, a bad
  * TP group) is agreed among the ranks first: then every rank returns an error, the others naming
  * the rank that rejected its arguments, so no rank is left holding a communicator its peers lack.
- * *comm is written only on success. */
+ * DEVICE_ERROR when an MPI call fails (with MPI's text). *comm is written only on success. */
 RUDNN_API rudnn_status_t rudnn_comm_create_mpi(rudnn_context_t context, const void *ep_comm,
                                                const void *tp_comm, size_t buffer_bytes,
                                                rudnn_comm_t *comm);
