@@ -496,9 +496,9 @@ static void check_dispatch(fx_t *f, const ep_ref_dispatch_t *ref, int32_t *erc_g
     } else {
         int64_t bad_rows = 0;
         for (int64_t r = 0; r < ref->rows; r++) {
-            int64_t first = -1;
+            int64_t first = -1, dr = r < ref->half_rows[0] ? r : f->A + (r - ref->half_rows[0]); /* half 1 at A */
             for (int64_t h = 0; h < H; h++)
-                if (rt_element_value(dt, raw, (size_t)(r * H + h)) != ref->expand_x[r * H + h]) {
+                if (rt_element_value(dt, raw, (size_t)(dr * H + h)) != ref->expand_x[r * H + h]) {
                     first = h;
                     break;
                 }
@@ -508,7 +508,7 @@ static void check_dispatch(fx_t *f, const ep_ref_dispatch_t *ref, int32_t *erc_g
                           "%g\n",
                           (long long)r, ref->assist[r * 3], ref->assist[r * 3 + 1], ref->assist[r * 3 + 2],
                           ref->local_expert[r], (long long)first,
-                          (double)rt_element_value(dt, raw, (size_t)(r * H + first)),
+                          (double)rt_element_value(dt, raw, (size_t)(dr * H + first)),
                           (double)ref->expand_x[r * H + first]);
                 bad_rows++;
             }
@@ -517,8 +517,9 @@ static void check_dispatch(fx_t *f, const ep_ref_dispatch_t *ref, int32_t *erc_g
             FAILF("expand_x: %lld of %lld rows differ\n", (long long)bad_rows, (long long)ref->rows);
         uint32_t poison = rt_poison_bits(dt);
         int64_t touched = 0;
-        for (int64_t i = ref->rows * H; i < TA * H; i++)
-            touched += rt_element_bits(dt, raw, (size_t)i) != poison;
+        for (int h = 0; h < f->T; h++)
+            for (int64_t i = (h * f->A + ref->half_rows[h]) * H; i < (h + 1) * f->A * H; i++)
+                touched += rt_element_bits(dt, raw, (size_t)i) != poison;
         if (touched)
             FAILF("expand_x: %lld elements past the %lld received rows were written (the header: left as they "
                   "were)\n",
@@ -528,8 +529,12 @@ static void check_dispatch(fx_t *f, const ep_ref_dispatch_t *ref, int32_t *erc_g
     int32_t *assist = rt_xmalloc((size_t)(TA * 3) * sizeof(int32_t));
     rt_assert_status(rudnn_tensor_read(rt_queue, &f->assist.t, assist, (size_t)(TA * 3) * sizeof(int32_t)),
                      RUDNN_STATUS_SUCCESS);
-    if (ref->rows <= TA)
-        check_int_exact("assist_info", assist, ref->assist, ref->rows * 3);
+    if (ref->rows <= TA) {
+        check_int_exact("assist_info (half 0)", assist, ref->assist, ref->half_rows[0] * 3);
+        if (f->T == 2)
+            check_int_exact("assist_info (half 1, from row A)", assist + f->A * 3, ref->assist + ref->half_rows[0] * 3,
+                            ref->half_rows[1] * 3);
+    }
     free(assist);
     int64_t etn[RUDNN_EP_MAX_EXPERTS];
     rt_assert_status(rudnn_tensor_read(rt_queue, &f->etn.t, etn, (size_t)f->L * sizeof(int64_t)),
@@ -552,7 +557,7 @@ static void check_dispatch(fx_t *f, const ep_ref_dispatch_t *ref, int32_t *erc_g
  * from the ep_recv_counts it read back; rows past them 0. */
 static void write_expert_out(fx_t *f, const int32_t *erc, const int32_t *trc)
 {
-    const int64_t H = f->H, TA = f->T * f->A, L = f->L, w = f->layout.w;
+    const int64_t H = f->H, TA = f->T * f->A, L = f->L, w = f->W; /* counts by the comm's rank */
     float *rows = rt_xmalloc((size_t)(TA * H) * sizeof(float));
     rt_tensor_download(&f->expand_x, rows);
     float *out = rt_xcalloc((size_t)(TA * H), sizeof(float));
@@ -563,7 +568,8 @@ static void write_expert_out(fx_t *f, const int32_t *erc, const int32_t *trc)
         if (f->T == 2 && total != trc[h ? 1 - f->tp_rank : f->tp_rank])
             LOGF("rank %d: note: half %d: ep_recv_counts total %lld, tp_recv_counts %d\n", world_rank, h,
                  (long long)total, trc[h ? 1 - f->tp_rank : f->tp_rank]);
-        if (total < 0 || row0 + total > TA) {
+        row0 = h * f->A; /* half h from row h A */
+        if (total < 0 || total > f->A) {
             FAILF("half %d: ep_recv_counts total %lld does not fit the %lld rows: expert outputs left 0\n", h,
                   (long long)total, (long long)TA);
             break;
@@ -577,7 +583,6 @@ static void write_expert_out(fx_t *f, const int32_t *erc, const int32_t *trc)
                 out[(row0 + j) * H + c] =
                     (float)ep_ref_expert(rows[(row0 + j) * H + c], g, f->T, f->T == 2 ? f->tp_rank : 0);
         }
-        row0 += total;
     }
     rt_tensor_upload(&f->expert_out, out);
     free(rows);

@@ -73,25 +73,29 @@ static int64_t fill_half(const ep_ref_problem_t *p, const ep_ref_layout_t *l, in
     int64_t n = 0;
     for (int64_t e = 0; e < l->local; e++) {
         int64_t expert = (int64_t)r_new * l->local + e;
-        for (int s = 0; s < l->w; s++) {
-            const ep_ref_rank_in_t *in = &p->ranks[tp_rank * p->ep_size + l->phys_of[s]];
-            for (int64_t i = 0; i < in->bs; i++)
-                for (int64_t k = 0; k < K; k++) {
-                    if (!ep_ref_slot_active(p, in, i, k) || in->expert_ids[i * K + k] != expert)
-                        continue;
-                    if (out) {
-                        int64_t row = row0 + n;
-                        memcpy(out->expand_x + row * H, in->x + i * H, (size_t)H * sizeof(float));
-                        out->assist[row * 3 + 0] = s;
-                        out->assist[row * 3 + 1] = (int32_t)i;
-                        out->assist[row * 3 + 2] = (int32_t)k;
-                        out->local_expert[row] = (int32_t)e;
-                        out->expert_token_nums[e]++;
+        /* sources in new-rank order (the same as physical: Table2 is increasing here); the
+         * counts are indexed by physical rank, a removed rank adding nothing */
+        for (int ps = 0; ps < p->ep_size; ps++) {
+            if (l->new_of[ps] >= 0) {
+                const ep_ref_rank_in_t *in = &p->ranks[tp_rank * p->ep_size + ps];
+                for (int64_t i = 0; i < in->bs; i++)
+                    for (int64_t k = 0; k < K; k++) {
+                        if (!ep_ref_slot_active(p, in, i, k) || in->expert_ids[i * K + k] != expert)
+                            continue;
+                        if (out) {
+                            int64_t row = row0 + n;
+                            memcpy(out->expand_x + row * H, in->x + i * H, (size_t)H * sizeof(float));
+                            out->assist[row * 3 + 0] = ps;
+                            out->assist[row * 3 + 1] = (int32_t)i;
+                            out->assist[row * 3 + 2] = (int32_t)k;
+                            out->local_expert[row] = (int32_t)e;
+                            out->expert_token_nums[e]++;
+                        }
+                        n++;
                     }
-                    n++;
-                }
+            }
             if (out)
-                out->ep_recv_counts[((int64_t)half * l->local + e) * l->w + s] = (int32_t)n;
+                out->ep_recv_counts[((int64_t)half * l->local + e) * p->ep_size + ps] = (int32_t)n;
         }
     }
     return n;
@@ -110,7 +114,7 @@ int ep_ref_dispatch(const ep_ref_problem_t *p, int ep_rank, int tp_rank, ep_ref_
     for (int h = 0; h < halves; h++)
         out->half_rows[h] = fill_half(p, &l, r_new, tps[h], NULL, 0, h);
     out->rows = out->half_rows[0] + out->half_rows[1];
-    out->count_len = halves * l.local * l.w;
+    out->count_len = halves * l.local * p->ep_size;
     size_t rows = (size_t)out->rows + 1;
     out->expand_x = malloc(rows * (size_t)p->hidden * sizeof(float));
     out->assist = malloc(rows * 3 * sizeof(int32_t));

@@ -7,14 +7,16 @@
  * tp_rank, the TP pairs those of one ep_rank (an EP x TP grid); both TP ranks of a pair hold the
  * same experts, and each computes a partial of their output (ep_ref_expert).
  *
- * Readings where the header leaves a choice (see the report's open questions):
- *   - TP: the peer's rows follow this rank's rows directly (row tp_recv_counts[tp_rank] on, as
- *     Ascend's kernel writes them), not at row A.
- *   - Elastic scale-down (only without TP): every rank id in the outputs is a new rank
- *     (Table1[physical]); ep_recv_counts is laid out with the new size W' as its stride, entries
- *     past T L W' are not checked; routed ids must be < M' = elastic[3]; special experts keep
- *     their ranges from params->moe_expert_num.
- *
+ * Readings where the header leaves a choice (see the report's open questions); each follows the
+ * header's literal words:
+ *   - TP: "the first half of expand_x [T A, H]" is rows [0, A), the peer's rows start at row A
+ *     (Ascend's kernel writes them right after this rank's rows instead). The reference keeps
+ *     the two halves back to back in its arrays (half_rows[0] rows, then half_rows[1]).
+ *   - Elastic scale-down (only without TP): ep_recv_counts is indexed (t L + e) ep_size + s by
+ *     the comm's (physical) rank s, a removed rank adding nothing to the running total, and
+ *     assist_info holds physical source ranks (Ascend works in new-rank space); routed ids must
+ *     be < M' = elastic[3]; special experts keep their ranges from params->moe_expert_num (the
+ *     header's "[E, E+Z)", E = moe_expert_num; docs/EP_NOTES.md 4 reads it so too).
  * The expert function (the stand-in for the caller's experts), applied to each row as stored
  * in the dtype: out = v (1 + 0.125 g) + 0.01 g for global routed expert g; with TP, TP rank t
  * computes the partial out * (0.375 + 0.25 t) (the two sum to out). The test writes these as
@@ -93,7 +95,7 @@ typedef struct ep_ref_dispatch {
     int32_t *assist;          /* [rows, 3] */
     int32_t *local_expert;    /* [rows] */
     int64_t *expert_token_nums; /* [L] */
-    int32_t *ep_recv_counts;  /* [count_len] = tp_size L W' */
+    int32_t *ep_recv_counts;  /* [count_len] = tp_size L ep_size */
     int64_t count_len;
     int32_t tp_recv_counts[2];
 } ep_ref_dispatch_t;
