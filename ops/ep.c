@@ -15,7 +15,8 @@
 #define OP_DISPATCH "rudnn_ep_dispatch"
 #define OP_COMBINE "rudnn_ep_combine_add_rms_norm"
 
-enum { TAG_STATUS = 1, TAG_COUNTS = 2, TAG_META = 3, TAG_ROWS = 4, TAG_TP = 5 };
+/* message tags (1: the status agreement, ops/ep_host.c) */
+enum { TAG_COUNTS = 2, TAG_META = 3, TAG_ROWS = 4, TAG_TP = 5 };
 
 /* ---- checks ------------------------------------------------------------------------------ */
 
@@ -57,6 +58,10 @@ static rudnn_status_t check_params(const char *op, const rudnn_comm_info_t *ci, 
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
                                "%s: params: global_bs is %lld, not 0 or a multiple of the EP ranks (%d)", op,
                                (long long)p->global_bs, ci->ep_size);
+    if (p->expert_token_nums_type != 0 && p->expert_token_nums_type != 1)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                               "%s: params: expert_token_nums_type is %lld, not 0 (running totals) or 1 (counts)", op,
+                               (long long)p->expert_token_nums_type);
     if (ci->tp_size > 1 && p->moe_expert_num / ci->ep_size != 1)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
                                "%s: a TP group needs one local expert per rank (moe_expert_num %lld over %d ranks)",
@@ -120,7 +125,7 @@ static rudnn_status_t check_rows(const char *op, const rudnn_comm_info_t *ci, co
 
 /* ---- dispatch ----------------------------------------------------------------------------- */
 
-/* This rank's tensors (after shared_layout): a failure here is agreed on with the others. */
+/* This rank's tensors (after who_takes_part): a failure here is agreed on with the others. */
 static rudnn_status_t check_dispatch(rudnn_queue_t q, const rudnn_comm_info_t *ci, const rudnn_ep_params_t *p,
                                      const rudnn_ep_dispatch_in_t *in, const rudnn_ep_dispatch_out_t *out, int64_t *a)
 {
@@ -131,9 +136,11 @@ static rudnn_status_t check_dispatch(rudnn_queue_t q, const rudnn_comm_info_t *c
     const int64_t bs = in->x->dims[0], h = in->x->dims[1], k = in->expert_ids->dims[1];
     const int64_t halves = ci->tp_size > 1 ? ci->tp_size : 1, local = p->moe_expert_num / ci->ep_size;
     TRY(rudnn_check_tensor(op, "out->expand_x", q, out->expand_x, 2));
-    if (out->expand_x->rank != 2 || out->expand_x->dims[1] != h || out->expand_x->dtype != in->x->dtype)
-        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: out->expand_x must be [T A, H = %lld] in x's dtype", op,
-                               (long long)h);
+    if (out->expand_x->dtype != in->x->dtype)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: out->expand_x is %s, not x's dtype %s", op,
+                               rudnn_dtype_name(out->expand_x->dtype), rudnn_dtype_name(in->x->dtype));
+    if (out->expand_x->rank != 2 || out->expand_x->dims[1] != h)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: out->expand_x must be [T A, H = %lld]", op, (long long)h);
     TRY(check_rows(op, ci, p, bs, k, out->expand_x->dims[0], a));
     const int64_t d_assist[2] = {out->expand_x->dims[0], 3}, d_nums[1] = {local},
                   d_counts[1] = {halves * local * ci->ep_size}, d_tp[1] = {halves};
@@ -168,29 +175,39 @@ static rudnn_status_t check_dispatch(rudnn_queue_t q, const rudnn_comm_info_t *c
     return RUDNN_STATUS_SUCCESS;
 }
 
-/* Phase one, on every rank alike (the parameters, the comm and the elastic info are shared):
- * checks that return at once, then the layout. *active 0: this rank was scaled out. */
-static rudnn_status_t shared_layout(const char *op, rudnn_queue_t q, rudnn_comm_t comm, const rudnn_ep_params_t *p,
-                                    const rudnn_tensor_t *elastic, rudnn_comm_info_t *ci, ep_layout_t *lay)
+/* Phase one: who takes part (the comm and the elastic info). A rank that cannot read them
+ * returns at once: it cannot know whom to tell. The elastic info is a shared argument (the
+ * same on every rank, as the seed requires), so every rank fails alike; a queue or comm bad on
+ * one rank only is not seen by the others (they wait, as MPI would). Everything else is
+ * checked in phase two and agreed on (ep_agree). */
+static rudnn_status_t who_takes_part(const char *op, rudnn_queue_t q, rudnn_comm_t comm, const rudnn_tensor_t *elastic,
+                                     rudnn_comm_info_t *ci, ep_layout_t *lay)
 {
-    TRY(rudnn_check_queue(op, q));
     TRY(rudnn_check_arg(op, "comm", comm));
-    TRY(rudnn_check_arg(op, "params", p));
     TRY(rudnn_comm_get_info(comm, ci));
+    TRY(rudnn_check_queue(op, q));
     if (comm->context != q->context)
         return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: comm belongs to another context than queue", op);
-    TRY(check_params(op, ci, p));
     int32_t *e = NULL;
     if (elastic) {
+        const int64_t d[1] = {4 + 2 * (int64_t)ci->ep_size};
         TRY(rudnn_check_tensor(op, "elastic_info", q, elastic, 1));
         TRY(rudnn_check_dtype(op, "elastic_info", elastic, RUDNN_I32, "the scale-down table"));
-        const int64_t d[1] = {4 + 2 * (int64_t)ci->ep_size};
         TRY(check_dims(op, "elastic_info", elastic, 1, d, "[4 + 2 ep_size]"));
         TRY(ep_read(op, q, elastic, (void **)&e));
     }
-    const rudnn_status_t st = ep_layout_init(op, lay, ci, p, e);
+    const rudnn_status_t st = ep_layout_init(op, lay, ci, e);
     free(e);
     return st;
+}
+
+/* Phase two's shared part: the params, and the experts of the call. */
+static rudnn_status_t params_layout(const char *op, const rudnn_comm_info_t *ci, const rudnn_ep_params_t *p,
+                                    ep_layout_t *lay)
+{
+    TRY(rudnn_check_arg(op, "params", p));
+    TRY(check_params(op, ci, p));
+    return ep_layout_params(op, lay, p);
 }
 
 /* Rows this rank sends: per (active destination i, local expert e) counts, and for each
@@ -472,11 +489,9 @@ rudnn_status_t rudnn_ep_dispatch(rudnn_queue_t queue, rudnn_comm_t comm, const r
                                  const rudnn_ep_dispatch_in_t *in, const rudnn_ep_dispatch_out_t *out)
 {
     const char *op = OP_DISPATCH;
-    TRY(rudnn_check_arg(op, "in", in));
-    TRY(rudnn_check_arg(op, "out", out));
     rudnn_comm_info_t ci;
     ep_layout_t lay;
-    TRY(shared_layout(op, queue, comm, params, in->elastic_info, &ci, &lay));
+    TRY(who_takes_part(op, queue, comm, in ? in->elastic_info : NULL, &ci, &lay));
     if (!lay.active) { /* scaled out: nobody sends to it or waits for it */
         ep_layout_free(&lay);
         return RUDNN_STATUS_SUCCESS;
@@ -485,12 +500,18 @@ rudnn_status_t rudnn_ep_dispatch(rudnn_queue_t queue, rudnn_comm_t comm, const r
     send_plan_t sp = {0};
     half_rows_t halves[2] = {{0}, {0}};
     int64_t a = 0;
-    rudnn_status_t st = check_dispatch(queue, &ci, params, in, out, &a);
+    rudnn_status_t st = rudnn_check_arg(op, "in", in);
+    if (st == RUDNN_STATUS_SUCCESS)
+        st = rudnn_check_arg(op, "out", out);
+    if (st == RUDNN_STATUS_SUCCESS)
+        st = params_layout(op, &ci, params, &lay);
+    if (st == RUDNN_STATUS_SUCCESS)
+        st = check_dispatch(queue, &ci, params, in, out, &a);
     if (st == RUDNN_STATUS_SUCCESS) {
         lay.bs = in->x->dims[0], lay.h = in->x->dims[1], lay.k = in->expert_ids->dims[1], lay.a = a;
         st = check_buffer(op, &ci, params, &lay, in->x->dtype);
     }
-    const int mask_rank = in->active_mask ? in->active_mask->rank : 0;
+    const int mask_rank = st == RUDNN_STATUS_SUCCESS && in->active_mask ? in->active_mask->rank : 0;
     if (st == RUDNN_STATUS_SUCCESS)
         st = ep_read(op, queue, in->expert_ids, &ids);
     if (st == RUDNN_STATUS_SUCCESS)
@@ -541,9 +562,11 @@ static rudnn_status_t check_combine(rudnn_queue_t q, const rudnn_comm_info_t *ci
     const int64_t bs = r->dims[0], h = r->dims[2], k = in->expert_ids->dims[1];
     const int64_t halves = ci->tp_size > 1 ? ci->tp_size : 1, local = p->moe_expert_num / ci->ep_size;
     TRY(rudnn_check_tensor(op, "expand_x", q, in->expand_x, 2));
-    if (in->expand_x->rank != 2 || in->expand_x->dims[1] != h || in->expand_x->dtype != r->dtype)
-        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: expand_x must be [T A, H = %lld] in the residual's dtype",
-                               op, (long long)h);
+    if (in->expand_x->dtype != r->dtype)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: residual is %s, not expand_x's dtype %s", op,
+                               rudnn_dtype_name(r->dtype), rudnn_dtype_name(in->expand_x->dtype));
+    if (in->expand_x->rank != 2 || in->expand_x->dims[1] != h)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: expand_x must be [T A, H = %lld]", op, (long long)h);
     TRY(check_rows(op, ci, p, bs, k, in->expand_x->dims[0], a));
     const int64_t d_assist[2] = {in->expand_x->dims[0], 3}, d_counts[1] = {halves * local * ci->ep_size},
                   d_tp[1] = {halves}, d_bk[2] = {bs, k}, d_h[1] = {h}, d_bh[2] = {bs, h}, d_b1h[3] = {bs, 1, h},
@@ -756,7 +779,7 @@ static rudnn_status_t combine_tokens(const char *op, rudnn_queue_t q, const ep_l
         goto done;
     }
     const float *scales = c->scales;
-    const int64_t first_const = lay->experts + lay->zero + lay->copy;
+    const int64_t first_const = lay->special0 + lay->zero + lay->copy;
     for (int64_t t = 0; t < bs; t++) {
         int any = 0;
         for (int64_t i = 0; i < h; i++)
@@ -813,11 +836,9 @@ rudnn_status_t rudnn_ep_combine_add_rms_norm(rudnn_queue_t queue, rudnn_comm_t c
 {
     const char *op = OP_COMBINE;
     (void)workspace, (void)workspace_bytes; /* rudnn_ep_combine_workspace_size says 0 on this path */
-    TRY(rudnn_check_arg(op, "in", in));
-    TRY(rudnn_check_arg(op, "out", out));
     rudnn_comm_info_t ci;
     ep_layout_t lay;
-    TRY(shared_layout(op, queue, comm, params, in->elastic_info, &ci, &lay));
+    TRY(who_takes_part(op, queue, comm, in ? in->elastic_info : NULL, &ci, &lay));
     if (!lay.active) {
         ep_layout_free(&lay);
         return RUDNN_STATUS_SUCCESS;
@@ -827,13 +848,19 @@ rudnn_status_t rudnn_ep_combine_add_rms_norm(rudnn_queue_t queue, rudnn_comm_t c
     send_plan_t sp = {0};
     combine_inputs_t c = {0};
     int64_t a = 0;
-    rudnn_status_t st = check_combine(queue, &ci, params, in, out, &a);
+    rudnn_status_t st = rudnn_check_arg(op, "in", in);
+    if (st == RUDNN_STATUS_SUCCESS)
+        st = rudnn_check_arg(op, "out", out);
+    if (st == RUDNN_STATUS_SUCCESS)
+        st = params_layout(op, &ci, params, &lay);
+    if (st == RUDNN_STATUS_SUCCESS)
+        st = check_combine(queue, &ci, params, in, out, &a);
     const rudnn_dtype_t dt = st == RUDNN_STATUS_SUCCESS ? in->residual->dtype : RUDNN_F32;
     if (st == RUDNN_STATUS_SUCCESS) {
         lay.bs = in->residual->dims[0], lay.h = in->residual->dims[2], lay.k = in->expert_ids->dims[1], lay.a = a;
         st = check_buffer(op, &ci, params, &lay, dt);
     }
-    const int mask_rank = in->active_mask ? in->active_mask->rank : 0;
+    const int mask_rank = st == RUDNN_STATUS_SUCCESS && in->active_mask ? in->active_mask->rank : 0;
     if (st == RUDNN_STATUS_SUCCESS)
         st = ep_read(op, queue, in->expert_ids, &ids);
     if (st == RUDNN_STATUS_SUCCESS)

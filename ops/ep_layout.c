@@ -7,8 +7,7 @@
 #include "core/internal.h"
 
 /* Scale-down (elastic info [4 + 2 W]: flag, ranks after, shared-expert ranks after, routed
- * experts after, then rank -> local index (-1: excluded) and local index -> rank). The local
- * experts per rank stay L, so the experts after must be ranks after x L. */
+ * experts after, then rank -> local index (-1: excluded) and local index -> rank). */
 static rudnn_status_t read_elastic(const char *op, ep_layout_t *lay, const int32_t *e)
 {
     const int w = lay->ep_size;
@@ -28,10 +27,6 @@ static rudnn_status_t read_elastic(const char *op, ep_layout_t *lay, const int32
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
                                "%s: elastic_info[2] (shared-expert ranks after) is %d: shared-expert ranks are not "
                                "supported (0)", op, e[2]);
-    if ((int64_t)e[3] != (int64_t)after * lay->local)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
-                               "%s: elastic_info[3] (routed experts after) is %d, not ranks after (%d) x local "
-                               "experts per rank (%lld)", op, e[3], after, (long long)lay->local);
     const int32_t *to_local = e + 4, *to_rank = e + 4 + w;
     int seen = 0;
     for (int r = 0; r < w; r++) {
@@ -47,7 +42,7 @@ static rudnn_status_t read_elastic(const char *op, ep_layout_t *lay, const int32
     if (seen != after)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: elastic_info: %d ranks take part, not %d", op, seen, after);
     lay->nact = after;
-    lay->experts = e[3];
+    lay->experts_after = e[3];
     for (int i = 0; i < after; i++)
         lay->act[i] = to_rank[i];
     for (int r = 0; r < w; r++)
@@ -56,8 +51,7 @@ static rudnn_status_t read_elastic(const char *op, ep_layout_t *lay, const int32
     return RUDNN_STATUS_SUCCESS;
 }
 
-rudnn_status_t ep_layout_init(const char *op, ep_layout_t *lay, const rudnn_comm_info_t *ci,
-                              const rudnn_ep_params_t *p, const int32_t *elastic)
+rudnn_status_t ep_layout_init(const char *op, ep_layout_t *lay, const rudnn_comm_info_t *ci, const int32_t *elastic)
 {
     memset(lay, 0, sizeof *lay);
     lay->ep_size = ci->ep_size;
@@ -65,11 +59,7 @@ rudnn_status_t ep_layout_init(const char *op, ep_layout_t *lay, const rudnn_comm
     lay->tp_size = ci->tp_size;
     lay->tp_rank = ci->tp_rank;
     lay->halves = ci->tp_size > 1 ? ci->tp_size : 1;
-    lay->experts = p->moe_expert_num;
-    lay->local = p->moe_expert_num / ci->ep_size;
-    lay->zero = p->zero_expert_num;
-    lay->copy = p->copy_expert_num;
-    lay->konst = p->const_expert_num;
+    lay->experts_after = -1;
     lay->act = rudnn_host_calloc((size_t)ci->ep_size, sizeof *lay->act);
     lay->local_of = rudnn_host_calloc((size_t)ci->ep_size, sizeof *lay->local_of);
     if (!lay->act || !lay->local_of) {
@@ -87,6 +77,25 @@ rudnn_status_t ep_layout_init(const char *op, ep_layout_t *lay, const rudnn_comm
             ep_layout_free(lay);
             return st;
         }
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t ep_layout_params(const char *op, ep_layout_t *lay, const rudnn_ep_params_t *p)
+{
+    lay->local = p->moe_expert_num / lay->ep_size;
+    lay->special0 = p->moe_expert_num;
+    lay->experts = p->moe_expert_num;
+    lay->zero = p->zero_expert_num;
+    lay->copy = p->copy_expert_num;
+    lay->konst = p->const_expert_num;
+    if (lay->experts_after >= 0) { /* the local experts per rank stay L */
+        if (lay->experts_after != (int64_t)lay->nact * lay->local)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                                   "%s: elastic_info[3] (routed experts after) is %lld, not ranks after (%d) x "
+                                   "local experts per rank (%lld)", op, (long long)lay->experts_after, lay->nact,
+                                   (long long)lay->local);
+        lay->experts = lay->experts_after;
     }
     return RUDNN_STATUS_SUCCESS;
 }
@@ -115,9 +124,9 @@ int ep_slot_dest(const ep_layout_t *lay, const int32_t *ids, const uint8_t *mask
         *le = id % lay->local;
         return lay->act[id / lay->local];
     }
-    if (id < lay->experts + lay->zero)
+    if (id < lay->special0 + lay->zero)
         return EP_SLOT_ZERO;
-    if (id < lay->experts + lay->zero + lay->copy)
+    if (id < lay->special0 + lay->zero + lay->copy)
         return EP_SLOT_COPY;
     return EP_SLOT_CONST;
 }
@@ -125,7 +134,7 @@ int ep_slot_dest(const ep_layout_t *lay, const int32_t *ids, const uint8_t *mask
 rudnn_status_t ep_check_routes(const char *op, const ep_layout_t *lay, const int32_t *ids, const uint8_t *mask,
                                int mask_rank)
 {
-    const int64_t kinds = lay->experts + lay->zero + lay->copy + lay->konst;
+    const int64_t kinds = lay->special0 + lay->zero + lay->copy + lay->konst;
     for (int64_t t = 0; t < lay->bs; t++) {
         if (mask && mask_rank == 1 && t > 0 && mask[t] && !mask[t - 1])
             return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
@@ -135,11 +144,16 @@ rudnn_status_t ep_check_routes(const char *op, const ep_layout_t *lay, const int
             if (!slot_on(mask, mask_rank, lay->k, t, j))
                 continue;
             const int64_t id = ids[t * lay->k + j];
+            if (id >= lay->experts && id < lay->special0)
+                return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                                       "%s: expert_ids[%lld, %lld] is %lld: a routed expert the scale-down removed "
+                                       "(%lld remain; special experts start at %lld)", op, (long long)t, (long long)j,
+                                       (long long)id, (long long)lay->experts, (long long)lay->special0);
             if (id < 0 || id >= kinds)
                 return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
                                        "%s: expert_ids[%lld, %lld] is %lld, outside 0..%lld (routed experts %lld, "
                                        "zero %lld, copy %lld, const %lld)", op, (long long)t, (long long)j,
-                                       (long long)id, (long long)(kinds - 1), (long long)lay->experts,
+                                       (long long)id, (long long)(kinds - 1), (long long)lay->special0,
                                        (long long)lay->zero, (long long)lay->copy, (long long)lay->konst);
         }
     }

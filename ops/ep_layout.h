@@ -14,6 +14,8 @@ typedef struct ep_layout {
     int ep_size, ep_rank, tp_size, tp_rank;
     int halves;           /* max(tp_size, 1) */
     int64_t experts;      /* routed experts in effect (E, or the elastic info's count) */
+    int64_t special0;     /* the first special expert id: E (moe_expert_num), scaled down or not */
+    int64_t experts_after; /* the elastic info's routed experts after (-1: no scale-down) */
     int64_t local;        /* L: routed experts per rank (unchanged by scale-down) */
     int64_t zero, copy, konst;
     int64_t bs, k, h, a;  /* tokens, slots, hidden, rows per half of expand_x */
@@ -23,10 +25,13 @@ typedef struct ep_layout {
     int *local_of;        /* [ep_size] local index, or -1 for an excluded rank */
 } ep_layout_t;
 
-/* Fills the layout from the comm, params and the elastic info (host copy, NULL: none), after
- * the argument checks; op names the caller in messages. bs, k, h and a are the caller's to set. */
-rudnn_status_t ep_layout_init(const char *op, ep_layout_t *lay, const rudnn_comm_info_t *ci,
-                              const rudnn_ep_params_t *p, const int32_t *elastic);
+/* Who takes part, from the comm and the elastic info (host copy, NULL: none): needs no params,
+ * so that a rank with bad params still tells the others. op names the caller in messages. */
+rudnn_status_t ep_layout_init(const char *op, ep_layout_t *lay, const rudnn_comm_info_t *ci, const int32_t *elastic);
+/* The experts of the call (params checked): E or the elastic info's count, L, the special
+ * experts' ranges; a rank-local error when the elastic count is not ranks after x L. bs, k, h
+ * and a are the caller's to set. */
+rudnn_status_t ep_layout_params(const char *op, ep_layout_t *lay, const rudnn_ep_params_t *p);
 void ep_layout_free(ep_layout_t *lay);
 
 /* The destination of slot (t, j): an active EP rank (>= 0) with its local expert in *le, or one
