@@ -820,6 +820,58 @@ static rudnn_status_t check_off_weights(const char *op, const char *arg, rudnn_s
     return RUDNN_STATUS_SUCCESS;
 }
 
+/* What both forwards check once their operands are known: the candidate for rp (choose), its
+ * workspace need, and the caller's workspace: its context and size, and that it meets neither
+ * expert_output, the weights nor rows (the tokens a grouped forward reads; NULL for dispatched
+ * tokens, which are pooled). */
+static rudnn_status_t experts_prepare(const char *op, rudnn_queue_t queue, rudnn_swiglu_experts_t x,
+                                      const rudnn_moe_rows_plan_t *rp, rudnn_moe_strategy_t strategy,
+                                      rudnn_buffer_t workspace, size_t workspace_size,
+                                      const rudnn_tensor_t *expert_output, const rudnn_tensor_t *rows,
+                                      uint32_t *picked, size_t *need)
+{
+    rudnn_moe_choice_t choice;
+    TRY(choose(op, x, rp, strategy, picked, &choice));
+    *need = 0;
+    TRY(workspace_bytes(op, x, rp, *picked, need));
+    if (workspace) {
+        if (workspace->context != queue->context)
+            return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: workspace is on another context", op);
+        if (workspace_size < *need || workspace_size > workspace->size)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu (buffer %zu bytes), need %zu "
+                                   "for kernel %s (rudnn_swiglu_experts_workspace_size)", op, workspace_size,
+                                   workspace->size, *need, choice.kernel);
+        if (workspace == expert_output->buffer && expert_output->offset < workspace_size &&
+            rudnn_tensor_bytes(expert_output) > 0)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                                   "%s: expert_output overlaps the first workspace_bytes of workspace", op);
+        if (rows && workspace == rows->buffer && rows->offset < workspace_size && rudnn_tensor_bytes(rows) > 0)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: rows overlaps the first workspace_bytes of "
+                                   "workspace (the kernel writes it while it reads rows)", op);
+        TRY(check_off_weights(op, "workspace", x, workspace, 0, workspace_size));
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* Runs candidate picked on run (rows >= 1): the act workspace is the caller's or a pooled block of
+ * need bytes. */
+static rudnn_status_t experts_launch(const char *op, rudnn_queue_t queue, rudnn_swiglu_experts_t x,
+                                     const rudnn_moe_rows_plan_t *run, uint32_t picked, size_t need,
+                                     rudnn_buffer_t workspace, rudnn_mem_ref_t tokens, rudnn_mem_ref_t offsets,
+                                     const rudnn_tensor_t *expert_output)
+{
+    const rudnn_moe_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, moe);
+    void *act = workspace ? workspace->mem : NULL;
+    if (!workspace)
+        TRY(rudnn_kernel_status(op, rudnn_pool_acquire(queue, need, &act)));
+    rudnn_status_t st = k->experts_run(queue->handle, run, picked, tokens, offsets, rudnn_mem_of(&x->gate),
+                                       rudnn_mem_of(&x->up), rudnn_mem_of(&x->down), (rudnn_mem_ref_t){act, 0},
+                                       rudnn_mem_of(expert_output));
+    if (!workspace) /* stream order makes the block safe to hand to later work on this queue */
+        rudnn_pool_release(queue, act, need);
+    return rudnn_kernel_status(op, st);
+}
+
 static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_experts_t x, rudnn_dispatched_t d,
                                          rudnn_moe_strategy_t strategy, rudnn_buffer_t workspace,
                                          size_t workspace_size, const rudnn_tensor_t *expert_output)
@@ -844,40 +896,17 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
     TRY(check_off_weights(op, "expert_output", x, expert_output->buffer, expert_output->offset,
                           expert_output->offset + rudnn_tensor_bytes(expert_output)));
     rudnn_moe_rows_plan_t rp = experts_plan(x, d->rows, expert_output);
-    rudnn_moe_choice_t choice;
     uint32_t picked;
-    TRY(choose(op, x, &rp, strategy, &picked, &choice));
-    size_t need = 0;
-    TRY(workspace_bytes(op, x, &rp, picked, &need));
-    if (workspace) {
-        if (workspace->context != queue->context)
-            return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: workspace is on another context", op);
-        if (workspace_size < need || workspace_size > workspace->size)
-            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu (buffer %zu bytes), need %zu "
-                                   "for kernel %s (rudnn_swiglu_experts_workspace_size)", op, workspace_size,
-                                   workspace->size, need, choice.kernel);
-        if (workspace == expert_output->buffer && expert_output->offset < workspace_size &&
-            rudnn_tensor_bytes(expert_output) > 0)
-            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
-                                   "%s: expert_output overlaps the first workspace_bytes of workspace", op);
-        TRY(check_off_weights(op, "workspace", x, workspace, 0, workspace_size));
-    }
-    const rudnn_moe_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, moe);
+    size_t need;
+    TRY(experts_prepare(op, queue, x, &rp, strategy, workspace, workspace_size, expert_output, NULL, &picked,
+                        &need));
     if (d->rows == 0)
         return RUDNN_STATUS_SUCCESS;
-    void *act = workspace ? workspace->mem : NULL;
-    if (!workspace)
-        TRY(rudnn_kernel_status(op, rudnn_pool_acquire(queue, need, &act)));
     rudnn_moe_rows_plan_t run = rows_plan(d->plan, d->dtype, d->hidden);
     run.inter = x->inter;
     run.align = rp.align;
-    rudnn_status_t st = k->experts_run(queue->handle, &run, picked, (rudnn_mem_ref_t){d->tokens->mem, 0},
-                                       (rudnn_mem_ref_t){d->offsets->mem, 0}, rudnn_mem_of(&x->gate),
-                                       rudnn_mem_of(&x->up), rudnn_mem_of(&x->down), (rudnn_mem_ref_t){act, 0},
-                                       rudnn_mem_of(expert_output));
-    if (!workspace) /* stream order makes the block safe to hand to later work on this queue */
-        rudnn_pool_release(queue, act, need);
-    return rudnn_kernel_status(op, st);
+    return experts_launch(op, queue, x, &run, picked, need, workspace, (rudnn_mem_ref_t){d->tokens->mem, 0},
+                          (rudnn_mem_ref_t){d->offsets->mem, 0}, expert_output);
 }
 
 rudnn_status_t rudnn_swiglu_experts_forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_experts_t experts,
@@ -887,6 +916,126 @@ rudnn_status_t rudnn_swiglu_experts_forward_dispatched(rudnn_queue_t queue, rudn
 {
     rudnn_clear_error();
     return forward_dispatched(queue, experts, dispatched, strategy, workspace, workspace_bytes_, expert_output);
+}
+
+/* The row ranges of expert_token_nums (I64 [E] on the host: counts, or running totals) as the
+ * offsets [E + 1] experts_run takes, after checking them against the R rows of rows. */
+static rudnn_status_t grouped_offsets(const char *op, const int64_t *nums, int64_t experts, int totals, int64_t R,
+                                      uint32_t *offsets, int64_t *sum)
+{
+    const char *form = totals ? "running totals" : "counts";
+    int64_t at = 0; /* rows of experts 0 .. e */
+    offsets[0] = 0;
+    for (int64_t e = 0; e < experts; e++) {
+        const int64_t v = nums[e];
+        if (totals && e == 0 && v < 0)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: expert_token_nums[0] = %lld, expected a running "
+                                   "total >= 0", op, (long long)v);
+        if (totals && v < at)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: expert_token_nums[%lld] = %lld is below "
+                                   "expert_token_nums[%lld] = %lld; running totals (totals != 0) must not "
+                                   "decrease", op, (long long)e, (long long)v, (long long)(e - 1),
+                                   (long long)at);
+        if (!totals && v < 0)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: expert_token_nums[%lld] = %lld, expected a count "
+                                   ">= 0", op, (long long)e, (long long)v);
+        if (totals ? v > R : v > R - at) /* at <= R: no overflow */
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: expert_token_nums (%s) reach past the %lld rows of "
+                                   "rows at expert %lld (%s %lld); expected a sum <= the rows of rows", op, form,
+                                   (long long)R, (long long)e, totals ? "total" : "count", (long long)v);
+        at = totals ? v : at + v;
+        if (at > UINT32_MAX)
+            return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: expert_token_nums sum to %lld rows or more, "
+                                   "past the u32 row offsets of the expert kernels (%u)", op, (long long)at,
+                                   UINT32_MAX);
+        offsets[e + 1] = (uint32_t)at;
+    }
+    *sum = at;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static rudnn_status_t forward_grouped(rudnn_queue_t queue, rudnn_swiglu_experts_t x, const rudnn_tensor_t *rows,
+                                      const rudnn_tensor_t *nums, int totals, rudnn_moe_strategy_t strategy,
+                                      rudnn_buffer_t workspace, size_t workspace_size,
+                                      const rudnn_tensor_t *expert_output)
+{
+    const char *op = "swiglu_experts_forward_grouped";
+    TRY(rudnn_check_queue(op, queue));
+    TRY(rudnn_check_arg(op, "experts", x));
+    if (x->context != queue->context)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: experts are on another context than the queue", op);
+    TRY(rudnn_check_tensor(op, "rows", queue, rows, 2));
+    if (rows->rank != 2 || rows->dims[1] != x->hidden) {
+        char s[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: rows has shape %s, expected [rows, %lld] (hidden of "
+                               "the weights)", op, rudnn_shape_str(rows, s, sizeof s), (long long)x->hidden);
+    }
+    if (rows->dtype != x->dtype)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: rows has dtype %s, expected %s (dtype of the weights)",
+                               op, rudnn_dtype_name(rows->dtype), rudnn_dtype_name(x->dtype));
+    TRY(rudnn_check_tensor(op, "expert_output", queue, expert_output, 2));
+    TRY(rudnn_check_like(op, "expert_output", expert_output, "rows", rows));
+    TRY(rudnn_check_tensor(op, "expert_token_nums", queue, nums, 1));
+    TRY(rudnn_check_dtype(op, "expert_token_nums", nums, RUDNN_I64, "rows per expert"));
+    TRY(rudnn_check_vector(op, "expert_token_nums", nums, x->experts, "one per expert of the weights"));
+    TRY(rudnn_check_disjoint(op, "expert_output", expert_output, "rows", rows));
+    TRY(rudnn_check_disjoint(op, "expert_output", expert_output, "expert_token_nums", nums));
+    TRY(check_off_weights(op, "expert_output", x, expert_output->buffer, expert_output->offset,
+                          expert_output->offset + rudnn_tensor_bytes(expert_output)));
+    /* the strategy and the pinned kernel, for any rows, before the counts cost a synchronisation */
+    rudnn_moe_rows_plan_t rp = experts_plan(x, 0, expert_output);
+    const uint32_t rows_align = offset_align(rows->offset);
+    rp.align = rows_align < rp.align ? rows_align : rp.align;
+    rudnn_moe_choice_t choice;
+    uint32_t picked;
+    TRY(choose(op, x, &rp, strategy, &picked, &choice));
+
+    const int64_t E = x->experts;
+    int64_t *host = rudnn_host_malloc((size_t)E * sizeof(int64_t) + ((size_t)E + 1) * sizeof(uint32_t));
+    if (!host)
+        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory (expert_token_nums)", op);
+    uint32_t *offsets = (uint32_t *)(host + E);
+    const size_t offsets_bytes = ((size_t)E + 1) * sizeof(uint32_t);
+    int64_t sum = 0;
+    size_t need = 0;
+    void *om = NULL;
+    rudnn_status_t st = rudnn_kernel_status(
+        op, queue->context->backend->mem_read(queue->handle, rudnn_mem_of(nums), host, (size_t)E * sizeof(int64_t)));
+    if (!st)
+        st = grouped_offsets(op, host, E, totals, rows->dims[0], offsets, &sum);
+    if (!st) {
+        rp.rows = sum;
+        st = experts_prepare(op, queue, x, &rp, strategy, workspace, workspace_size, expert_output, rows, &picked,
+                             &need);
+    }
+    if (!st && sum > 0)
+        st = rudnn_kernel_status(op, rudnn_pool_acquire(queue, offsets_bytes, &om));
+    if (!st && sum > 0)
+        st = rudnn_kernel_status(op, queue->context->backend->mem_write(queue->handle, (rudnn_mem_ref_t){om, 0},
+                                                                         offsets, offsets_bytes));
+    if (!st && sum > 0) {
+        rudnn_moe_rows_plan_t run = rp;
+        run.weight_dtype = x->dtype;
+        run.tokens = sum;
+        run.top_k = 1;
+        st = experts_launch(op, queue, x, &run, picked, need, workspace, rudnn_mem_of(rows),
+                            (rudnn_mem_ref_t){om, 0}, expert_output);
+    }
+    if (om) /* stream order makes the block safe to hand to later work on this queue */
+        rudnn_pool_release(queue, om, offsets_bytes);
+    free(host);
+    return st;
+}
+
+rudnn_status_t rudnn_swiglu_experts_forward_grouped(rudnn_queue_t queue, rudnn_swiglu_experts_t experts,
+                                                    const rudnn_tensor_t *rows, const rudnn_tensor_t *expert_token_nums,
+                                                    int totals, rudnn_moe_strategy_t strategy,
+                                                    rudnn_buffer_t workspace, size_t workspace_bytes_,
+                                                    const rudnn_tensor_t *expert_output)
+{
+    rudnn_clear_error();
+    return forward_grouped(queue, experts, rows, expert_token_nums, totals, strategy, workspace, workspace_bytes_,
+                           expert_output);
 }
 
 /* Checks the one-call output against the input before any work is queued. */

@@ -30,6 +30,11 @@
  *                  the plan destroyed before combine (the dispatched object
  *                  keeps it alive); one expert with 160 rows (several row
  *                  tiles of the GPU kernels)
+ *   experts_grouped rudnn_swiglu_experts_forward_grouped on caller rows grouped
+ *                  by expert_token_nums (counts and running totals, experts
+ *                  without rows, rows past the sum left unwritten and unread,
+ *                  R = 0, all counts 0, unaligned offsets) against
+ *                  moe_ref_expert_row; Scalar, Auto, TensorCore where it runs
  *
  * TensorCore must run for F16/BF16 on cuda with aligned operands, and on opencl when the plugin
  * was built with CLBlast (TEST_HAVE_CLBLAST below); it must answer NOT_SUPPORTED naming
@@ -1126,6 +1131,233 @@ done:
         log->failures++;
 }
 
+/* ---- experts on rows grouped by counts (rudnn_swiglu_experts_forward_grouped) ----------------------
+ * Rows [R, H] grouped by expert, expert_token_nums I64 [E] as counts or running totals (some
+ * experts without rows, a sum below R, R = 0, every count 0). Each strategy's output rows below the
+ * sum are checked against moe_ref_expert_row; the rows past the sum must keep the poison sentinel
+ * (neither written) and hold NaN in rows (never read into a row below the sum); nothing outside the
+ * output changes and rows, counts and weights stay byte-identical. Scalar with an explicit
+ * workspace of rudnn_swiglu_experts_workspace_size(sum) bytes is bit-identical to the NULL
+ * workspace; TensorCore runs wherever choose says it does, else it is NOT_SUPPORTED and writes
+ * nothing. */
+
+#define GMAX_E 8
+
+typedef struct gcase {
+    const char *label;
+    int64_t E, H, I, R;
+    int64_t counts[GMAX_E]; /* rows per expert */
+    int totals;             /* pass them as running totals */
+    size_t rows_off, out_off; /* element offsets of rows and expert_output in their buffers */
+} gcase_t;
+
+static const gcase_t grouped_cases[] = {
+    {"counts with empty experts, 3 rows past the sum", 6, 33, 17, 15, {3, 0, 5, 0, 0, 4}, 0, 0, 0},
+    {"the same as running totals", 6, 33, 17, 15, {3, 0, 5, 0, 0, 4}, 1, 0, 0},
+    {"first and last expert empty, sum = R", 5, 21, 9, 18, {0, 7, 2, 9, 0}, 0, 0, 0},
+    {"first and last expert empty, totals", 5, 21, 9, 20, {0, 7, 2, 9, 0}, 1, 0, 0},
+    {"every count 0: nothing runs", 4, 16, 8, 5, {0, 0, 0, 0}, 0, 0, 0},
+    {"R = 0", 3, 16, 8, 0, {0, 0, 0}, 1, 0, 0},
+    {"one expert, 160 rows (several row tiles), totals", 1, 40, 24, 170, {160}, 1, 0, 0},
+    {"rows and output at unaligned offsets", 4, 19, 11, 12, {2, 5, 1, 3}, 0, 3, 5},
+    {"H, I multiples of 8, 130 rows", 4, 64, 136, 140, {40, 0, 70, 20}, 0, 0, 0},
+};
+#define GROUPED_COUNT (sizeof grouped_cases / sizeof grouped_cases[0])
+
+/* One forward_grouped call into out (poisoned first); checks the bytes written (exactly the first
+ * sum rows of out) and decodes out into vals. Logs and returns 0 on any failure. */
+static int grouped_run(rudnn_swiglu_experts_t ex, const rt_tensor_t *rows, const rt_tensor_t *nums, int totals,
+                       rudnn_moe_strategy_t strategy, rudnn_buffer_t ws, size_t ws_bytes, const rt_tensor_t *out,
+                       int64_t sum, float *vals, rt_log_t *log, const char *label, const char *what)
+{
+    rt_tensor_poison(out);
+    uint8_t *before = rt_buffer_snapshot(out->buffer, out->buffer_bytes);
+    rudnn_status_t st = rudnn_swiglu_experts_forward_grouped(rt_queue, ex, &rows->t, &nums->t, totals, strategy, ws,
+                                                             ws_bytes, &out->t);
+    int ok = check_ok(log, label, what, st);
+    rudnn_status_t sync = rudnn_queue_synchronize(rt_queue);
+    ok &= check_ok(log, label, "queue_synchronize", sync);
+    uint8_t *after = rt_buffer_snapshot(out->buffer, out->buffer_bytes);
+    const size_t es = rudnn_dtype_size(out->t.dtype), H = (size_t)out->t.dims[1];
+    size_t begin = out->t.offset, end = out->t.offset + (size_t)sum * H * es, first = 0;
+    size_t changed = rt_count_changed(before, after, out->buffer_bytes, &begin, &end, 1, &first);
+    if (changed) {
+        rt_logf(log, "  %s: %s: %zu byte(s) changed past the first %lld rows of the output (first at byte %zu)\n",
+                label, what, changed, (long long)sum, first);
+        ok = 0;
+    }
+    size_t unwritten = 0, n = (size_t)sum * H;
+    const uint32_t poison = rt_poison_bits(out->t.dtype);
+    for (size_t i = 0; i < n; i++)
+        unwritten += rt_element_bits(out->t.dtype, after + out->t.offset, i) == poison;
+    if (ok && unwritten) {
+        rt_logf(log, "  %s: %s: %zu of %zu element(s) of the first %lld rows never written\n", label, what,
+                unwritten, n, (long long)sum);
+        ok = 0;
+    }
+    rt_decode(out->t.dtype, after + out->t.offset, vals, n);
+    free(before);
+    free(after);
+    return ok;
+}
+
+static int grouped_check(const gcase_t *c, const float *got, const double *ref,
+                         const double *tol, int64_t sum, rt_log_t *log, const char *label, const char *what,
+                         double *worst)
+{
+    ref_report_t rep;
+    ref_report_init(&rep);
+    moe_ref_compare(&rep, what, got, ref, tol, (size_t)(sum * c->H), c->H);
+    if (rep.worst_excess > *worst)
+        *worst = rep.worst_excess;
+    if (rep.mismatches) {
+        rt_logf(log, "  %s: %s: %zu of %zu values outside tolerance (worst %.3g x allowed):\n%s", label, what,
+                rep.mismatches, rep.checked, rep.worst_excess, rep.text);
+        return 0;
+    }
+    return 1;
+}
+
+static void run_grouped_case(rudnn_dtype_t dt, const gcase_t *c, const char *test, int index, rt_log_t *log)
+{
+    const int64_t E = c->E, H = c->H, I = c->I, R = c->R;
+    char label[256];
+    snprintf(label, sizeof label, "%s [%s] E=%lld H=%lld I=%lld R=%lld", test, c->label, (long long)E, (long long)H,
+             (long long)I, (long long)R);
+    rt_rng_t rng;
+    rt_rng_seed_case(&rng, test, index);
+    int64_t sum = 0, nums[GMAX_E];
+    for (int64_t e = 0; e < E; e++) {
+        sum += c->counts[e];
+        nums[e] = c->totals ? sum : c->counts[e];
+    }
+    const size_t nw = (size_t)(E * I * H), nx = (size_t)(R * H) + 1;
+    float *gate = rt_xmalloc(nw * sizeof(float)), *up = rt_xmalloc(nw * sizeof(float));
+    float *down = rt_xmalloc(nw * sizeof(float)), *x = rt_xmalloc(nx * sizeof(float));
+    float *vals = rt_xmalloc(nx * sizeof(float)), *vals2 = rt_xmalloc(nx * sizeof(float));
+    double *ref = rt_xmalloc(nx * sizeof(double)), *tol = rt_xmalloc(nx * sizeof(double));
+    double *scratch = rt_xmalloc((size_t)(2 * I) * sizeof(double));
+    rt_fill_uniform(&rng, gate, (size_t)(E * I * H), -0.5, 0.5);
+    rt_fill_uniform(&rng, up, (size_t)(E * I * H), -0.5, 0.5);
+    rt_fill_uniform(&rng, down, (size_t)(E * H * I), -0.5, 0.5);
+    rt_fill_uniform(&rng, x, (size_t)(R * H), -2.0, 2.0);
+    for (int64_t i = sum * H; i < R * H; i++)
+        x[i] = NAN; /* rows past the sum: never read into an output row */
+    ref_quantize(dt, gate, gate, (size_t)(E * I * H));
+    ref_quantize(dt, up, up, (size_t)(E * I * H));
+    ref_quantize(dt, down, down, (size_t)(E * H * I));
+    ref_quantize(dt, x, x, (size_t)(R * H));
+    for (int64_t e = 0, r = 0; e < E; e++)
+        for (int64_t j = 0; j < c->counts[e]; j++, r++)
+            moe_ref_expert_row(dt, x + r * H, gate + e * I * H, up + e * I * H, down + e * H * I, H, I, 0, scratch,
+                               ref + r * H, tol + r * H);
+
+    rt_tensor_t G, U, D, X, N, OUT;
+    rt_tensor_create(&G, dt, 3, (int64_t[]){E, I, H}, 0, RT_TAIL_BYTES);
+    rt_tensor_create(&U, dt, 3, (int64_t[]){E, I, H}, 0, RT_TAIL_BYTES);
+    rt_tensor_create(&D, dt, 3, (int64_t[]){E, H, I}, 0, RT_TAIL_BYTES);
+    rt_tensor_create(&X, dt, 2, (int64_t[]){R, H}, c->rows_off, RT_TAIL_BYTES);
+    rt_tensor_create(&N, RUDNN_I64, 1, (int64_t[]){E}, 0, RT_TAIL_BYTES);
+    rt_tensor_create(&OUT, dt, 2, (int64_t[]){R, H}, c->out_off, RT_TAIL_BYTES);
+    rt_tensor_upload(&G, gate);
+    rt_tensor_upload(&U, up);
+    rt_tensor_upload(&D, down);
+    if (R > 0)
+        rt_tensor_upload(&X, x);
+    rt_assert_status(rudnn_tensor_write(rt_queue, &N.t, nums, (size_t)E * sizeof(int64_t)), RUDNN_STATUS_SUCCESS);
+    rudnn_swiglu_experts_t ex = NULL;
+    rudnn_buffer_t ws = NULL;
+    rt_guard_t inputs;
+    memset(&inputs, 0, sizeof inputs);
+    int failed = 0;
+    double worst = 0.0;
+    if (!check_ok(log, label, "swiglu_experts_create", rudnn_swiglu_experts_create(rt_ctx, &G.t, &U.t, &D.t, &ex))) {
+        failed = 1;
+        goto done;
+    }
+    in_add(&inputs, &G, "gate");
+    in_add(&inputs, &U, "up");
+    in_add(&inputs, &D, "down");
+    in_add(&inputs, &X, "rows");
+    in_add(&inputs, &N, "expert_token_nums");
+    const int aligned = c->rows_off == 0 && c->out_off == 0;
+    static const rudnn_moe_strategy_t strategies[3] = {RUDNN_MOE_SCALAR, RUDNN_MOE_AUTO, RUDNN_MOE_TENSOR_CORE};
+    static const char *const names[3] = {"Scalar", "Auto", "TensorCore"};
+    for (int si = 0; si < 3; si++) {
+        char what[128];
+        snprintf(what, sizeof what, "forward_grouped (%s)", names[si]);
+        rudnn_moe_choice_t choice;
+        rudnn_status_t cs = rudnn_swiglu_experts_choose(ex, NULL, &OUT.t, strategies[si], &choice);
+        if (strategies[si] != RUDNN_MOE_TENSOR_CORE && !check_ok(log, label, "swiglu_experts_choose", cs)) {
+            failed = 1;
+            continue;
+        }
+        if (strategies[si] == RUDNN_MOE_TENSOR_CORE && (cs != RUDNN_STATUS_SUCCESS || !aligned)) {
+            if (cs == RUDNN_STATUS_SUCCESS)
+                continue; /* choose answers for aligned rows: nothing to expect of unaligned ones */
+            /* refused: the grouped call is refused too, writing nothing */
+            rt_tensor_poison(&OUT);
+            uint8_t *before = rt_buffer_snapshot(OUT.buffer, OUT.buffer_bytes);
+            rudnn_status_t st = rudnn_swiglu_experts_forward_grouped(rt_queue, ex, &X.t, &N.t, c->totals,
+                                                                     strategies[si], NULL, 0, &OUT.t);
+            if (st != RUDNN_STATUS_NOT_SUPPORTED || !strstr(rudnn_last_error(), "swiglu_experts_forward_grouped")) {
+                rt_logf(log, "  %s: %s where choose refuses returned %s: \"%s\", expected NOT_SUPPORTED\n", label,
+                        what, rudnn_status_string(st), rudnn_last_error());
+                failed = 1;
+            }
+            rudnn_queue_synchronize(rt_queue);
+            uint8_t *after = rt_buffer_snapshot(OUT.buffer, OUT.buffer_bytes);
+            if (memcmp(before, after, OUT.buffer_bytes) != 0) {
+                rt_logf(log, "  %s: %s: the refused call wrote its output\n", label, what);
+                failed = 1;
+            }
+            free(before);
+            free(after);
+            continue;
+        }
+        if (!grouped_run(ex, &X, &N, c->totals, strategies[si], NULL, 0, &OUT, sum, vals, log, label, what)) {
+            failed = 1;
+            continue;
+        }
+        const char *ran = rudnn_last_kernel();
+        if (sum > 0 && aligned && strcmp(ran, choice.kernel) != 0) {
+            rt_logf(log, "  %s: %s: choose reported kernel %s, rudnn_last_kernel() says %s ran\n", label, what,
+                    choice.kernel, ran[0] ? ran : "(none)");
+            failed = 1;
+        }
+        failed |= !grouped_check(c, vals, ref, tol, sum, log, label, what, &worst);
+        if (strategies[si] == RUDNN_MOE_SCALAR) {
+            /* an explicit workspace of the size asked for: bit-identical */
+            size_t bytes = 0;
+            if (!check_ok(log, label, "swiglu_experts_workspace_size",
+                          rudnn_swiglu_experts_workspace_size(ex, sum, RUDNN_MOE_SCALAR, &bytes)) ||
+                !check_ok(log, label, "buffer_create (workspace)", rudnn_buffer_create(rt_ctx, bytes + 64, &ws))) {
+                failed = 1;
+                continue;
+            }
+            if (!grouped_run(ex, &X, &N, c->totals, RUDNN_MOE_SCALAR, ws, bytes, &OUT, sum, vals2, log, label,
+                             "forward_grouped (Scalar, explicit workspace)") ||
+                !compare_exact(vals2, vals, (size_t)(sum * H), log, label, "explicit workspace vs NULL workspace"))
+                failed = 1;
+            rudnn_buffer_destroy(ws);
+            ws = NULL;
+        }
+    }
+    failed |= !in_check(&inputs, log, label);
+done:
+    if (getenv("RUDNN_TEST_VERBOSE"))
+        print_message("  %s: worst error %.3f of allowed\n", label, worst);
+    rt_guard_free(&inputs);
+    rudnn_swiglu_experts_destroy(ex);
+    rt_tensor_t *all[] = {&G, &U, &D, &X, &N, &OUT};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        rt_tensor_destroy(all[i]);
+    free(gate), free(up), free(down), free(x), free(vals), free(vals2), free(ref), free(tol), free(scratch);
+    if (failed)
+        log->failures++;
+}
+
+
 /* ---- case lists ----------------------------------------------------------------------------------- */
 
 static const mcase_t route_softmax_cases[] = {
@@ -1260,6 +1492,16 @@ typedef struct param {
     char name[64];
 } param_t;
 
+/* "experts_grouped/<dtype>" (family NULL) */
+static void test_grouped(void **state)
+{
+    const param_t *p = *state;
+    rt_log_t *log = rt_log_new();
+    for (size_t i = 0; i < GROUPED_COUNT; i++)
+        run_grouped_case(p->dtype, &grouped_cases[i], p->name, (int)i, log);
+    rt_log_finish_free(log, "case(s)");
+}
+
 static void test_family(void **state)
 {
     const param_t *p = *state;
@@ -1274,8 +1516,8 @@ static void test_family(void **state)
 
 int main(int argc, char **argv)
 {
-    static param_t params[FAMILY_COUNT * DTYPE_COUNT];
-    static struct CMUnitTest tests[FAMILY_COUNT * DTYPE_COUNT];
+    static param_t params[FAMILY_COUNT * DTYPE_COUNT + DTYPE_COUNT];
+    static struct CMUnitTest tests[FAMILY_COUNT * DTYPE_COUNT + DTYPE_COUNT];
     size_t n = 0;
     for (size_t f = 0; f < FAMILY_COUNT; f++) {
         for (int d = 0; d < DTYPE_COUNT; d++) {
@@ -1286,6 +1528,14 @@ int main(int argc, char **argv)
             tests[n] = (struct CMUnitTest){p->name, test_family, NULL, NULL, p};
             n++;
         }
+    }
+    for (int d = 0; d < DTYPE_COUNT; d++) {
+        param_t *p = &params[n];
+        p->family = NULL;
+        p->dtype = dtypes[d];
+        snprintf(p->name, sizeof p->name, "experts_grouped/%s", rudnn_dtype_name(dtypes[d]));
+        tests[n] = (struct CMUnitTest){p->name, test_grouped, NULL, NULL, p};
+        n++;
     }
     rt_set_filters(argc, argv);
 

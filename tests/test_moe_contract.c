@@ -13,7 +13,8 @@
  * 512 spare bytes so views of other shapes, dtypes and offsets fit. The same
  * set exists on a second context for DEVICE_MISMATCH, and F16 weights, a
  * [2, 2048] logits tensor, and dispatched objects with hidden 13, with 6
- * experts and with top_k 1 serve the shape rules.
+ * experts and with top_k 1 serve the shape rules. forward_grouped takes rows [6, 12] F32,
+ * expert_token_nums I64 [8] (written before each call) and an expert_output [6, 12].
  *
  * Usage: test_moe_contract [glob] */
 #include <math.h>
@@ -29,6 +30,7 @@
 #define I 10
 #define K 2
 #define SLACK 512
+#define R 6 /* rows of forward_grouped */
 
 #define PLAN_SENTINEL ((rudnn_routing_plan_t)(uintptr_t)0x5eed0)
 #define DISP_SENTINEL ((rudnn_dispatched_t)(uintptr_t)0x5eed1)
@@ -48,6 +50,7 @@ typedef struct set {
 typedef struct fx {
     set_t a, b; /* b: on the second context */
     rt_tensor_t wide, gate16, up16, down16;
+    rt_tensor_t grows, gnums, gout; /* forward_grouped: rows [R, H], expert_token_nums I64 [E], [R, H] */
     rudnn_routing_plan_t plan_e6, plan_k1;
     rudnn_dispatched_t disp_h13, disp_e6, disp_k1;
     rudnn_swiglu_experts_t ex16;
@@ -158,6 +161,11 @@ static int fx_setup(void **state)
     rt_tensor_fill_uniform(&f->gate16, &rng, -0.4, 0.4);
     rt_tensor_fill_uniform(&f->up16, &rng, -0.4, 0.4);
     rt_tensor_fill_uniform(&f->down16, &rng, -0.4, 0.4);
+    static const int64_t dims_rows[2] = {R, H}, dims_nums[1] = {E};
+    rt_tensor_create(&f->grows, RUDNN_F32, 2, dims_rows, 0, SLACK);
+    rt_tensor_create(&f->gnums, RUDNN_I64, 1, dims_nums, 0, SLACK);
+    rt_tensor_create(&f->gout, RUDNN_F32, 2, dims_rows, 0, SLACK);
+    rt_tensor_fill_uniform(&f->grows, &rng, -2.0, 2.0);
     rudnn_status_t st = rudnn_swiglu_experts_create(rt_ctx, &f->gate16.t, &f->up16.t, &f->down16.t, &f->ex16);
     if (st) {
         fixture_fail(f, "swiglu_experts_create (f16)", st);
@@ -197,6 +205,9 @@ static int fx_setup(void **state)
     track(f, &f->gate16, rt_queue);
     track(f, &f->up16, rt_queue);
     track(f, &f->down16, rt_queue);
+    track(f, &f->grows, rt_queue);
+    track(f, &f->gnums, rt_queue);
+    track(f, &f->gout, rt_queue);
     return 0;
 }
 
@@ -218,6 +229,9 @@ static int fx_teardown(void **state)
     rt_tensor_destroy(&f->gate16);
     rt_tensor_destroy(&f->up16);
     rt_tensor_destroy(&f->down16);
+    rt_tensor_destroy(&f->grows);
+    rt_tensor_destroy(&f->gnums);
+    rt_tensor_destroy(&f->gout);
     free(f);
     return 0;
 }
@@ -674,6 +688,177 @@ static void test_forward_dispatched(void **state)
     fx_finish(f);
 }
 
+/* ---- experts on grouped rows ------------------------------------------------------------------- */
+
+/* Writes expert_token_nums (E values) before a call. */
+static void set_nums(const rt_tensor_t *nums, const int64_t *v)
+{
+    rt_assert_status(rudnn_tensor_write(rt_queue, &nums->t, v, E * sizeof(int64_t)), RUDNN_STATUS_SUCCESS);
+}
+
+static void test_forward_grouped(void **state)
+{
+    fx_t *f = *state;
+    if (!need(f, f->a.ex, "experts") || !need(f, f->b.ex, "experts (second context)") ||
+        !need(f, f->a.ws, "workspace") || !need(f, f->b.ws, "workspace (second context)")) {
+        fx_finish(f);
+        return;
+    }
+    const char *op = "swiglu_experts_forward_grouped";
+    rudnn_swiglu_experts_t X = f->a.ex;
+    const rudnn_tensor_t *RW = &f->grows.t, *NM = &f->gnums.t, *OUT = &f->gout.t;
+    rudnn_moe_strategy_t S = RUDNN_MOE_SCALAR;
+    static const int64_t ok_counts[E] = {1, 0, 2, 0, 0, 1, 0, 1}; /* sum 5 < R */
+    set_nums(&f->gnums, ok_counts);
+#define FG(want, n1, n2, what, q, x, rows, nums, tot, s, ws, wsb, out)                                         \
+    REJECT(f, want, op, n1, n2, what, rudnn_swiglu_experts_forward_grouped(q, x, rows, nums, tot, s, ws, wsb, out))
+    /* NULL arguments */
+    FG(RUDNN_STATUS_BAD_PARAM, "queue", NULL, "NULL queue", NULL, X, RW, NM, 0, S, NULL, 0, OUT);
+    FG(RUDNN_STATUS_BAD_PARAM, "experts", NULL, "NULL experts", rt_queue, NULL, RW, NM, 0, S, NULL, 0, OUT);
+    FG(RUDNN_STATUS_BAD_PARAM, "rows", NULL, "NULL rows", rt_queue, X, NULL, NM, 0, S, NULL, 0, OUT);
+    FG(RUDNN_STATUS_BAD_PARAM, "expert_token_nums", NULL, "NULL expert_token_nums", rt_queue, X, RW, NULL, 0, S,
+       NULL, 0, OUT);
+    FG(RUDNN_STATUS_BAD_PARAM, "expert_output", NULL, "NULL expert_output", rt_queue, X, RW, NM, 0, S, NULL, 0,
+       NULL);
+    /* contexts */
+    static const int64_t b_rows[2] = {T, H}, one_e[1] = {E};
+    rudnn_tensor_t nums_b = rt_tensor_desc(&f->b.bias, RUDNN_I64, 1, one_e, 0);
+    rudnn_tensor_t out_b = rt_tensor_desc(&f->b.eo, RUDNN_F32, 2, b_rows, 0);
+    rudnn_tensor_t rows4 = rt_tensor_desc(&f->grows, RUDNN_F32, 2, b_rows, 0);
+    FG(RUDNN_STATUS_DEVICE_MISMATCH, "experts", NULL, "experts of another context", rt_queue, f->b.ex, RW, NM, 0, S,
+       NULL, 0, OUT);
+    FG(RUDNN_STATUS_DEVICE_MISMATCH, "rows", NULL, "rows on another context", rt_queue, X, &f->b.input.t, NM, 0, S,
+       NULL, 0, OUT);
+    FG(RUDNN_STATUS_DEVICE_MISMATCH, "expert_token_nums", NULL, "expert_token_nums on another context", rt_queue, X,
+       RW, &nums_b, 0, S, NULL, 0, OUT);
+    FG(RUDNN_STATUS_DEVICE_MISMATCH, "expert_output", NULL, "expert_output on another context", rt_queue, X, &rows4,
+       NM, 0, S, NULL, 0, &out_b);
+    FG(RUDNN_STATUS_DEVICE_MISMATCH, "workspace", NULL, "workspace on another context", rt_queue, X, RW, NM, 0, S,
+       f->b.ws, f->b.ws_bytes, OUT);
+    /* rows and expert_output: shape and dtype */
+    static const int64_t h13[2] = {R, H + 1}, r3[3] = {1, R, H}, r7[2] = {R + 1, H}, r5[2] = {R - 1, H};
+    rudnn_tensor_t rows_h13 = rt_tensor_desc(&f->grows, RUDNN_F32, 2, h13, 0);
+    rudnn_tensor_t out_h13 = rt_tensor_desc(&f->gout, RUDNN_F32, 2, h13, 0);
+    rudnn_tensor_t rows_r3 = rt_tensor_desc(&f->grows, RUDNN_F32, 3, r3, 0);
+    rudnn_tensor_t rows16 = rt_tensor_desc(&f->grows, RUDNN_F16, 2, (int64_t[]){R, H}, 0);
+    rudnn_tensor_t out16 = rt_tensor_desc(&f->gout, RUDNN_F16, 2, (int64_t[]){R, H}, 0);
+    rudnn_tensor_t out_bf = rt_tensor_desc(&f->gout, RUDNN_BF16, 2, (int64_t[]){R, H}, 0);
+    rudnn_tensor_t out7 = rt_tensor_desc(&f->gout, RUDNN_F32, 2, r7, 0);
+    rudnn_tensor_t out5 = rt_tensor_desc(&f->gout, RUDNN_F32, 2, r5, 0);
+    FG(RUDNN_STATUS_BAD_SHAPE, "rows", "12", "rows of hidden 13, weights 12", rt_queue, X, &rows_h13, NM, 0, S,
+       NULL, 0, &out_h13);
+    FG(RUDNN_STATUS_BAD_SHAPE, "rows", NULL, "rows of rank 3", rt_queue, X, &rows_r3, NM, 0, S, NULL, 0, OUT);
+    FG(RUDNN_STATUS_BAD_DTYPE, "rows", "f16", "f16 rows, f32 weights", rt_queue, X, &rows16, NM, 0, S, NULL, 0,
+       &out16);
+    FG(RUDNN_STATUS_BAD_DTYPE, "rows", "f32", "f32 rows, f16 weights", rt_queue, f->ex16, RW, NM, 0, S, NULL, 0,
+       &out16);
+    FG(RUDNN_STATUS_BAD_DTYPE, "expert_output", "f16", "expert_output f16", rt_queue, X, RW, NM, 0, S, NULL, 0,
+       &out16);
+    FG(RUDNN_STATUS_BAD_DTYPE, "expert_output", "bf16", "expert_output bf16", rt_queue, X, RW, NM, 0, S, NULL, 0,
+       &out_bf);
+    FG(RUDNN_STATUS_BAD_SHAPE, "expert_output", NULL, "expert_output [7, 12] for rows [6, 12]", rt_queue, X, RW,
+       NM, 0, S, NULL, 0, &out7);
+    FG(RUDNN_STATUS_BAD_SHAPE, "expert_output", NULL, "expert_output [5, 12] for rows [6, 12]", rt_queue, X, RW,
+       NM, 0, S, NULL, 0, &out5);
+    /* expert_token_nums: dtype and length */
+    rudnn_tensor_t nums_i32 = rt_tensor_desc(&f->gnums, RUDNN_I32, 1, one_e, 0);
+    rudnn_tensor_t nums_u32 = rt_tensor_desc(&f->gnums, RUDNN_U32, 1, one_e, 0);
+    rudnn_tensor_t nums_f32 = rt_tensor_desc(&f->gnums, RUDNN_F32, 1, one_e, 0);
+    rudnn_tensor_t nums7 = rt_tensor_desc(&f->gnums, RUDNN_I64, 1, (int64_t[]){E - 1}, 0);
+    rudnn_tensor_t nums9 = rt_tensor_desc(&f->gnums, RUDNN_I64, 1, (int64_t[]){E + 1}, 0);
+    rudnn_tensor_t nums2d = rt_tensor_desc(&f->gnums, RUDNN_I64, 2, (int64_t[]){2, E / 2}, 0);
+    FG(RUDNN_STATUS_BAD_DTYPE, "expert_token_nums", "i32", "expert_token_nums i32", rt_queue, X, RW, &nums_i32, 0,
+       S, NULL, 0, OUT);
+    FG(RUDNN_STATUS_BAD_DTYPE, "expert_token_nums", "u32", "expert_token_nums u32", rt_queue, X, RW, &nums_u32, 0,
+       S, NULL, 0, OUT);
+    FG(RUDNN_STATUS_BAD_DTYPE, "expert_token_nums", "f32", "expert_token_nums f32", rt_queue, X, RW, &nums_f32, 0,
+       S, NULL, 0, OUT);
+    FG(RUDNN_STATUS_BAD_SHAPE, "expert_token_nums", "8", "expert_token_nums [7] for 8 experts", rt_queue, X, RW,
+       &nums7, 0, S, NULL, 0, OUT);
+    FG(RUDNN_STATUS_BAD_SHAPE, "expert_token_nums", "8", "expert_token_nums [9] for 8 experts", rt_queue, X, RW,
+       &nums9, 0, S, NULL, 0, OUT);
+    FG(RUDNN_STATUS_BAD_SHAPE, "expert_token_nums", "8", "expert_token_nums [2, 4]", rt_queue, X, RW, &nums2d, 0,
+       S, NULL, 0, OUT);
+    /* expert_token_nums: values (read to the host) */
+    static const int64_t negative[E] = {1, -1, 2, 0, 0, 0, 0, 0}, over[E] = {1, 2, 0, 3, 0, 0, 0, 1},
+                         huge[E] = {1, INT64_MAX, INT64_MAX, 0, 0, 0, 0, 0},
+                         decreasing[E] = {1, 3, 2, 4, 4, 4, 5, 5}, neg_first[E] = {-1, 0, 1, 1, 1, 1, 1, 1},
+                         totals_over[E] = {1, 2, 3, 3, 3, 4, 5, 7};
+    set_nums(&f->gnums, negative);
+    FG(RUDNN_STATUS_BAD_PARAM, "expert_token_nums[1]", "-1", "a negative count", rt_queue, X, RW, NM, 0, S, NULL, 0,
+       OUT);
+    set_nums(&f->gnums, over);
+    FG(RUDNN_STATUS_BAD_PARAM, "expert_token_nums", "6 rows", "counts summing to 7 > R = 6", rt_queue, X, RW, NM,
+       0, S, NULL, 0, OUT);
+    set_nums(&f->gnums, huge);
+    FG(RUDNN_STATUS_BAD_PARAM, "expert_token_nums", "6 rows", "counts of INT64_MAX (a sum past int64)", rt_queue,
+       X, RW, NM, 0, S, NULL, 0, OUT);
+    set_nums(&f->gnums, decreasing);
+    FG(RUDNN_STATUS_BAD_PARAM, "expert_token_nums[2]", "decrease", "decreasing running totals", rt_queue, X, RW, NM,
+       1, S, NULL, 0, OUT);
+    set_nums(&f->gnums, neg_first);
+    FG(RUDNN_STATUS_BAD_PARAM, "expert_token_nums[0]", "-1", "a negative first running total", rt_queue, X, RW, NM,
+       1, S, NULL, 0, OUT);
+    set_nums(&f->gnums, totals_over);
+    FG(RUDNN_STATUS_BAD_PARAM, "expert_token_nums", "6 rows", "running totals reaching 7 > R = 6", rt_queue, X, RW,
+       NM, 1, S, NULL, 0, OUT);
+    set_nums(&f->gnums, ok_counts);
+    /* as totals, ok_counts decrease at once (0 after 1) */
+    FG(RUDNN_STATUS_BAD_PARAM, "expert_token_nums[1]", "decrease", "counts passed as running totals", rt_queue, X,
+       RW, NM, 1, S, NULL, 0, OUT);
+    /* overlaps: expert_output with rows (also in place), with expert_token_nums, with the weights */
+    rudnn_tensor_t out_on_rows = rt_tensor_desc(&f->grows, RUDNN_F32, 2, (int64_t[]){R, H}, 4 * sizeof(float));
+    FG(RUDNN_STATUS_BAD_PARAM, "expert_output", "rows", "expert_output partly over rows", rt_queue, X, RW, NM, 0, S,
+       NULL, 0, &out_on_rows);
+    FG(RUDNN_STATUS_BAD_PARAM, "expert_output", "rows", "expert_output = rows (in place)", rt_queue, X, RW, NM, 0, S,
+       NULL, 0, RW);
+    rudnn_tensor_t out_on_nums = rt_tensor_desc(&f->gnums, RUDNN_F32, 2, (int64_t[]){R, H}, 0);
+    FG(RUDNN_STATUS_BAD_PARAM, "expert_output", "expert_token_nums", "expert_output over expert_token_nums",
+       rt_queue, X, RW, NM, 0, S, NULL, 0, &out_on_nums);
+    rudnn_tensor_t out_on_gate = rt_tensor_desc(&f->a.gate, RUDNN_F32, 2, (int64_t[]){R, H}, 8);
+    FG(RUDNN_STATUS_BAD_PARAM, "expert_output", "gate", "expert_output over the gate weights", rt_queue, X, RW, NM,
+       0, S, NULL, 0, &out_on_gate);
+    /* strategy */
+    FG(RUDNN_STATUS_BAD_PARAM, "strategy", "3", "strategy 3", rt_queue, X, RW, NM, 0, (rudnn_moe_strategy_t)3, NULL,
+       0, OUT);
+    FG(RUDNN_STATUS_NOT_SUPPORTED, "TensorCore", "f32", "TensorCore with f32 weights", rt_queue, X, RW, NM, 0,
+       RUDNN_MOE_TENSOR_CORE, NULL, 0, OUT);
+    /* workspace: sized for the sum (5 rows), not R */
+    size_t need_bytes = 0;
+    rudnn_status_t st = rudnn_swiglu_experts_workspace_size(X, 5, S, &need_bytes);
+    if (st != RUDNN_STATUS_SUCCESS || need_bytes == 0 || need_bytes > f->a.ws_bytes) {
+        rt_logf(&f->log, "  %s: workspace_size(5 rows) returned %s, %zu bytes (fixture workspace %zu)\n", op,
+                rudnn_status_string(st), need_bytes, f->a.ws_bytes);
+        f->log.failures++;
+    } else {
+        FG(RUDNN_STATUS_BAD_PARAM, "workspace", NULL, "workspace one byte short of the sum's", rt_queue, X, RW, NM,
+           0, S, f->a.ws, need_bytes - 1, OUT);
+        FG(RUDNN_STATUS_BAD_PARAM, "workspace", NULL, "workspace_bytes larger than the buffer", rt_queue, X, RW, NM,
+           0, S, f->a.ws, f->a.ws_bytes + SLACK + 1, OUT);
+        FG(RUDNN_STATUS_BAD_PARAM, "rows", "workspace", "workspace over rows", rt_queue, X, RW, NM, 0, S,
+           f->grows.buffer, need_bytes, OUT);
+        FG(RUDNN_STATUS_BAD_PARAM, "expert_output", "workspace", "workspace over expert_output", rt_queue, X, RW,
+           NM, 0, S, f->gout.buffer, need_bytes, OUT);
+        FG(RUDNN_STATUS_BAD_PARAM, "workspace", "up", "workspace over the up weights", rt_queue, X, RW, NM, 0, S,
+           f->a.up.buffer, need_bytes, OUT);
+        /* exactly that size runs, as counts and as the same rows' running totals */
+        static const int64_t ok_totals[E] = {1, 1, 3, 3, 3, 4, 4, 5};
+        for (int totals = 0; totals < 2; totals++) {
+            set_nums(&f->gnums, totals ? ok_totals : ok_counts);
+            rt_tensor_poison(&f->gout);
+            st = rudnn_swiglu_experts_forward_grouped(rt_queue, X, RW, NM, totals, S, f->a.ws, need_bytes, OUT);
+            if (st != RUDNN_STATUS_SUCCESS || strcmp(rudnn_last_error(), "") != 0) {
+                rt_logf(&f->log, "  %s: valid call (%s, workspace of the sum's size) returned %s: \"%s\"\n", op,
+                        totals ? "totals" : "counts", rudnn_status_string(st), rudnn_last_error());
+                f->log.failures++;
+            }
+            rudnn_queue_synchronize(rt_queue);
+        }
+    }
+#undef FG
+    fx_finish(f);
+}
+
 /* ---- combine ------------------------------------------------------------------------------------ */
 
 static void test_combine(void **state)
@@ -1029,7 +1214,7 @@ int main(int argc, char **argv)
         TC(test_route_softmax),    TC(test_route_grouped),         TC(test_dispatch),
         TC(test_experts_create),   TC(test_forward_dispatched),    TC(test_combine),
         TC(test_forward_one_call), TC(test_workspace_and_resolve), TC(test_views),
-        TC(test_success_clears_error),
+        TC(test_success_clears_error), TC(test_forward_grouped),
     };
     return rt_run_with_second_context("moe-contract", tests, argc, argv);
 }

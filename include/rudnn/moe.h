@@ -166,6 +166,21 @@ RUDNN_API rudnn_status_t rudnn_swiglu_experts_forward_dispatched(
     rudnn_moe_strategy_t strategy, rudnn_buffer_t workspace, size_t workspace_bytes,
     const rudnn_tensor_t *expert_output);
 
+/* expert_output[r] = SwiGLU expert e of rows[r] (as forward_dispatched computes it) for rows
+ * grouped by expert: the first counts[0] rows go to expert 0, the next counts[1] to expert 1, ...
+ * expert_token_nums: I64 [E] (E the experts' count) on the queue's context, as counts (each >= 0),
+ * or as running totals when totals != 0 (non-decreasing, >= 0): the forms rudnn_ep_dispatch
+ * writes (rudnn/ep.h; with a TP group its two halves of expand_x are not contiguous: run each on
+ * its own). rows [R, H] and expert_output [R, H] in the weight dtype, disjoint, R >= the sum of
+ * the counts; rows past the sum are neither read nor written (R = 0 or a sum of 0: nothing runs).
+ * Reads the counts to the host (one synchronisation of the queue). The kernel is chosen among the
+ * same candidates by the same rule as forward_dispatched (rows' offset counts for alignment);
+ * workspace as there, of rudnn_swiglu_experts_workspace_size(rows = the sum) bytes, or NULL. */
+RUDNN_API rudnn_status_t rudnn_swiglu_experts_forward_grouped(
+    rudnn_queue_t queue, rudnn_swiglu_experts_t experts, const rudnn_tensor_t *rows,
+    const rudnn_tensor_t *expert_token_nums, int totals, rudnn_moe_strategy_t strategy,
+    rudnn_buffer_t workspace, size_t workspace_bytes, const rudnn_tensor_t *expert_output);
+
 /* One call: route (softmax top-k), dispatch, experts (Scalar), combine. */
 RUDNN_API rudnn_status_t rudnn_swiglu_experts_forward(rudnn_queue_t queue,
                                                       rudnn_swiglu_experts_t experts,

@@ -1,6 +1,7 @@
 /* Fault cases of the MoE family: routing (softmax, grouped sigmoid), dispatch, combine, the
- * experts object, the forward on dispatched rows with each strategy that runs here, and the two
- * one-call forwards. T 8 tokens, E 8 experts, top-2, H 16, I 32; F32 (F16 for TensorCore). */
+ * experts object, the forward on dispatched rows with each strategy that runs here, the forward on
+ * rows grouped by counts, and the two one-call forwards. T 8 tokens, E 8 experts, top-2, H 16,
+ * I 32; F32 (F16 for TensorCore). */
 #include <stdio.h>
 
 #include "fault_case.h"
@@ -14,6 +15,7 @@
 typedef struct moe_state {
     fault_env_t env;
     rudnn_tensor_t logits, bias, input, gate, up, down, rows_in; /* rows_in: combine's expert output */
+    rudnn_tensor_t nums; /* expert_token_nums I64 [E] of rows_in (forward_grouped) */
     rudnn_tensor_t expert_out, output; /* outputs */
     rudnn_routing_plan_t plan;         /* made by setup for the later steps */
     rudnn_dispatched_t dispatched;
@@ -46,6 +48,14 @@ static rudnn_status_t setup(void *s, const fault_env_t *env)
         st = fault_float_tensor(env, dt, 3, down, 16, &m->down);
     if (!st)
         st = fault_float_tensor(env, dt, 2, rows, 17, &m->rows_in);
+    if (!st) {
+        static const int64_t counts[E] = {3, 0, 2, 4, 0, 1, 3, 2}; /* 15 of the 16 rows */
+        const int64_t n[1] = {E};
+        rudnn_buffer_t b = NULL;
+        st = fault_buffer(env, sizeof counts, counts, &b);
+        if (!st)
+            st = rudnn_tensor_init(&m->nums, b, 0, RUDNN_I64, 1, n);
+    }
     if (!st)
         st = fault_out_tensor(env, dt, 2, rows, &m->expert_out);
     if (!st)
@@ -89,7 +99,7 @@ static void teardown(void *s)
     rudnn_dispatched_destroy(m->dispatched);
     rudnn_routing_plan_destroy(m->plan);
     rudnn_tensor_t *all[] = {&m->logits, &m->bias, &m->input, &m->gate, &m->up, &m->down, &m->rows_in,
-                             &m->expert_out, &m->output};
+                             &m->nums, &m->expert_out, &m->output};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         fault_drop_tensor(all[i]);
 }
@@ -205,6 +215,13 @@ static rudnn_status_t forward_dispatched(void *s)
                                                    (rudnn_moe_strategy_t)m->env.variant, NULL, 0, &m->expert_out);
 }
 
+static rudnn_status_t forward_rows_grouped(void *s)
+{
+    moe_state_t *m = s;
+    return rudnn_swiglu_experts_forward_grouped(m->env.queue, m->experts, &m->rows_in, &m->nums, 0,
+                                                (rudnn_moe_strategy_t)m->env.variant, NULL, 0, &m->expert_out);
+}
+
 static rudnn_status_t forward(void *s)
 {
     moe_state_t *m = s;
@@ -235,6 +252,10 @@ static const fault_case_t cases[] = {
              "swiglu_experts_forward_dispatched (Auto)", RUDNN_MOE_AUTO),
     MOE_CASE("swiglu_experts_forward_dispatched", forward_dispatched, expert_out_result, no_undo,
              "swiglu_experts_forward_dispatched (TensorCore)", RUDNN_MOE_TENSOR_CORE),
+    MOE_CASE("swiglu_experts_forward_grouped", forward_rows_grouped, expert_out_result, no_undo,
+             "swiglu_experts_forward_grouped (Scalar)", RUDNN_MOE_SCALAR),
+    MOE_CASE("swiglu_experts_forward_grouped", forward_rows_grouped, expert_out_result, no_undo,
+             "swiglu_experts_forward_grouped (TensorCore)", RUDNN_MOE_TENSOR_CORE),
     MOE_CASE("swiglu_experts_forward", forward, output_result, no_undo, NULL, RUDNN_MOE_SCALAR),
     MOE_CASE("swiglu_experts_forward_sigmoid_grouped", forward_grouped, output_result, no_undo,
              "swiglu_experts_forward_sigmoid_grouped (Auto)", RUDNN_MOE_AUTO),
