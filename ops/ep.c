@@ -1,13 +1,15 @@
-/* Expert parallelism (rudnn/ep.h): argument checks, then the host-staged path: the inputs are
- * read to the host, the rows exchanged point to point among the ranks that take part (so that
- * ranks a scale-down excludes are neither sent to nor waited for), and the outputs written
- * back. Every backend runs it; device kernels for the packing and the fused combine are the
- * next step (README, "Expert parallelism"). */
+/* Expert parallelism (rudnn/ep.h): argument checks, then the host-staged path: the rows are
+ * read to the host and exchanged point to point among the ranks that take part (so that ranks a
+ * scale-down excludes are neither sent to nor waited for). The dispatch packs on the host after
+ * one read of x (fewer bytes over the bus than packing K copies on the device); the combine's
+ * weighted sum, residual add and RMSNorm run on the device over the rows that came back
+ * (ep_device.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/comm.h"
+#include "ep_device.h"
 #include "ep_host.h"
 #include "ep_layout.h"
 #include "validate.h"
@@ -642,7 +644,8 @@ rudnn_status_t rudnn_ep_combine_workspace_size(rudnn_queue_t queue, rudnn_comm_t
     TRY(check_params(op, &ci, params));
     int64_t a = 0;
     TRY(check_combine(queue, &ci, params, in, out, &a));
-    *bytes = 0; /* the host-staged path stages in host memory */
+    *bytes = ep_combine_workspace_bytes(in->residual->dims[0], in->expert_ids->dims[1], in->residual->dims[2],
+                                        in->residual->dtype);
     return RUDNN_STATUS_SUCCESS;
 }
 
@@ -714,16 +717,15 @@ done:
     return st;
 }
 
-/* The host copies the combine reads. */
+/* The host copies the combine's exchanges need (the rest stays on the device: ep_device.c). */
 typedef struct combine_inputs {
-    void *ex, *scales, *residual, *gamma, *shared, *ori, *alpha1, *alpha2, *v;
+    void *ex;
     int32_t *totals, *tp;
 } combine_inputs_t;
 
 static void combine_inputs_free(combine_inputs_t *c)
 {
-    free(c->ex), free(c->scales), free(c->residual), free(c->gamma), free(c->shared), free(c->ori);
-    free(c->alpha1), free(c->alpha2), free(c->v), free(c->totals), free(c->tp);
+    free(c->ex), free(c->totals), free(c->tp);
 }
 
 static rudnn_status_t combine_read(const char *op, rudnn_queue_t q, const rudnn_ep_combine_in_t *in,
@@ -731,15 +733,7 @@ static rudnn_status_t combine_read(const char *op, rudnn_queue_t q, const rudnn_
 {
     TRY(ep_read(op, q, in->expand_x, &c->ex));
     TRY(ep_read(op, q, in->ep_send_counts, (void **)&c->totals));
-    TRY(ep_read(op, q, in->tp_send_counts, (void **)&c->tp));
-    TRY(ep_read(op, q, in->expert_scales, &c->scales));
-    TRY(ep_read(op, q, in->residual, &c->residual));
-    TRY(ep_read(op, q, in->gamma, &c->gamma));
-    TRY(ep_read(op, q, in->shared_expert_x, &c->shared));
-    TRY(ep_read(op, q, in->ori_x, &c->ori));
-    TRY(ep_read(op, q, in->const_alpha1, &c->alpha1));
-    TRY(ep_read(op, q, in->const_alpha2, &c->alpha2));
-    return ep_read(op, q, in->const_v, &c->v);
+    return ep_read(op, q, in->tp_send_counts, (void **)&c->tp);
 }
 
 /* The counts the dispatch wrote must describe at most A rows a half, growing. */
@@ -762,80 +756,11 @@ static rudnn_status_t check_totals(const char *op, const ep_layout_t *lay, const
     return RUDNN_STATUS_SUCCESS;
 }
 
-/* Each token: combined = sum of its slots' scale x expert value + shared, x = combined +
- * residual, y = x rstd gamma; FP32, x and y rounded once. */
-static rudnn_status_t combine_tokens(const char *op, rudnn_queue_t q, const ep_layout_t *lay, rudnn_dtype_t dt,
-                                     const int32_t *ids, const uint8_t *mask, int mask_rank, const send_plan_t *sp,
-                                     const combine_inputs_t *c, const uint8_t *back, float eps,
-                                     const rudnn_ep_combine_out_t *out)
-{
-    const int64_t h = lay->h, bs = lay->bs, k = lay->k;
-    const size_t esz = rudnn_dtype_size(dt);
-    float *acc = rudnn_host_malloc((size_t)h * sizeof *acc), *rstd = rudnn_host_malloc((size_t)bs * sizeof *rstd);
-    uint8_t *y = rudnn_host_malloc((size_t)(bs * h) * esz), *x = rudnn_host_malloc((size_t)(bs * h) * esz);
-    rudnn_status_t st = RUDNN_STATUS_SUCCESS;
-    if (!acc || !rstd || !y || !x) {
-        st = rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory (outputs)", op);
-        goto done;
-    }
-    const float *scales = c->scales;
-    const int64_t first_const = lay->special0 + lay->zero + lay->copy;
-    for (int64_t t = 0; t < bs; t++) {
-        int any = 0;
-        for (int64_t i = 0; i < h; i++)
-            acc[i] = 0.0f;
-        for (int64_t j = 0; j < k; j++) {
-            int64_t le = 0;
-            const int d = ep_slot_dest(lay, ids, mask, mask_rank, t, j, &le);
-            if (d == EP_SLOT_OFF)
-                continue;
-            any = 1;
-            const float s = scales[t * k + j];
-            if (d >= 0) {
-                const uint8_t *r = back + (size_t)sp->pos[t * k + j] * (size_t)h * esz;
-                for (int64_t i = 0; i < h; i++)
-                    acc[i] += s * ep_get(dt, r, i);
-            } else if (d == EP_SLOT_COPY) {
-                for (int64_t i = 0; i < h; i++)
-                    acc[i] += s * ep_get(dt, c->ori, t * h + i);
-            } else if (d == EP_SLOT_CONST) {
-                const int64_t ce = ids[t * k + j] - first_const;
-                const float a1 = ep_get(dt, c->alpha1, ce), a2 = ep_get(dt, c->alpha2, ce);
-                for (int64_t i = 0; i < h; i++)
-                    acc[i] += s * (a1 * ep_get(dt, c->ori, t * h + i) + a2 * ep_get(dt, c->v, ce * h + i));
-            } /* zero experts add nothing */
-        }
-        double ss = 0.0;
-        for (int64_t i = 0; i < h; i++) {
-            float v = acc[i];
-            if (any && c->shared)
-                v += ep_get(dt, c->shared, t * h + i);
-            v += ep_get(dt, c->residual, t * h + i);
-            acc[i] = v;
-            ss += (double)v * v;
-        }
-        rstd[t] = (float)(1.0 / sqrt(ss / (double)h + (double)eps));
-        for (int64_t i = 0; i < h; i++) {
-            ep_put(dt, x, t * h + i, acc[i]);
-            ep_put(dt, y, t * h + i, acc[i] * rstd[t] * ep_get(dt, c->gamma, i));
-        }
-    }
-    st = rudnn_tensor_write(q, out->y, y, (size_t)(bs * h) * esz);
-    if (st == RUDNN_STATUS_SUCCESS)
-        st = rudnn_tensor_write(q, out->x, x, (size_t)(bs * h) * esz);
-    if (st == RUDNN_STATUS_SUCCESS)
-        st = rudnn_tensor_write(q, out->rstd, rstd, (size_t)bs * sizeof *rstd);
-done:
-    free(acc), free(rstd), free(y), free(x);
-    return st;
-}
-
 rudnn_status_t rudnn_ep_combine_add_rms_norm(rudnn_queue_t queue, rudnn_comm_t comm, const rudnn_ep_params_t *params,
                                              const rudnn_ep_combine_in_t *in, rudnn_buffer_t workspace,
                                              size_t workspace_bytes, const rudnn_ep_combine_out_t *out)
 {
     const char *op = OP_COMBINE;
-    (void)workspace, (void)workspace_bytes; /* rudnn_ep_combine_workspace_size says 0 on this path */
     rudnn_comm_info_t ci;
     ep_layout_t lay;
     TRY(who_takes_part(op, queue, comm, in ? in->elastic_info : NULL, &ci, &lay));
@@ -860,6 +785,9 @@ rudnn_status_t rudnn_ep_combine_add_rms_norm(rudnn_queue_t queue, rudnn_comm_t c
         lay.bs = in->residual->dims[0], lay.h = in->residual->dims[2], lay.k = in->expert_ids->dims[1], lay.a = a;
         st = check_buffer(op, &ci, params, &lay, dt);
     }
+    if (st == RUDNN_STATUS_SUCCESS)
+        st = ep_combine_device_check(op, queue, in, out, workspace, workspace_bytes,
+                                     ep_combine_workspace_bytes(lay.bs, lay.k, lay.h, dt));
     const int mask_rank = st == RUDNN_STATUS_SUCCESS && in->active_mask ? in->active_mask->rank : 0;
     if (st == RUDNN_STATUS_SUCCESS)
         st = ep_read(op, queue, in->expert_ids, &ids);
@@ -888,7 +816,8 @@ rudnn_status_t rudnn_ep_combine_add_rms_norm(rudnn_queue_t queue, rudnn_comm_t c
     if (st == RUDNN_STATUS_SUCCESS)
         st = combine_ep(op, comm, &lay, &sp, c.totals, c.ex, row, back);
     if (st == RUDNN_STATUS_SUCCESS)
-        st = combine_tokens(op, queue, &lay, dt, ids, mask, mask_rank, &sp, &c, back, in->norm_eps, out);
+        st = ep_combine_device(op, queue, &lay, dt, ids, mask, mask_rank, sp.pos, back,
+                               sp.offset[(int64_t)lay.nact * lay.local], in, workspace, out);
     combine_inputs_free(&c);
     send_plan_free(&sp);
     free(ids), free(mask), free(back);

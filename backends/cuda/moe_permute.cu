@@ -213,8 +213,18 @@ gather_kernel(const U *__restrict__ input, const uint32_t *__restrict__ row_toke
         return;
     const U *src = input + (int64_t)row_token[r] * units;
     U *dst = tokens + r * units;
-    for (int64_t u = threadIdx.x % tpr; u < units; u += tpr)
-        dst[u] = src[u];
+    /* GATHER_UNROLL loads in flight before their stores: one at a time waits a full latency each */
+    for (int64_t u0 = threadIdx.x % tpr; u0 < units; u0 += GATHER_UNROLL * (int64_t)tpr) {
+        U v[GATHER_UNROLL];
+#pragma unroll
+        for (int i = 0; i < GATHER_UNROLL; i++)
+            if (u0 + i * tpr < units)
+                v[i] = src[u0 + i * tpr];
+#pragma unroll
+        for (int i = 0; i < GATHER_UNROLL; i++)
+            if (u0 + i * tpr < units)
+                dst[u0 + i * tpr] = v[i];
+    }
 }
 
 /* out[t, h] = round(sum_j w[t, j] * x[pos[t*k + j], h]), FP32, slot order. VEC elements per thread

@@ -1,5 +1,6 @@
 /* The MoE family's kernel table (hal/moe.h): routing in moe_route.cu, dispatch and combine in
- * moe_permute.cu, the SwiGLU expert candidates in moe_experts.cu. */
+ * moe_permute.cu, the SwiGLU expert candidates in moe_experts.cu, the expert-parallel combine in
+ * ep_combine.cu. */
 #include <string.h>
 
 #include "rdg_internal.h"
@@ -19,6 +20,7 @@ static rudnn_moe_kernels_t make_moe_table(void)
     table.experts_check = rdg_moe_experts_check;
     table.experts_workspace = nullptr; /* act [rows, inter] for every candidate */
     table.experts_run = rdg_moe_experts_run;
+    table.ep_combine_norm = rdg_ep_combine_norm;
     table.struct_size = (uint32_t)sizeof table;
     return table;
 }

@@ -111,6 +111,13 @@ rudnn_status_t rdg_moe_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t 
 rudnn_status_t rdg_moe_combine(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t expert_out,
                                rudnn_mem_ref_t positions, rudnn_mem_ref_t weights, rudnn_mem_ref_t out);
 
+/* ep_combine.cu: the ep_combine_norm entry of hal/moe.h */
+rudnn_status_t rdg_ep_combine_norm(void *queue, const rudnn_ep_combine_plan_t *plan, rudnn_mem_ref_t rows,
+                                   rudnn_mem_ref_t src, rudnn_mem_ref_t scales, rudnn_mem_ref_t shared,
+                                   rudnn_mem_ref_t ori_x, rudnn_mem_ref_t alpha1, rudnn_mem_ref_t alpha2,
+                                   rudnn_mem_ref_t const_v, rudnn_mem_ref_t residual, rudnn_mem_ref_t gamma,
+                                   rudnn_mem_ref_t y, rudnn_mem_ref_t rstd, rudnn_mem_ref_t x);
+
 /* moe_experts.cu: the SwiGLU expert candidates (the experts_* entries of hal/moe.h) */
 const rudnn_kernel_candidate_t *rdg_moe_experts_candidates(uint32_t *count);
 void rdg_moe_experts_check(void *device, const rudnn_moe_rows_plan_t *plan, uint32_t c,

@@ -33,6 +33,24 @@ typedef struct rudnn_moe_rows_plan {
     uint32_t align;
 } rudnn_moe_rows_plan_t;
 
+/* The expert-parallel combine + AddRmsNorm of one rank (ops/ep.c), once the expert rows are back
+ * on the token's rank: src codes say where each (token, slot) takes its value from. */
+enum {
+    RUDNN_EP_SRC_OFF = -1,    /* inactive slot: nothing */
+    RUDNN_EP_SRC_ZERO = -2,   /* zero expert: 0 (the token is active) */
+    RUDNN_EP_SRC_COPY = -3,   /* copy expert: ori_x[t] */
+    RUDNN_EP_SRC_CONST0 = -4, /* -4 - c: const expert c: alpha1[c] ori_x[t] + alpha2[c] const_v[c] */
+};
+
+typedef struct rudnn_ep_combine_plan {
+    rudnn_dtype_t dtype; /* rows, shared, ori_x, alpha1/2, const_v, residual, gamma, y, x */
+    int64_t tokens;      /* BS >= 1 */
+    int32_t top_k;       /* K >= 1 */
+    int64_t hidden;      /* H >= 1 */
+    int32_t has_shared;  /* shared [BS, H] given */
+    float eps;
+} rudnn_ep_combine_plan_t;
+
 typedef struct rudnn_moe_kernels {
     uint32_t struct_size; /* sizeof(rudnn_moe_kernels_t) the plugin was built with */
     /* indices U32 [T, k], weights [T, k] in plan->dtype */
@@ -82,6 +100,19 @@ typedef struct rudnn_moe_kernels {
                                   rudnn_mem_ref_t out);
 
     /* Entries appended later are optional: read them through RUDNN_KERNEL_ENTRY. */
+    /* Expert parallelism, per token t (FP32; x and y rounded once, rstd of the unrounded x):
+     *   c = sum_j scales[t, j] value(src[t, j]) + (any slot of t not OFF and has_shared ? shared[t] : 0)
+     *   x = c + residual[t], rstd[t] = 1 / sqrt(mean(x^2) + eps), y = x rstd[t] gamma
+     * value(s >= 0) = rows[s]; codes RUDNN_EP_SRC_*. src I32 [BS, K], scales F32 [BS, K], rows
+     * [*, H]; rows, ori_x, alpha1/alpha2 [N] and const_v [N, H] are read only where a code asks
+     * (their mem may be NULL otherwise), shared only with has_shared. All rows contiguous; the
+     * outputs overlap no input. The sum of squares is plain FP32 (no rescaling: |x| past about
+     * 1e18 overflows it). */
+    rudnn_status_t (*ep_combine_norm)(void *queue, const rudnn_ep_combine_plan_t *plan, rudnn_mem_ref_t rows,
+                                      rudnn_mem_ref_t src, rudnn_mem_ref_t scales, rudnn_mem_ref_t shared,
+                                      rudnn_mem_ref_t ori_x, rudnn_mem_ref_t alpha1, rudnn_mem_ref_t alpha2,
+                                      rudnn_mem_ref_t const_v, rudnn_mem_ref_t residual, rudnn_mem_ref_t gamma,
+                                      rudnn_mem_ref_t y, rudnn_mem_ref_t rstd, rudnn_mem_ref_t x);
 } rudnn_moe_kernels_t;
 
 /* A table shorter than this is refused (the family is then absent on that backend). */

@@ -1,18 +1,20 @@
 /* Host launchers of the mixture-of-experts kernels (kernels/moe.cl).
  *
- * moe.cl is built as four programs (RUDNN_MOE_PART), each per dtype it needs:
+ * moe.cl is built as five programs (RUDNN_MOE_PART), each per dtype it needs:
  * route (logits dtype), dispatch (no dtype), experts (token dtype and tile
- * size; also holds gather) and combine (token dtype x routing-weight dtype).
+ * size; also holds gather), combine (token dtype x routing-weight dtype) and
+ * ep (the expert-parallel combine + AddRmsNorm, token dtype).
  * Every launch is one-dimensional and split so that one NDRange stays below
  * 2^31 work-items; the kernels take the first work-group of the launch. */
 #include <stdio.h>
 
 #include "ocl_internal.h"
 #include "ocl_launch.h"
+#include "rudnn/ep.h" /* RUDNN_EP_MAX_TOP_K */
 
 /* ---- programs ------------------------------------------------------------------ */
 
-enum { PART_ROUTE = 1, PART_DISPATCH = 2, PART_EXPERTS = 3, PART_COMBINE = 4 };
+enum { PART_ROUTE = 1, PART_DISPATCH = 2, PART_EXPERTS = 3, PART_COMBINE = 4, PART_EP = 5 };
 
 enum { K_ROUTE_SOFTMAX, K_ROUTE_GROUPED, K_ROUTE_COUNT };
 static const char *const k_route_names[K_ROUTE_COUNT] = {
@@ -36,6 +38,9 @@ static const char *const k_experts_names[K_EXPERTS_COUNT] = {
 enum { K_COMBINE, K_COMBINE_COUNT };
 static const char *const k_combine_names[K_COMBINE_COUNT] = {"rudnn_moe_combine"};
 
+enum { K_EP_COMBINE_NORM, K_EP_COUNT };
+static const char *const k_ep_names[K_EP_COUNT] = {"rudnn_moe_ep_combine_norm"};
+
 /* Local-size bound of the routing kernels; the route program gets it as
  * -DMOE_ROUTE_MAX_LOCAL (the grouped router's static reduction scratch). The
  * grouped router's other arrays are sized by backends/limits.h, which the
@@ -57,6 +62,12 @@ static const char *const k_combine_names[K_COMBINE_COUNT] = {"rudnn_moe_combine"
 #define OCL_MOE_LOCAL_P_MAX_BYTES ((cl_ulong)1 << 40)
 #endif
 
+/* Likewise for ep_combine_norm's FP32 x of a token (H floats); bigger rows are
+ * computed twice (same bits). Overridable at build time to test that path. */
+#ifndef OCL_EP_LOCAL_X_MAX_BYTES
+#define OCL_EP_LOCAL_X_MAX_BYTES ((cl_ulong)1 << 40)
+#endif
+
 /* Each part's name in messages and its kernels, by PART_*. */
 static const struct moe_part {
     const char *label;
@@ -67,13 +78,14 @@ static const struct moe_part {
     [PART_DISPATCH] = {"moe.cl (dispatch)", k_dispatch_names, K_DISPATCH_COUNT},
     [PART_EXPERTS] = {"moe.cl (experts)", k_experts_names, K_EXPERTS_COUNT},
     [PART_COMBINE] = {"moe.cl (combine)", k_combine_names, K_COMBINE_COUNT},
+    [PART_EP] = {"moe.cl (ep)", k_ep_names, K_EP_COUNT},
 };
 
 static rudnn_status_t get_program(ocl_queue_t *q, int part, int dtype, int wdtype, unsigned tile,
                                   ocl_kernel_set_t **ks)
 {
     /* the part, then the build options that part reads */
-    char options[128];
+    char options[256];
     const int n = snprintf(options, sizeof options, "-DRUDNN_MOE_PART=%d", part);
     char *rest = options + n;
     const size_t left = sizeof options - (size_t)n;
@@ -87,6 +99,13 @@ static rudnn_status_t get_program(ocl_queue_t *q, int part, int dtype, int wdtyp
         break;
     case PART_COMBINE:
         snprintf(rest, left, " -DRUDNN_DTYPE=%d -DRUDNN_WDTYPE=%d", dtype, wdtype);
+        break;
+    case PART_EP: /* the slot codes of hal/moe.h, so the kernel cannot disagree with them */
+        snprintf(rest, left,
+                 " -DRUDNN_DTYPE=%d -DEP_MAX_TOP_K=%d -DEP_SRC_OFF=%d -DEP_SRC_ZERO=%d"
+                 " -DEP_SRC_COPY=%d -DEP_SRC_CONST0=%d",
+                 dtype, RUDNN_EP_MAX_TOP_K, RUDNN_EP_SRC_OFF, RUDNN_EP_SRC_ZERO,
+                 RUDNN_EP_SRC_COPY, RUDNN_EP_SRC_CONST0);
         break;
     default: /* dispatch: U32 indices only */
         break;
@@ -357,6 +376,74 @@ static rudnn_status_t ocl_combine(void *queue, const rudnn_moe_rows_plan_t *plan
                               local);
 }
 
+/* ---- expert-parallel combine + AddRmsNorm --------------------------------------- */
+
+/* A mem ref's buffer and element offset; where the plan does not read it (mem NULL), the
+ * placeholder's buffer at offset 0 (OpenCL takes no NULL cl_mem for a __global argument
+ * portably; the kernel never dereferences it). */
+static void ep_arg(rudnn_mem_ref_t ref, size_t elem, cl_mem placeholder, cl_mem *mem,
+                   cl_ulong *off)
+{
+    *mem = ref.mem ? (cl_mem)ref.mem : placeholder;
+    *off = ref.mem ? (cl_ulong)(ref.offset / elem) : 0u;
+}
+
+static rudnn_status_t ocl_ep_combine_norm(void *queue, const rudnn_ep_combine_plan_t *plan,
+                                          rudnn_mem_ref_t rows, rudnn_mem_ref_t src,
+                                          rudnn_mem_ref_t scales, rudnn_mem_ref_t shared,
+                                          rudnn_mem_ref_t ori_x, rudnn_mem_ref_t alpha1,
+                                          rudnn_mem_ref_t alpha2, rudnn_mem_ref_t const_v,
+                                          rudnn_mem_ref_t residual, rudnn_mem_ref_t gamma,
+                                          rudnn_mem_ref_t y, rudnn_mem_ref_t rstd,
+                                          rudnn_mem_ref_t x)
+{
+    const char *op = "rudnn_ep_combine_add_rms_norm";
+    ocl_queue_t *q = (ocl_queue_t *)queue;
+    if (plan->top_k < 1 || plan->top_k > RUDNN_EP_MAX_TOP_K) {
+        return ocl_fail(RUDNN_STATUS_NOT_SUPPORTED, "%s: opencl: top_k %d is past %d", op,
+                        (int)plan->top_k, RUDNN_EP_MAX_TOP_K);
+    }
+    int code;
+    size_t elem;
+    RUDNN_TRY(ocl_dtype_code(plan->dtype, op, "expand_x", &code, &elem));
+    RUDNN_TRY(fits_u32(op, "hidden", plan->hidden));
+    ocl_kernel_set_t *ks;
+    RUDNN_TRY(get_program(q, PART_EP, code, 0, 0, &ks));
+    const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)plan->hidden, MOE_MAX_LOCAL);
+    const cl_ulong scratch = (cl_ulong)local * 4u;
+    const cl_ulong x_bytes = (cl_ulong)plan->hidden * 4u;
+    cl_uint sums_in_local = x_bytes <= OCL_EP_LOCAL_X_MAX_BYTES &&
+                            x_bytes + scratch <= q->dev->local_mem / 2;
+
+    const cl_mem res = (cl_mem)residual.mem;
+    cl_mem rm, shm, om, a1m, a2m, cvm;
+    cl_ulong ro, sho, oo, a1o, a2o, cvo;
+    ep_arg(rows, elem, res, &rm, &ro);
+    ep_arg(plan->has_shared ? shared : (rudnn_mem_ref_t){NULL, 0}, elem, res, &shm, &sho);
+    ep_arg(ori_x, elem, res, &om, &oo);
+    ep_arg(alpha1, elem, res, &a1m, &a1o);
+    ep_arg(alpha2, elem, res, &a2m, &a2o);
+    ep_arg(const_v, elem, res, &cvm, &cvo);
+    cl_mem sm = (cl_mem)src.mem, wm = (cl_mem)scales.mem, resm = res, gm = (cl_mem)gamma.mem;
+    cl_mem ym = (cl_mem)y.mem, rsm = (cl_mem)rstd.mem, xm = (cl_mem)x.mem;
+    cl_ulong so = src.offset / 4u, wo = scales.offset / 4u, reso = residual.offset / elem;
+    cl_ulong go = gamma.offset / elem, yo = y.offset / elem, rso = rstd.offset / 4u;
+    cl_ulong xo = x.offset / elem;
+    cl_uint top_k = (cl_uint)plan->top_k, hidden = (cl_uint)plan->hidden;
+    cl_uint has_shared = plan->has_shared != 0;
+    float eps = plan->eps;
+    const karg_list_t args =
+        KARGS(ARG(rm), ARG(ro), ARG(sm), ARG(so), ARG(wm), ARG(wo), ARG(shm), ARG(sho), ARG(om),
+              ARG(oo), ARG(a1m), ARG(a1o), ARG(a2m), ARG(a2o), ARG(cvm), ARG(cvo), ARG(resm),
+              ARG(reso), ARG(gm), ARG(go), ARG(ym), ARG(yo), ARG(rsm), ARG(rso), ARG(xm), ARG(xo),
+              GROUP0_ARG(), ARG(top_k), ARG(hidden), ARG(has_shared), ARG(eps),
+              ARG(sums_in_local), LOCAL_ARG(sums_in_local ? (size_t)x_bytes : 4u),
+              LOCAL_ARG((size_t)scratch));
+    ocl_note_kernel("moe.ep_combine_norm");
+    return ocl_enqueue_groups(q, ks, K_EP_COMBINE_NORM, k_ep_names, op, args,
+                              (uint64_t)plan->tokens, local);
+}
+
 const rudnn_moe_kernels_t ocl_moe_kernels = {
     .struct_size = sizeof(rudnn_moe_kernels_t),
     .route_softmax = ocl_route_softmax,
@@ -369,4 +456,5 @@ const rudnn_moe_kernels_t ocl_moe_kernels = {
     .experts_check = ocl_experts_check,
     .experts_workspace = ocl_experts_workspace,
     .experts_run = ocl_experts_run,
+    .ep_combine_norm = ocl_ep_combine_norm,
 };

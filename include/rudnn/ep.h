@@ -131,7 +131,12 @@ typedef struct rudnn_ep_combine_out {
     const rudnn_tensor_t *x;
 } rudnn_ep_combine_out_t;
 
-/* Device workspace for the combine (two-phase, as the seed): *bytes for these arguments. */
+/* Device workspace for the combine (two-phase, as the seed): *bytes for these arguments, room
+ * for the rows that come back (one a slot: BS K H elements, rounded up to 256 bytes) and a slot
+ * code each (BS K I32). The combine checks the workspace on the queue's context, holding
+ * workspace_bytes >= *bytes and overlapping no tensor of the call (a rank-local error, agreed on
+ * like any other). Its weighted sum, shared term, residual add and RMSNorm run on the device
+ * over those rows; the other float inputs are read there, never copied to the host. */
 RUDNN_API rudnn_status_t rudnn_ep_combine_workspace_size(rudnn_queue_t queue, rudnn_comm_t comm,
                                                          const rudnn_ep_params_t *params,
                                                          const rudnn_ep_combine_in_t *in,

@@ -4,7 +4,7 @@
  * Numerics follow backends/README.md exactly ("Numeric contract of the MoE
  * kernels"). OpenCL C 1.2; no extension is required.
  *
- * The file holds four programs, picked with -DRUDNN_MOE_PART (a program cache
+ * The file holds five programs, picked with -DRUDNN_MOE_PART (a program cache
  * entry holds at most 8 kernels, and each part needs only its own dtypes):
  *   1  route     -DRUDNN_DTYPE (logits = weights),      route_softmax, route_sigmoid_grouped
  *                -DMOE_ROUTE_MAX_LOCAL
@@ -12,6 +12,7 @@
  *   3  experts   -DRUDNN_DTYPE, -DMOE_TILE              gather, gate_up, down (tiled, GPUs),
  *                                                      gate_up_dot, down_dot (CPUs)
  *   4  combine   -DRUDNN_DTYPE (activations), -DRUDNN_WDTYPE (routing weights)
+ *   5  ep        -DRUDNN_DTYPE, -DEP_MAX_TOP_K, -DEP_SRC_*  ep_combine_norm
  * The build puts backends/limits.h before this file (embed_cl.py); the
  * program cache prepends kernels/common.cl, which defines the dtype codes,
  * act_t / raw_t / LOAD_A / LOAD8_A / STORE_A (the RUDNN_DTYPE storage: logits,
@@ -26,7 +27,7 @@
  */
 
 #ifndef RUDNN_MOE_PART
-#error "RUDNN_MOE_PART must be defined: 1 (route), 2 (dispatch), 3 (experts), 4 (combine)"
+#error "RUDNN_MOE_PART must be defined: 1 (route), 2 (dispatch), 3 (experts), 4 (combine), 5 (ep)"
 #endif
 
 /* w_t / LOAD_W: the routing weights' storage in combine. */
@@ -747,6 +748,143 @@ __kernel void rudnn_moe_combine(const __global act_t *expert_out, ulong expert_o
     }
 }
 
+/* ================================================================================
+ * Part 5: the expert-parallel combine fused with the shared-expert term, the
+ * residual add and RMSNorm (hal/moe.h ep_combine_norm; the CUDA kernel,
+ * backends/cuda/ep_combine.cu, is the model), one work-group per token t:
+ *   c[h] = sum_j value_j[h] (slot order j = 0..k-1, each term an fma on the
+ *          running sum) + (any slot of t not OFF and has_shared ? shared[t, h] : 0)
+ *   x[h] = c[h] + residual[t, h]                          (FP32)
+ *   rstd = 1 / sqrt(sum_h x[h]^2 / H + eps)               (of the unrounded x)
+ *   store x[h] rounded; y[h] = round((x[h] rstd) gamma[h])
+ * value_j: src code s >= 0 scales[j] rows[s]; EP_SRC_ZERO nothing; EP_SRC_COPY
+ * scales[j] ori_x[t]; s <= EP_SRC_CONST0, c = EP_SRC_CONST0 - s:
+ * (scales[j] alpha1[c]) ori_x[t] then (scales[j] alpha2[c]) const_v[c];
+ * EP_SRC_OFF nothing (and does not make the token active).
+ *
+ * The codes and EP_MAX_TOP_K come as build options from moe.c (hal/moe.h's
+ * RUDNN_EP_SRC_*, rudnn/ep.h's RUDNN_EP_MAX_TOP_K). Work-item lid owns columns
+ * lid, lid + L, ...; the token's FP32 x stays in local memory (sums_in_local:
+ * H floats) where the device has room, else the second pass recomputes it
+ * with the same expression (same bits). x and y are written in the second
+ * pass, after every input of the token has been read.
+ * ================================================================================ */
+#elif RUDNN_MOE_PART == 5
+
+#if !defined(RUDNN_DTYPE) || !defined(EP_MAX_TOP_K) || !defined(EP_SRC_OFF) ||                   \
+    !defined(EP_SRC_ZERO) || !defined(EP_SRC_COPY) || !defined(EP_SRC_CONST0)
+#error "the ep combine program needs RUDNN_DTYPE, EP_MAX_TOP_K and EP_SRC_* (set by moe.c)"
+#endif
+
+/* The token's unrounded x at column h: the slots' rows from the codes and
+ * weights in local memory (w1: the row's weight, w2: const_v's), then the
+ * shared row where add_shared, then the residual. */
+float ep_x(const __global act_t *rows, const __global act_t *ori_t, const __global act_t *cv,
+           const __global act_t *shared_t, const __global act_t *res_t, uint hidden, uint h,
+           uint top_k, uint add_shared, const __local int *s_src, const __local float *s_w1,
+           const __local float *s_w2)
+{
+    float acc = 0.0f;
+    for (uint j = 0; j < top_k; j++) {
+        const int s = s_src[j];
+        if (s >= 0) {
+            acc = fma(s_w1[j], LOAD_A(rows + (ulong)s * hidden, h), acc);
+        } else if (s == EP_SRC_COPY) {
+            acc = fma(s_w1[j], LOAD_A(ori_t, h), acc);
+        } else if (s <= EP_SRC_CONST0) {
+            const ulong c = (ulong)(EP_SRC_CONST0 - s);
+            acc = fma(s_w1[j], LOAD_A(ori_t, h), acc);
+            acc = fma(s_w2[j], LOAD_A(cv + c * hidden, h), acc);
+        } /* OFF and zero experts add nothing */
+    }
+    if (add_shared) {
+        acc = acc + LOAD_A(shared_t, h);
+    }
+    return acc + LOAD_A(res_t, h);
+}
+
+/* Buffers the plan does not read (shared without has_shared; ori_x, alpha1/2,
+ * const_v without the codes that need them) come as some valid buffer with
+ * offset 0 (moe.c passes the residual's) and are never dereferenced. */
+__kernel void rudnn_moe_ep_combine_norm(const __global act_t *rows, ulong rows_off,
+                                        const __global int *src, ulong src_off,
+                                        const __global float *scales, ulong scales_off,
+                                        const __global act_t *shared, ulong shared_off,
+                                        const __global act_t *ori_x, ulong ori_x_off,
+                                        const __global act_t *alpha1, ulong alpha1_off,
+                                        const __global act_t *alpha2, ulong alpha2_off,
+                                        const __global act_t *const_v, ulong const_v_off,
+                                        const __global act_t *residual, ulong residual_off,
+                                        const __global act_t *gamma, ulong gamma_off,
+                                        __global act_t *y, ulong y_off,
+                                        __global float *rstd, ulong rstd_off,
+                                        __global act_t *x, ulong x_off, ulong group0,
+                                        uint top_k, uint hidden, uint has_shared, float eps,
+                                        uint sums_in_local, __local float *sums,
+                                        __local float *scratch)
+{
+    __local int s_src[EP_MAX_TOP_K];
+    __local float s_w1[EP_MAX_TOP_K];
+    __local float s_w2[EP_MAX_TOP_K];
+    const uint lid = get_local_id(0);
+    const uint L = (uint)get_local_size(0);
+    const ulong t = group0 + get_group_id(0);
+    const ulong row = t * hidden;
+
+    /* the token's slots: codes, and the weight of each row they read */
+    for (uint j = lid; j < top_k; j += L) {
+        const int s = src[src_off + t * top_k + j];
+        const float w = scales[scales_off + t * top_k + j];
+        float w1 = w, w2 = 0.0f;
+        if (s <= EP_SRC_CONST0) {
+            const ulong c = (ulong)(EP_SRC_CONST0 - s);
+            w1 = w * LOAD_A(alpha1 + alpha1_off, c);
+            w2 = w * LOAD_A(alpha2 + alpha2_off, c);
+        }
+        s_src[j] = s;
+        s_w1[j] = w1;
+        s_w2[j] = w2;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint active = 0;
+    for (uint j = 0; j < top_k; j++) {
+        active |= s_src[j] != EP_SRC_OFF;
+    }
+    const uint add_shared = active && has_shared;
+
+    const __global act_t *rw = rows + rows_off;
+    const __global act_t *ori_t = ori_x + ori_x_off + row;
+    const __global act_t *cv = const_v + const_v_off;
+    const __global act_t *sh_t = shared + shared_off + row;
+    const __global act_t *res_t = residual + residual_off + row;
+
+    float ss = 0.0f;
+    for (uint h = lid; h < hidden; h += L) {
+        const float v = ep_x(rw, ori_t, cv, sh_t, res_t, hidden, h, top_k, add_shared, s_src,
+                             s_w1, s_w2);
+        if (sums_in_local) {
+            sums[h] = v;
+        }
+        ss = fma(v, v, ss);
+    }
+    const float tot = group_sum(ss, scratch);
+    const float r = 1.0f / sqrt(tot / (float)hidden + eps);
+    if (lid == 0) {
+        rstd[rstd_off + t] = r;
+    }
+
+    const __global act_t *g = gamma + gamma_off;
+    __global act_t *x_t = x + x_off + row;
+    __global act_t *y_t = y + y_off + row;
+    for (uint h = lid; h < hidden; h += L) {
+        const float v = sums_in_local ? sums[h]
+                                      : ep_x(rw, ori_t, cv, sh_t, res_t, hidden, h, top_k,
+                                             add_shared, s_src, s_w1, s_w2);
+        STORE_A(x_t, h, v);
+        STORE_A(y_t, h, (v * r) * LOAD_A(g, h));
+    }
+}
+
 #else
-#error "RUDNN_MOE_PART must be 1, 2, 3 or 4"
+#error "RUDNN_MOE_PART must be 1, 2, 3, 4 or 5"
 #endif
