@@ -1,5 +1,5 @@
 /* Communicators (rudnn/comm.h): creation with agreement among ranks, and the exchange and
- * reduction ops/ build on. Every MPI call goes through the glue (core/comm_glue.h). */
+ * reduction ops/ build on. Every MPI and NCCL call goes through a glue (core/comm_glue.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,14 +172,124 @@ rudnn_status_t rudnn_comm_create_mpi(rudnn_context_t context, const void *ep_com
     return st;
 }
 
+/* ---- NCCL ---------------------------------------------------------------------------- */
+
+#define CREATE_NCCL "comm_create_nccl"
+
+rudnn_status_t rudnn_comm_nccl_unique_id(void *id)
+{
+    rudnn_clear_error();
+    rudnn_status_t st = RUDNN_STATUS_SUCCESS;
+    const rudnn_nccl_glue_t *g = rudnn_nccl_glue("comm_nccl_unique_id", &st);
+    if (!g)
+        return st;
+    if (!id)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "comm_nccl_unique_id: id is NULL (%d bytes expected)",
+                               RUDNN_COMM_NCCL_ID_BYTES);
+    char err[RUDNN_COMM_GLUE_ERR_MAX];
+    return g->unique_id(id, err, sizeof err)
+               ? rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, "comm_nccl_unique_id: %s", err)
+               : RUDNN_STATUS_SUCCESS;
+}
+
+/* What a rank decides alone, before NCCL's collective initialisation. */
+static rudnn_status_t nccl_check_now(rudnn_context_t context, const void *ep_id, int ep_rank, int ep_size,
+                                     const void *tp_id, int tp_rank, rudnn_comm_t *comm)
+{
+    if (!context || !comm || !ep_id)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, CREATE_NCCL ": %s is NULL",
+                               !context ? "context" : !comm ? "comm" : "ep_id");
+    if (strcmp(context->backend->name, "cuda") != 0)
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, CREATE_NCCL ": the context is on the %s backend: NCCL "
+                               "communicators need the cuda backend (use rudnn_comm_create_mpi elsewhere)",
+                               context->backend->name);
+    if (ep_size < RUDNN_COMM_EP_MIN || ep_size > RUDNN_COMM_EP_MAX)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, CREATE_NCCL ": ep_size %d: an EP group has %d..%d ranks",
+                               ep_size, RUDNN_COMM_EP_MIN, RUDNN_COMM_EP_MAX);
+    if (ep_rank < 0 || ep_rank >= ep_size)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, CREATE_NCCL ": ep_rank %d outside 0..%d", ep_rank,
+                               ep_size - 1);
+    if (tp_id && (tp_rank < 0 || tp_rank >= RUDNN_COMM_TP_SIZE))
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, CREATE_NCCL ": tp_rank %d outside 0..%d (a TP group has "
+                               "%d ranks)", tp_rank, RUDNN_COMM_TP_SIZE - 1, RUDNN_COMM_TP_SIZE);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_comm_create_nccl(rudnn_context_t context, const void *ep_id, int ep_rank, int ep_size,
+                                      const void *tp_id, int tp_rank, size_t buffer_bytes, rudnn_comm_t *comm)
+{
+    rudnn_clear_error();
+    rudnn_status_t st = RUDNN_STATUS_SUCCESS;
+    const rudnn_nccl_glue_t *g = rudnn_nccl_glue(CREATE_NCCL, &st);
+    if (!g)
+        return st;
+    RUDNN_TRY(nccl_check_now(context, ep_id, ep_rank, ep_size, tp_id, tp_rank, comm));
+    char err[RUDNN_COMM_GLUE_ERR_MAX];
+    void *ep = NULL, *tp = NULL;
+    if (g->init(context->device_index, ep_id, ep_rank, ep_size, &ep, err, sizeof err))
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, CREATE_NCCL ": EP group: %s", err);
+    if (tp_id && g->init(context->device_index, tp_id, tp_rank, RUDNN_COMM_TP_SIZE, &tp, err, sizeof err)) {
+        g->free(ep);
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, CREATE_NCCL ": TP group: %s", err);
+    }
+    /* the rest is agreed on (EP, TP, EP again reaches every rank of an EP x TP grid) */
+    rudnn_status_t local = buffer_bytes < RUDNN_COMM_MIN_BUFFER_BYTES
+                               ? rudnn_set_error(RUDNN_STATUS_BAD_PARAM, CREATE_NCCL ": buffer_bytes %zu is below "
+                                                 "the minimum of %zu (2 MiB)", buffer_bytes,
+                                                 RUDNN_COMM_MIN_BUFFER_BYTES)
+                               : RUDNN_STATUS_SUCCESS;
+    rudnn_comm_t c = local ? NULL : rudnn_host_calloc(1, sizeof *c);
+    if (!local && !c)
+        local = rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, CREATE_NCCL ": out of host memory");
+    char local_msg[1024];
+    rudnn_copy_str(local_msg, sizeof local_msg, rudnn_last_error());
+    int status = (int)local, who = local ? ep_rank + 1 : 0;
+    if (g->allreduce_max_int(ep, &status, err, sizeof err) || g->allreduce_max_int(ep, &who, err, sizeof err) ||
+        (tp && g->allreduce_max_int(tp, &status, err, sizeof err)) ||
+        (tp && g->allreduce_max_int(ep, &status, err, sizeof err)))
+        st = rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, CREATE_NCCL ": agreeing with the other ranks: %s", err);
+    else if (local)
+        st = rudnn_set_error(local, "%s", local_msg);
+    else if (status)
+        st = rudnn_set_error((rudnn_status_t)status, CREATE_NCCL ": %s rejected its arguments (%s); nothing was "
+                             "created", who ? "an EP rank" : "a rank of another EP group", rudnn_status_string(
+                                 (rudnn_status_t)status));
+    if (st != RUDNN_STATUS_SUCCESS) {
+        free(c);
+        g->free(tp);
+        g->free(ep);
+        return st;
+    }
+    c->kind = RUDNN_COMM_NCCL;
+    c->nccl = g;
+    c->ep = ep;
+    c->tp = tp;
+    c->ep_rank = ep_rank;
+    c->ep_size = ep_size;
+    c->tp_rank = tp ? tp_rank : 0;
+    c->tp_size = tp ? RUDNN_COMM_TP_SIZE : 0;
+    c->thread_level = RUDNN_GLUE_THREAD_SERIALIZED; /* one thread at a time in a communicator's calls */
+    c->buffer_bytes = buffer_bytes;
+    c->context = context;
+    rudnn_context_retain(context);
+    rudnn_live_object(+1);
+    *comm = c;
+    return RUDNN_STATUS_SUCCESS;
+}
+
 void rudnn_comm_destroy(rudnn_comm_t comm)
 {
     if (!comm)
         return;
     enter(comm->thread_level);
-    if (comm->tp)
-        comm->glue->free(comm->tp);
-    comm->glue->free(comm->ep);
+    if (comm->kind == RUDNN_COMM_NCCL) {
+        comm->nccl->free(comm->tp);
+        comm->nccl->free(comm->ep);
+    } else {
+        if (comm->tp)
+            comm->glue->free(comm->tp);
+        comm->glue->free(comm->ep);
+    }
     leave(comm->thread_level);
     rudnn_context_t ctx = comm->context;
     free(comm);
@@ -194,7 +304,7 @@ rudnn_status_t rudnn_comm_get_info(rudnn_comm_t comm, rudnn_comm_info_t *info)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "comm_get_info: %s is NULL",
                                comm ? "info" : "comm");
     memset(info, 0, sizeof *info);
-    info->kind = RUDNN_COMM_MPI;
+    info->kind = comm->kind;
     info->ep_rank = comm->ep_rank;
     info->ep_size = comm->ep_size;
     info->tp_rank = comm->tp_rank;
@@ -257,8 +367,11 @@ rudnn_status_t rudnn_comm_exchange(rudnn_comm_t comm, int group, const char *op,
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: tag %d outside 0..%d", op, tag, TAG_MAX);
     char err[RUDNN_COMM_GLUE_ERR_MAX];
     enter(comm->thread_level);
-    int bad = comm->glue->exchange(dup, nsend, send_peers, send_bufs, send_bytes, nrecv, recv_peers,
-                                   recv_bufs, recv_bytes, tag, err, sizeof err);
+    int bad = comm->kind == RUDNN_COMM_NCCL
+                  ? comm->nccl->exchange(dup, nsend, send_peers, send_bufs, send_bytes, nrecv, recv_peers, recv_bufs,
+                                         recv_bytes, err, sizeof err)
+                  : comm->glue->exchange(dup, nsend, send_peers, send_bufs, send_bytes, nrecv, recv_peers,
+                                         recv_bufs, recv_bytes, tag, err, sizeof err);
     leave(comm->thread_level);
     return bad ? rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, "%s: %s", op, err) : RUDNN_STATUS_SUCCESS;
 }
@@ -272,7 +385,8 @@ rudnn_status_t rudnn_comm_allreduce_max(rudnn_comm_t comm, int group, const char
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: value is NULL", op);
     char err[RUDNN_COMM_GLUE_ERR_MAX];
     enter(comm->thread_level);
-    int bad = comm->glue->allreduce_max_int(dup, value, err, sizeof err);
+    int bad = comm->kind == RUDNN_COMM_NCCL ? comm->nccl->allreduce_max_int(dup, value, err, sizeof err)
+                                            : comm->glue->allreduce_max_int(dup, value, err, sizeof err);
     leave(comm->thread_level);
     return bad ? rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, "%s: %s", op, err) : RUDNN_STATUS_SUCCESS;
 }

@@ -10,16 +10,19 @@
 
 struct rudnn_comm {
     rudnn_context_t context; /* referenced: released by rudnn_comm_destroy */
-    const rudnn_comm_glue_t *glue;
-    void *ep, *tp; /* the glue's duplicates; tp NULL without a TP group */
+    rudnn_comm_kind_t kind;
+    const rudnn_comm_glue_t *glue;       /* RUDNN_COMM_MPI */
+    const rudnn_nccl_glue_t *nccl;       /* RUDNN_COMM_NCCL */
+    void *ep, *tp; /* the glue's communicators; tp NULL without a TP group */
     int ep_rank, ep_size, tp_rank, tp_size;
     int thread_level; /* RUDNN_GLUE_THREAD_*: below MULTIPLE, calls are serialised */
     size_t buffer_bytes;
 };
 
-/* Point-to-point exchange within group (RUDNN_COMM_GROUP_EP or _TP), peers given as ranks of
- * that group: every receive and send posted at once, all waited for. recv_bytes[i] must equal
- * what recv_peers[i] sends with the same tag. op names the calling op in messages. */
+/* Point-to-point exchange of host buffers within group (RUDNN_COMM_GROUP_EP or _TP), peers given
+ * as ranks of that group: every receive and send posted at once, all waited for. recv_bytes[i]
+ * must equal what recv_peers[i] sends with the same tag (NCCL: in its matching call; the tag is
+ * checked and not sent). op names the calling op in messages. */
 rudnn_status_t rudnn_comm_exchange(rudnn_comm_t comm, int group, const char *op, int nsend,
                                    const int *send_peers, const void *const *send_bufs,
                                    const size_t *send_bytes, int nrecv, const int *recv_peers,
@@ -31,5 +34,6 @@ rudnn_status_t rudnn_comm_allreduce_max(rudnn_comm_t comm, int group, const char
 /* core/comm_load.c: the glue, loaded once per process; NULL with the status and message set
  * ("<op>: ...") when it cannot be. */
 const rudnn_comm_glue_t *rudnn_comm_glue(const char *op, rudnn_status_t *status);
+const rudnn_nccl_glue_t *rudnn_nccl_glue(const char *op, rudnn_status_t *status);
 
 #endif

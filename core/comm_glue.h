@@ -51,4 +51,33 @@ typedef struct rudnn_comm_glue {
 
 typedef const rudnn_comm_glue_t *(*rudnn_comm_glue_entry_fn)(void);
 
+/* The NCCL glue (librudnn-nccl.so): the same idea for NCCL. A communicator is the glue's own
+ * handle (an ncclComm_t with a CUDA stream, scratch and staging memory of its own, on the device
+ * it was made on); every call makes that device current, issues on its stream and waits. */
+#define RUDNN_NCCL_GLUE_ABI_VERSION 1u
+#define RUDNN_NCCL_GLUE_ENTRY_SYMBOL "rudnn_nccl_glue_entry_v1"
+#define RUDNN_NCCL_GLUE_ID_BYTES 128 /* NCCL_UNIQUE_ID_BYTES */
+
+typedef struct rudnn_nccl_glue {
+    uint32_t abi_version; /* RUDNN_NCCL_GLUE_ABI_VERSION */
+    uint32_t struct_size;
+    const char *engine; /* "NCCL 2.28.9", for messages */
+
+    int (*unique_id)(void *id, char *err, size_t cap);
+    /* Collective over the size ranks that pass the same id: ncclCommInitRank on CUDA device
+     * `device`. */
+    int (*init)(int device, const void *id, int rank, int size, void **comm, char *err, size_t cap);
+    void (*free)(void *comm);
+    /* Host buffers, staged through the glue's device memory: grouped sends and receives
+     * (ncclGroupStart/End), then waits. recv_bytes[i] must equal what peer recv_peers[i] sends
+     * to this rank in its matching call; 0-byte entries post nothing. */
+    int (*exchange)(void *comm, int nsend, const int *send_peers, const void *const *send_bufs,
+                    const size_t *send_bytes, int nrecv, const int *recv_peers, void *const *recv_bufs,
+                    const size_t *recv_bytes, char *err, size_t cap);
+    /* Collective: *value (host) becomes the maximum over the ranks. */
+    int (*allreduce_max_int)(void *comm, int *value, char *err, size_t cap);
+} rudnn_nccl_glue_t;
+
+typedef const rudnn_nccl_glue_t *(*rudnn_nccl_glue_entry_fn)(void);
+
 #endif

@@ -1,51 +1,68 @@
-/* Loads librudnn-mpi.so (core/comm_glue.h) once per process, from the plugin folders. */
+/* Loads the communication glue libraries (core/comm_glue.h), each once per process, from the
+ * plugin folders: librudnn-mpi.so and librudnn-nccl.so. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "comm.h"
 
-#define GLUE_FILE "librudnn-mpi.so"
+typedef struct glue_slot {
+    const char *engine, *file, *symbol, *built_with;
+    uint32_t abi, min_size;
+    pthread_once_t once;
+    const void *table; /* NULL: not loadable, status and why say so */
+    rudnn_status_t status;
+    char why[4096];
+} glue_slot_t;
 
-static pthread_once_t glue_once = PTHREAD_ONCE_INIT;
-static const rudnn_comm_glue_t *glue;
-static rudnn_status_t glue_status;
-static char glue_why[4096];
-
-static void load(void)
+/* Every table starts with abi_version and struct_size (uint32_t each). */
+static void load_slot(glue_slot_t *s)
 {
     char report[3072];
-    void *handle = rudnn_loader_open_library(GLUE_FILE, report, sizeof report);
+    void *handle = rudnn_loader_open_library(s->file, report, sizeof report);
     if (!handle) {
-        glue_status = RUDNN_STATUS_NOT_SUPPORTED;
-        snprintf(glue_why, sizeof glue_why,
-                 "MPI communicators need " GLUE_FILE " (built with -Dmpi=enabled), not loadable: "
-                 "tried %s",
-                 report);
+        s->status = RUDNN_STATUS_NOT_SUPPORTED;
+        snprintf(s->why, sizeof s->why, "%s communicators need %s (built with %s), not loadable: tried %s",
+                 s->engine, s->file, s->built_with, report);
         return;
     }
-    rudnn_comm_glue_entry_fn entry;
-    void *sym = dlsym(handle, RUDNN_COMM_GLUE_ENTRY_SYMBOL);
+    const void *(*entry)(void) = NULL;
+    void *sym = dlsym(handle, s->symbol);
     memcpy(&entry, &sym, sizeof entry);
-    const rudnn_comm_glue_t *g = entry ? entry() : NULL;
-    if (!g || g->abi_version != RUDNN_COMM_GLUE_ABI_VERSION ||
-        g->struct_size < sizeof(rudnn_comm_glue_t)) {
-        glue_status = RUDNN_STATUS_ABI_MISMATCH;
-        snprintf(glue_why, sizeof glue_why,
-                 GLUE_FILE " found but %s: this librudnn needs glue ABI %u",
-                 !entry ? "it lacks " RUDNN_COMM_GLUE_ENTRY_SYMBOL
-                        : !g ? "its entry returned NULL" : "of another glue ABI",
-                 RUDNN_COMM_GLUE_ABI_VERSION);
+    const uint32_t *t = entry ? entry() : NULL;
+    if (!t || t[0] != s->abi || t[1] < s->min_size) {
+        s->status = RUDNN_STATUS_ABI_MISMATCH;
+        snprintf(s->why, sizeof s->why, "%s found but %s%s: this librudnn needs glue ABI %u", s->file,
+                 !entry ? "it lacks " : !t ? "its entry returned NULL" : "of another glue ABI",
+                 !entry ? s->symbol : "", s->abi);
         dlclose(handle);
         return;
     }
-    glue = g; /* kept loaded for the process: communicators hold its functions */
+    s->table = t; /* kept loaded for the process: communicators hold its functions */
 }
+
+static glue_slot_t mpi_slot = {"MPI", "librudnn-mpi.so", RUDNN_COMM_GLUE_ENTRY_SYMBOL, "-Dmpi=enabled",
+                               RUDNN_COMM_GLUE_ABI_VERSION, sizeof(rudnn_comm_glue_t), PTHREAD_ONCE_INIT,
+                               NULL, RUDNN_STATUS_SUCCESS, ""};
+static glue_slot_t nccl_slot = {"NCCL", "librudnn-nccl.so", RUDNN_NCCL_GLUE_ENTRY_SYMBOL, "-Dnccl=enabled",
+                                RUDNN_NCCL_GLUE_ABI_VERSION, sizeof(rudnn_nccl_glue_t), PTHREAD_ONCE_INIT,
+                                NULL, RUDNN_STATUS_SUCCESS, ""};
+
+static void load_mpi(void) { load_slot(&mpi_slot); }
+static void load_nccl(void) { load_slot(&nccl_slot); }
 
 const rudnn_comm_glue_t *rudnn_comm_glue(const char *op, rudnn_status_t *status)
 {
-    pthread_once(&glue_once, load);
-    if (!glue)
-        *status = rudnn_set_error(glue_status, "%s: %s", op, glue_why);
-    return glue;
+    pthread_once(&mpi_slot.once, load_mpi);
+    if (!mpi_slot.table)
+        *status = rudnn_set_error(mpi_slot.status, "%s: %s", op, mpi_slot.why);
+    return mpi_slot.table;
+}
+
+const rudnn_nccl_glue_t *rudnn_nccl_glue(const char *op, rudnn_status_t *status)
+{
+    pthread_once(&nccl_slot.once, load_nccl);
+    if (!nccl_slot.table)
+        *status = rudnn_set_error(nccl_slot.status, "%s: %s", op, nccl_slot.why);
+    return nccl_slot.table;
 }

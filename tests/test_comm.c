@@ -28,6 +28,16 @@ static void test_no_glue(void **state)
     rt_assert_error_mentions("comm_create_mpi", "librudnn-mpi.so", empty_dir, "not found");
     /* the answer is kept for the process */
     rt_assert_status(rudnn_comm_create_mpi(NULL, NULL, NULL, 0, NULL), RUDNN_STATUS_NOT_SUPPORTED);
+    /* the NCCL glue alike */
+    unsigned char id[RUDNN_COMM_NCCL_ID_BYTES];
+    memset(id, 0x5a, sizeof id);
+    rt_assert_status(rudnn_comm_nccl_unique_id(id), RUDNN_STATUS_NOT_SUPPORTED);
+    rt_assert_error_mentions("comm_nccl_unique_id", "librudnn-nccl.so", empty_dir, "not found");
+    for (size_t i = 0; i < sizeof id; i++)
+        assert_int_equal(id[i], 0x5a);
+    rt_assert_status(rudnn_comm_create_nccl(NULL, id, 0, 2, NULL, 0, 4 << 20, &comm), RUDNN_STATUS_NOT_SUPPORTED);
+    assert_ptr_equal(comm, POISON);
+    rt_assert_error_mentions("comm_create_nccl", "librudnn-nccl.so", "-Dnccl");
     rudnn_comm_destroy(NULL);
     rudnn_comm_info_t info;
     rt_assert_status(rudnn_comm_get_info(NULL, &info), RUDNN_STATUS_BAD_PARAM);
@@ -51,9 +61,11 @@ int main(int argc, char **argv)
     const char *scenario = argc > 1 ? argv[1] : "";
     if (strcmp(scenario, "no-glue") == 0 && argc > 2) {
         char installed[4096];
+        char installed_nccl[4096];
         snprintf(installed, sizeof installed, "%s/librudnn-mpi.so", argv[2]);
-        if (access(installed, F_OK) == 0) {
-            printf("comm no-glue: SKIPPED (%s is installed and searched too)\n", installed);
+        snprintf(installed_nccl, sizeof installed_nccl, "%s/librudnn-nccl.so", argv[2]);
+        if (access(installed, F_OK) == 0 || access(installed_nccl, F_OK) == 0) {
+            printf("comm no-glue: SKIPPED (%s or librudnn-nccl.so is installed and searched too)\n", installed);
             return RT_EXIT_SKIP;
         }
         if (!mkdtemp(empty_dir))

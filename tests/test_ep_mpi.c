@@ -12,7 +12,13 @@
  * the job rather than leave the others waiting.
  *
  * Cases that need more ranks than the run has (TP = 2 needs 4, scale-down needs 2 active EP
- * ranks) are reported as skipped, with the reason, never passed silently. */
+ * ranks) are reported as skipped, with the reason, never passed silently.
+ *
+ * With the argument --comm=nccl the same tests run over NCCL communicators
+ * (rudnn_comm_create_nccl; MPI only hands out the unique ids and agrees on results), on the CUDA
+ * backend (skipped elsewhere). RUDNN_TEST_NCCL_ONE_GPU=1 lets the ranks share one GPU: each
+ * gets its own NCCL_HOSTID, so that NCCL takes them for separate hosts (it refuses two ranks of
+ * one communicator on one GPU of one host) and connects them over sockets. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1207,8 +1213,83 @@ static const err_case_t errors[] = {
     ERR("errors/combine/null_y", 1, 1, W_BP, m_null_y),
 };
 
+/* An NCCL communicator over the ranks of ep (and tp, MPI_COMM_NULL: none): each group's rank 0
+ * makes the unique id, MPI shares it. */
+static rudnn_status_t create_nccl(MPI_Comm ep, MPI_Comm tp, size_t bytes, rudnn_comm_t *out)
+{
+    unsigned char ep_id[RUDNN_COMM_NCCL_ID_BYTES] = {0}, tp_id[RUDNN_COMM_NCCL_ID_BYTES] = {0};
+    int ep_rank = 0, ep_size = 0, tp_rank = 0;
+    MPI_Comm_rank(ep, &ep_rank);
+    MPI_Comm_size(ep, &ep_size);
+    if (ep_rank == 0 && rudnn_comm_nccl_unique_id(ep_id) != RUDNN_STATUS_SUCCESS)
+        fprintf(stderr, "rank %d: rudnn_comm_nccl_unique_id: %s\n", world_rank, rudnn_last_error());
+    MPI_Bcast(ep_id, sizeof ep_id, MPI_BYTE, 0, ep);
+    if (tp != MPI_COMM_NULL) {
+        MPI_Comm_rank(tp, &tp_rank);
+        if (tp_rank == 0 && rudnn_comm_nccl_unique_id(tp_id) != RUDNN_STATUS_SUCCESS)
+            fprintf(stderr, "rank %d: rudnn_comm_nccl_unique_id: %s\n", world_rank, rudnn_last_error());
+        MPI_Bcast(tp_id, sizeof tp_id, MPI_BYTE, 0, tp);
+    }
+    return rudnn_comm_create_nccl(rt_ctx, ep_id, ep_rank, ep_size, tp != MPI_COMM_NULL ? tp_id : NULL, tp_rank,
+                                  bytes, out);
+}
+
+/* rudnn_comm_create_nccl's own errors (all ranks alike, or agreed on), before the tests. */
+static int nccl_contract(void)
+{
+    unsigned char id[RUDNN_COMM_NCCL_ID_BYTES] = {0};
+    rudnn_comm_t c = NULL;
+    int bad = 0;
+#define EXPECT(call, want, what)                                                                                 \
+    do {                                                                                                         \
+        rudnn_status_t st_ = (call);                                                                             \
+        if (st_ != (want) || c != NULL || !strstr(rudnn_last_error(), what)) {                                   \
+            fprintf(stderr, "rank %d: %s gave %s (%s), expected %s naming '%s'\n", world_rank, #call,             \
+                    rudnn_status_string(st_), rudnn_last_error(), rudnn_status_string(want), what);              \
+            bad = 1;                                                                                             \
+        }                                                                                                        \
+    } while (0)
+    EXPECT(rudnn_comm_nccl_unique_id(NULL), RUDNN_STATUS_BAD_PARAM, "id is NULL");
+    EXPECT(rudnn_comm_create_nccl(rt_ctx, NULL, world_rank, world_size, NULL, 0, COMM_BYTES, &c),
+           RUDNN_STATUS_BAD_PARAM, "ep_id is NULL");
+    EXPECT(rudnn_comm_create_nccl(NULL, id, world_rank, world_size, NULL, 0, COMM_BYTES, &c),
+           RUDNN_STATUS_BAD_PARAM, "context is NULL");
+    EXPECT(rudnn_comm_create_nccl(rt_ctx, id, 0, 1, NULL, 0, COMM_BYTES, &c), RUDNN_STATUS_BAD_PARAM,
+           "an EP group has 2..768");
+    EXPECT(rudnn_comm_create_nccl(rt_ctx, id, world_size, world_size, NULL, 0, COMM_BYTES, &c),
+           RUDNN_STATUS_BAD_PARAM, "ep_rank");
+    EXPECT(rudnn_comm_create_nccl(rt_ctx, id, world_rank, world_size, id, 2, COMM_BYTES, &c),
+           RUDNN_STATUS_BAD_PARAM, "tp_rank 2");
+    /* rank 1 alone passes too small a buffer: every rank gets an error, nothing is made */
+    if (world_rank == 0 && rudnn_comm_nccl_unique_id(id) != RUDNN_STATUS_SUCCESS)
+        fprintf(stderr, "rudnn_comm_nccl_unique_id: %s\n", rudnn_last_error());
+    MPI_Bcast(id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    EXPECT(rudnn_comm_create_nccl(rt_ctx, id, world_rank, world_size, NULL, 0,
+                                  world_rank == 1 ? (size_t)1024 : COMM_BYTES, &c),
+           RUDNN_STATUS_BAD_PARAM, world_rank == 1 ? "buffer_bytes 1024" : "an EP rank rejected its arguments");
+#undef EXPECT
+    int any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (world_rank == 0)
+        printf("ep-nccl: rudnn_comm_create_nccl's errors: %s\n", any ? "FAILED" : "as expected");
+    return any;
+}
+
+static rudnn_status_t create_comm(int nccl, MPI_Comm *ep, MPI_Comm *tp, size_t bytes, rudnn_comm_t *out)
+{
+    return nccl ? create_nccl(*ep, tp ? *tp : MPI_COMM_NULL, bytes, out)
+                : rudnn_comm_create_mpi(rt_ctx, ep, tp, bytes, out);
+}
+
 int main(int argc, char **argv)
 {
+    int nccl = 0, kept = 1;
+    for (int i = 1; i < argc; i++) /* --comm=nccl is ours; the rest are test filters */
+        if (!strcmp(argv[i], "--comm=nccl"))
+            nccl = 1;
+        else
+            argv[kept++] = argv[i];
+    argc = kept;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -1217,16 +1298,31 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
-    rt_open_or_skip("ep-mpi");
+    if (nccl && getenv("RUDNN_TEST_NCCL_ONE_GPU") && !strcmp(getenv("RUDNN_TEST_NCCL_ONE_GPU"), "1")) {
+        char host[64];
+        snprintf(host, sizeof host, "rudnn-test-rank-%d", world_rank);
+        setenv("NCCL_HOSTID", host, 1);
+        setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+    }
+    rt_open_or_skip(nccl ? "ep-nccl" : "ep-mpi");
+    if (nccl) {
+        rudnn_device_info_t dev;
+        rt_assert_status(rudnn_context_device_info(rt_ctx, &dev), RUDNN_STATUS_SUCCESS);
+        if (strcmp(dev.backend, "cuda") != 0) { /* every rank opens the same backend */
+            printf("ep-nccl: SKIPPED: NCCL needs the cuda backend, this run has %s\n", dev.backend);
+            rt_close();
+            MPI_Finalize();
+            return RT_EXIT_SKIP;
+        }
+    }
+    const int contract_failed = nccl ? nccl_contract() : 0;
     MPI_Comm world = MPI_COMM_WORLD, ep_half = MPI_COMM_NULL, tp_pair = MPI_COMM_NULL;
-    rt_assert_status(rudnn_comm_create_mpi(rt_ctx, &world, NULL, COMM_BYTES, &comm_flat), RUDNN_STATUS_SUCCESS);
-    rt_assert_status(rudnn_comm_create_mpi(rt_ctx, &world, NULL, SMALL_COMM_BYTES, &comm_small),
-                     RUDNN_STATUS_SUCCESS);
+    rt_assert_status(create_comm(nccl, &world, NULL, COMM_BYTES, &comm_flat), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(create_comm(nccl, &world, NULL, SMALL_COMM_BYTES, &comm_small), RUDNN_STATUS_SUCCESS);
     if (world_size >= 4 && world_size % 2 == 0) {
         MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, world_rank, &ep_half);
         MPI_Comm_split(MPI_COMM_WORLD, world_rank / 2, world_rank, &tp_pair);
-        rt_assert_status(rudnn_comm_create_mpi(rt_ctx, &ep_half, &tp_pair, COMM_BYTES, &comm_grid),
-                         RUDNN_STATUS_SUCCESS);
+        rt_assert_status(create_comm(nccl, &ep_half, &tp_pair, COMM_BYTES, &comm_grid), RUDNN_STATUS_SUCCESS);
         MPI_Comm_free(&ep_half);
         MPI_Comm_free(&tp_pair);
     }
@@ -1237,10 +1333,10 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nerr; i++)
         tests[ncase + i] = (struct CMUnitTest){errors[i].name, test_error, setup, teardown, (void *)&errors[i]};
     char name[64];
-    snprintf(name, sizeof name, "ep-mpi rank %d/%d", world_rank, world_size);
+    snprintf(name, sizeof name, "ep-%s rank %d/%d", nccl ? "nccl" : "mpi", world_rank, world_size);
     /* every rank must run the same tests: a filter applies to all of them alike */
     rt_set_filters(argc, argv);
-    int failed = _cmocka_run_group_tests(name, tests, ncase + nerr, NULL, NULL);
+    int failed = _cmocka_run_group_tests(name, tests, ncase + nerr, NULL, NULL) + contract_failed;
     free(tests);
     rudnn_comm_destroy(comm_grid);
     rudnn_comm_destroy(comm_small);

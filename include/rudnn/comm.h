@@ -1,5 +1,5 @@
-/* Communicators for expert-parallel ops: a handle over an existing distributed engine (MPI now,
- * NCCL later), never a transport of rudnn's own.
+/* Communicators for expert-parallel ops: a handle over an existing distributed engine (MPI or
+ * NCCL), never a transport of rudnn's own.
  *
  * The MPI path is host-staged: ops that exchange tokens copy them to a host staging buffer,
  * exchange them with MPI and copy them back. librudnn.so does not link MPI: it opens
@@ -23,7 +23,7 @@ typedef struct rudnn_comm *rudnn_comm_t;
 
 typedef enum rudnn_comm_kind {
     RUDNN_COMM_MPI = 0,
-    RUDNN_COMM_NCCL = 1, /* reserved: not made yet */
+    RUDNN_COMM_NCCL = 1,
 } rudnn_comm_kind_t;
 
 #define RUDNN_COMM_EP_MIN 2
@@ -61,6 +61,33 @@ RUDNN_API rudnn_status_t rudnn_comm_create_mpi(rudnn_context_t context, const vo
  * communicators collectively), before MPI_Finalize; after it only the memory is freed. NULL is
  * ignored. */
 RUDNN_API void rudnn_comm_destroy(rudnn_comm_t comm);
+
+/* NCCL (CUDA backend): like the MPI path, the exchanges of the ops move host copies, staged
+ * through device memory of the communicator's own (device-resident exchanges are the next step).
+ * librudnn.so does not link NCCL: it opens librudnn-nccl.so (next to the backend plugins, built
+ * with -Dnccl against the NCCL and CUDA runtime of the build machine), and without it these
+ * calls answer NOT_SUPPORTED. */
+#define RUDNN_COMM_NCCL_ID_BYTES 128 /* an ncclUniqueId */
+
+/* A new NCCL unique id (ncclGetUniqueId), for one rank to make and share with the others of a
+ * group (over MPI, a file, a socket...). */
+RUDNN_API rudnn_status_t rudnn_comm_nccl_unique_id(void *id);
+
+/* Makes a communicator over NCCL on context's device (CUDA backend). Collective: every rank of
+ * the EP group calls it with the same ep_id and its own ep_rank of ep_size (2..768); with a TP
+ * group, every rank also passes its pair's tp_id and its tp_rank (0 or 1; NULL tp_id: no TP
+ * group).
+ *
+ * Returned at once, on that rank alone (the others then wait in NCCL's initialisation; check
+ * these on every rank before calling): NOT_SUPPORTED when librudnn-nccl.so cannot be loaded or
+ * the context is not on the CUDA backend; BAD_PARAM for a NULL ep_id, context or comm, ep_size
+ * out of range, ep_rank or tp_rank out of range. buffer_bytes below RUDNN_COMM_MIN_BUFFER_BYTES
+ * is agreed among the ranks after the EP communicator is made, like rudnn_comm_create_mpi's
+ * checks: every rank then returns an error. DEVICE_ERROR when NCCL or CUDA fails (with their
+ * text). *comm is written only on success. Destroy with rudnn_comm_destroy (every rank). */
+RUDNN_API rudnn_status_t rudnn_comm_create_nccl(rudnn_context_t context, const void *ep_id, int ep_rank,
+                                                int ep_size, const void *tp_id, int tp_rank, size_t buffer_bytes,
+                                                rudnn_comm_t *comm);
 
 typedef struct rudnn_comm_info {
     rudnn_comm_kind_t kind;
