@@ -175,6 +175,31 @@ static int glue_exchange(void *p, int nsend, const int *send_peers, const void *
     return wait(c, err, cap);
 }
 
+static int glue_exchange_device(void *p, int nsend, const int *send_peers, const void *const *send_bufs,
+                                const size_t *send_bytes, int nrecv, const int *recv_peers, void *const *recv_bufs,
+                                const size_t *recv_bytes, char *err, size_t cap)
+{
+    glue_comm_t *c = p;
+    cudaError_t e = cudaSetDevice(c->device);
+    if (e != cudaSuccess)
+        return fail_cuda(err, cap, "cudaSetDevice", e);
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess)
+        return fail_nccl(err, cap, "ncclGroupStart", r);
+    for (int i = 0; i < nrecv && r == ncclSuccess; i++)
+        if (recv_bytes[i])
+            r = ncclRecv(recv_bufs[i], recv_bytes[i], ncclUint8, recv_peers[i], c->comm, c->stream);
+    for (int i = 0; i < nsend && r == ncclSuccess; i++)
+        if (send_bytes[i])
+            r = ncclSend(send_bufs[i], send_bytes[i], ncclUint8, send_peers[i], c->comm, c->stream);
+    const ncclResult_t end = ncclGroupEnd();
+    if (r != ncclSuccess)
+        return fail_nccl(err, cap, "ncclSend/ncclRecv", r);
+    if (end != ncclSuccess)
+        return fail_nccl(err, cap, "ncclGroupEnd", end);
+    return wait(c, err, cap);
+}
+
 static int glue_allreduce_max_int(void *p, int *value, char *err, size_t cap)
 {
     glue_comm_t *c = p;
@@ -210,6 +235,7 @@ const rudnn_nccl_glue_t *rudnn_nccl_glue_entry_v1(void)
         table.free = glue_free;
         table.exchange = glue_exchange;
         table.allreduce_max_int = glue_allreduce_max_int;
+        table.exchange_device = glue_exchange_device;
         table.abi_version = RUDNN_NCCL_GLUE_ABI_VERSION;
     }
     return &table;

@@ -376,6 +376,45 @@ rudnn_status_t rudnn_comm_exchange(rudnn_comm_t comm, int group, const char *op,
     return bad ? rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, "%s: %s", op, err) : RUDNN_STATUS_SUCCESS;
 }
 
+int rudnn_comm_is_device(rudnn_comm_t comm) { return comm && comm->kind == RUDNN_COMM_NCCL; }
+
+rudnn_status_t rudnn_comm_exchange_device(rudnn_comm_t comm, int group, const char *op, int nsend,
+                                          const int *send_peers, const rudnn_mem_ref_t *send,
+                                          const size_t *send_bytes, int nrecv, const int *recv_peers,
+                                          const rudnn_mem_ref_t *recv, const size_t *recv_bytes)
+{
+    void *dup = NULL;
+    int size = 0;
+    RUDNN_TRY(group_of(comm, group, op, &dup, &size));
+    if (comm->kind != RUDNN_COMM_NCCL)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: device exchanges need an NCCL communicator", op);
+    const void **sp = rudnn_host_calloc((size_t)nsend + 1, sizeof *sp);
+    void **rp = rudnn_host_calloc((size_t)nrecv + 1, sizeof *rp);
+    rudnn_status_t st = !sp || !rp ? rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", op)
+                                   : RUDNN_STATUS_SUCCESS;
+    /* the CUDA backend's memory handles are device pointers (hal/table.h) */
+    for (int i = 0; st == RUDNN_STATUS_SUCCESS && i < nsend; i++)
+        sp[i] = send[i].mem ? (const char *)send[i].mem + send[i].offset : NULL;
+    for (int i = 0; st == RUDNN_STATUS_SUCCESS && i < nrecv; i++)
+        rp[i] = recv[i].mem ? (char *)recv[i].mem + recv[i].offset : NULL;
+    if (st == RUDNN_STATUS_SUCCESS)
+        st = check_side(op, "send", nsend, send_peers, (const void *const *)sp, send_bytes, size);
+    if (st == RUDNN_STATUS_SUCCESS)
+        st = check_side(op, "recv", nrecv, recv_peers, (const void *const *)rp, recv_bytes, size);
+    if (st == RUDNN_STATUS_SUCCESS) {
+        char err[RUDNN_COMM_GLUE_ERR_MAX];
+        enter(comm->thread_level);
+        const int bad = comm->nccl->exchange_device(dup, nsend, send_peers, (const void *const *)sp, send_bytes,
+                                                    nrecv, recv_peers, rp, recv_bytes, err, sizeof err);
+        leave(comm->thread_level);
+        if (bad)
+            st = rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, "%s: %s", op, err);
+    }
+    free(sp);
+    free(rp);
+    return st;
+}
+
 rudnn_status_t rudnn_comm_allreduce_max(rudnn_comm_t comm, int group, const char *op, int *value)
 {
     void *dup = NULL;

@@ -28,6 +28,17 @@ rudnn_status_t rudnn_comm_exchange(rudnn_comm_t comm, int group, const char *op,
                                    const size_t *send_bytes, int nrecv, const int *recv_peers,
                                    void *const *recv_bufs, const size_t *recv_bytes, int tag);
 
+/* The same with device memory (NCCL communicators only; memory of the communicator's context):
+ * no host copy. Several messages to one peer are matched in the order given. The queue that
+ * wrote the send buffers must be synchronised first; the receives are complete on return. */
+rudnn_status_t rudnn_comm_exchange_device(rudnn_comm_t comm, int group, const char *op, int nsend,
+                                          const int *send_peers, const rudnn_mem_ref_t *send,
+                                          const size_t *send_bytes, int nrecv, const int *recv_peers,
+                                          const rudnn_mem_ref_t *recv, const size_t *recv_bytes);
+
+/* Whether comm moves device memory itself (rudnn_comm_exchange_device works). */
+int rudnn_comm_is_device(rudnn_comm_t comm);
+
 /* Collective within group: *value becomes the maximum over its ranks (status agreement). */
 rudnn_status_t rudnn_comm_allreduce_max(rudnn_comm_t comm, int group, const char *op, int *value);
 

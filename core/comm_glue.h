@@ -76,6 +76,12 @@ typedef struct rudnn_nccl_glue {
                     const size_t *recv_bytes, char *err, size_t cap);
     /* Collective: *value (host) becomes the maximum over the ranks. */
     int (*allreduce_max_int)(void *comm, int *value, char *err, size_t cap);
+    /* Device buffers (addresses on the communicator's device), no staging: grouped sends and
+     * receives, then waits. Several messages to one peer are matched in the order posted. The
+     * caller's writes into the send buffers must be finished. */
+    int (*exchange_device)(void *comm, int nsend, const int *send_peers, const void *const *send_bufs,
+                           const size_t *send_bytes, int nrecv, const int *recv_peers, void *const *recv_bufs,
+                           const size_t *recv_bytes, char *err, size_t cap);
 } rudnn_nccl_glue_t;
 
 typedef const rudnn_nccl_glue_t *(*rudnn_nccl_glue_entry_fn)(void);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/comm.h"
+#include "core/pool.h"
 #include "ep_device.h"
 #include "ep_host.h"
 #include "ep_layout.h"
@@ -304,10 +305,11 @@ static void half_free(half_rows_t *hr)
     memset(hr, 0, sizeof *hr);
 }
 
+/* row 0: the rows stay on the device (a device exchange put them into expand_x). */
 static rudnn_status_t half_alloc(const char *op, half_rows_t *hr, int64_t n, size_t row, int64_t lw)
 {
     hr->n = n;
-    hr->rows = rudnn_host_malloc(n ? (size_t)n * row : 1);
+    hr->rows = rudnn_host_malloc(n && row ? (size_t)n * row : 1);
     hr->assist = rudnn_host_malloc(n ? (size_t)n * 3 * sizeof(int32_t) : 1);
     hr->counts = rudnn_host_calloc((size_t)lw, sizeof(int32_t));
     if (!hr->rows || !hr->assist || !hr->counts) {
@@ -318,10 +320,62 @@ static rudnn_status_t half_alloc(const char *op, half_rows_t *hr, int64_t n, siz
     return RUDNN_STATUS_SUCCESS;
 }
 
+/* Rows on the device (a device communicator): the packed rows in send order, and expand_x. */
+typedef struct dev_rows {
+    rudnn_mem_ref_t packed, expand;
+} dev_rows_t;
+
+/* The rows' exchange over a device communicator: each (destination, local expert) block of the
+ * packed rows goes straight into the destination's expand_x, at its (expert, source) place;
+ * blocks between two ranks go in expert order on both sides, so NCCL matches them. */
+static rudnn_status_t rows_device(const char *op, rudnn_comm_t comm, const ep_layout_t *lay, const send_plan_t *sp,
+                                  const int32_t *rc, size_t row, const dev_rows_t *dev)
+{
+    const int n = lay->nact;
+    const int64_t L = lay->local, m = (int64_t)n * L;
+    int *speers = rudnn_host_calloc((size_t)m + 1, sizeof *speers), *rpeers = rudnn_host_calloc((size_t)m + 1,
+                                                                                                 sizeof *rpeers);
+    rudnn_mem_ref_t *sref = rudnn_host_calloc((size_t)m + 1, sizeof *sref),
+                    *rref = rudnn_host_calloc((size_t)m + 1, sizeof *rref);
+    size_t *sbytes = rudnn_host_calloc((size_t)m + 1, sizeof *sbytes),
+           *rbytes = rudnn_host_calloc((size_t)m + 1, sizeof *rbytes);
+    int64_t *start = rudnn_host_calloc((size_t)m + 1, sizeof *start); /* expand_x row of block (i, e) */
+    rudnn_status_t st = !speers || !rpeers || !sref || !rref || !sbytes || !rbytes || !start
+                            ? rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory (send lists)", op)
+                            : RUDNN_STATUS_SUCCESS;
+    int ns = 0, nr = 0;
+    int64_t at = 0;
+    for (int64_t e = 0; st == RUDNN_STATUS_SUCCESS && e < L; e++) /* expand_x: expert, then source */
+        for (int i = 0; i < n; i++) {
+            start[i * L + e] = at;
+            at += rc[i * L + e];
+        }
+    for (int i = 0; st == RUDNN_STATUS_SUCCESS && i < n; i++)
+        for (int64_t e = 0; e < L; e++) {
+            const int64_t c = sp->counts[i * L + e], r = rc[i * L + e];
+            if (c > 0) {
+                speers[ns] = lay->act[i];
+                sref[ns] = (rudnn_mem_ref_t){dev->packed.mem, dev->packed.offset + (size_t)sp->offset[i * L + e] * row};
+                sbytes[ns++] = (size_t)c * row;
+            }
+            if (r > 0) {
+                rpeers[nr] = lay->act[i];
+                rref[nr] = (rudnn_mem_ref_t){dev->expand.mem, dev->expand.offset + (size_t)start[i * L + e] * row};
+                rbytes[nr++] = (size_t)r * row;
+            }
+        }
+    if (st == RUDNN_STATUS_SUCCESS)
+        st = rudnn_comm_exchange_device(comm, RUDNN_COMM_GROUP_EP, op, ns, speers, sref, sbytes, nr, rpeers, rref,
+                                        rbytes);
+    free(speers), free(rpeers), free(sref), free(rref), free(sbytes), free(rbytes), free(start);
+    return st;
+}
+
 /* The EP exchange: this rank's rows go to the experts' ranks; what comes back is laid out as
- * expand_x's half (local expert, source, token, slot). */
+ * expand_x's half (local expert, source, token, slot). x: the host copy of x, or NULL with dev
+ * (the rows move on the device; mine then holds no rows). */
 static rudnn_status_t dispatch_ep(const char *op, rudnn_comm_t comm, const ep_layout_t *lay, const send_plan_t *sp,
-                                  const void *x, size_t row, half_rows_t *mine)
+                                  const void *x, size_t row, const dev_rows_t *dev, half_rows_t *mine)
 {
     const int n = lay->nact;
     const int64_t L = lay->local, sent = sp->offset[(int64_t)n * L];
@@ -330,7 +384,7 @@ static rudnn_status_t dispatch_ep(const char *op, rudnn_comm_t comm, const ep_la
     void **sb = rudnn_host_calloc((size_t)n, sizeof *sb), **rb = rudnn_host_calloc((size_t)n, sizeof *rb);
     size_t *sbytes = rudnn_host_calloc((size_t)n, sizeof *sbytes), *rbytes = rudnn_host_calloc((size_t)n, sizeof *rbytes);
     int64_t *roff = rudnn_host_calloc((size_t)n + 1, sizeof *roff);
-    uint8_t *srows = rudnn_host_malloc(sent ? (size_t)sent * row : 1), *rrows = NULL;
+    uint8_t *srows = rudnn_host_malloc(sent && !dev ? (size_t)sent * row : 1), *rrows = NULL;
     int32_t *smeta = rudnn_host_malloc(sent ? (size_t)sent * 2 * sizeof(int32_t) : 1), *rmeta = NULL;
     if (!rc || !sb || !rb || !sbytes || !rbytes || !roff || !srows || !smeta) {
         st = rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory (send buffers)", op);
@@ -361,11 +415,12 @@ static rudnn_status_t dispatch_ep(const char *op, rudnn_comm_t comm, const ep_la
         const int64_t p = sp->pos[s];
         if (p < 0)
             continue;
-        memcpy(srows + (size_t)p * row, (const uint8_t *)x + (size_t)(s / lay->k) * row, row);
+        if (!dev)
+            memcpy(srows + (size_t)p * row, (const uint8_t *)x + (size_t)(s / lay->k) * row, row);
         smeta[2 * p] = (int32_t)(s / lay->k);
         smeta[2 * p + 1] = (int32_t)(s % lay->k);
     }
-    rrows = rudnn_host_malloc(roff[n] ? (size_t)roff[n] * row : 1);
+    rrows = rudnn_host_malloc(roff[n] && !dev ? (size_t)roff[n] * row : 1);
     rmeta = rudnn_host_malloc(roff[n] ? (size_t)roff[n] * 2 * sizeof(int32_t) : 1);
     if (!rrows || !rmeta) {
         st = rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory (%lld received rows)", op,
@@ -388,9 +443,11 @@ static rudnn_status_t dispatch_ep(const char *op, rudnn_comm_t comm, const ep_la
         rb[i] = rrows + (size_t)roff[i] * row;
         rbytes[i] = (size_t)(roff[i + 1] - roff[i]) * row;
     }
-    if ((st = ep_exchange(op, comm, lay, sb, sbytes, rb, rbytes, TAG_ROWS)) != RUDNN_STATUS_SUCCESS)
+    st = dev ? rows_device(op, comm, lay, sp, rc, row, dev)
+             : ep_exchange(op, comm, lay, sb, sbytes, rb, rbytes, TAG_ROWS);
+    if (st != RUDNN_STATUS_SUCCESS)
         goto done;
-    if ((st = half_alloc(op, mine, roff[n], row, L * lay->ep_size)) != RUDNN_STATUS_SUCCESS)
+    if ((st = half_alloc(op, mine, roff[n], dev ? 0 : row, L * lay->ep_size)) != RUDNN_STATUS_SUCCESS)
         goto done;
     int64_t at = 0;
     for (int64_t e = 0; e < L; e++)
@@ -399,7 +456,8 @@ static rudnn_status_t dispatch_ep(const char *op, rudnn_comm_t comm, const ep_la
             for (int64_t e2 = 0; e2 < e; e2++)
                 from += rc[i * L + e2];
             const int64_t c = rc[i * L + e];
-            memcpy(mine->rows + (size_t)at * row, rrows + (size_t)from * row, (size_t)c * row);
+            if (!dev)
+                memcpy(mine->rows + (size_t)at * row, rrows + (size_t)from * row, (size_t)c * row);
             for (int64_t r = 0; r < c; r++) {
                 mine->assist[3 * (at + r)] = lay->act[i];
                 mine->assist[3 * (at + r) + 1] = rmeta[2 * (from + r)];
@@ -444,8 +502,8 @@ static rudnn_status_t write_at(rudnn_queue_t q, const rudnn_tensor_t *t, size_t 
 
 /* The outputs from the halves (half 0: this rank's rows, half 1: the TP peer's). */
 static rudnn_status_t dispatch_write(const char *op, rudnn_queue_t q, const ep_layout_t *lay,
-                                     const rudnn_ep_params_t *p, size_t row, const half_rows_t *halves,
-                                     const rudnn_ep_dispatch_out_t *out)
+                                     const rudnn_ep_params_t *p, size_t row, int rows_on_device,
+                                     const half_rows_t *halves, const rudnn_ep_dispatch_out_t *out)
 {
     const int64_t L = lay->local, W = lay->ep_size, lw = L * W;
     int32_t *counts = rudnn_host_calloc((size_t)(lay->halves * lw), sizeof *counts);
@@ -463,7 +521,9 @@ static rudnn_status_t dispatch_write(const char *op, rudnn_queue_t q, const ep_l
             counts[h * lw + c] = (int32_t)total;
             nums[c / W] += halves[h].counts[c];
         }
-        st = write_at(q, out->expand_x, (size_t)h * (size_t)lay->a * row, halves[h].rows, (size_t)halves[h].n * row);
+        if (!rows_on_device)
+            st = write_at(q, out->expand_x, (size_t)h * (size_t)lay->a * row, halves[h].rows,
+                          (size_t)halves[h].n * row);
         if (st == RUDNN_STATUS_SUCCESS)
             st = write_at(q, out->assist_info, (size_t)h * (size_t)lay->a * 3 * sizeof(int32_t), halves[h].assist,
                           (size_t)halves[h].n * 3 * sizeof(int32_t));
@@ -484,6 +544,51 @@ static rudnn_status_t dispatch_write(const char *op, rudnn_queue_t q, const ep_l
 done:
     free(counts);
     free(nums);
+    return st;
+}
+
+/* The rows to send, packed on the device in send order (the MoE gather), for a device exchange. */
+typedef struct packed {
+    void *mem; /* a pooled block of the queue: the rows, then their tokens */
+    size_t bytes;
+} packed_t;
+
+static rudnn_status_t pack_device(const char *op, rudnn_queue_t q, const ep_layout_t *lay, const send_plan_t *sp,
+                                  const rudnn_tensor_t *x, packed_t *pk)
+{
+    const int64_t sent = sp->offset[(int64_t)lay->nact * lay->local];
+    const size_t row = row_bytes(lay, x->dtype), rows = (size_t)sent * row;
+    const size_t tok_at = (rows + 255) / 256 * 256;
+    const rudnn_moe_kernels_t *k = RUDNN_FAMILY_TABLE(q->context->backend, moe);
+    if (!k || !k->dispatch_gather)
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: backend %s has no MoE gather kernel", op,
+                               q->context->backend->name);
+    if (sent == 0)
+        return RUDNN_STATUS_SUCCESS;
+    uint32_t *tok = rudnn_host_malloc((size_t)sent * sizeof *tok);
+    if (!tok)
+        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory (packing)", op);
+    for (int64_t s = 0; s < lay->bs * lay->k; s++)
+        if (sp->pos[s] >= 0)
+            tok[sp->pos[s]] = (uint32_t)(s / lay->k);
+    pk->bytes = tok_at + (size_t)sent * sizeof *tok;
+    rudnn_status_t st = rudnn_kernel_status(op, rudnn_pool_acquire(q, pk->bytes, &pk->mem));
+    const rudnn_mem_ref_t rows_ref = {pk->mem, 0}, tok_ref = {pk->mem, tok_at};
+    if (st == RUDNN_STATUS_SUCCESS)
+        st = rudnn_kernel_status(op, q->context->backend->mem_write(q->handle, tok_ref, tok,
+                                                                    (size_t)sent * sizeof *tok));
+    if (st == RUDNN_STATUS_SUCCESS) {
+        const rudnn_moe_rows_plan_t plan = {.dtype = x->dtype, .weight_dtype = x->dtype, .tokens = lay->bs,
+                                            .top_k = (int32_t)lay->k, .hidden = lay->h, .rows = sent};
+        st = rudnn_kernel_status(op, k->dispatch_gather(q->handle, &plan, rudnn_mem_of(x), tok_ref, rows_ref));
+    }
+    if (st == RUDNN_STATUS_SUCCESS) /* NCCL reads the rows on its own stream */
+        st = rudnn_queue_synchronize(q);
+    free(tok);
+    if (st != RUDNN_STATUS_SUCCESS && pk->mem) {
+        rudnn_pool_release(q, pk->mem, pk->bytes);
+        pk->mem = NULL;
+    }
     return st;
 }
 
@@ -520,18 +625,27 @@ rudnn_status_t rudnn_ep_dispatch(rudnn_queue_t queue, rudnn_comm_t comm, const r
         st = ep_read(op, queue, in->active_mask, &mask);
     if (st == RUDNN_STATUS_SUCCESS)
         st = ep_check_routes(op, &lay, ids, mask, mask_rank);
-    if (st == RUDNN_STATUS_SUCCESS)
+    /* rows through device memory only: NCCL, and no TP exchange (done on the host) */
+    const int device = rudnn_comm_is_device(comm) && lay.halves == 1;
+    if (st == RUDNN_STATUS_SUCCESS && !device)
         st = ep_read(op, queue, in->x, &x);
     if (st == RUDNN_STATUS_SUCCESS)
         st = send_plan_make(op, &lay, ids, mask, mask_rank, &sp);
+    packed_t pk = {0};
+    if (st == RUDNN_STATUS_SUCCESS && device)
+        st = pack_device(op, queue, &lay, &sp, in->x, &pk);
     st = ep_agree(op, comm, &lay, st); /* nothing moves unless every rank can go on */
     const size_t row = st == RUDNN_STATUS_SUCCESS ? row_bytes(&lay, in->x->dtype) : 0;
+    const dev_rows_t dev = {{pk.mem, 0}, st == RUDNN_STATUS_SUCCESS ? rudnn_mem_of(out->expand_x)
+                                                                    : (rudnn_mem_ref_t){NULL, 0}};
     if (st == RUDNN_STATUS_SUCCESS)
-        st = dispatch_ep(op, comm, &lay, &sp, x, row, &halves[0]);
+        st = dispatch_ep(op, comm, &lay, &sp, x, row, device ? &dev : NULL, &halves[0]);
     if (st == RUDNN_STATUS_SUCCESS && lay.halves > 1)
         st = dispatch_tp(op, comm, &lay, row, &halves[0], &halves[1]);
     if (st == RUDNN_STATUS_SUCCESS)
-        st = dispatch_write(op, queue, &lay, params, row, halves, out);
+        st = dispatch_write(op, queue, &lay, params, row, device, halves, out);
+    if (pk.mem)
+        rudnn_pool_release(queue, pk.mem, pk.bytes);
     half_free(&halves[0]);
     half_free(&halves[1]);
     send_plan_free(&sp);
@@ -717,6 +831,50 @@ done:
     return st;
 }
 
+/* The same over a device communicator (NCCL, no TP group): each (source, local expert) block of
+ * expand_x goes straight from the device to the source rank's workspace, where it lands at that
+ * rank's send order; blocks to one peer go in expert order on both sides, so NCCL matches them. */
+static rudnn_status_t combine_ep_device(const char *op, rudnn_queue_t q, rudnn_comm_t comm, const ep_layout_t *lay,
+                                        const send_plan_t *sp, const int32_t *totals,
+                                        const rudnn_tensor_t *expand_x, rudnn_buffer_t ws, size_t row)
+{
+    const int n = lay->nact;
+    const int64_t L = lay->local, W = lay->ep_size, m = (int64_t)n * L;
+    int *speers = rudnn_host_calloc((size_t)m + 1, sizeof *speers), *rpeers = rudnn_host_calloc((size_t)m + 1,
+                                                                                                 sizeof *rpeers);
+    rudnn_mem_ref_t *sref = rudnn_host_calloc((size_t)m + 1, sizeof *sref),
+                    *rref = rudnn_host_calloc((size_t)m + 1, sizeof *rref);
+    size_t *sbytes = rudnn_host_calloc((size_t)m + 1, sizeof *sbytes),
+           *rbytes = rudnn_host_calloc((size_t)m + 1, sizeof *rbytes);
+    rudnn_status_t st = !speers || !rpeers || !sref || !rref || !sbytes || !rbytes
+                            ? rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory (send lists)", op)
+                            : RUDNN_STATUS_SUCCESS;
+    int ns = 0, nr = 0;
+    const rudnn_mem_ref_t ex = rudnn_mem_of(expand_x);
+    for (int i = 0; st == RUDNN_STATUS_SUCCESS && i < n; i++)
+        for (int64_t e = 0; e < L; e++) {
+            const int64_t at = e * W + lay->act[i], from = at > 0 ? totals[at - 1] : 0, c = totals[at] - from;
+            if (c > 0) {
+                speers[ns] = lay->act[i];
+                sref[ns] = (rudnn_mem_ref_t){ex.mem, ex.offset + (size_t)from * row};
+                sbytes[ns++] = (size_t)c * row;
+            }
+            const int64_t back = sp->counts[i * L + e];
+            if (back > 0) {
+                rpeers[nr] = lay->act[i];
+                rref[nr] = ep_combine_rows_at(ws, sp->offset[i * L + e], row);
+                rbytes[nr++] = (size_t)back * row;
+            }
+        }
+    if (st == RUDNN_STATUS_SUCCESS) /* the caller's writes into expand_x are finished first */
+        st = rudnn_queue_synchronize(q);
+    if (st == RUDNN_STATUS_SUCCESS)
+        st = rudnn_comm_exchange_device(comm, RUDNN_COMM_GROUP_EP, op, ns, speers, sref, sbytes, nr, rpeers, rref,
+                                        rbytes);
+    free(speers), free(rpeers), free(sref), free(rref), free(sbytes), free(rbytes);
+    return st;
+}
+
 /* The host copies the combine's exchanges need (the rest stays on the device: ep_device.c). */
 typedef struct combine_inputs {
     void *ex;
@@ -728,10 +886,11 @@ static void combine_inputs_free(combine_inputs_t *c)
     free(c->ex), free(c->totals), free(c->tp);
 }
 
-static rudnn_status_t combine_read(const char *op, rudnn_queue_t q, const rudnn_ep_combine_in_t *in,
+static rudnn_status_t combine_read(const char *op, rudnn_queue_t q, const rudnn_ep_combine_in_t *in, int device,
                                    combine_inputs_t *c)
 {
-    TRY(ep_read(op, q, in->expand_x, &c->ex));
+    if (!device) /* a device exchange sends expand_x's rows from where they are */
+        TRY(ep_read(op, q, in->expand_x, &c->ex));
     TRY(ep_read(op, q, in->ep_send_counts, (void **)&c->totals));
     return ep_read(op, q, in->tp_send_counts, (void **)&c->tp);
 }
@@ -795,13 +954,15 @@ rudnn_status_t rudnn_ep_combine_add_rms_norm(rudnn_queue_t queue, rudnn_comm_t c
         st = ep_read(op, queue, in->active_mask, &mask);
     if (st == RUDNN_STATUS_SUCCESS)
         st = ep_check_routes(op, &lay, ids, mask, mask_rank);
+    /* rows through device memory only: NCCL, and no TP reduction (done on the host) */
+    const int device = rudnn_comm_is_device(comm) && lay.halves == 1;
     if (st == RUDNN_STATUS_SUCCESS)
-        st = combine_read(op, queue, in, &c);
+        st = combine_read(op, queue, in, device, &c);
     if (st == RUDNN_STATUS_SUCCESS)
         st = check_totals(op, &lay, c.totals, c.tp);
     if (st == RUDNN_STATUS_SUCCESS)
         st = send_plan_make(op, &lay, ids, mask, mask_rank, &sp);
-    if (st == RUDNN_STATUS_SUCCESS) {
+    if (st == RUDNN_STATUS_SUCCESS && !device) {
         const int64_t sent = sp.offset[(int64_t)lay.nact * lay.local];
         back = rudnn_host_malloc(sent ? (size_t)sent * row_bytes(&lay, dt) : 1);
         if (!back)
@@ -814,7 +975,8 @@ rudnn_status_t rudnn_ep_combine_add_rms_norm(rudnn_queue_t queue, rudnn_comm_t c
     if (st == RUDNN_STATUS_SUCCESS && lay.halves > 1)
         st = combine_tp(op, comm, &lay, dt, row, c.totals[lw - 1], c.totals[2 * lw - 1], c.ex);
     if (st == RUDNN_STATUS_SUCCESS)
-        st = combine_ep(op, comm, &lay, &sp, c.totals, c.ex, row, back);
+        st = device ? combine_ep_device(op, queue, comm, &lay, &sp, c.totals, in->expand_x, workspace, row)
+                    : combine_ep(op, comm, &lay, &sp, c.totals, c.ex, row, back);
     if (st == RUDNN_STATUS_SUCCESS)
         st = ep_combine_device(op, queue, &lay, dt, ids, mask, mask_rank, sp.pos, back,
                                sp.offset[(int64_t)lay.nact * lay.local], in, workspace, out);

@@ -16,6 +16,12 @@ static size_t rows_bytes(int64_t bs, int64_t k, int64_t h, rudnn_dtype_t dt)
     return round_up((size_t)(bs * k) * (size_t)h * rudnn_dtype_size(dt), WS_ALIGN);
 }
 
+rudnn_mem_ref_t ep_combine_rows_at(rudnn_buffer_t ws, int64_t row, size_t row_bytes)
+{
+    const rudnn_mem_ref_t r = {ws->mem, (size_t)row * row_bytes};
+    return r;
+}
+
 size_t ep_combine_workspace_bytes(int64_t bs, int64_t k, int64_t h, rudnn_dtype_t dt)
 {
     return rows_bytes(bs, k, h, dt) + (size_t)(bs * k) * sizeof(int32_t);
@@ -87,7 +93,9 @@ rudnn_status_t ep_combine_device(const char *op, rudnn_queue_t q, const ep_layou
     const rudnn_backend_t *be = q->context->backend;
     const rudnn_mem_ref_t rows = {ws->mem, 0}, src = {ws->mem, rows_bytes(bs, k, lay->h, dt)};
     const size_t row = (size_t)lay->h * rudnn_dtype_size(dt);
-    rudnn_status_t st = nback ? be->mem_write(q->handle, rows, back, (size_t)nback * row) : RUDNN_STATUS_SUCCESS;
+    /* back NULL: the rows came into the workspace from the device exchange */
+    rudnn_status_t st = back && nback ? be->mem_write(q->handle, rows, back, (size_t)nback * row)
+                                      : RUDNN_STATUS_SUCCESS;
     if (st == RUDNN_STATUS_SUCCESS)
         st = be->mem_write(q->handle, src, codes, (size_t)(bs * k) * sizeof *codes);
     if (st == RUDNN_STATUS_SUCCESS) {

@@ -5,6 +5,7 @@
 #define RUDNN_OPS_EP_DEVICE_H
 
 #include "ep_layout.h"
+#include "core/internal.h"
 
 /* Workspace bytes for BS tokens, K slots and H of dtype dt: room for one returning row a slot,
  * then the slot codes. */
@@ -16,8 +17,12 @@ rudnn_status_t ep_combine_device_check(const char *op, rudnn_queue_t q, const ru
                                        const rudnn_ep_combine_out_t *out, rudnn_buffer_t ws, size_t ws_bytes,
                                        size_t need);
 
+/* Where returning row `row` (this rank's send order) lives in the workspace. */
+rudnn_mem_ref_t ep_combine_rows_at(rudnn_buffer_t ws, int64_t row, size_t row_bytes);
+
 /* Writes back (host: the rows that returned, in this rank's send order; pos[t K + j] is slot
- * (t, j)'s row) and each slot's code into the workspace, then runs the kernel into out. */
+ * (t, j)'s row; NULL: a device exchange put them there already) and each slot's code into the
+ * workspace, then runs the kernel into out. */
 rudnn_status_t ep_combine_device(const char *op, rudnn_queue_t q, const ep_layout_t *lay, rudnn_dtype_t dt,
                                  const int32_t *ids, const uint8_t *mask, int mask_rank, const int64_t *pos,
                                  const void *back, int64_t nback, const rudnn_ep_combine_in_t *in,

@@ -62,9 +62,9 @@ RUDNN_API rudnn_status_t rudnn_comm_create_mpi(rudnn_context_t context, const vo
  * ignored. */
 RUDNN_API void rudnn_comm_destroy(rudnn_comm_t comm);
 
-/* NCCL (CUDA backend): like the MPI path, the exchanges of the ops move host copies, staged
- * through device memory of the communicator's own (device-resident exchanges are the next step).
- * librudnn.so does not link NCCL: it opens librudnn-nccl.so (next to the backend plugins, built
+/* NCCL (CUDA backend): the ops send their rows from device memory into device memory (with a TP
+ * group, through host copies staged in the communicator's device memory); counts and metadata
+ * are small host messages. librudnn.so does not link NCCL: it opens librudnn-nccl.so (next to the backend plugins, built
  * with -Dnccl against the NCCL and CUDA runtime of the build machine), and without it these
  * calls answer NOT_SUPPORTED. */
 #define RUDNN_COMM_NCCL_ID_BYTES 128 /* an ncclUniqueId */
