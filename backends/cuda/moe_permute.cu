@@ -202,8 +202,22 @@ __global__ void plan_finish_kernel(const uint32_t *__restrict__ positions, uint3
 
 /* ---- gather and combine ---- */
 
+/* STREAM: streaming stores (evict-first), so that output rows, written once and too many to stay
+ * in L2 anyway, do not push the input rows, read k times, out of it */
+template <bool STREAM, class U>
+__device__ __forceinline__ void gather_store(U *p, const U &v)
+{
+#if !RDG_HIP
+    if constexpr (STREAM) {
+        __stcs(p, v);
+        return;
+    }
+#endif
+    *p = v;
+}
+
 /* tokens[r, :] = input[row_token[r], :], U-sized units (16, 8, 4 or 2 bytes), rows of `units`. */
-template <class U>
+template <class U, bool STREAM>
 __global__ void RDG_LAUNCH_BOUNDS(ROWS_THREADS, 4)
 gather_kernel(const U *__restrict__ input, const uint32_t *__restrict__ row_token, U *__restrict__ tokens,
               int64_t rows, int64_t units, int tpr)
@@ -223,7 +237,7 @@ gather_kernel(const U *__restrict__ input, const uint32_t *__restrict__ row_toke
 #pragma unroll
         for (int i = 0; i < GATHER_UNROLL; i++)
             if (u0 + i * tpr < units)
-                dst[u0 + i * tpr] = v[i];
+                gather_store<STREAM>(&dst[u0 + i * tpr], v[i]);
     }
 }
 
@@ -301,6 +315,16 @@ combine_kernel(const void *__restrict__ x, const uint32_t *__restrict__ position
         }
         store_vec<DT, VEC>(out, t * hidden + v * VEC, acc);
     }
+}
+
+template <class U>
+void launch_gather(bool stream, dim3 grid, cudaStream_t st, const void *src, const uint32_t *rt, void *dst,
+                   int64_t rows, int64_t units, int tpr)
+{
+    if (stream)
+        gather_kernel<U, true><<<grid, ROWS_THREADS, 0, st>>>((const U *)src, rt, (U *)dst, rows, units, tpr);
+    else
+        gather_kernel<U, false><<<grid, ROWS_THREADS, 0, st>>>((const U *)src, rt, (U *)dst, rows, units, tpr);
 }
 
 /* threads per row: a power of two covering `units` up to the block */
@@ -394,26 +418,27 @@ rudnn_status_t rdg_moe_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t 
     while (unit > esize && !(row_bytes % unit == 0 && aligned(src, unit) && aligned(dst, unit)))
         unit /= 2;
     const int64_t units = (int64_t)(row_bytes / unit);
-    const int tpr = threads_per_row(units, warp_size(q));
+    int tpr = threads_per_row(units, warp_size(q));
+    if (tpr > GATHER_MAX_TPR && GATHER_MAX_TPR >= warp_size(q))
+        tpr = GATHER_MAX_TPR;
     const dim3 grid((unsigned)rdg_ceil_div(plan->rows, ROWS_THREADS / tpr));
     const uint32_t *rt = (const uint32_t *)rdg_at(row_token);
+    /* an output past L2 (and past GATHER_STREAM_MIN_L2S of it) is streamed */
+    const bool stream = q->dev.l2_bytes > 0 &&
+                        (double)plan->rows * (double)row_bytes > GATHER_STREAM_MIN_L2S * (double)q->dev.l2_bytes;
     rdg_note_kernel("moe.gather");
     switch (unit) {
     case 16:
-        gather_kernel<uint4><<<grid, ROWS_THREADS, 0, q->stream>>>((const uint4 *)src, rt, (uint4 *)dst, plan->rows,
-                                                                 units, tpr);
+        launch_gather<uint4>(stream, grid, q->stream, src, rt, dst, plan->rows, units, tpr);
         break;
     case 8:
-        gather_kernel<uint2><<<grid, ROWS_THREADS, 0, q->stream>>>((const uint2 *)src, rt, (uint2 *)dst, plan->rows,
-                                                                 units, tpr);
+        launch_gather<uint2>(stream, grid, q->stream, src, rt, dst, plan->rows, units, tpr);
         break;
     case 4:
-        gather_kernel<uint32_t><<<grid, ROWS_THREADS, 0, q->stream>>>((const uint32_t *)src, rt, (uint32_t *)dst,
-                                                                    plan->rows, units, tpr);
+        launch_gather<uint32_t>(stream, grid, q->stream, src, rt, dst, plan->rows, units, tpr);
         break;
     default:
-        gather_kernel<uint16_t><<<grid, ROWS_THREADS, 0, q->stream>>>((const uint16_t *)src, rt, (uint16_t *)dst,
-                                                                    plan->rows, units, tpr);
+        launch_gather<uint16_t>(stream, grid, q->stream, src, rt, dst, plan->rows, units, tpr);
         break;
     }
     return rdg_launched("moe dispatch_gather");

@@ -42,6 +42,18 @@
 #ifndef GATHER_UNROLL
 #define GATHER_UNROLL 4
 #endif
+/* gather: threads per row at most (a power of two, >= the warp; 128 with 8 loads in flight:
+ * 22.8 us, no better) */
+#ifndef GATHER_MAX_TPR
+#define GATHER_MAX_TPR ROWS_THREADS
+#endif
+/* gather: streaming (evict-first) stores when the output is larger than this many L2s: it cannot
+ * stay there, and plain stores evict the input rows that are read k times (H200, 4096 rows of
+ * 7168 bf16, 58.7 MB: 22.6 -> 20.0 us; f32 45.9 -> 41.3 us). Smaller outputs keep plain stores,
+ * so that the experts that read them next find them in L2. */
+#ifndef GATHER_STREAM_MIN_L2S
+#define GATHER_STREAM_MIN_L2S 1.0
+#endif
 
 /* expert-parallel combine + RMSNorm: one block per token, its sum in registers; 256 threads hold
  * H 7168 bf16 in 4 vectors of 8 each; rows that allow no 16-byte access take 1024 threads */

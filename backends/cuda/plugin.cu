@@ -171,6 +171,7 @@ rudnn_status_t b_device_open(int index, void **device)
         d->info.smem_optin = d->prop.sharedMemPerBlock;
     d->info.arch = rdg_arch_number(&d->prop);
     d->info.total_mem = d->prop.totalGlobalMem;
+    d->info.l2_bytes = d->prop.l2CacheSize > 0 ? (size_t)d->prop.l2CacheSize : 0;
     rdg_probe_caps(&d->prop, &d->info);
     count_open(index, 1);
     *device = d;

@@ -28,6 +28,7 @@ typedef struct rdg_devinfo {
      * TMA loads; NULL where the driver has none, and under HIP */
     void *tensor_map_encode;
     size_t total_mem; /* global memory, bytes (the attention fallback's workspace limit) */
+    size_t l2_bytes;  /* L2 cache, bytes (the gather streams outputs larger than it) */
 } rdg_devinfo_t;
 
 /* The device handle the HAL passes (plugin.cu's device starts with its rdg_devinfo_t). */
