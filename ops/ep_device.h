@@ -1,5 +1,5 @@
-/* Expert parallelism, the device side of the combine (ops/ep.c): the caller's workspace, the slot
- * codes, and the backend's fused weighted sum + shared term + residual add + RMSNorm
+/* Expert parallelism, the device side of the combine (ops/ep_combine.c): the caller's workspace,
+ * the slot codes, and the backend's fused weighted sum + shared term + residual add + RMSNorm
  * (hal/moe.h, ep_combine_norm). */
 #ifndef RUDNN_OPS_EP_DEVICE_H
 #define RUDNN_OPS_EP_DEVICE_H

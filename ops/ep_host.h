@@ -1,5 +1,5 @@
 /* Expert parallelism, host-staged path: host copies of device tensors, the status agreement and
- * the point-to-point exchanges among the ranks that take part (ops/ep.c). */
+ * the point-to-point exchanges among the ranks that take part (ops/ep*.c). */
 #ifndef RUDNN_OPS_EP_HOST_H
 #define RUDNN_OPS_EP_HOST_H
 

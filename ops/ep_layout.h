@@ -1,5 +1,5 @@
 /* Expert parallelism: who takes part and where each (token, slot) goes, for rudnn_ep_dispatch
- * and rudnn_ep_combine_add_rms_norm (ops/ep.c). Plain host logic: the same on every backend. */
+ * and rudnn_ep_combine_add_rms_norm (ops/ep*.c). Plain host logic: the same on every backend. */
 #ifndef RUDNN_OPS_EP_LAYOUT_H
 #define RUDNN_OPS_EP_LAYOUT_H
 

@@ -33,8 +33,8 @@ typedef struct rudnn_moe_rows_plan {
     uint32_t align;
 } rudnn_moe_rows_plan_t;
 
-/* The expert-parallel combine + AddRmsNorm of one rank (ops/ep.c), once the expert rows are back
- * on the token's rank: src codes say where each (token, slot) takes its value from. */
+/* The expert-parallel combine + AddRmsNorm of one rank (ops/ep_combine.c), once the expert rows
+ * are back on the token's rank: src codes say where each (token, slot) takes its value from. */
 enum {
     RUDNN_EP_SRC_OFF = -1,    /* inactive slot: nothing */
     RUDNN_EP_SRC_ZERO = -2,   /* zero expert: 0 (the token is active) */
