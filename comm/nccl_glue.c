@@ -1,13 +1,14 @@
-/* librudnn-nccl.so: core/comm_glue.h's NCCL table. The only rudnn code that links NCCL (and, for
- * its stream and scratch, the CUDA runtime), so that librudnn.so runs without either. Exports
- * rudnn_nccl_glue_entry_v1 alone (-fvisibility=hidden). */
+/* librudnn-nccl.so and librudnn-rccl.so: core/comm_glue.h's NCCL table, over NCCL and the CUDA
+ * runtime or (RUDNN_GLUE_HIP) over RCCL and the HIP runtime; comm/gpu_runtime.h maps the runtime
+ * names. The only rudnn code that links either engine (and, for its stream and scratch, the
+ * runtime), so that librudnn.so runs without them. Exports its entry alone (-fvisibility=hidden):
+ * rudnn_nccl_glue_entry_v1, or rudnn_rccl_glue_entry_v1 for RCCL. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
-#include <nccl.h>
+#include "gpu_runtime.h"
 
 #include "core/comm_glue.h"
 
@@ -15,7 +16,7 @@ _Static_assert(RUDNN_NCCL_GLUE_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "the unique id'
 
 typedef struct glue_comm {
     ncclComm_t comm;
-    cudaStream_t stream;
+    gpuStream_t stream;
     int device;
     int *scratch;   /* one int on the device (allreduce_max_int) */
     uint8_t *stage; /* device staging of host exchanges, grown as needed */
@@ -37,9 +38,9 @@ static int fail_nccl(char *err, size_t cap, const char *call, ncclResult_t r)
     return fail(err, cap, "%s failed: %s (%s)", call, ncclGetErrorString(r), ncclGetLastError(NULL));
 }
 
-static int fail_cuda(char *err, size_t cap, const char *call, cudaError_t e)
+static int fail_gpu(char *err, size_t cap, const char *call, gpuError_t e)
 {
-    return fail(err, cap, "%s failed: %s", call, cudaGetErrorString(e));
+    return fail(err, cap, "%s failed: %s", call, gpuGetErrorString(e));
 }
 
 static int glue_unique_id(void *id, char *err, size_t cap)
@@ -54,28 +55,28 @@ static int glue_unique_id(void *id, char *err, size_t cap)
 
 static int glue_init(int device, const void *id, int rank, int size, void **out, char *err, size_t cap)
 {
-    cudaError_t e = cudaSetDevice(device);
-    if (e != cudaSuccess)
-        return fail_cuda(err, cap, "cudaSetDevice", e);
+    gpuError_t e = gpuSetDevice(device);
+    if (e != gpuSuccess)
+        return fail_gpu(err, cap, GPU_NAME("SetDevice"), e);
     glue_comm_t *c = calloc(1, sizeof *c);
     if (!c)
         return fail(err, cap, "out of host memory");
     c->device = device;
-    if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+    if ((e = gpuStreamCreateWithFlags(&c->stream, gpuStreamNonBlocking)) != gpuSuccess) {
         free(c);
-        return fail_cuda(err, cap, "cudaStreamCreateWithFlags", e);
+        return fail_gpu(err, cap, GPU_NAME("StreamCreateWithFlags"), e);
     }
-    if ((e = cudaMalloc((void **)&c->scratch, sizeof(int))) != cudaSuccess) {
-        cudaStreamDestroy(c->stream);
+    if ((e = gpuMalloc((void **)&c->scratch, sizeof(int))) != gpuSuccess) {
+        gpuStreamDestroy(c->stream);
         free(c);
-        return fail_cuda(err, cap, "cudaMalloc", e);
+        return fail_gpu(err, cap, GPU_NAME("Malloc"), e);
     }
     ncclUniqueId u;
     memcpy(u.internal, id, NCCL_UNIQUE_ID_BYTES);
     ncclResult_t r = ncclCommInitRank(&c->comm, size, u, rank);
     if (r != ncclSuccess) {
-        cudaFree(c->scratch);
-        cudaStreamDestroy(c->stream);
+        gpuFree(c->scratch);
+        gpuStreamDestroy(c->stream);
         free(c);
         return fail_nccl(err, cap, "ncclCommInitRank", r);
     }
@@ -88,18 +89,18 @@ static void glue_free(void *p)
     glue_comm_t *c = p;
     if (!c)
         return;
-    cudaSetDevice(c->device);
+    gpuSetDevice(c->device);
     ncclCommDestroy(c->comm);
-    cudaFree(c->stage);
-    cudaFree(c->scratch);
-    cudaStreamDestroy(c->stream);
+    gpuFree(c->stage);
+    gpuFree(c->scratch);
+    gpuStreamDestroy(c->stream);
     free(c);
 }
 
 static int wait(glue_comm_t *c, char *err, size_t cap)
 {
-    cudaError_t e = cudaStreamSynchronize(c->stream);
-    return e != cudaSuccess ? fail_cuda(err, cap, "cudaStreamSynchronize", e) : 0;
+    gpuError_t e = gpuStreamSynchronize(c->stream);
+    return e != gpuSuccess ? fail_gpu(err, cap, GPU_NAME("StreamSynchronize"), e) : 0;
 }
 
 /* Room for n bytes of staging (256-byte aligned pieces). */
@@ -107,12 +108,12 @@ static int stage_reserve(glue_comm_t *c, size_t n, char *err, size_t cap)
 {
     if (n <= c->stage_bytes)
         return 0;
-    cudaFree(c->stage);
+    gpuFree(c->stage);
     c->stage = NULL;
     c->stage_bytes = 0;
-    cudaError_t e = cudaMalloc((void **)&c->stage, n);
-    if (e != cudaSuccess)
-        return fail_cuda(err, cap, "cudaMalloc (staging)", e);
+    gpuError_t e = gpuMalloc((void **)&c->stage, n);
+    if (e != gpuSuccess)
+        return fail_gpu(err, cap, GPU_NAME("Malloc (staging)"), e);
     c->stage_bytes = n;
     return 0;
 }
@@ -126,9 +127,9 @@ static int glue_exchange(void *p, int nsend, const int *send_peers, const void *
                          const size_t *recv_bytes, char *err, size_t cap)
 {
     glue_comm_t *c = p;
-    cudaError_t e = cudaSetDevice(c->device);
-    if (e != cudaSuccess)
-        return fail_cuda(err, cap, "cudaSetDevice", e);
+    gpuError_t e = gpuSetDevice(c->device);
+    if (e != gpuSuccess)
+        return fail_gpu(err, cap, GPU_NAME("SetDevice"), e);
     size_t total = 0;
     for (int i = 0; i < nsend; i++)
         total += up256(send_bytes[i]);
@@ -137,13 +138,13 @@ static int glue_exchange(void *p, int nsend, const int *send_peers, const void *
     if (stage_reserve(c, total, err, cap))
         return 1;
     size_t at = 0;
-    for (int i = 0; i < nsend && e == cudaSuccess; i++) {
+    for (int i = 0; i < nsend && e == gpuSuccess; i++) {
         if (send_bytes[i])
-            e = cudaMemcpyAsync(c->stage + at, send_bufs[i], send_bytes[i], cudaMemcpyHostToDevice, c->stream);
+            e = gpuMemcpyAsync(c->stage + at, send_bufs[i], send_bytes[i], gpuMemcpyHostToDevice, c->stream);
         at += up256(send_bytes[i]);
     }
-    if (e != cudaSuccess)
-        return fail_cuda(err, cap, "cudaMemcpyAsync (to the device)", e);
+    if (e != gpuSuccess)
+        return fail_gpu(err, cap, GPU_NAME("MemcpyAsync (to the device)"), e);
     const size_t recv0 = at;
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess)
@@ -165,13 +166,13 @@ static int glue_exchange(void *p, int nsend, const int *send_peers, const void *
     if (end != ncclSuccess)
         return fail_nccl(err, cap, "ncclGroupEnd", end);
     at = recv0;
-    for (int i = 0; i < nrecv && e == cudaSuccess; i++) {
+    for (int i = 0; i < nrecv && e == gpuSuccess; i++) {
         if (recv_bytes[i])
-            e = cudaMemcpyAsync(recv_bufs[i], c->stage + at, recv_bytes[i], cudaMemcpyDeviceToHost, c->stream);
+            e = gpuMemcpyAsync(recv_bufs[i], c->stage + at, recv_bytes[i], gpuMemcpyDeviceToHost, c->stream);
         at += up256(recv_bytes[i]);
     }
-    if (e != cudaSuccess)
-        return fail_cuda(err, cap, "cudaMemcpyAsync (to the host)", e);
+    if (e != gpuSuccess)
+        return fail_gpu(err, cap, GPU_NAME("MemcpyAsync (to the host)"), e);
     return wait(c, err, cap);
 }
 
@@ -180,9 +181,9 @@ static int glue_exchange_device(void *p, int nsend, const int *send_peers, const
                                 const size_t *recv_bytes, char *err, size_t cap)
 {
     glue_comm_t *c = p;
-    cudaError_t e = cudaSetDevice(c->device);
-    if (e != cudaSuccess)
-        return fail_cuda(err, cap, "cudaSetDevice", e);
+    gpuError_t e = gpuSetDevice(c->device);
+    if (e != gpuSuccess)
+        return fail_gpu(err, cap, GPU_NAME("SetDevice"), e);
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess)
         return fail_nccl(err, cap, "ncclGroupStart", r);
@@ -203,31 +204,37 @@ static int glue_exchange_device(void *p, int nsend, const int *send_peers, const
 static int glue_allreduce_max_int(void *p, int *value, char *err, size_t cap)
 {
     glue_comm_t *c = p;
-    cudaError_t e = cudaSetDevice(c->device);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(c->scratch, value, sizeof *value, cudaMemcpyHostToDevice, c->stream);
-    if (e != cudaSuccess)
-        return fail_cuda(err, cap, "cudaMemcpyAsync (to the device)", e);
+    gpuError_t e = gpuSetDevice(c->device);
+    if (e == gpuSuccess)
+        e = gpuMemcpyAsync(c->scratch, value, sizeof *value, gpuMemcpyHostToDevice, c->stream);
+    if (e != gpuSuccess)
+        return fail_gpu(err, cap, GPU_NAME("MemcpyAsync (to the device)"), e);
     ncclResult_t r = ncclAllReduce(c->scratch, c->scratch, 1, ncclInt32, ncclMax, c->comm, c->stream);
     if (r != ncclSuccess)
         return fail_nccl(err, cap, "ncclAllReduce", r);
-    if ((e = cudaMemcpyAsync(value, c->scratch, sizeof *value, cudaMemcpyDeviceToHost, c->stream)) != cudaSuccess)
-        return fail_cuda(err, cap, "cudaMemcpyAsync (to the host)", e);
+    if ((e = gpuMemcpyAsync(value, c->scratch, sizeof *value, gpuMemcpyDeviceToHost, c->stream)) != gpuSuccess)
+        return fail_gpu(err, cap, GPU_NAME("MemcpyAsync (to the host)"), e);
     return wait(c, err, cap);
 }
 
 static char engine[64];
 
-__attribute__((visibility("default"))) const rudnn_nccl_glue_t *rudnn_nccl_glue_entry_v1(void);
-const rudnn_nccl_glue_t *rudnn_nccl_glue_entry_v1(void)
+/* RCCL answers ncclGetVersion with its own release (2.13.4 in ROCm 5.4), coded as NCCL's. */
+static void describe_engine(void)
+{
+    int v = 0;
+    if (ncclGetVersion(&v) == ncclSuccess)
+        snprintf(engine, sizeof engine, GLUE_ENGINE " %d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+    else
+        snprintf(engine, sizeof engine, GLUE_ENGINE " (version unknown)");
+}
+
+__attribute__((visibility("default"))) const rudnn_nccl_glue_t *GLUE_ENTRY(void);
+const rudnn_nccl_glue_t *GLUE_ENTRY(void)
 {
     static rudnn_nccl_glue_t table;
     if (!table.abi_version) { /* the loader calls this once, under its once-flag */
-        int v = 0;
-        if (ncclGetVersion(&v) == ncclSuccess)
-            snprintf(engine, sizeof engine, "NCCL %d.%d.%d", v / 10000, v / 100 % 100, v % 100);
-        else
-            snprintf(engine, sizeof engine, "NCCL (version unknown)");
+        describe_engine();
         table.struct_size = sizeof table;
         table.engine = engine;
         table.unique_id = glue_unique_id;

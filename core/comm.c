@@ -1,5 +1,5 @@
 /* Communicators (rudnn/comm.h): creation with agreement among ranks, and the exchange and
- * reduction ops/ build on. Every MPI and NCCL call goes through a glue (core/comm_glue.h). */
+ * reduction ops/ build on. Every MPI, NCCL and RCCL call goes through a glue (core/comm_glue.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,15 +172,42 @@ rudnn_status_t rudnn_comm_create_mpi(rudnn_context_t context, const void *ep_com
     return st;
 }
 
-/* ---- NCCL ---------------------------------------------------------------------------- */
+/* ---- NCCL (cuda) and RCCL (hip) --------------------------------------------------------- */
 
 #define CREATE_NCCL "comm_create_nccl"
+
+/* The backend a context made now would be on, for the glue choice: RUDNN_BACKEND, or (unset,
+ * auto) the first of cuda and hip whose plugin loads with a device, in rudnn_context_create's
+ * order. NULL when neither loads. */
+static const char *default_backend(void)
+{
+    static const char *const gpu_order[] = {"cuda", "hip"};
+    const char *name = rudnn_env()->backend;
+    if (name && strcmp(name, "auto") != 0)
+        return name;
+    for (size_t i = 0; i < sizeof gpu_order / sizeof gpu_order[0]; i++) {
+        const rudnn_backend_t *backend = NULL;
+        int count = 0;
+        if (rudnn_loader_open(gpu_order[i], NULL, &backend, &count) == RUDNN_STATUS_SUCCESS)
+            return gpu_order[i];
+    }
+    rudnn_clear_error(); /* not an error of the caller's call */
+    return NULL;
+}
+
+/* The glue of the NCCL table for a backend: RCCL on hip, NCCL otherwise (for cuda, and for the
+ * calls that have no context to tell, as before RCCL was built). */
+static const rudnn_nccl_glue_t *nccl_glue_of(const char *backend, const char *op, rudnn_status_t *status)
+{
+    return backend && strcmp(backend, "hip") == 0 ? rudnn_rccl_glue(op, status) : rudnn_nccl_glue(op, status);
+}
 
 rudnn_status_t rudnn_comm_nccl_unique_id(void *id)
 {
     rudnn_clear_error();
     rudnn_status_t st = RUDNN_STATUS_SUCCESS;
-    const rudnn_nccl_glue_t *g = rudnn_nccl_glue("comm_nccl_unique_id", &st);
+    /* no context: the id comes from the engine of the backend contexts get by default */
+    const rudnn_nccl_glue_t *g = nccl_glue_of(default_backend(), "comm_nccl_unique_id", &st);
     if (!g)
         return st;
     if (!id)
@@ -188,21 +215,34 @@ rudnn_status_t rudnn_comm_nccl_unique_id(void *id)
                                RUDNN_COMM_NCCL_ID_BYTES);
     char err[RUDNN_COMM_GLUE_ERR_MAX];
     return g->unique_id(id, err, sizeof err)
-               ? rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, "comm_nccl_unique_id: %s", err)
+               ? rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, "comm_nccl_unique_id: %s: %s", g->engine, err)
                : RUDNN_STATUS_SUCCESS;
 }
 
-/* What a rank decides alone, before NCCL's collective initialisation. */
+/* The glue for context: NCCL on cuda, RCCL on hip, NOT_SUPPORTED on any other backend. Without a
+ * context, the default backend's (the NULL is reported after, with the other arguments). */
+static const rudnn_nccl_glue_t *glue_for_context(rudnn_context_t context, rudnn_status_t *status)
+{
+    if (!context)
+        return nccl_glue_of(default_backend(), CREATE_NCCL, status);
+    const char *name = context->backend->name;
+    if (strcmp(name, "cuda") != 0 && strcmp(name, "hip") != 0) {
+        *status = rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, CREATE_NCCL ": the context is on the %s backend: "
+                                  "NCCL needs the cuda backend, RCCL the hip backend (use rudnn_comm_create_mpi "
+                                  "elsewhere)", name);
+        return NULL;
+    }
+    return nccl_glue_of(name, CREATE_NCCL, status);
+}
+
+/* What a rank decides alone, before NCCL's collective initialisation (the backend is checked
+ * first, by glue_for_context). */
 static rudnn_status_t nccl_check_now(rudnn_context_t context, const void *ep_id, int ep_rank, int ep_size,
                                      const void *tp_id, int tp_rank, rudnn_comm_t *comm)
 {
     if (!context || !comm || !ep_id)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, CREATE_NCCL ": %s is NULL",
                                !context ? "context" : !comm ? "comm" : "ep_id");
-    if (strcmp(context->backend->name, "cuda") != 0)
-        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, CREATE_NCCL ": the context is on the %s backend: NCCL "
-                               "communicators need the cuda backend (use rudnn_comm_create_mpi elsewhere)",
-                               context->backend->name);
     if (ep_size < RUDNN_COMM_EP_MIN || ep_size > RUDNN_COMM_EP_MAX)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, CREATE_NCCL ": ep_size %d: an EP group has %d..%d ranks",
                                ep_size, RUDNN_COMM_EP_MIN, RUDNN_COMM_EP_MAX);
@@ -220,17 +260,17 @@ rudnn_status_t rudnn_comm_create_nccl(rudnn_context_t context, const void *ep_id
 {
     rudnn_clear_error();
     rudnn_status_t st = RUDNN_STATUS_SUCCESS;
-    const rudnn_nccl_glue_t *g = rudnn_nccl_glue(CREATE_NCCL, &st);
+    const rudnn_nccl_glue_t *g = glue_for_context(context, &st);
     if (!g)
         return st;
     RUDNN_TRY(nccl_check_now(context, ep_id, ep_rank, ep_size, tp_id, tp_rank, comm));
     char err[RUDNN_COMM_GLUE_ERR_MAX];
     void *ep = NULL, *tp = NULL;
     if (g->init(context->device_index, ep_id, ep_rank, ep_size, &ep, err, sizeof err))
-        return rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, CREATE_NCCL ": EP group: %s", err);
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, CREATE_NCCL ": EP group: %s: %s", g->engine, err);
     if (tp_id && g->init(context->device_index, tp_id, tp_rank, RUDNN_COMM_TP_SIZE, &tp, err, sizeof err)) {
         g->free(ep);
-        return rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, CREATE_NCCL ": TP group: %s", err);
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_ERROR, CREATE_NCCL ": TP group: %s: %s", g->engine, err);
     }
     /* the rest is agreed on (EP, TP, EP again reaches every rank of an EP x TP grid) */
     rudnn_status_t local = buffer_bytes < RUDNN_COMM_MIN_BUFFER_BYTES
@@ -392,7 +432,7 @@ rudnn_status_t rudnn_comm_exchange_device(rudnn_comm_t comm, int group, const ch
     void **rp = rudnn_host_calloc((size_t)nrecv + 1, sizeof *rp);
     rudnn_status_t st = !sp || !rp ? rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", op)
                                    : RUDNN_STATUS_SUCCESS;
-    /* the CUDA backend's memory handles are device pointers (hal/table.h) */
+    /* the CUDA and HIP backends' memory handles are device pointers (hal/table.h) */
     for (int i = 0; st == RUDNN_STATUS_SUCCESS && i < nsend; i++)
         sp[i] = send[i].mem ? (const char *)send[i].mem + send[i].offset : NULL;
     for (int i = 0; st == RUDNN_STATUS_SUCCESS && i < nrecv; i++)

@@ -12,7 +12,7 @@ struct rudnn_comm {
     rudnn_context_t context; /* referenced: released by rudnn_comm_destroy */
     rudnn_comm_kind_t kind;
     const rudnn_comm_glue_t *glue;       /* RUDNN_COMM_MPI */
-    const rudnn_nccl_glue_t *nccl;       /* RUDNN_COMM_NCCL */
+    const rudnn_nccl_glue_t *nccl;       /* RUDNN_COMM_NCCL: the NCCL or the RCCL glue */
     void *ep, *tp; /* the glue's communicators; tp NULL without a TP group */
     int ep_rank, ep_size, tp_rank, tp_size;
     int thread_level; /* RUDNN_GLUE_THREAD_*: below MULTIPLE, calls are serialised */
@@ -43,8 +43,9 @@ int rudnn_comm_is_device(rudnn_comm_t comm);
 rudnn_status_t rudnn_comm_allreduce_max(rudnn_comm_t comm, int group, const char *op, int *value);
 
 /* core/comm_load.c: the glue, loaded once per process; NULL with the status and message set
- * ("<op>: ...") when it cannot be. */
+ * ("<op>: ...") when it cannot be. rudnn_rccl_glue: librudnn-rccl.so, the NCCL table over RCCL. */
 const rudnn_comm_glue_t *rudnn_comm_glue(const char *op, rudnn_status_t *status);
 const rudnn_nccl_glue_t *rudnn_nccl_glue(const char *op, rudnn_status_t *status);
+const rudnn_nccl_glue_t *rudnn_rccl_glue(const char *op, rudnn_status_t *status);
 
 #endif

@@ -1,6 +1,7 @@
-/* The interface between librudnn.so and a communication glue library (librudnn-mpi.so), which
- * alone links the distributed engine. Like the backend ABI (backends/backend.h), but tiny: the
- * glue exports one symbol returning a const table that starts with abi_version and struct_size.
+/* The interface between librudnn.so and a communication glue library (librudnn-mpi.so,
+ * librudnn-nccl.so, librudnn-rccl.so), which alone links the distributed engine. Like the
+ * backend ABI (backends/backend.h), but tiny: the glue exports one symbol returning a const
+ * table that starts with abi_version and struct_size.
  *
  * A communicator is passed as `const void *` pointing at the engine's own handle (an MPI_Comm):
  * the caller's communicators and the glue's duplicates alike, so one set of queries serves both.
@@ -51,21 +52,25 @@ typedef struct rudnn_comm_glue {
 
 typedef const rudnn_comm_glue_t *(*rudnn_comm_glue_entry_fn)(void);
 
-/* The NCCL glue (librudnn-nccl.so): the same idea for NCCL. A communicator is the glue's own
- * handle (an ncclComm_t with a CUDA stream, scratch and staging memory of its own, on the device
- * it was made on); every call makes that device current, issues on its stream and waits. */
+/* The NCCL glue: the same idea for NCCL. librudnn-nccl.so (NCCL, CUDA runtime) exports
+ * rudnn_nccl_glue_entry_v1; librudnn-rccl.so, built from the same source over RCCL and the HIP
+ * runtime, exports rudnn_rccl_glue_entry_v1 returning the same table (its own name, so that one
+ * glue file is never taken for the other). A communicator is the glue's own handle (an
+ * ncclComm_t with a CUDA or HIP stream, scratch and staging memory of its own, on the device it
+ * was made on); every call makes that device current, issues on its stream and waits. */
 #define RUDNN_NCCL_GLUE_ABI_VERSION 1u
 #define RUDNN_NCCL_GLUE_ENTRY_SYMBOL "rudnn_nccl_glue_entry_v1"
+#define RUDNN_RCCL_GLUE_ENTRY_SYMBOL "rudnn_rccl_glue_entry_v1"
 #define RUDNN_NCCL_GLUE_ID_BYTES 128 /* NCCL_UNIQUE_ID_BYTES */
 
 typedef struct rudnn_nccl_glue {
     uint32_t abi_version; /* RUDNN_NCCL_GLUE_ABI_VERSION */
     uint32_t struct_size;
-    const char *engine; /* "NCCL 2.28.9", for messages */
+    const char *engine; /* "NCCL 2.28.9", "RCCL 2.13.4", for messages */
 
     int (*unique_id)(void *id, char *err, size_t cap);
-    /* Collective over the size ranks that pass the same id: ncclCommInitRank on CUDA device
-     * `device`. */
+    /* Collective over the size ranks that pass the same id: ncclCommInitRank on CUDA (RCCL:
+     * HIP) device `device`. */
     int (*init)(int device, const void *id, int rank, int size, void **comm, char *err, size_t cap);
     void (*free)(void *comm);
     /* Host buffers, staged through the glue's device memory: grouped sends and receives

@@ -1,5 +1,5 @@
 /* Loads the communication glue libraries (core/comm_glue.h), each once per process, from the
- * plugin folders: librudnn-mpi.so and librudnn-nccl.so. */
+ * plugin folders: librudnn-mpi.so, librudnn-nccl.so and librudnn-rccl.so. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,9 +47,14 @@ static glue_slot_t mpi_slot = {"MPI", "librudnn-mpi.so", RUDNN_COMM_GLUE_ENTRY_S
 static glue_slot_t nccl_slot = {"NCCL", "librudnn-nccl.so", RUDNN_NCCL_GLUE_ENTRY_SYMBOL, "-Dnccl=enabled",
                                 RUDNN_NCCL_GLUE_ABI_VERSION, sizeof(rudnn_nccl_glue_t), PTHREAD_ONCE_INIT,
                                 NULL, RUDNN_STATUS_SUCCESS, ""};
+/* RCCL fills the NCCL table (one source, comm/nccl_glue.c), under an entry name of its own */
+static glue_slot_t rccl_slot = {"RCCL", "librudnn-rccl.so", RUDNN_RCCL_GLUE_ENTRY_SYMBOL, "-Drccl=enabled",
+                                RUDNN_NCCL_GLUE_ABI_VERSION, sizeof(rudnn_nccl_glue_t), PTHREAD_ONCE_INIT,
+                                NULL, RUDNN_STATUS_SUCCESS, ""};
 
 static void load_mpi(void) { load_slot(&mpi_slot); }
 static void load_nccl(void) { load_slot(&nccl_slot); }
+static void load_rccl(void) { load_slot(&rccl_slot); }
 
 const rudnn_comm_glue_t *rudnn_comm_glue(const char *op, rudnn_status_t *status)
 {
@@ -65,4 +70,12 @@ const rudnn_nccl_glue_t *rudnn_nccl_glue(const char *op, rudnn_status_t *status)
     if (!nccl_slot.table)
         *status = rudnn_set_error(nccl_slot.status, "%s: %s", op, nccl_slot.why);
     return nccl_slot.table;
+}
+
+const rudnn_nccl_glue_t *rudnn_rccl_glue(const char *op, rudnn_status_t *status)
+{
+    pthread_once(&rccl_slot.once, load_rccl);
+    if (!rccl_slot.table)
+        *status = rudnn_set_error(rccl_slot.status, "%s: %s", op, rccl_slot.why);
+    return rccl_slot.table;
 }
