@@ -62,29 +62,34 @@ RUDNN_API rudnn_status_t rudnn_comm_create_mpi(rudnn_context_t context, const vo
  * ignored. */
 RUDNN_API void rudnn_comm_destroy(rudnn_comm_t comm);
 
-/* NCCL (CUDA backend): the ops send their rows from device memory into device memory (with a TP
- * group, through host copies staged in the communicator's device memory); counts and metadata
- * are small host messages. librudnn.so does not link NCCL: it opens librudnn-nccl.so (next to the backend plugins, built
- * with -Dnccl against the NCCL and CUDA runtime of the build machine), and without it these
- * calls answer NOT_SUPPORTED. */
+/* NCCL (CUDA backend) or RCCL, AMD's NCCL (HIP backend): the ops send their rows from device
+ * memory into device memory (with a TP group, through host copies staged in the communicator's
+ * device memory); counts and metadata are small host messages. librudnn.so links neither: it
+ * opens librudnn-nccl.so (built with -Dnccl against NCCL and the CUDA runtime) or
+ * librudnn-rccl.so (-Drccl, RCCL and the HIP runtime), next to the backend plugins, and without
+ * the one a call needs it answers NOT_SUPPORTED. */
 #define RUDNN_COMM_NCCL_ID_BYTES 128 /* an ncclUniqueId */
 
 /* A new NCCL unique id (ncclGetUniqueId), for one rank to make and share with the others of a
- * group (over MPI, a file, a socket...). */
+ * group (over MPI, a file, a socket...). It has no context, so the engine is the default
+ * backend's: RCCL when RUDNN_BACKEND is hip, or is unset or auto and the first GPU backend that
+ * loads (cuda before hip) is hip; NCCL otherwise. */
 RUDNN_API rudnn_status_t rudnn_comm_nccl_unique_id(void *id);
 
-/* Makes a communicator over NCCL on context's device (CUDA backend). Collective: every rank of
- * the EP group calls it with the same ep_id and its own ep_rank of ep_size (2..768); with a TP
- * group, every rank also passes its pair's tp_id and its tp_rank (0 or 1; NULL tp_id: no TP
- * group).
+/* Makes a communicator over NCCL on context's device (CUDA backend; RCCL on the HIP backend).
+ * Collective: every rank of the EP group calls it with the same ep_id and its own ep_rank of
+ * ep_size (2..768); with a TP group, every rank also passes its pair's tp_id and its tp_rank (0 or
+ * 1; NULL tp_id: no TP group).
  *
  * Returned at once, on that rank alone (the others then wait in NCCL's initialisation; check
- * these on every rank before calling): NOT_SUPPORTED when librudnn-nccl.so cannot be loaded or
- * the context is not on the CUDA backend; BAD_PARAM for a NULL ep_id, context or comm, ep_size
+ * these on every rank before calling): NOT_SUPPORTED when the context is on neither the CUDA nor
+ * the HIP backend, or its glue (librudnn-nccl.so, librudnn-rccl.so) cannot be loaded; BAD_PARAM
+ * for a NULL ep_id, context or comm, ep_size
  * out of range, ep_rank or tp_rank out of range. buffer_bytes below RUDNN_COMM_MIN_BUFFER_BYTES
  * is agreed among the ranks after the EP communicator is made, like rudnn_comm_create_mpi's
- * checks: every rank then returns an error. DEVICE_ERROR when NCCL or CUDA fails (with their
- * text). *comm is written only on success. Destroy with rudnn_comm_destroy (every rank). */
+ * checks: every rank then returns an error. DEVICE_ERROR when NCCL/RCCL or the GPU runtime
+ * fails (with their text). *comm is written only on success. Destroy with rudnn_comm_destroy
+ * (every rank). */
 RUDNN_API rudnn_status_t rudnn_comm_create_nccl(rudnn_context_t context, const void *ep_id, int ep_rank,
                                                 int ep_size, const void *tp_id, int tp_rank, size_t buffer_bytes,
                                                 rudnn_comm_t *comm);
