@@ -423,7 +423,7 @@ rudnn_status_t rdg_moe_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t 
         tpr = GATHER_MAX_TPR;
     const dim3 grid((unsigned)rdg_ceil_div(plan->rows, ROWS_THREADS / tpr));
     const uint32_t *rt = (const uint32_t *)rdg_at(row_token);
-    /* an output past L2 (and past GATHER_STREAM_MIN_L2S of it) is streamed */
+    /* an output past GATHER_STREAM_MIN_L2S of L2 is streamed (moe_tuning.h) */
     const bool stream = q->dev.l2_bytes > 0 &&
                         (double)plan->rows * (double)row_bytes > GATHER_STREAM_MIN_L2S * (double)q->dev.l2_bytes;
     rdg_note_kernel("moe.gather");

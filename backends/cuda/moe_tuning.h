@@ -47,12 +47,12 @@
 #ifndef GATHER_MAX_TPR
 #define GATHER_MAX_TPR ROWS_THREADS
 #endif
-/* gather: streaming (evict-first) stores when the output is larger than this many L2s: it cannot
- * stay there, and plain stores evict the input rows that are read k times (H200, 4096 rows of
- * 7168 bf16, 58.7 MB: 22.6 -> 20.0 us; f32 45.9 -> 41.3 us). Smaller outputs keep plain stores,
- * so that the experts that read them next find them in L2. */
+/* gather: streaming (evict-first) stores when the output is larger than this fraction of L2: with
+ * the input rows (read k times) it no longer fits, and plain stores evict those rows (H200, 60 MiB
+ * L2, 4096 rows of 7168 bf16, 58.7 MB: 22.4 -> 20.0 us; f32 45.9 -> 41.3 us). Smaller outputs keep
+ * plain stores, so that the experts that read them next find them in L2. */
 #ifndef GATHER_STREAM_MIN_L2S
-#define GATHER_STREAM_MIN_L2S 1.0
+#define GATHER_STREAM_MIN_L2S 0.5
 #endif
 
 /* expert-parallel combine + RMSNorm: one block per token, its sum in registers; 256 threads hold
