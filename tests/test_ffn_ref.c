@@ -7,7 +7,13 @@
  *   h = [1, -1]:  gelu   0.84134474606854294859  -0.15865525393145705141
  *                 fastgelu 0.84579576593282129571 -0.15420423406717870429
  *                 silu   0.73105857863000487925  -0.26894142136999512075
- *   h = [2, -3] (gate, value): geglu -5.8634992083109247568, swiglu -5.2847824678672946644. */
+ *   gated, a = value * act(gate) (ffn.h: the first half of h is the value, the last the gate):
+ *   h = [2, -3] (value 2, gate -3): geglu 2 gelu(-3) = -0.0080993881897805671599,
+ *                                   swiglu 2 silu(-3) = -0.28455523906540068527
+ *   h = [-3, 2] (value -3, gate 2): geglu -3 gelu(2) = -5.8634992083109247568,
+ *                                   swiglu -3 silu(2) = -5.2847824678672946644
+ *   (gelu(-3) = -0.00404969409489028358, silu(-3) = -0.14227761953270034264,
+ *    gelu(2) = 1.9544997361036415856, silu(2) = 1.7615941559557648881). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -116,39 +122,45 @@ static void test_float_plain(void **state)
     assert_close(y[1], 8.0);
 }
 
-/* Gated (N1 = 2, K2 = 1): b1 = [1.5, -5.5] -> h = [2, -3] (gate 2, value -3); W2 = [[0.5, -2]],
- * b2 = [1, 0]: y = [0.5 a + 1, -2 a]. */
+/* Gated (N1 = 2, K2 = 1), a = h[0] * act(h[1]) (value first, gate last); W2 = [[0.5, -2]],
+ * b2 = [1, 0]: y = [0.5 a + 1, -2 a].
+ *   b1 = [1.5, -5.5] -> h = [2, -3] (value 2, gate -3): reglu's gate is cut: a = 0, y = [1, 0];
+ *   b1 = [-3.5, -0.5] -> h = [-3, 2] (value -3, gate 2): the negative value passes unactivated.
+ * Either b1 gives other numbers with the halves the other way round. */
 static void test_float_gated(void **state)
 {
     (void)state;
-    static const double b1[2] = {1.5, -5.5};
+    static const double b1s[2][2] = {{1.5, -5.5}, {-3.5, -0.5}};
     static const double w2[2] = {0.5, -2.0};
     static const double b2[2] = {1.0, 0.0};
     static const struct {
+        int b1;
         rudnn_ffn_activation_t act;
         double a, y0, y1;
     } cases[] = {
-        {RUDNN_FFN_GEGLU, -5.8634992083109247568, -1.9317496041554623784, 11.726998416621849514},
-        {RUDNN_FFN_SWIGLU, -5.2847824678672946644, -1.6423912339336473322, 10.569564935734589329},
-        {RUDNN_FFN_REGLU, -6.0, -2.0, 12.0},
+        {0, RUDNN_FFN_GEGLU, -0.0080993881897805671599, 0.99595030590510971642, 0.01619877637956113432},
+        {0, RUDNN_FFN_SWIGLU, -0.28455523906540068527, 0.85772238046729965736, 0.56911047813080137055},
+        {0, RUDNN_FFN_REGLU, 0.0, 1.0, 0.0},
+        {1, RUDNN_FFN_GEGLU, -5.8634992083109247568, -1.9317496041554623784, 11.726998416621849514},
+        {1, RUDNN_FFN_SWIGLU, -5.2847824678672946644, -1.6423912339336473322, 10.569564935734589329},
+        {1, RUDNN_FFN_REGLU, -6.0, -2.0, 12.0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ffn_ref_args_t a = {.scenario = FFN_REF_FLOAT, .activation = cases[i].act, .m = 1, .k1 = 2, .n1 = 2,
-                            .k2 = 1, .n2 = 2, .x = x12, .w1 = w1_22, .w2 = w2, .b1 = b1, .b2 = b2};
+                            .k2 = 1, .n2 = 2, .x = x12, .w1 = w1_22, .w2 = w2, .b1 = b1s[cases[i].b1], .b2 = b2};
         double y[2], hidden[1];
         assert_int_equal(ffn_ref(&a, y, hidden), 1);
         assert_close(hidden[0], cases[i].a);
         assert_close(y[0], cases[i].y0);
         assert_close(y[1], cases[i].y1);
     }
-    /* the value is not activated: a negative gate under reglu gives 0 whatever the value */
-    static const double b1_neg[2] = {-1.5, 0.5}; /* h = [-1, 3] */
-    ffn_ref_args_t a = {.scenario = FFN_REF_FLOAT, .activation = RUDNN_FFN_REGLU, .m = 1, .k1 = 2, .n1 = 2,
-                        .k2 = 1, .n2 = 2, .x = x12, .w1 = w1_22, .w2 = w2, .b1 = b1_neg, .b2 = b2};
-    double y[2];
-    assert_int_equal(ffn_ref(&a, y, NULL), 1);
-    assert_close(y[0], 1.0);
-    assert_close(y[1], 0.0);
+    /* ffn_ref_activate_row directly, K2 = 2: h = [value 3, value -4, gate -1, gate 5] under reglu:
+     * a = [3 relu(-1), -4 relu(5)] = [0, -20] */
+    static const double h[4] = {3.0, -4.0, -1.0, 5.0};
+    double act[2];
+    ffn_ref_activate_row(RUDNN_FFN_REGLU, h, 4, act);
+    assert_close(act[0], 0.0);
+    assert_close(act[1], -20.0);
 }
 
 /* The roundings: h = a = 1 + 3 * 2^-11 (relu), W2 = [2048]: exact y = 2051; rounded to F16
@@ -166,8 +178,7 @@ static void test_float_roundings(void **state)
     assert_int_equal(ffn_ref(&a, y, hidden), 1);
     assert_close(y[0], 2051.0);
     assert_close(hidden[0], 1.0 + 3.0 * 0x1p-11);
-    a.round_hidden = ffn_ref_precision_round(RUDNN_F16, RUDNN_FFN_HIGH_PERFORMANCE);
-    assert_int_equal(a.round_hidden, FFN_REF_ROUND_F16);
+    a.round_hidden = FFN_REF_ROUND_F16;
     assert_int_equal(ffn_ref(&a, y, hidden), 1);
     assert_close(y[0], 2052.0);
     assert_close(hidden[0], 1.0 + 0x1p-9);
@@ -182,16 +193,91 @@ static void test_float_roundings(void **state)
     a.round_pre = FFN_REF_ROUND_F16;
     assert_int_equal(ffn_ref(&a, y, NULL), 1);
     assert_close(y[0], 2052.0);
-    /* the precision only matters for F16 */
-    assert_int_equal(ffn_ref_precision_round(RUDNN_F16, RUDNN_FFN_HIGH_PRECISION), FFN_REF_ROUND_NONE);
-    assert_int_equal(ffn_ref_precision_round(RUDNN_BF16, RUDNN_FFN_HIGH_PERFORMANCE), FFN_REF_ROUND_NONE);
-    assert_int_equal(ffn_ref_precision_round(RUDNN_F32, RUDNN_FFN_HIGH_PERFORMANCE), FFN_REF_ROUND_NONE);
-    assert_int_equal(ffn_ref_precision_round(RUDNN_I8, RUDNN_FFN_HIGH_PERFORMANCE), FFN_REF_ROUND_NONE);
     /* ffn_ref_round itself */
     assert_close(ffn_ref_round(FFN_REF_ROUND_F32, 1.0 + 0x1p-30), 1.0);
     assert_close(ffn_ref_round(FFN_REF_ROUND_F16, 65520.0), INFINITY);
     assert_close(ffn_ref_round(FFN_REF_ROUND_BF16, 1.0 + 0x1p-8), 1.0);    /* tie, to even */
     assert_close(ffn_ref_round(FFN_REF_ROUND_BF16, 1.0 + 0x1p-7 + 0x1p-8), 1.0 + 0x1p-6); /* tie, to even */
+}
+
+/* ffn_ref_precision_rounds against ffn.h's rudnn_ffn_precision_t, every scenario, dtype and value. */
+static void test_precision_table(void **state)
+{
+    (void)state;
+    enum { N = FFN_REF_ROUND_NONE, F32 = FFN_REF_ROUND_F32, F16 = FFN_REF_ROUND_F16, BF16 = FFN_REF_ROUND_BF16 };
+    static const struct {
+        ffn_ref_scenario_t scenario;
+        rudnn_dtype_t dtype;
+        int precision, ok, pre, hidden;
+    } cases[] = {
+        {FFN_REF_FLOAT, RUDNN_F16, 0, 1, F32, F16},        {FFN_REF_FLOAT, RUDNN_F16, 1, 1, F16, F16},
+        {FFN_REF_FLOAT, RUDNN_BF16, 0, 1, F32, BF16},      {FFN_REF_FLOAT, RUDNN_BF16, 1, 1, F32, BF16},
+        {FFN_REF_FLOAT, RUDNN_F32, 0, 1, F32, F32},        {FFN_REF_FLOAT, RUDNN_F32, 1, 1, F32, F32},
+        {FFN_REF_WEIGHT_ONLY, RUDNN_F16, 0, 1, F32, F16},  {FFN_REF_WEIGHT_ONLY, RUDNN_F16, 1, 1, F32, F16},
+        {FFN_REF_WEIGHT_ONLY, RUDNN_BF16, 0, 1, F32, BF16}, {FFN_REF_WEIGHT_ONLY, RUDNN_BF16, 1, 1, F32, BF16},
+        {FFN_REF_W8A8, RUDNN_I8, 0, 1, F32, F32},          {FFN_REF_W8A8, RUDNN_I8, 1, 1, F32, F32},
+        /* dtypes a scenario does not take, precisions other than 0 and 1 */
+        {FFN_REF_FLOAT, RUDNN_I8, 0, 0, N, N},             {FFN_REF_WEIGHT_ONLY, RUDNN_F32, 0, 0, N, N},
+        {FFN_REF_WEIGHT_ONLY, RUDNN_I8, 1, 0, N, N},       {FFN_REF_W8A8, RUDNN_F16, 0, 0, N, N},
+        {FFN_REF_FLOAT, RUDNN_F16, 2, 0, N, N},            {FFN_REF_FLOAT, RUDNN_F16, -1, 0, N, N},
+        {(ffn_ref_scenario_t)3, RUDNN_F16, 0, 0, N, N},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ffn_ref_round_t pre = (ffn_ref_round_t)99, hidden = (ffn_ref_round_t)99;
+        int rc = ffn_ref_precision_rounds(cases[i].scenario, cases[i].dtype, (rudnn_ffn_precision_t)cases[i].precision,
+                                          &pre, &hidden);
+        if (!cases[i].ok) {
+            if (rc != -1 || (int)pre != 99 || (int)hidden != 99)
+                fail_msg("case %zu: rc %d pre %d hidden %d, want -1 and nothing written", i, rc, (int)pre,
+                         (int)hidden);
+            continue;
+        }
+        if (rc != 0 || (int)pre != cases[i].pre || (int)hidden != cases[i].hidden)
+            fail_msg("case %zu: rc %d pre %d hidden %d, want 0, %d, %d", i, rc, (int)pre, (int)hidden, cases[i].pre,
+                     cases[i].hidden);
+    }
+}
+
+/* The precisions through the op. reglu, x = [1], W1 = [[1 + 2^-11, 3]]: h = [value 1 + 2^-11, gate 3];
+ * W2 = [[512]]. Exact: a = 3 + 3 * 2^-11, y = 1536 + 0.75.
+ *   F16 high precision (h FP32, a to F16 once): F16's spacing in [2, 4) is 2^-9, a = 3 + 0.75 * 2^-9
+ *     rounds to 3 + 2^-9: y = 1537;
+ *   F16 high performance (h to F16 first): 1 + 2^-11 is a tie between 1 and 1 + 2^-10, to even: 1;
+ *     a = 3 (exact in F16): y = 1536;
+ *   BF16 (spacing 2^-6 in [2, 4)): a rounds to 3, y = 1536;
+ *   F32: a = 3 + 3 * 2^-11 is exact (13 significant bits), y = 1536.75. */
+static void test_float_precision(void **state)
+{
+    (void)state;
+    static const double x[1] = {1.0};
+    static const double w1[2] = {1.0 + 0x1p-11, 3.0};
+    static const double w2[1] = {512.0};
+    static const struct {
+        rudnn_dtype_t dtype;
+        rudnn_ffn_precision_t precision;
+        double a, y;
+    } cases[] = {
+        {RUDNN_F16, RUDNN_FFN_HIGH_PRECISION, 3.0 + 0x1p-9, 1537.0},
+        {RUDNN_F16, RUDNN_FFN_HIGH_PERFORMANCE, 3.0, 1536.0},
+        {RUDNN_BF16, RUDNN_FFN_HIGH_PRECISION, 3.0, 1536.0},
+        {RUDNN_BF16, RUDNN_FFN_HIGH_PERFORMANCE, 3.0, 1536.0},
+        {RUDNN_F32, RUDNN_FFN_HIGH_PRECISION, 3.0 + 3.0 * 0x1p-11, 1536.75},
+        {RUDNN_F32, RUDNN_FFN_HIGH_PERFORMANCE, 3.0 + 3.0 * 0x1p-11, 1536.75},
+    };
+    ffn_ref_args_t a = {.scenario = FFN_REF_FLOAT, .activation = RUDNN_FFN_REGLU, .m = 1, .k1 = 1, .n1 = 2,
+                        .k2 = 1, .n2 = 1, .x = x, .w1 = w1, .w2 = w2};
+    double y[1], hidden[1];
+    assert_int_equal(ffn_ref(&a, y, hidden), 1);
+    assert_close(hidden[0], 3.0 + 3.0 * 0x1p-11);
+    assert_close(y[0], 1536.75);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(ffn_ref_precision_rounds(FFN_REF_FLOAT, cases[i].dtype, cases[i].precision, &a.round_pre,
+                                                  &a.round_hidden),
+                         0);
+        assert_int_equal(ffn_ref(&a, y, hidden), 1);
+        assert_close(hidden[0], cases[i].a);
+        assert_close(y[0], cases[i].y);
+    }
 }
 
 /* ---- W8A8 ---------------------------------------------------------------------------------------- */
@@ -215,8 +301,10 @@ static void test_requant(void **state)
 }
 
 /* reglu, K1 = N2 = 2, K2 = 4 (N1 = 8), x = [2, 1]: acc = 2 W1[0] + W1[1] + b1 =
- *   gates  [2, 2, 2, 2], values [21, -5, 400, -600]; deq1 = 0.5 per tensor:
- *   h = [1, 1, 1, 1, 10.5, -2.5, 200, -300], a = [10.5, -2.5, 200, -300].
+ *   values (columns 0-3) [20 + 1, -6 + 1, 200 + 100 + 100, -256 - 44 - 300] = [21, -5, 400, -600],
+ *   gates (columns 4-7) [2, 2, 2, 2]; deq1 = 0.5 per tensor:
+ *   h = [10.5, -2.5, 200, -300, 1, 1, 1, 1], a = value * relu(gate) = [10.5, -2.5, 200, -300]
+ *   (with the halves the other way round a would be [10.5, 0, 200, 0]).
  * scale 1, offset 0: q = [10, -2, 127, -128] (ties to even, saturation both ways).
  * scale 0.5, offset 0.25: a * 0.5 + 0.25 = [5.5, -1, 100.25, -149.75]: q = [6, -1, 100, -128].
  * W2 = [[1, 2], [3, 0], [0, 1], [1, -1]], b2 = [4, -5], deq2 = [0.25, 2] per channel:
@@ -224,10 +312,10 @@ static void test_requant(void **state)
  *   second: acc2 = [6 - 3 - 128 + 4, 12 + 100 + 128 - 5] = [-121, 235], y = [-30.25, 470]. */
 static const int8_t q_x[2] = {2, 1};
 static const int8_t q_w1[16] = {
-    1, 0, -1, 0, 10, -3, 100, -128, /* row 0 */
-    0, 2, 4,  0, 1,  1,  100, -44,  /* row 1 */
+    10, -3, 100, -128, 1, 0, -1, 0, /* row 0: values | gates */
+    1,  1,  100, -44,  0, 2, 4,  0, /* row 1 */
 };
-static const int32_t q_b1[8] = {0, 0, 0, 2, 0, 0, 100, -300};
+static const int32_t q_b1[8] = {0, 0, 100, -300, 0, 0, 0, 2};
 static const int8_t q_w2[8] = {1, 2, 3, 0, 0, 1, 1, -1};
 static const int32_t q_b2[2] = {4, -5};
 static const double q_deq1[1] = {0.5};
@@ -268,9 +356,9 @@ static void test_w8a8(void **state)
     assert_int_equal(ffn_ref(&a, y, NULL), 1);
     assert_close(y[0], -242.0);
     assert_close(y[1], 470.0);
-    /* no biases: acc = gates [2, 2, 2, 0], values [21, -5, 300, -300] -> h = [1, 1, 1, 0,
-     * 10.5, -2.5, 150, -150], a = [10.5, -2.5, 150, -0] (relu(0) * -150), q (scale 0.5,
-     * offset 0.25) = [6, -1, 75, 0]: acc2 = [6 - 3, 12 + 75] = [3, 87], y = [6, 174] */
+    /* no biases: acc = values [21, -5, 300, -300], gates [2, 2, 2, 0] -> h = [10.5, -2.5, 150,
+     * -150, 1, 1, 1, 0], a = [10.5, -2.5, 150, -0] (-150 relu(0)), q (scale 0.5, offset 0.25) =
+     * [6, -1, 75, 0]: acc2 = [6 - 3, 12 + 75] = [3, 87], y = [6, 174] */
     a.b1_i32 = NULL;
     a.b2_i32 = NULL;
     assert_int_equal(ffn_ref(&a, y, hidden), 1);
@@ -279,6 +367,41 @@ static void test_w8a8(void **state)
         assert_close(hidden[j], q_nobias[j]);
     assert_close(y[0], 6.0);
     assert_close(y[1], 174.0);
+}
+
+/* A per-channel scale [K2] (one per column of a) on test_w8a8's a = [10.5, -2.5, 200, -300]:
+ * scale [1, 2, 0.5, 0.25], offset 0.5: a scale + offset = [11, -4.5, 100.5, -74.5], ties to even:
+ * q = [11, -4, 100, -74]; acc2 = [11 - 12 - 74 + 4, 22 + 100 + 74 - 5] = [-71, 191], deq2 [0.25, 2]:
+ * y = [-17.75, 382]. */
+static void test_w8a8_scale_per_channel(void **state)
+{
+    (void)state;
+    static const double scale[4] = {1.0, 2.0, 0.5, 0.25}, offset[1] = {0.5};
+    ffn_ref_args_t a = {.scenario = FFN_REF_W8A8, .activation = RUDNN_FFN_REGLU, .m = 1, .k1 = 2, .n1 = 8,
+                        .k2 = 4, .n2 = 2, .x_i8 = q_x, .w1_i8 = q_w1, .w2_i8 = q_w2, .b1_i32 = q_b1,
+                        .b2_i32 = q_b2, .scale = scale, .offset = offset, .scale_per_channel = 1,
+                        .deq_scale1 = q_deq1, .deq_scale2 = q_deq2, .deq2_per_channel = 1};
+    double y[2], hidden[4];
+    assert_int_equal(ffn_ref(&a, y, hidden), 1);
+    static const double q[4] = {11, -4, 100, -74};
+    for (int j = 0; j < 4; j++)
+        assert_close(hidden[j], q[j]);
+    assert_close(y[0], -17.75);
+    assert_close(y[1], 382.0);
+}
+
+/* I64 deq scales: the F32 of the low 32 bits, all of it; the high 32 bits ignored. */
+static void test_deq_scale_i64(void **state)
+{
+    (void)state;
+    assert_true(ffn_ref_deq_scale_i64(0x3F800000) == 1.0);
+    assert_true(ffn_ref_deq_scale_i64(0xBF000000) == -0.5);
+    /* aclnnTransQuantParam's bit 46, and a high word of ones (a negative int64): ignored */
+    assert_true(ffn_ref_deq_scale_i64(INT64_C(1) << 46 | 0x3FC00000) == 1.5);
+    assert_true(ffn_ref_deq_scale_i64(-(INT64_C(1) << 32) + 0x40490FDB) == 3.1415927410125732421875);
+    /* the low 13 bits of the mantissa count (Ascend's hardware would read 1) */
+    assert_true(ffn_ref_deq_scale_i64(0x3F800001) == 1.0 + 0x1p-23);
+    assert_true(ffn_ref_deq_scale_i64(0x3F801FFF) == 1.0 + 0x1FFFp-23);
 }
 
 /* ---- weight-only ------------------------------------------------------------------------------------
@@ -319,7 +442,7 @@ static void test_weight_only_int4_group(void **state)
     ffn_ref_args_t a = {.scenario = FFN_REF_WEIGHT_ONLY, .activation = RUDNN_FFN_RELU, .m = 1, .k1 = 4,
                         .n1 = 2, .k2 = 2, .n2 = 4, .x = x, .w1_i8 = w1, .w2_i8 = w2, .b1 = b1, .b2 = b2,
                         .antiquant_scale1 = s1, .antiquant_offset1 = o1, .antiquant_groups1 = 2,
-                        .antiquant_scale2 = s2, .antiquant_groups2 = 1};
+                        .antiquant_scale2 = s2, .antiquant_groups2 = 1, .weights_int4 = 1};
     double y[4], hidden[2];
     assert_int_equal(ffn_ref(&a, y, hidden), 1);
     assert_close(hidden[0], 2.5);
@@ -332,6 +455,12 @@ static void test_weight_only_int4_group(void **state)
     assert_int_equal(ffn_ref(&a, y, NULL), 1);
     for (int c = 0; c < 4; c++)
         assert_close(y[c], want[c]);
+    /* per group only for I4 weights; one group is per channel */
+    a.weights_int4 = 0;
+    assert_int_equal(ffn_ref_rows(&a), -1);
+    a.antiquant_groups1 = 1;
+    assert_int_equal(ffn_ref_rows(&a), 1);
+    a.weights_int4 = 1;
     /* K1 = 4 is not divisible by 3 groups */
     a.antiquant_groups1 = 3;
     assert_int_equal(ffn_ref_rows(&a), -1);
@@ -444,6 +573,17 @@ static void test_experts_w8a8(void **state)
     assert_close(y[1], 540.0);
     assert_close(y[2], -30.25);
     assert_close(y[3], 470.0);
+    /* per-channel scales [E, K2]: expert 0 all 1 with offset 0 (test_w8a8's first case), expert 1
+     * test_w8a8_scale_per_channel's */
+    double scale_pc[8] = {1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 0.5, 0.25}, offset_pc[2] = {0.0, 0.5};
+    a.scale = scale_pc;
+    a.offset = offset_pc;
+    a.scale_per_channel = 1;
+    assert_int_equal(ffn_ref(&a, y, NULL), 2);
+    assert_close(y[0], -30.0);
+    assert_close(y[1], 540.0);
+    assert_close(y[2], -17.75);
+    assert_close(y[3], 382.0);
 }
 
 /* The contract's shape relations and required arrays, as ffn_ref_rows checks them. */
@@ -594,8 +734,12 @@ int main(void)
         cmocka_unit_test(test_float_plain),
         cmocka_unit_test(test_float_gated),
         cmocka_unit_test(test_float_roundings),
+        cmocka_unit_test(test_precision_table),
+        cmocka_unit_test(test_float_precision),
         cmocka_unit_test(test_requant),
         cmocka_unit_test(test_w8a8),
+        cmocka_unit_test(test_w8a8_scale_per_channel),
+        cmocka_unit_test(test_deq_scale_i64),
         cmocka_unit_test(test_weight_only_int4_group),
         cmocka_unit_test(test_weight_only_round),
         cmocka_unit_test(test_experts),

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- activations --------------------------------------------------------------------------- */
 
@@ -51,7 +52,7 @@ void ffn_ref_activate_row(rudnn_ffn_activation_t act, const double *h, int64_t n
     if (ffn_ref_is_gated(act)) {
         int64_t k2 = n1 / 2;
         for (int64_t j = 0; j < k2; j++)
-            a[j] = ffn_ref_act_scalar(act, h[j]) * h[k2 + j]; /* gate: first half; value: second */
+            a[j] = h[j] * ffn_ref_act_scalar(act, h[k2 + j]); /* value: first half; gate: second */
     } else {
         for (int64_t j = 0; j < n1; j++)
             a[j] = ffn_ref_act_scalar(act, h[j]);
@@ -71,17 +72,51 @@ double ffn_ref_round(ffn_ref_round_t r, double v)
     return v;
 }
 
-ffn_ref_round_t ffn_ref_precision_round(rudnn_dtype_t x_dtype, rudnn_ffn_precision_t precision)
+int ffn_ref_precision_rounds(ffn_ref_scenario_t scenario, rudnn_dtype_t x_dtype, rudnn_ffn_precision_t precision,
+                             ffn_ref_round_t *pre, ffn_ref_round_t *hidden)
 {
-    if (x_dtype == RUDNN_F16 && precision == RUDNN_FFN_HIGH_PERFORMANCE)
-        return FFN_REF_ROUND_F16;
-    return FFN_REF_ROUND_NONE;
+    if (precision != RUDNN_FFN_HIGH_PRECISION && precision != RUDNN_FFN_HIGH_PERFORMANCE)
+        return -1;
+    ffn_ref_round_t rpre = FFN_REF_ROUND_F32, rhid; /* h is FP32 but for F16 high performance */
+    switch (scenario) {
+    case FFN_REF_FLOAT:
+        if (x_dtype == RUDNN_F16) {
+            rhid = FFN_REF_ROUND_F16;
+            if (precision == RUDNN_FFN_HIGH_PERFORMANCE)
+                rpre = FFN_REF_ROUND_F16;
+        } else if (x_dtype == RUDNN_BF16) {
+            rhid = FFN_REF_ROUND_BF16;
+        } else if (x_dtype == RUDNN_F32) {
+            rhid = FFN_REF_ROUND_F32;
+        } else {
+            return -1;
+        }
+        break;
+    case FFN_REF_WEIGHT_ONLY: /* the high-precision path whatever the precision */
+        if (x_dtype == RUDNN_F16)
+            rhid = FFN_REF_ROUND_F16;
+        else if (x_dtype == RUDNN_BF16)
+            rhid = FFN_REF_ROUND_BF16;
+        else
+            return -1;
+        break;
+    case FFN_REF_W8A8: /* the activation's output stays FP32 into the requantization */
+        if (x_dtype != RUDNN_I8)
+            return -1;
+        rhid = FFN_REF_ROUND_F32;
+        break;
+    default:
+        return -1;
+    }
+    *pre = rpre;
+    *hidden = rhid;
+    return 0;
 }
 
 /* ---- quantization helpers ----------------------------------------------------------------------------
- * ffn.h says the activation's output is "rounded to nearest even, saturated"; it does not say what
- * a NaN becomes. Here 0: what the saturating float -> int conversions give for NaN (OpenCL's
- * convert_char_sat_rte, PTX's cvt.rni.sat). */
+ * ffn.h: the requantized value is rounded half to even, saturated to [-128, 127], NaN to 0 (what the
+ * saturating float -> int conversions give for NaN: OpenCL's convert_char_sat_rte, PTX's
+ * cvt.rni.sat). */
 
 /* Round half to even of a finite v with |v| < 2^52 (v - floor(v) is then exact). */
 static double round_half_even(double v)
@@ -104,6 +139,14 @@ int8_t ffn_ref_requant_i8(double v)
     if (v <= -128.0)
         return -128;
     return (int8_t)round_half_even(v); /* in [-128, 127]: -128 < v < 127 */
+}
+
+double ffn_ref_deq_scale_i64(int64_t v)
+{
+    uint32_t bits = (uint32_t)((uint64_t)v & 0xffffffffu); /* the low word; the high one ignored */
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return (double)f;
 }
 
 void ffn_ref_unpack_int4(const uint8_t *packed, int64_t k, int64_t n, int8_t *w)
@@ -180,6 +223,8 @@ int64_t ffn_ref_rows(const ffn_ref_args_t *a)
             return -1;
         if (a->k1 % max1(a->antiquant_groups1) != 0 || a->k2 % max1(a->antiquant_groups2) != 0)
             return -1;
+        if ((a->antiquant_groups1 > 1 || a->antiquant_groups2 > 1) && !a->weights_int4)
+            return -1; /* per group only for I4 weights */
         break;
     }
     if (a->experts < 0)
@@ -258,8 +303,10 @@ static void ffn_row(const ffn_ref_args_t *a, int64_t e, int64_t row, double *h, 
     ffn_ref_activate_row(a->activation, h, n1, act);
     for (int64_t j = 0; j < k2; j++) {
         act[j] = ffn_ref_round(a->round_hidden, act[j]);
-        if (a->scenario == FFN_REF_W8A8)
-            act[j] = (double)ffn_ref_requant_i8(act[j] * a->scale[e] + a->offset[e]);
+        if (a->scenario == FFN_REF_W8A8) {
+            double scale = a->scale_per_channel ? a->scale[e * k2 + j] : a->scale[e];
+            act[j] = (double)ffn_ref_requant_i8(act[j] * scale + a->offset[e]);
+        }
         if (hidden)
             hidden[j] = act[j];
     }
