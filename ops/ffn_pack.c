@@ -1,5 +1,5 @@
-/* FFN (rudnn/ffn.h): the host helper that packs int4 weights into I4 storage. The FFN op itself
- * (ops/ffn.c) comes with its kernels. */
+/* FFN (rudnn/ffn.h): the host helper that packs int4 weights into I4 storage. The op's argument
+ * checks are in ops/ffn.c; its kernels come next. */
 #include <stdint.h>
 
 #include "rudnn/ffn.h"

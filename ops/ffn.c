@@ -1,0 +1,487 @@
+/* FFN and MoeFFN (rudnn/ffn.h): the argument checks of rudnn_ffn_workspace_size and rudnn_ffn. No
+ * kernels yet: a call that passes every check gets NOT_SUPPORTED (rudnn_ffn) or a workspace of 0
+ * bytes (rudnn_ffn_workspace_size), and nothing is written.
+ *
+ * Order of the checks (the first violation is reported):
+ *   1. NULL queue, args, y, bytes; the activation and precision enums;
+ *   2. every tensor's descriptor (rudnn_check_tensor: NULL required ones, context, dtype value,
+ *      rank, layout), x of rank 2..8;
+ *   3. the scenario the dtypes of x and the weights select, and which of the quantization and
+ *      antiquant arguments it takes (any mix is rejected, naming the argument);
+ *   4. the weights' shapes (K1 = x's last dim, N2 = K1, N1 = K2 or 2 K2, K <= 65535, I4's even N),
+ *      expert_tokens, the M limit;
+ *   5. the scenario's biases and scales; y's shape and dtype; y disjoint from every input;
+ *   6. (rudnn_ffn) the workspace, then expert_tokens' values, read to the host (one
+ *      synchronisation). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "rudnn/ffn.h"
+#include "validate.h"
+
+typedef enum ffn_scenario { FFN_PLAIN, FFN_QUANT, FFN_WEIGHT_ONLY } ffn_scenario_t;
+
+/* What the checks learn about a call. Dims of I4 weights count int4 values (their logical shape,
+ * rudnn/dtype.h: two a byte along the last dim). */
+typedef struct ffn_dims {
+    ffn_scenario_t sc;
+    int experts;                 /* expert_tokens given: weights [E, K, N] */
+    int64_t E, M, K1, N1, K2, N2;
+    rudnn_dtype_t y_dtype;
+    const char *y_why;
+} ffn_dims_t;
+
+#define FFN_INPUTS 14
+static const char *const input_names[FFN_INPUTS] = {
+    "x", "weight1", "weight2", "expert_tokens", "bias1", "bias2", "scale", "offset", "deq_scale1", "deq_scale2",
+    "antiquant_scale1", "antiquant_offset1", "antiquant_scale2", "antiquant_offset2"};
+
+static void inputs_of(const rudnn_ffn_args_t *a, const rudnn_tensor_t *t[FFN_INPUTS])
+{
+    const rudnn_tensor_t *all[FFN_INPUTS] = {a->x, a->weight1, a->weight2, a->expert_tokens, a->bias1, a->bias2,
+                                             a->scale, a->offset, a->deq_scale1, a->deq_scale2, a->antiquant_scale1,
+                                             a->antiquant_offset1, a->antiquant_scale2, a->antiquant_offset2};
+    for (int i = 0; i < FFN_INPUTS; i++)
+        t[i] = all[i];
+}
+
+static const char *activation_name(rudnn_ffn_activation_t act)
+{
+    static const char *const names[] = {"gelu", "fastgelu", "relu", "silu", "geglu", "swiglu", "reglu"};
+    return names[act];
+}
+
+static int is_gated(rudnn_ffn_activation_t act) { return act >= RUDNN_FFN_GEGLU; }
+
+/* ---- 1, 2: pointers, enums, descriptors ------------------------------------------------------ */
+
+static rudnn_status_t check_pointers_and_enums(const char *op, rudnn_queue_t queue, const rudnn_ffn_args_t *a,
+                                               const rudnn_tensor_t *y)
+{
+    TRY(rudnn_check_queue(op, queue));
+    TRY(rudnn_check_arg(op, "args", a));
+    TRY(rudnn_check_arg(op, "y", y));
+    if ((unsigned)a->activation > RUDNN_FFN_REGLU)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: activation = %d, expected 0..6 (rudnn_ffn_activation_t)",
+                               op, (int)a->activation);
+    if ((unsigned)a->precision > RUDNN_FFN_HIGH_PERFORMANCE)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM,
+                               "%s: precision = %d, expected 0 (HIGH_PRECISION) or 1 (HIGH_PERFORMANCE)", op,
+                               (int)a->precision);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* x (rank 2..8), the weights and y are required; every other tensor is checked where given. */
+static rudnn_status_t check_descriptors(const char *op, rudnn_queue_t queue, const rudnn_ffn_args_t *a,
+                                        const rudnn_tensor_t *y)
+{
+    const rudnn_tensor_t *t[FFN_INPUTS];
+    inputs_of(a, t);
+    for (int i = 0; i < FFN_INPUTS; i++)
+        if (i < 3 || t[i])
+            TRY(rudnn_check_tensor(op, input_names[i], queue, t[i], i == 0 ? 2 : 1));
+    return rudnn_check_tensor(op, "y", queue, y, 2);
+}
+
+/* ---- 3: the scenario ------------------------------------------------------------------------- */
+
+static rudnn_status_t pick_scenario(const char *op, const rudnn_ffn_args_t *a, ffn_dims_t *d)
+{
+    rudnn_dtype_t xd = a->x->dtype, wd = a->weight1->dtype;
+    const char *xn = rudnn_dtype_name(xd), *wn = rudnn_dtype_name(wd);
+    if (xd == RUDNN_I8) {
+        if (wd != RUDNN_I8)
+            return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: weight1 has dtype %s, expected i8 (i8 x: the "
+                                   "quantized scenario takes i8 weights)", op, wn);
+        d->sc = FFN_QUANT;
+    } else if (!rudnn_dtype_is_float(xd)) {
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: x has dtype %s, expected f16, bf16, f32 or i8 "
+                               "(quantized)", op, xn);
+    } else if (wd == xd) {
+        d->sc = FFN_PLAIN;
+    } else if (wd == RUDNN_I8 || wd == RUDNN_I4) {
+        if (xd == RUDNN_F32)
+            return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: weight1 has dtype %s with f32 x: weight-only "
+                                   "quantization (i8 or i4 weights) takes f16 or bf16 x", op, wn);
+        d->sc = FFN_WEIGHT_ONLY;
+    } else {
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: weight1 has dtype %s, expected %s (x's dtype) or, for "
+                               "f16/bf16 x, i8 or i4 (weight-only)", op, wn, xn);
+    }
+    if (a->weight2->dtype != wd)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: weight2 has dtype %s, expected %s (weight1's dtype)", op,
+                               rudnn_dtype_name(a->weight2->dtype), wn);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* Which of the quantization (scale .. deq_scale2) and antiquant arguments the scenario takes. */
+static rudnn_status_t check_scenario_args(const char *op, const rudnn_ffn_args_t *a, const ffn_dims_t *d)
+{
+    const rudnn_tensor_t *t[FFN_INPUTS];
+    inputs_of(a, t);
+    const char *xn = rudnn_dtype_name(a->x->dtype), *wn = rudnn_dtype_name(a->weight1->dtype);
+    for (int i = 6; i < FFN_INPUTS; i++) { /* first what the scenario does not take */
+        int quant_arg = i < 10;
+        if (!t[i] || (d->sc == FFN_QUANT && quant_arg) || (d->sc == FFN_WEIGHT_ONLY && !quant_arg))
+            continue;
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is given, but %s x with %s weights is the %s "
+                               "scenario, which takes no %s arguments (%s)", op, input_names[i], xn, wn,
+                               d->sc == FFN_PLAIN ? "non-quantized" : d->sc == FFN_QUANT ? "quantized" : "weight-only",
+                               quant_arg ? "quantization" : "antiquant",
+                               quant_arg ? "scale, offset and deq scales are for i8 x and i8 weights"
+                                         : "antiquant scales are for f16/bf16 x with i8 or i4 weights");
+    }
+    for (int i = 6; i < 10 && d->sc == FFN_QUANT; i++)
+        if (!t[i])
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL: the quantized scenario (i8 x and "
+                                   "weights) needs all of scale, offset, deq_scale1 and deq_scale2", op,
+                                   input_names[i]);
+    if (d->sc == FFN_WEIGHT_ONLY && (!a->antiquant_scale1 || !a->antiquant_scale2))
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s is NULL: weight-only quantization (%s x, %s weights) "
+                               "needs antiquant_scale1 and antiquant_scale2 (the offsets are optional)", op,
+                               !a->antiquant_scale1 ? "antiquant_scale1" : "antiquant_scale2", xn, wn);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* ---- shapes --------------------------------------------------------------------------------- */
+
+/* "<op>: <arg> has shape [..], expected <what>". */
+static rudnn_status_t bad_shape(const char *op, const char *arg, const rudnn_tensor_t *t, const char *what)
+{
+    char s[160];
+    return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has shape %s, expected %s", op, arg,
+                           rudnn_shape_str(t, s, sizeof s), what);
+}
+
+/* t is [E, n...] with expert_tokens, [n...] without (n of n_count dims). */
+static int shape_is(const rudnn_tensor_t *t, const ffn_dims_t *d, int n_count, int64_t n0, int64_t n1)
+{
+    int64_t want[3];
+    int r = 0;
+    if (d->experts)
+        want[r++] = d->E;
+    want[r++] = n0;
+    if (n_count > 1)
+        want[r++] = n1;
+    if (t->rank != r)
+        return 0;
+    for (int i = 0; i < r; i++)
+        if (t->dims[i] != want[i])
+            return 0;
+    return 1;
+}
+
+/* "[E, 8]" or "[8]" for the messages. */
+static const char *expect_str(const ffn_dims_t *d, int64_t n, const char *name, char *buf, size_t cap)
+{
+    if (d->experts)
+        snprintf(buf, cap, "[%lld, %lld] ([E, %s])", (long long)d->E, (long long)n, name);
+    else
+        snprintf(buf, cap, "[%lld] ([%s])", (long long)n, name);
+    return buf;
+}
+
+static rudnn_status_t check_weight_ranks(const char *op, const rudnn_ffn_args_t *a, ffn_dims_t *d)
+{
+    d->experts = a->expert_tokens != NULL;
+    const int want = d->experts ? 3 : 2;
+    const char *form = d->experts ? "[E, K, N] (3-D: expert_tokens is given)" : "[K, N] (2-D: no expert_tokens)";
+    if (a->weight1->rank != want)
+        return bad_shape(op, "weight1", a->weight1, form);
+    if (a->weight2->rank != want)
+        return bad_shape(op, "weight2", a->weight2, form);
+    d->E = d->experts ? a->weight1->dims[0] : 0;
+    if (d->experts && a->weight2->dims[0] != d->E)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: weight2 has %lld experts (dims[0]), weight1 %lld "
+                               "(both [E, K, N])", op, (long long)a->weight2->dims[0], (long long)d->E);
+    if (d->experts) {
+        TRY(rudnn_check_dtype(op, "expert_tokens", a->expert_tokens, RUDNN_I64, "rows per expert"));
+        TRY(rudnn_check_vector(op, "expert_tokens", a->expert_tokens, d->E, "one per expert of the weights"));
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static rudnn_status_t check_weights(const char *op, const rudnn_ffn_args_t *a, ffn_dims_t *d)
+{
+    TRY(check_weight_ranks(op, a, d));
+    const int o = d->experts;
+    d->K1 = a->weight1->dims[o], d->N1 = a->weight1->dims[o + 1];
+    d->K2 = a->weight2->dims[o], d->N2 = a->weight2->dims[o + 1];
+    const int64_t xk = a->x->dims[a->x->rank - 1];
+    if (d->K1 != xk)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: weight1 has K1 = %lld, expected x's last dim %lld", op,
+                               (long long)d->K1, (long long)xk);
+    if (d->K1 > RUDNN_FFN_MAX_K || d->K2 > RUDNN_FFN_MAX_K)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has %s = %lld, expected at most %d (RUDNN_FFN_MAX_K)",
+                               op, d->K1 > RUDNN_FFN_MAX_K ? "weight1" : "weight2",
+                               d->K1 > RUDNN_FFN_MAX_K ? "K1" : "K2",
+                               (long long)(d->K1 > RUDNN_FFN_MAX_K ? d->K1 : d->K2), RUDNN_FFN_MAX_K);
+    if (d->N2 != d->K1)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: weight2 has N2 = %lld, expected K1 = %lld (y has x's "
+                               "shape)", op, (long long)d->N2, (long long)d->K1);
+    const int gated = is_gated(a->activation);
+    if (gated ? d->N1 != 2 * d->K2 : d->N1 != d->K2)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: weight2 has K2 = %lld and weight1 N1 = %lld: activation "
+                               "%s needs N1 = %sK2", op, (long long)d->K2, (long long)d->N1,
+                               activation_name(a->activation), gated ? "2 " : "");
+    if (a->weight1->dtype == RUDNN_I4 && (d->N1 % 2 || d->N2 % 2))
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has %s = %lld, odd: i4 weights pack two values a "
+                               "byte along N, so N must be even", op, d->N1 % 2 ? "weight1" : "weight2",
+                               d->N1 % 2 ? "N1" : "N2", (long long)(d->N1 % 2 ? d->N1 : d->N2));
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* M, the product of x's leading dims, rounded up to 32 bytes' worth of x's elements, below INT32_MAX. */
+static rudnn_status_t check_rows(const char *op, const rudnn_tensor_t *x, ffn_dims_t *d)
+{
+    const int64_t per32 = 32 / (int64_t)rudnn_dtype_size(x->dtype);
+    int64_t m = 1;
+    int over = 0;
+    for (int i = 0; i + 1 < x->rank; i++)
+        over |= __builtin_mul_overflow(m, x->dims[i], &m);
+    if (over || m > INT32_MAX || (m + per32 - 1) / per32 * per32 > INT32_MAX) {
+        char s[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: x has shape %s: M (the product of its leading dims), "
+                               "rounded up to a multiple of %lld (32 bytes of %s), must stay below INT32_MAX", op,
+                               rudnn_shape_str(x, s, sizeof s), (long long)per32, rudnn_dtype_name(x->dtype));
+    }
+    d->M = m;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* ---- 5: biases, scales, y ------------------------------------------------------------------- */
+
+static rudnn_status_t check_bias(const char *op, const char *arg, const rudnn_tensor_t *b, const ffn_dims_t *d,
+                                 int64_t n, const char *n_name, rudnn_dtype_t want, const char *why)
+{
+    if (!b)
+        return RUDNN_STATUS_SUCCESS;
+    TRY(rudnn_check_dtype(op, arg, b, want, why));
+    char e[96];
+    return shape_is(b, d, 1, n, 0) ? RUDNN_STATUS_SUCCESS : bad_shape(op, arg, b, expect_str(d, n, n_name, e, sizeof e));
+}
+
+static rudnn_status_t check_biases(const char *op, const rudnn_ffn_args_t *a, const ffn_dims_t *d)
+{
+    rudnn_dtype_t want = d->sc == FFN_QUANT ? RUDNN_I32 : a->x->dtype == RUDNN_F16 ? RUDNN_F16 : RUDNN_F32;
+    const char *why = d->sc == FFN_QUANT ? "quantized: int32 biases" : a->x->dtype == RUDNN_F16
+                                                                           ? "f16 x: f16 biases"
+                                                                           : "bf16 or f32 x: f32 biases";
+    TRY(check_bias(op, "bias1", a->bias1, d, d->N1, "N1", want, why));
+    return check_bias(op, "bias2", a->bias2, d, d->N2, "N2", want, why);
+}
+
+/* Per tensor [1] / [E], or per channel [n] / [E, n] where per_channel. */
+static rudnn_status_t check_quant_vector(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                         const ffn_dims_t *d, int per_channel, int64_t n, const char *n_name)
+{
+    int ok = d->experts ? t->rank == 1 && t->dims[0] == d->E : shape_is(t, d, 1, 1, 0);
+    ok |= per_channel && shape_is(t, d, 1, n, 0);
+    if (ok)
+        return RUDNN_STATUS_SUCCESS;
+    char e[200], c[96];
+    snprintf(e, sizeof e, "%s (per tensor)%s%s%s", d->experts ? "[E]" : "[1]", per_channel ? " or " : "",
+             per_channel ? expect_str(d, n, n_name, c, sizeof c) : "", per_channel ? " (per channel)" : "");
+    if (d->experts) {
+        char s[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has shape %s, expected %s, E = %lld", op, arg,
+                               rudnn_shape_str(t, s, sizeof s), e, (long long)d->E);
+    }
+    return bad_shape(op, arg, t, e);
+}
+
+static rudnn_status_t check_quant(const char *op, const rudnn_ffn_args_t *a, ffn_dims_t *d)
+{
+    TRY(rudnn_check_dtype(op, "scale", a->scale, RUDNN_F32, "the requantization scale"));
+    TRY(check_quant_vector(op, "scale", a->scale, d, 1, d->K2, "K2"));
+    TRY(rudnn_check_dtype(op, "offset", a->offset, RUDNN_F32, "the requantization offset"));
+    TRY(check_quant_vector(op, "offset", a->offset, d, 0, 0, NULL));
+    rudnn_dtype_t dq = a->deq_scale1->dtype;
+    if (dq != RUDNN_F32 && dq != RUDNN_I64 && dq != RUDNN_BF16)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: deq_scale1 has dtype %s, expected f32 or i64 (f16 y) or "
+                               "bf16 (bf16 y)", op, rudnn_dtype_name(dq));
+    TRY(rudnn_check_dtype(op, "deq_scale2", a->deq_scale2, dq, "deq_scale1's dtype"));
+    TRY(check_quant_vector(op, "deq_scale1", a->deq_scale1, d, 1, d->N1, "N1"));
+    TRY(check_quant_vector(op, "deq_scale2", a->deq_scale2, d, 1, d->N2, "N2"));
+    d->y_dtype = dq == RUDNN_BF16 ? RUDNN_BF16 : RUDNN_F16;
+    d->y_why = dq == RUDNN_BF16 ? "quantized with bf16 deq scales: bf16 y" : "quantized with f32/i64 deq scales: f16 y";
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* antiquant_scale<i> (and its offset): per channel [N] / [E, N], or for i4 weights per group
+ * [G, N] / [E, G, N] with K divisible by G; x's dtype. */
+static rudnn_status_t check_antiquant_one(const char *op, const rudnn_ffn_args_t *a, const ffn_dims_t *d, int second)
+{
+    const rudnn_tensor_t *s = second ? a->antiquant_scale2 : a->antiquant_scale1;
+    const rudnn_tensor_t *o = second ? a->antiquant_offset2 : a->antiquant_offset1;
+    const char *sn = second ? "antiquant_scale2" : "antiquant_scale1";
+    const int64_t k = second ? d->K2 : d->K1, n = second ? d->N2 : d->N1;
+    TRY(rudnn_check_dtype(op, sn, s, a->x->dtype, "x's dtype"));
+    const int lead = d->experts;
+    if (s->rank == lead + 2 && (!d->experts || s->dims[0] == d->E) && s->dims[lead + 1] == n) {
+        const int64_t g = s->dims[lead];
+        if (a->weight1->dtype != RUDNN_I4)
+            return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has %lld groups (per group): per-group scales "
+                                   "are for i4 weights only, these are %s (per channel: %s)", op, sn, (long long)g,
+                                   rudnn_dtype_name(a->weight1->dtype), d->experts ? "[E, N]" : "[N]");
+        if (g < 1 || k % g)
+            return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has G = %lld groups, which must divide K%d = %lld",
+                                   op, sn, (long long)g, second + 1, (long long)k);
+    } else if (!shape_is(s, d, 1, n, 0)) {
+        char e[200];
+        if (d->experts)
+            snprintf(e, sizeof e, "[E, %lld] (per channel) or [E, G, %lld] (per group, i4), E = %lld", (long long)n,
+                     (long long)n, (long long)d->E);
+        else
+            snprintf(e, sizeof e, "[%lld] (per channel) or [G, %lld] (per group, i4)", (long long)n, (long long)n);
+        return bad_shape(op, sn, s, e);
+    }
+    return o ? rudnn_check_like(op, second ? "antiquant_offset2" : "antiquant_offset1", o, sn, s)
+             : RUDNN_STATUS_SUCCESS;
+}
+
+static rudnn_status_t check_scenario_tensors(const char *op, const rudnn_ffn_args_t *a, ffn_dims_t *d)
+{
+    d->y_dtype = a->x->dtype;
+    d->y_why = "x's dtype";
+    if (d->sc == FFN_QUANT)
+        TRY(check_quant(op, a, d));
+    if (d->sc == FFN_WEIGHT_ONLY) {
+        TRY(check_antiquant_one(op, a, d, 0));
+        TRY(check_antiquant_one(op, a, d, 1));
+    }
+    return check_biases(op, a, d);
+}
+
+static rudnn_status_t check_output(const char *op, const rudnn_ffn_args_t *a, const ffn_dims_t *d,
+                                   const rudnn_tensor_t *y)
+{
+    const rudnn_tensor_t *x = a->x;
+    int same = y->rank == x->rank && y->dims[y->rank - 1] == d->N2;
+    for (int i = 0; same && i + 1 < x->rank; i++)
+        same = y->dims[i] == x->dims[i];
+    if (!same) {
+        char s[160], e[200];
+        snprintf(e, sizeof e, "x's shape %s (N2 = K1)", rudnn_shape_str(x, s, sizeof s));
+        return bad_shape(op, "y", y, e);
+    }
+    TRY(rudnn_check_dtype(op, "y", y, d->y_dtype, d->y_why));
+    const rudnn_tensor_t *t[FFN_INPUTS];
+    inputs_of(a, t);
+    for (int i = 0; i < FFN_INPUTS; i++)
+        TRY(rudnn_check_disjoint(op, "y", y, input_names[i], t[i]));
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* Every check of rudnn_ffn.h that the arguments alone decide (not expert_tokens' values). */
+static rudnn_status_t validate(const char *op, rudnn_queue_t queue, const rudnn_ffn_args_t *a,
+                               const rudnn_tensor_t *y, ffn_dims_t *d)
+{
+    TRY(check_pointers_and_enums(op, queue, a, y));
+    TRY(check_descriptors(op, queue, a, y));
+    TRY(pick_scenario(op, a, d));
+    TRY(check_scenario_args(op, a, d));
+    TRY(check_weights(op, a, d));
+    TRY(check_rows(op, a->x, d));
+    TRY(check_scenario_tensors(op, a, d));
+    return check_output(op, a, d, y);
+}
+
+/* ---- 6: workspace and expert_tokens' values -------------------------------------------------- */
+
+/* The caller's workspace (NULL: the queue's pool): on the queue's context, workspace_bytes within the
+ * buffer and at least need, touching no tensor of the call. */
+static rudnn_status_t check_workspace(const char *op, rudnn_queue_t queue, const rudnn_ffn_args_t *a,
+                                      const rudnn_tensor_t *y, rudnn_buffer_t ws, size_t ws_bytes, size_t need)
+{
+    if (!ws)
+        return RUDNN_STATUS_SUCCESS;
+    if (ws->context != queue->context)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: workspace is on another context/device than the "
+                               "queue", op);
+    if (ws_bytes > ws->size)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu exceeds the workspace buffer (%zu "
+                               "bytes)", op, ws_bytes, ws->size);
+    if (ws_bytes < need)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu is too small: %zu bytes needed "
+                               "(rudnn_ffn_workspace_size)", op, ws_bytes, need);
+    const rudnn_tensor_t *t[FFN_INPUTS + 1];
+    inputs_of(a, t);
+    t[FFN_INPUTS] = y;
+    for (int i = 0; i <= FFN_INPUTS; i++)
+        if (t[i] && t[i]->buffer == ws && rudnn_tensor_span_bytes(t[i]) && ws_bytes && t[i]->offset < ws_bytes)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s overlaps the first workspace_bytes (%zu) of "
+                                   "workspace", op, i < FFN_INPUTS ? input_names[i] : "y", ws_bytes);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* expert_tokens' values against x's M rows: counts >= 0, or running totals >= 0 that never
+ * decrease; their sum (the last total) at most M. */
+static rudnn_status_t check_token_values(const char *op, const int64_t *v, int64_t experts, int totals, int64_t M)
+{
+    int64_t at = 0; /* rows of experts 0 .. e */
+    for (int64_t e = 0; e < experts; e++) {
+        if (v[e] < 0)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: expert_tokens[%lld] = %lld, expected a %s >= 0", op,
+                                   (long long)e, (long long)v[e], totals ? "running total" : "count");
+        if (totals && v[e] < at)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: expert_tokens[%lld] = %lld is below expert_tokens[%lld] "
+                                   "= %lld; running totals (expert_tokens_totals != 0) must not decrease", op,
+                                   (long long)e, (long long)v[e], (long long)(e - 1), (long long)at);
+        if (totals ? v[e] > M : v[e] > M - at) /* at <= M: no overflow */
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: expert_tokens (%s) reach past x's M = %lld rows at "
+                                   "expert %lld (%lld); expected a sum <= M", op, totals ? "running totals" : "counts",
+                                   (long long)M, (long long)e, (long long)v[e]);
+        at = totals ? v[e] : at + v[e];
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* Reads expert_tokens to the host (one synchronisation) and checks its values. */
+static rudnn_status_t check_expert_tokens(const char *op, rudnn_queue_t queue, const rudnn_ffn_args_t *a,
+                                          const ffn_dims_t *d)
+{
+    if (!d->experts || d->E == 0)
+        return RUDNN_STATUS_SUCCESS;
+    int64_t *host = rudnn_host_malloc((size_t)d->E * sizeof(int64_t));
+    if (!host)
+        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory (expert_tokens)", op);
+    rudnn_status_t st = rudnn_kernel_status(op, queue->context->backend->mem_read(
+                                                    queue->handle, rudnn_mem_of(a->expert_tokens), host,
+                                                    (size_t)d->E * sizeof(int64_t)));
+    if (!st)
+        st = check_token_values(op, host, d->E, a->expert_tokens_totals != 0, d->M);
+    free(host);
+    return st;
+}
+
+/* ---- public entries ------------------------------------------------------------------------ */
+
+rudnn_status_t rudnn_ffn_workspace_size(rudnn_queue_t queue, const rudnn_ffn_args_t *args, const rudnn_tensor_t *y,
+                                        size_t *bytes)
+{
+    const char *op = "ffn_workspace_size";
+    rudnn_clear_error();
+    TRY(rudnn_check_queue(op, queue));
+    TRY(rudnn_check_arg(op, "args", args));
+    TRY(rudnn_check_arg(op, "y", y));
+    TRY(rudnn_check_arg(op, "bytes", bytes));
+    ffn_dims_t d;
+    TRY(validate(op, queue, args, y, &d));
+    *bytes = 0; /* the kernels will set it */
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_ffn(rudnn_queue_t queue, const rudnn_ffn_args_t *args, rudnn_buffer_t workspace,
+                         size_t workspace_bytes, const rudnn_tensor_t *y)
+{
+    const char *op = "ffn";
+    rudnn_clear_error();
+    ffn_dims_t d;
+    TRY(validate(op, queue, args, y, &d));
+    TRY(check_workspace(op, queue, args, y, workspace, workspace_bytes, 0));
+    TRY(check_expert_tokens(op, queue, args, &d));
+    return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn: no kernels yet (branch ffn: the contract and the FP64 "
+                           "reference exist; the GEMM paths are next)");
+}
