@@ -1,6 +1,8 @@
-/* FFN and MoeFFN (rudnn/ffn.h): the argument checks of rudnn_ffn_workspace_size and rudnn_ffn. No
- * kernels yet: a call that passes every check gets NOT_SUPPORTED (rudnn_ffn) or a workspace of 0
- * bytes (rudnn_ffn_workspace_size), and nothing is written.
+/* FFN and MoeFFN (rudnn/ffn.h): the argument checks of rudnn_ffn_workspace_size and rudnn_ffn, and
+ * the plan that runs the family's kernel table (backends/hal/ffn.h) per expert:
+ *   h = x W1 (gemm), a = act(h + b1 ...) (act), h2 = a W2 (gemm), y = h2 + b2 ... (out)
+ * with h, a and h2 in the workspace (sizes below). Every check runs before the first kernel; a
+ * device failure midway stops the call (earlier experts' rows of y may then be written).
  *
  * Order of the checks (the first violation is reported):
  *   1. NULL queue, args, y, bytes; the activation and precision enums;
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/pool.h"
 #include "rudnn/ffn.h"
 #include "validate.h"
 
@@ -438,22 +441,193 @@ static rudnn_status_t check_token_values(const char *op, const int64_t *v, int64
     return RUDNN_STATUS_SUCCESS;
 }
 
-/* Reads expert_tokens to the host (one synchronisation) and checks its values. */
-static rudnn_status_t check_expert_tokens(const char *op, rudnn_queue_t queue, const rudnn_ffn_args_t *a,
-                                          const ffn_dims_t *d)
+/* Reads expert_tokens to the host (one synchronisation), checks its values and turns them into
+ * each expert's first row: *starts [E + 1] (the caller frees it). */
+static rudnn_status_t read_expert_rows(const char *op, rudnn_queue_t queue, const rudnn_ffn_args_t *a,
+                                       const ffn_dims_t *d, int64_t **starts)
 {
-    if (!d->experts || d->E == 0)
-        return RUDNN_STATUS_SUCCESS;
-    int64_t *host = rudnn_host_malloc((size_t)d->E * sizeof(int64_t));
+    *starts = NULL;
+    int64_t *host = rudnn_host_malloc((size_t)(d->E + 1) * sizeof(int64_t));
     if (!host)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory (expert_tokens)", op);
-    rudnn_status_t st = rudnn_kernel_status(op, queue->context->backend->mem_read(
-                                                    queue->handle, rudnn_mem_of(a->expert_tokens), host,
-                                                    (size_t)d->E * sizeof(int64_t)));
+    rudnn_status_t st = RUDNN_STATUS_SUCCESS;
+    if (d->E > 0)
+        st = rudnn_kernel_status(op, queue->context->backend->mem_read(queue->handle,
+                                                                        rudnn_mem_of(a->expert_tokens), host + 1,
+                                                                        (size_t)d->E * sizeof(int64_t)));
     if (!st)
-        st = check_token_values(op, host, d->E, a->expert_tokens_totals != 0, d->M);
-    free(host);
-    return st;
+        st = check_token_values(op, host + 1, d->E, a->expert_tokens_totals != 0, d->M);
+    if (st) {
+        free(host);
+        return st;
+    }
+    host[0] = 0;
+    if (!a->expert_tokens_totals)
+        for (int64_t e = 1; e <= d->E; e++)
+            host[e] += host[e - 1];
+    *starts = host;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* ---- the plan -------------------------------------------------------------------------------- */
+
+/* The workspace: h [M, N1] and h2 [M, N2] (F32 or I32) and a [M, K2] (the second product's input
+ * dtype), each 256-byte aligned, then the gemms' scratch. */
+typedef struct ffn_layout {
+    rudnn_dtype_t acc, a_dtype; /* h / h2, a */
+    size_t h1, a, h2, scratch;  /* byte offsets */
+    size_t scratch_bytes, total;
+} ffn_layout_t;
+
+static size_t up256(size_t n) { return (n + 255) / 256 * 256; }
+
+/* a * b * c bytes, or SIZE_MAX on overflow. */
+static size_t bytes3(int64_t a, int64_t b, size_t c)
+{
+    size_t r;
+    if (__builtin_mul_overflow((size_t)a, (size_t)b, &r) || __builtin_mul_overflow(r, c, &r) || r > SIZE_MAX - 256)
+        return SIZE_MAX;
+    return r;
+}
+
+static void gemm_plans(const rudnn_ffn_args_t *a, const ffn_dims_t *d, rudnn_ffn_gemm_plan_t *g1,
+                       rudnn_ffn_gemm_plan_t *g2, int64_t rows)
+{
+    const rudnn_dtype_t xd = a->x->dtype, wd = a->weight1->dtype;
+    const int lead = d->experts;
+    *g1 = (rudnn_ffn_gemm_plan_t){.a_dtype = xd, .b_dtype = wd, .m = rows, .n = d->N1, .k = d->K1, .groups = 1,
+                                  .deterministic = a->deterministic != 0};
+    *g2 = *g1;
+    g2->a_dtype = d->sc == FFN_QUANT ? RUDNN_I8 : xd;
+    g2->n = d->N2, g2->k = d->K2;
+    if (d->sc == FFN_WEIGHT_ONLY) {
+        const rudnn_tensor_t *s1 = a->antiquant_scale1, *s2 = a->antiquant_scale2;
+        g1->groups = s1->rank == lead + 2 ? s1->dims[lead] : 1;
+        g2->groups = s2->rank == lead + 2 ? s2->dims[lead] : 1;
+        g1->has_offset = a->antiquant_offset1 != NULL;
+        g2->has_offset = a->antiquant_offset2 != NULL;
+    }
+}
+
+static rudnn_status_t plan_layout(const char *op, rudnn_queue_t queue, const rudnn_ffn_args_t *a,
+                                  const ffn_dims_t *d, ffn_layout_t *l)
+{
+    *l = (ffn_layout_t){.acc = d->sc == FFN_QUANT ? RUDNN_I32 : RUDNN_F32,
+                        .a_dtype = d->sc == FFN_QUANT ? RUDNN_I8 : a->x->dtype};
+    const rudnn_ffn_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, ffn);
+    rudnn_ffn_gemm_plan_t g[2];
+    gemm_plans(a, d, &g[0], &g[1], d->M);
+    rudnn_status_t (*extra)(void *, const rudnn_ffn_gemm_plan_t *, size_t *) =
+        k ? RUDNN_KERNEL_ENTRY(k, gemm_workspace) : NULL;
+    for (int i = 0; i < 2 && extra && d->M > 0; i++) {
+        size_t b = 0;
+        TRY(rudnn_kernel_status(op, extra(queue->context->device, &g[i], &b)));
+        if (b > l->scratch_bytes)
+            l->scratch_bytes = b;
+    }
+    const size_t parts[3] = {bytes3(d->M, d->N1, 4), bytes3(d->M, d->K2, rudnn_dtype_size(l->a_dtype)),
+                             bytes3(d->M, d->N2, 4)};
+    size_t *at[4] = {&l->h1, &l->a, &l->h2, &l->scratch};
+    size_t total = 0;
+    for (int i = 0; i < 4; i++) {
+        const size_t n = i < 3 ? parts[i] : l->scratch_bytes;
+        *at[i] = total;
+        if (n == SIZE_MAX || up256(n) > SIZE_MAX - total)
+            return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: the workspace for M = %lld rows (h [M, %lld], "
+                                   "a [M, %lld], h2 [M, %lld]) overflows size_t", op, (long long)d->M,
+                                   (long long)d->N1, (long long)d->K2, (long long)d->N2);
+        total += up256(n);
+    }
+    l->total = total;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* t's reference moved by `index` elements of t's dtype (I4: index values, index even). */
+static rudnn_mem_ref_t at_elem(const rudnn_tensor_t *t, int64_t index)
+{
+    if (!t)
+        return (rudnn_mem_ref_t){NULL, 0};
+    rudnn_mem_ref_t r = rudnn_mem_of(t);
+    r.offset += t->dtype == RUDNN_I4 ? (size_t)index / 2 : (size_t)index * rudnn_dtype_size(t->dtype);
+    return r;
+}
+
+/* Length of a per-tensor / per-channel vector of the expert form or not: 1 or its channels. */
+static int64_t per_len(const rudnn_tensor_t *t, const ffn_dims_t *d)
+{
+    return d->experts ? (t->rank == 2 ? t->dims[1] : 1) : t->dims[0];
+}
+
+/* One expert's rows [r0, r0 + rows) through the four steps. */
+static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudnn_ffn_args_t *a, const ffn_dims_t *d,
+                                 const ffn_layout_t *l, void *ws, int64_t e, int64_t r0, int64_t rows,
+                                 const rudnn_tensor_t *y)
+{
+    const rudnn_ffn_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, ffn);
+    void *qh = queue->handle;
+    rudnn_ffn_gemm_plan_t g1, g2;
+    gemm_plans(a, d, &g1, &g2, rows);
+    const size_t asz = rudnn_dtype_size(l->a_dtype);
+    const rudnn_mem_ref_t h1 = {ws, l->h1 + (size_t)r0 * (size_t)d->N1 * 4};
+    const rudnn_mem_ref_t act = {ws, l->a + (size_t)r0 * (size_t)d->K2 * asz};
+    const rudnn_mem_ref_t h2 = {ws, l->h2 + (size_t)r0 * (size_t)d->N2 * 4};
+    const rudnn_mem_ref_t scratch = {l->scratch_bytes ? ws : NULL, l->scratch};
+    const int64_t el1 = d->experts ? e * d->K1 * d->N1 : 0, el2 = d->experts ? e * d->K2 * d->N2 : 0;
+
+    if (d->K2 > 0) {
+        if (d->N1 > 0 && d->K1 > 0) {
+            const int64_t s1 = d->experts ? e * g1.groups * d->N1 : 0;
+            TRY(rudnn_kernel_status(op, k->gemm(qh, &g1, at_elem(a->x, r0 * d->K1), at_elem(a->weight1, el1),
+                                                at_elem(a->antiquant_scale1, s1), at_elem(a->antiquant_offset1, s1),
+                                                scratch, h1)));
+        } else if (d->N1 > 0) { /* K1 = 0: x W1 is 0 */
+            TRY(rudnn_kernel_status(op, queue->context->backend->mem_fill(qh, h1, 0, (size_t)rows * d->N1 * 4)));
+        }
+        rudnn_ffn_act_plan_t ap = {.rows = rows, .n1 = d->N1, .k2 = d->K2, .activation = a->activation,
+                                   .h_dtype = l->acc, .has_bias = a->bias1 != NULL,
+                                   .bias_dtype = a->bias1 ? a->bias1->dtype : RUDNN_F32, .pre_dtype = RUDNN_F32,
+                                   .out_dtype = l->a_dtype};
+        if (d->sc == FFN_PLAIN && a->x->dtype == RUDNN_F16 && a->precision == RUDNN_FFN_HIGH_PERFORMANCE)
+            ap.pre_dtype = RUDNN_F16;
+        rudnn_mem_ref_t deq = {NULL, 0}, scale = {NULL, 0}, offset = {NULL, 0};
+        if (d->sc == FFN_QUANT) {
+            ap.deq_dtype = a->deq_scale1->dtype;
+            ap.deq_len = per_len(a->deq_scale1, d);
+            ap.scale_len = per_len(a->scale, d);
+            deq = at_elem(a->deq_scale1, e * ap.deq_len);
+            scale = at_elem(a->scale, e * ap.scale_len);
+            offset = at_elem(a->offset, e);
+        }
+        TRY(rudnn_kernel_status(op, k->act(qh, &ap, h1, at_elem(a->bias1, e * d->N1), deq, scale, offset, act)));
+        if (d->N2 > 0) {
+            const int64_t s2 = d->experts ? e * g2.groups * d->N2 : 0;
+            TRY(rudnn_kernel_status(op, k->gemm(qh, &g2, act, at_elem(a->weight2, el2),
+                                                at_elem(a->antiquant_scale2, s2), at_elem(a->antiquant_offset2, s2),
+                                                scratch, h2)));
+        }
+    } else if (d->N2 > 0) { /* K2 = 0: a W2 is 0 */
+        TRY(rudnn_kernel_status(op, queue->context->backend->mem_fill(qh, h2, 0, (size_t)rows * d->N2 * 4)));
+    }
+    if (d->N2 == 0)
+        return RUDNN_STATUS_SUCCESS;
+    rudnn_ffn_out_plan_t op2 = {.rows = rows, .n = d->N2, .h_dtype = l->acc, .has_bias = a->bias2 != NULL,
+                                .bias_dtype = a->bias2 ? a->bias2->dtype : RUDNN_F32, .y_dtype = y->dtype};
+    rudnn_mem_ref_t deq2 = {NULL, 0};
+    if (d->sc == FFN_QUANT) {
+        op2.deq_dtype = a->deq_scale2->dtype;
+        op2.deq_len = per_len(a->deq_scale2, d);
+        deq2 = at_elem(a->deq_scale2, e * op2.deq_len);
+    }
+    return rudnn_kernel_status(op, k->out(qh, &op2, h2, at_elem(a->bias2, e * d->N2), deq2,
+                                          at_elem(y, r0 * d->N2)));
+}
+
+static rudnn_status_t check_table(const char *op, rudnn_queue_t queue)
+{
+    if (RUDNN_FAMILY_TABLE(queue->context->backend, ffn))
+        return RUDNN_STATUS_SUCCESS;
+    return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: the %s backend has no FFN kernels", op,
+                           queue->context->backend->name);
 }
 
 /* ---- public entries ------------------------------------------------------------------------ */
@@ -469,7 +643,10 @@ rudnn_status_t rudnn_ffn_workspace_size(rudnn_queue_t queue, const rudnn_ffn_arg
     TRY(rudnn_check_arg(op, "bytes", bytes));
     ffn_dims_t d;
     TRY(validate(op, queue, args, y, &d));
-    *bytes = 0; /* the kernels will set it */
+    TRY(check_table(op, queue));
+    ffn_layout_t l;
+    TRY(plan_layout(op, queue, args, &d, &l));
+    *bytes = l.total;
     return RUDNN_STATUS_SUCCESS;
 }
 
@@ -480,8 +657,25 @@ rudnn_status_t rudnn_ffn(rudnn_queue_t queue, const rudnn_ffn_args_t *args, rudn
     rudnn_clear_error();
     ffn_dims_t d;
     TRY(validate(op, queue, args, y, &d));
-    TRY(check_workspace(op, queue, args, y, workspace, workspace_bytes, 0));
-    TRY(check_expert_tokens(op, queue, args, &d));
-    return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn: no kernels yet (branch ffn: the contract and the FP64 "
-                           "reference exist; the GEMM paths are next)");
+    TRY(check_table(op, queue));
+    ffn_layout_t l;
+    TRY(plan_layout(op, queue, args, &d, &l));
+    TRY(check_workspace(op, queue, args, y, workspace, workspace_bytes, l.total));
+    int64_t one[2] = {0, d.M}, *starts = one;
+    const int64_t experts = d.experts ? d.E : 1;
+    if (d.experts)
+        TRY(read_expert_rows(op, queue, args, &d, &starts));
+    const int64_t rows_total = starts[experts];
+    rudnn_status_t st = RUDNN_STATUS_SUCCESS;
+    void *ws = workspace ? workspace->mem : NULL;
+    if (rows_total > 0 && !workspace)
+        st = rudnn_kernel_status(op, rudnn_pool_acquire(queue, l.total, &ws));
+    for (int64_t e = 0; e < experts && !st; e++)
+        if (starts[e + 1] > starts[e])
+            st = run_expert(op, queue, args, &d, &l, ws, e, starts[e], starts[e + 1] - starts[e], y);
+    if (rows_total > 0 && !workspace)
+        rudnn_pool_release(queue, ws, l.total);
+    if (starts != one)
+        free(starts);
+    return st;
 }

@@ -1,0 +1,348 @@
+/* The FFN family's kernels (hal/ffn.h) for CUDA and HIP: a tiled GEMM for every dtype case (float,
+ * int8 x int8, and weight-only int8 / int4 dequantized as the tiles load), the activation epilogue
+ * and the output epilogue, and the table. On CUDA, float GEMMs go to cuBLAS (ffn_cublas.cu) when it
+ * loads; everything else runs the tiled kernel here. */
+#include <string.h>
+
+#include "rdg_internal.h"
+#include "elem.cuh"
+#include "ffn_tuning.h"
+
+namespace {
+
+/* ---- loads --------------------------------------------------------------------------------- */
+
+/* One element of a F32 / F16 / BF16 / I8 / I32 / I64 (an F32's bits in the low half) array as FP32,
+ * by a dtype known only at run time (the epilogues' small side inputs). */
+__device__ __forceinline__ float ld_any(const void *p, int64_t i, int dt)
+{
+    switch (dt) {
+    case RUDNN_F16: return rdg_f16_to_f32(((const uint16_t *)p)[i]);
+    case RUDNN_BF16: return rdg_bf16_to_f32(((const uint16_t *)p)[i]);
+    case RUDNN_I8: return (float)((const int8_t *)p)[i];
+    case RUDNN_I32: return (float)((const int32_t *)p)[i];
+    case RUDNN_I64: return __int_as_float((int)(uint32_t)((const uint64_t *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+__device__ __forceinline__ float round_to(float v, int dt)
+{
+    switch (dt) {
+    case RUDNN_F16: return rdg_f16_to_f32(rdg_f32_to_f16(v));
+    case RUDNN_BF16: return rdg_bf16_to_f32(rdg_f32_to_bf16(v));
+    default: return v;
+    }
+}
+
+/* A [m, k] element as the accumulator's type. */
+template <int DT, typename Acc>
+struct LoadA {
+    __device__ Acc operator()(const void *a, int64_t i) const { return (Acc)Elem<DT>::ld(a, i); }
+};
+template <>
+struct LoadA<RUDNN_I8, int> {
+    __device__ int operator()(const void *a, int64_t i) const { return ((const int8_t *)a)[i]; }
+};
+
+/* Weight w [k, n] at (r, c), for int8 / int4 storage the raw integer. */
+template <int WDT>
+__device__ __forceinline__ int ld_int_weight(const void *b, int64_t n, int64_t r, int64_t c)
+{
+    if constexpr (WDT == RUDNN_I8)
+        return ((const int8_t *)b)[r * n + c];
+    const uint8_t byte = ((const uint8_t *)b)[(r * n + c) >> 1]; /* n even: a row is n / 2 bytes */
+    const int nib = (c & 1) ? byte >> 4 : byte & 0xf;
+    return nib >= 8 ? nib - 16 : nib;
+}
+
+struct GemmArgs {
+    const void *a, *b, *scale, *offset;
+    void *c;
+    int64_t m, n, k;
+    int64_t group_rows; /* weight-only: rows of k per scale row */
+};
+
+/* B [k, n] element as the accumulator's type: float / int8 as stored, weight-only dequantized to
+ * A's dtype (ADT). */
+template <int ADT, int BDT, typename Acc>
+struct LoadB {
+    __device__ Acc operator()(const GemmArgs &g, int64_t r, int64_t c) const
+    {
+        if constexpr (BDT == RUDNN_I4 || (BDT == RUDNN_I8 && ADT != RUDNN_I8)) {
+            const int64_t s = (int64_t)((int)r / (int)g.group_rows) * g.n + c; /* k < 65536 */
+            const float off = g.offset ? Elem<ADT>::ld(g.offset, s) : 0.0f;
+            return (Acc)round_to(((float)ld_int_weight<BDT>(g.b, g.n, r, c) + off) * Elem<ADT>::ld(g.scale, s), ADT);
+        } else if constexpr (BDT == RUDNN_I8) {
+            return (Acc)((const int8_t *)g.b)[r * g.n + c];
+        } else {
+            return (Acc)Elem<BDT>::ld(g.b, r * g.n + c);
+        }
+    }
+};
+
+/* ---- the tiled GEMM ---------------------------------------------------------------------------
+ * A block computes a FFN_TILE_M x FFN_TILE_N tile of C, stepping through k by FFN_TILE_K: each
+ * thread loads a few elements of the A and B tiles into shared memory (converted to the
+ * accumulator's type) and accumulates a FFN_MICRO x FFN_MICRO patch, rows and columns strided by
+ * the thread grid so that neighbouring threads read neighbouring shared words. One fixed order of
+ * summation: deterministic. */
+constexpr int TM = FFN_TILE_M, TN = FFN_TILE_N, TK = FFN_TILE_K, MU = FFN_MICRO;
+constexpr int TX = TN / MU, TY = TM / MU, THREADS = TX * TY;
+
+template <int ADT, int BDT, typename Acc>
+__global__ void __launch_bounds__(THREADS) ffn_gemm_tiled(GemmArgs g)
+{
+    __shared__ Acc as[TK][TM + 1];
+    __shared__ Acc bs[TK][TN];
+    const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+    const int64_t row0 = (int64_t)blockIdx.y * TM, col0 = (int64_t)blockIdx.x * TN;
+    Acc acc[MU][MU];
+#pragma unroll
+    for (int i = 0; i < MU; i++)
+#pragma unroll
+        for (int j = 0; j < MU; j++)
+            acc[i][j] = 0;
+    const LoadA<ADT, Acc> load_a;
+    const LoadB<ADT, BDT, Acc> load_b;
+    for (int64_t k0 = 0; k0 < g.k; k0 += TK) {
+        for (int e = threadIdx.x; e < TM * TK; e += THREADS) {
+            const int r = e / TK, kk = e % TK;
+            const int64_t gr = row0 + r, gk = k0 + kk;
+            as[kk][r] = gr < g.m && gk < g.k ? load_a(g.a, gr * g.k + gk) : (Acc)0;
+        }
+        for (int e = threadIdx.x; e < TK * TN; e += THREADS) {
+            const int kk = e / TN, c = e % TN;
+            const int64_t gk = k0 + kk, gc = col0 + c;
+            bs[kk][c] = gk < g.k && gc < g.n ? load_b(g, gk, gc) : (Acc)0;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < TK; kk++) {
+            Acc av[MU], bv[MU];
+#pragma unroll
+            for (int i = 0; i < MU; i++)
+                av[i] = as[kk][ty + i * TY];
+#pragma unroll
+            for (int j = 0; j < MU; j++)
+                bv[j] = bs[kk][tx + j * TX];
+#pragma unroll
+            for (int i = 0; i < MU; i++)
+#pragma unroll
+                for (int j = 0; j < MU; j++)
+                    acc[i][j] += av[i] * bv[j];
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < MU; i++)
+#pragma unroll
+        for (int j = 0; j < MU; j++) {
+            const int64_t r = row0 + ty + i * TY, c = col0 + tx + j * TX;
+            if (r < g.m && c < g.n)
+                ((Acc *)g.c)[r * g.n + c] = acc[i][j];
+        }
+}
+
+template <int ADT, int BDT, typename Acc>
+rudnn_status_t launch_tiled(rdg_queue_t *q, const GemmArgs &g, const char *name)
+{
+    const dim3 grid((unsigned)rdg_ceil_div(g.n, TN), (unsigned)rdg_ceil_div(g.m, TM));
+    rdg_note_kernel(name);
+    ffn_gemm_tiled<ADT, BDT, Acc><<<grid, THREADS, 0, q->stream>>>(g);
+    return rdg_launched(name);
+}
+
+/* ---- epilogues ------------------------------------------------------------------------------- */
+
+__device__ __forceinline__ float act_scalar(int act, float x)
+{
+    if (x != x)
+        return x;
+    switch (act) {
+    case RUDNN_FFN_RELU:
+    case RUDNN_FFN_REGLU: return x > 0.0f ? x : 0.0f;
+    default: break;
+    }
+    if (isinf(x)) /* the limits (-inf times 0 would be NaN) */
+        return x > 0.0f ? x : 0.0f;
+    switch (act) {
+    case RUDNN_FFN_GELU:
+    case RUDNN_FFN_GEGLU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case RUDNN_FFN_FASTGELU: return x / (1.0f + expf(-1.702f * x));
+    default: return x / (1.0f + expf(-x)); /* silu, swiglu */
+    }
+}
+
+/* h[r, c] + bias[c], dequantized, rounded to pre_dtype: the value the activation reads. */
+__device__ __forceinline__ float hidden_value(const rudnn_ffn_act_plan_t &p, const void *h, const void *bias,
+                                              const void *deq, int64_t r, int64_t c)
+{
+    float v;
+    if (p.h_dtype == RUDNN_I32) {
+        int64_t s = ((const int32_t *)h)[r * p.n1 + c];
+        if (p.has_bias)
+            s += ((const int32_t *)bias)[c]; /* exact in int64 */
+        v = (float)s;
+    } else {
+        v = ((const float *)h)[r * p.n1 + c];
+        if (p.has_bias)
+            v += ld_any(bias, c, p.bias_dtype);
+    }
+    if (p.deq_len > 0)
+        v *= ld_any(deq, p.deq_len == 1 ? 0 : c, p.deq_dtype);
+    return round_to(v, p.pre_dtype);
+}
+
+__device__ __forceinline__ int8_t requant(float v)
+{
+    if (v != v)
+        return 0;
+    if (v >= 127.0f)
+        return 127;
+    if (v <= -128.0f)
+        return -128;
+    return (int8_t)__float2int_rn(v); /* round half to even */
+}
+
+__global__ void ffn_act_kernel(rudnn_ffn_act_plan_t p, const void *h, const void *bias, const void *deq,
+                               const void *scale, const void *offset, void *out)
+{
+    const int64_t total = p.rows * p.k2;
+    const int gated = p.activation >= RUDNN_FFN_GEGLU;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / p.k2, j = i % p.k2;
+        float a;
+        if (gated)
+            a = hidden_value(p, h, bias, deq, r, j) * act_scalar(p.activation, hidden_value(p, h, bias, deq, r, p.k2 + j));
+        else
+            a = act_scalar(p.activation, hidden_value(p, h, bias, deq, r, j));
+        if (p.out_dtype == RUDNN_I8) {
+            const float s = ((const float *)scale)[p.scale_len == 1 ? 0 : j];
+            ((int8_t *)out)[i] = requant(a * s + ((const float *)offset)[0]);
+        } else if (p.out_dtype == RUDNN_F32) {
+            ((float *)out)[i] = a;
+        } else if (p.out_dtype == RUDNN_F16) {
+            ((uint16_t *)out)[i] = rdg_f32_to_f16(a);
+        } else {
+            ((uint16_t *)out)[i] = rdg_f32_to_bf16(a);
+        }
+    }
+}
+
+__global__ void ffn_out_kernel(rudnn_ffn_out_plan_t p, const void *h, const void *bias, const void *deq, void *y)
+{
+    const int64_t total = p.rows * p.n;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t c = i % p.n;
+        float v;
+        if (p.h_dtype == RUDNN_I32) {
+            int64_t s = ((const int32_t *)h)[i];
+            if (p.has_bias)
+                s += ((const int32_t *)bias)[c];
+            v = (float)s;
+        } else {
+            v = ((const float *)h)[i];
+            if (p.has_bias)
+                v += ld_any(bias, c, p.bias_dtype);
+        }
+        if (p.deq_len > 0)
+            v *= ld_any(deq, p.deq_len == 1 ? 0 : c, p.deq_dtype);
+        if (p.y_dtype == RUDNN_F32)
+            ((float *)y)[i] = v;
+        else if (p.y_dtype == RUDNN_F16)
+            ((uint16_t *)y)[i] = rdg_f32_to_f16(v);
+        else
+            ((uint16_t *)y)[i] = rdg_f32_to_bf16(v);
+    }
+}
+
+unsigned elementwise_blocks(const rdg_queue_t *q, int64_t total)
+{
+    const int64_t want = rdg_ceil_div(total, FFN_EW_THREADS);
+    const int64_t cap = (int64_t)q->dev.sm_count * FFN_EW_BLOCKS_PER_SM;
+    return (unsigned)(want < cap ? (want > 0 ? want : 1) : cap);
+}
+
+/* ---- table entries ----------------------------------------------------------------------------- */
+
+rudnn_status_t ffn_gemm_tiled_any(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const GemmArgs &g)
+{
+    const int a = p->a_dtype, b = p->b_dtype;
+    if (a == RUDNN_I8 && b == RUDNN_I8)
+        return launch_tiled<RUDNN_I8, RUDNN_I8, int>(q, g, "ffn.gemm_tiled_i8");
+    if (a == RUDNN_F32 && b == RUDNN_F32)
+        return launch_tiled<RUDNN_F32, RUDNN_F32, float>(q, g, "ffn.gemm_tiled");
+    if (a == RUDNN_F16 && b == RUDNN_F16)
+        return launch_tiled<RUDNN_F16, RUDNN_F16, float>(q, g, "ffn.gemm_tiled");
+    if (a == RUDNN_BF16 && b == RUDNN_BF16)
+        return launch_tiled<RUDNN_BF16, RUDNN_BF16, float>(q, g, "ffn.gemm_tiled");
+    if (a == RUDNN_F16 && b == RUDNN_I8)
+        return launch_tiled<RUDNN_F16, RUDNN_I8, float>(q, g, "ffn.gemm_tiled_w8");
+    if (a == RUDNN_BF16 && b == RUDNN_I8)
+        return launch_tiled<RUDNN_BF16, RUDNN_I8, float>(q, g, "ffn.gemm_tiled_w8");
+    if (a == RUDNN_F16 && b == RUDNN_I4)
+        return launch_tiled<RUDNN_F16, RUDNN_I4, float>(q, g, "ffn.gemm_tiled_w4");
+    if (a == RUDNN_BF16 && b == RUDNN_I4)
+        return launch_tiled<RUDNN_BF16, RUDNN_I4, float>(q, g, "ffn.gemm_tiled_w4");
+    return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm: no kernel for dtypes %d x %d", a, b);
+}
+
+rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_ref_t a, rudnn_mem_ref_t b,
+                        rudnn_mem_ref_t scale, rudnn_mem_ref_t offset, rudnn_mem_ref_t scratch, rudnn_mem_ref_t c)
+{
+    (void)scratch;
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    TRY(rdg_use_device(q->dev.index));
+#ifdef RDG_HAVE_CUBLAS
+    if (p->a_dtype == p->b_dtype && p->a_dtype != RUDNN_I8)
+        return rdg_ffn_gemm_cublas(q, p, rdg_at(a), rdg_at(b), rdg_at(c));
+#endif
+    GemmArgs g = {rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(c), p->m, p->n, p->k,
+                  p->k / (p->groups > 0 ? p->groups : 1)};
+    return ffn_gemm_tiled_any(q, p, g);
+}
+
+rudnn_status_t ffn_act(void *queue, const rudnn_ffn_act_plan_t *p, rudnn_mem_ref_t h, rudnn_mem_ref_t bias,
+                       rudnn_mem_ref_t deq, rudnn_mem_ref_t scale, rudnn_mem_ref_t offset, rudnn_mem_ref_t a)
+{
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    TRY(rdg_use_device(q->dev.index));
+    rdg_note_kernel("ffn.act");
+    ffn_act_kernel<<<elementwise_blocks(q, p->rows * p->k2), FFN_EW_THREADS, 0, q->stream>>>(
+        *p, rdg_at(h), rdg_at(bias), rdg_at(deq), rdg_at(scale), rdg_at(offset), rdg_at(a));
+    return rdg_launched("ffn.act");
+}
+
+rudnn_status_t ffn_out(void *queue, const rudnn_ffn_out_plan_t *p, rudnn_mem_ref_t h, rudnn_mem_ref_t bias,
+                       rudnn_mem_ref_t deq, rudnn_mem_ref_t y)
+{
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    TRY(rdg_use_device(q->dev.index));
+    rdg_note_kernel("ffn.out");
+    ffn_out_kernel<<<elementwise_blocks(q, p->rows * p->n), FFN_EW_THREADS, 0, q->stream>>>(
+        *p, rdg_at(h), rdg_at(bias), rdg_at(deq), rdg_at(y));
+    return rdg_launched("ffn.out");
+}
+
+/* A table inside a host function: a namespace-scope const would be promoted to device memory by
+ * HIP's compiler. */
+rudnn_ffn_kernels_t make_ffn_table(void)
+{
+    rudnn_ffn_kernels_t table;
+    memset(&table, 0, sizeof table);
+    table.gemm_workspace = nullptr;
+    table.gemm = ffn_gemm;
+    table.act = ffn_act;
+    table.out = ffn_out;
+    table.struct_size = (uint32_t)sizeof table;
+    return table;
+}
+
+} // namespace
+
+const rudnn_ffn_kernels_t *rdg_ffn_table(void)
+{
+    static rudnn_ffn_kernels_t table = make_ffn_table();
+    return &table;
+}
