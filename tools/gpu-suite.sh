@@ -20,6 +20,7 @@
 #   attention rudnn-bench-attention (every strategy) and bench/baselines/torch_attention.py
 #             (SDPA, each backend forced), issue 20's cases in bf16 -> $OUT/compare-attention.md
 #             and the attention section of $OUT/RESULTS.md
+#   ffn       rudnn-bench-ffn and bench/baselines/torch_ffn.py (issue 22's cases) -> $OUT/ffn-*.jsonl
 #   example   installs into a scratch DESTDIR and builds examples/ through pkg-config
 #   sanitize  (only when named) the CUDA numeric suites under compute-sanitizer's memcheck,
 #             racecheck, synccheck and initcheck; fails on any report. The suites' largest cases
@@ -71,9 +72,10 @@ BENCH_ARGS=${BENCH_ARGS:-}
 BENCH_DTYPES=${BENCH_DTYPES:-f32,bf16}
 BENCH_BACKEND=${BENCH_BACKEND:-cuda}
 ATTENTION_ARGS=${ATTENTION_ARGS:-}
+FFN_ARGS=${FFN_ARGS:-}
 TORCH_COMPILE=${TORCH_COMPILE:-1}
 SANITIZE_TOOLS=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
-SANITIZE_SUITES=${SANITIZE_SUITES:-norm moe attention}
+SANITIZE_SUITES=${SANITIZE_SUITES:-norm moe attention ffn}
 SANITIZE_SKIP=${SANITIZE_SKIP:-*/large}
 SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-480}
 SANITIZE_INITCHECK_SKIP_KERNELS=${SANITIZE_INITCHECK_SKIP_KERNELS-moe.cublas_*}
@@ -87,8 +89,8 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
 
-all_stages=(build test info bench baseline compare moe attention example sanitize)
-default_stages=(build test info bench baseline compare moe attention example)
+all_stages=(build test info bench baseline compare moe attention ffn example sanitize)
+default_stages=(build test info bench baseline compare moe attention ffn example)
 if (( $# == 0 )) || [[ "$*" == all ]]; then
   stages=("${default_stages[@]}")
 else
@@ -317,6 +319,16 @@ stage_moe() {
   [[ " ${stages[*]} " == *" compare "* && -f $OUT/RESULTS.md ]] && results=$OUT/RESULTS.md
   python3 bench/results.py moe "$OUT/moe-rudnn.jsonl" "$OUT/moe-torch.jsonl" "${cublas[@]}" \
     --results "$results" --out "$OUT/RESULTS.md"
+}
+
+# FFN (issue 22's cases: BF16, W8A8, W4A16 per group) beside PyTorch's matmul + activation + matmul,
+# its two GEMMs, torch._int_mm and torch._weight_int4pack_mm in the same run.
+stage_ffn() {
+  local rc=0
+  # shellcheck disable=SC2086
+  "$BUILD/bench/rudnn-bench-ffn" --backend "$BENCH_BACKEND" $FFN_ARGS | tee "$OUT/ffn-rudnn.jsonl" || rc=1
+  python3 bench/baselines/torch_ffn.py | tee "$OUT/ffn-torch.jsonl" || rc=1
+  return "$rc"
 }
 
 # Attention forward (issue 20's prefill and decode cases, bf16), every rudnn strategy side by side

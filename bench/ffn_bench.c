@@ -1,0 +1,296 @@
+/* rudnn-bench-ffn: times rudnn_ffn on issue 22's cases and prints one JSON line per case, beside a
+ * device-to-device copy line ("op":"copy") measured first:
+ *
+ *   {"op":"ffn","case","m","k1","n1","k2","n2","x","w","group_rows","backend","device","kernel",
+ *    "median_ms","min_ms","tflops","weight_gbps","copy_gbps","weight_copy_fraction","reps"}
+ *
+ * tflops = (2 m k1 n1 + 2 m k2 n2) / time (TOPS for int8 x int8). weight_gbps = the weights' bytes
+ * (packed int4 counts half a byte a value; antiquant scales included) / time, and its fraction of
+ * the copy bandwidth of the same run: what the weight-only cases at small M are judged by.
+ * A case that answers NOT_SUPPORTED prints "status":"NOT_SUPPORTED" and its message.
+ *
+ *   rudnn-bench-ffn [--backend NAME] [--reps N] [--case NAME[,NAME]] [--quick]
+ * Inputs are pseudo-random small values; WARMUP calls, then --reps calls between two events each;
+ * median and minimum. Diagnostics go to stderr. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "rudnn/rudnn.h"
+
+#define WARMUP 3
+#define DEFAULT_REPS 20
+#define PROG "rudnn-bench-ffn"
+
+typedef struct ffn_case {
+    const char *name;
+    int64_t m, k1, k2;
+    rudnn_ffn_activation_t act;
+    rudnn_dtype_t x, w;
+    int64_t group_rows; /* weight-only: 0 per channel, else scale groups of this many rows of K */
+} ffn_case_t;
+
+static const ffn_case_t full_cases[] = {
+    /* BF16: M 4096, K1 4096, swiglu K2 14336 (N1 28672) */
+    {"bf16_m4096_swiglu", 4096, 4096, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0},
+    /* W8A8: M 4096, K 4096, N 28672 */
+    {"w8a8_m4096_swiglu", 4096, 4096, 14336, RUDNN_FFN_SWIGLU, RUDNN_I8, RUDNN_I8, 0},
+    /* W4A16 per group of 128 rows on a 70B-class FFN (K1 8192, N1 28672), and BF16 beside it */
+    {"w4a16_g128_m1", 1, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128},
+    {"w4a16_g128_m4", 4, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128},
+    {"w4a16_g128_m16", 16, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128},
+    {"w4a16_g128_m64", 64, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128},
+    {"w4a16_g128_m256", 256, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128},
+    {"bf16_k8192_m1", 1, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0},
+    {"bf16_k8192_m16", 16, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0},
+    {"bf16_k8192_m256", 256, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0},
+};
+static const ffn_case_t quick_cases[] = {
+    {"quick_f32_m64_silu", 64, 128, 256, RUDNN_FFN_SILU, RUDNN_F32, RUDNN_F32, 0},
+    {"quick_w8a8_m64_swiglu", 64, 128, 128, RUDNN_FFN_SWIGLU, RUDNN_I8, RUDNN_I8, 0},
+};
+
+static void die(const char *what, rudnn_status_t st)
+{
+    fprintf(stderr, PROG ": %s: %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
+    exit(1);
+}
+
+#define CHECK(call)                                                                                              \
+    do {                                                                                                         \
+        rudnn_status_t check_st_ = (call);                                                                       \
+        if (check_st_ != RUDNN_STATUS_SUCCESS)                                                                   \
+            die(#call, check_st_);                                                                               \
+    } while (0)
+
+typedef struct run {
+    rudnn_context_t ctx;
+    rudnn_queue_t q;
+    rudnn_device_info_t dev;
+    int reps;
+    rudnn_event_t start[1024], end[1024];
+    float ms[1024];
+    double copy_gbps;
+} run_t;
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static void stats(run_t *r, double *median, double *minimum)
+{
+    for (int i = 0; i < r->reps; i++)
+        CHECK(rudnn_event_elapsed_ms(r->start[i], r->end[i], &r->ms[i]));
+    qsort(r->ms, (size_t)r->reps, sizeof r->ms[0], cmp_float);
+    int n = r->reps;
+    *median = n % 2 ? r->ms[n / 2] : 0.5 * ((double)r->ms[n / 2 - 1] + (double)r->ms[n / 2]);
+    *minimum = r->ms[0];
+}
+
+static double measure_copy(run_t *r, size_t bytes)
+{
+    rudnn_buffer_t src, dst;
+    CHECK(rudnn_buffer_create(r->ctx, bytes, &src));
+    CHECK(rudnn_buffer_create(r->ctx, bytes, &dst));
+    CHECK(rudnn_buffer_fill(r->q, src, 0, 0x5a, bytes));
+    for (int i = 0; i < WARMUP; i++)
+        CHECK(rudnn_buffer_copy(r->q, dst, 0, src, 0, bytes));
+    for (int i = 0; i < r->reps; i++) {
+        CHECK(rudnn_event_record(r->start[i], r->q));
+        CHECK(rudnn_buffer_copy(r->q, dst, 0, src, 0, bytes));
+        CHECK(rudnn_event_record(r->end[i], r->q));
+    }
+    double median, minimum;
+    stats(r, &median, &minimum);
+    rudnn_buffer_destroy(src);
+    rudnn_buffer_destroy(dst);
+    double gbps = 2.0 * (double)bytes / (median * 1e6);
+    printf("{\"op\":\"copy\",\"bytes\":%zu,\"backend\":", bytes);
+    bench_json_string(r->dev.backend);
+    printf(",\"device\":");
+    bench_json_string(r->dev.name);
+    printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"gbps\":%.2f,\"reps\":%d}\n", median, minimum, gbps, r->reps);
+    fflush(stdout);
+    return gbps;
+}
+
+/* A buffer of n elements of dt (I4: n values) holding small pseudo-random values. */
+static rudnn_buffer_t random_buffer(run_t *r, rudnn_dtype_t dt, size_t n, float scale)
+{
+    const size_t bytes = dt == RUDNN_I4 ? (n + 1) / 2 : n * rudnn_dtype_size(dt);
+    rudnn_buffer_t b;
+    CHECK(rudnn_buffer_create(r->ctx, bytes ? bytes : 1, &b));
+    const size_t chunk = (size_t)1 << 24;
+    unsigned char *h = bench_xmalloc(PROG, chunk);
+    uint64_t s = 0x9e3779b97f4a7c15ULL ^ n;
+    for (size_t at = 0; at < bytes; at += chunk) {
+        const size_t len = bytes - at < chunk ? bytes - at : chunk;
+        for (size_t i = 0; i < len; i += rudnn_dtype_size(dt) ? rudnn_dtype_size(dt) : 1) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            const float u = ((float)(s >> 40) / (float)(1 << 24) * 2.0f - 1.0f) * scale;
+            if (dt == RUDNN_F32)
+                memcpy(h + i, &u, 4);
+            else if (dt == RUDNN_F16 || dt == RUDNN_BF16) {
+                uint16_t v = dt == RUDNN_F16 ? rudnn_f32_to_f16(u) : rudnn_f32_to_bf16(u);
+                memcpy(h + i, &v, 2);
+            } else if (dt == RUDNN_I32) {
+                int32_t v = (int32_t)(u * 100.0f);
+                memcpy(h + i, &v, 4);
+            } else {
+                h[i] = (unsigned char)(s >> 56); /* I8 / I4: any bits */
+            }
+        }
+        CHECK(rudnn_buffer_write(r->q, b, at, h, len));
+    }
+    free(h);
+    return b;
+}
+
+static void tensor(rudnn_tensor_t *t, rudnn_buffer_t b, rudnn_dtype_t dt, int rank, int64_t d0, int64_t d1,
+                   int64_t d2)
+{
+    int64_t dims[3] = {d0, d1, d2};
+    CHECK(rudnn_tensor_init(t, b, 0, dt, rank, dims));
+}
+
+static void run_case(run_t *r, const ffn_case_t *c)
+{
+    const int gated = c->act >= RUDNN_FFN_GEGLU;
+    const int64_t n1 = gated ? 2 * c->k2 : c->k2, n2 = c->k1;
+    const int quant = c->x == RUDNN_I8, wo = !quant && c->w != c->x;
+    const rudnn_dtype_t ydt = quant ? RUDNN_F16 : c->x;
+    rudnn_buffer_t bx = random_buffer(r, c->x, (size_t)(c->m * c->k1), 1.0f);
+    rudnn_buffer_t bw1 = random_buffer(r, c->w, (size_t)(c->k1 * n1), 0.05f);
+    rudnn_buffer_t bw2 = random_buffer(r, c->w, (size_t)(c->k2 * n2), 0.05f);
+    rudnn_buffer_t by;
+    CHECK(rudnn_buffer_create(r->ctx, (size_t)(c->m * n2) * rudnn_dtype_size(ydt), &by));
+    rudnn_tensor_t x, w1, w2, y, s1, s2, qs, qo, d1, d2;
+    tensor(&x, bx, c->x, 2, c->m, c->k1, 0);
+    tensor(&w1, bw1, c->w, 2, c->k1, n1, 0);
+    tensor(&w2, bw2, c->w, 2, c->k2, n2, 0);
+    tensor(&y, by, ydt, 2, c->m, n2, 0);
+    rudnn_ffn_args_t a = {.x = &x, .weight1 = &w1, .weight2 = &w2, .activation = c->act};
+    rudnn_buffer_t extra[6] = {0};
+    double weight_bytes = (double)(c->k1 * n1 + c->k2 * n2) * (c->w == RUDNN_I4 ? 0.5 : rudnn_dtype_size(c->w));
+    if (wo) {
+        const int64_t g1 = c->group_rows ? c->k1 / c->group_rows : 1, g2 = c->group_rows ? c->k2 / c->group_rows : 1;
+        extra[0] = random_buffer(r, c->x, (size_t)(g1 * n1), 0.01f);
+        extra[1] = random_buffer(r, c->x, (size_t)(g2 * n2), 0.01f);
+        tensor(&s1, extra[0], c->x, c->group_rows ? 2 : 1, c->group_rows ? g1 : n1, n1, 0);
+        tensor(&s2, extra[1], c->x, c->group_rows ? 2 : 1, c->group_rows ? g2 : n2, n2, 0);
+        a.antiquant_scale1 = &s1, a.antiquant_scale2 = &s2;
+        weight_bytes += (double)(g1 * n1 + g2 * n2) * rudnn_dtype_size(c->x);
+    }
+    if (quant) {
+        extra[2] = random_buffer(r, RUDNN_F32, (size_t)c->k2, 1.0f);
+        extra[3] = random_buffer(r, RUDNN_F32, 1, 1.0f);
+        extra[4] = random_buffer(r, RUDNN_F32, (size_t)n1, 0.001f);
+        extra[5] = random_buffer(r, RUDNN_F32, (size_t)n2, 0.001f);
+        tensor(&qs, extra[2], RUDNN_F32, 1, c->k2, 0, 0);
+        tensor(&qo, extra[3], RUDNN_F32, 1, 1, 0, 0);
+        tensor(&d1, extra[4], RUDNN_F32, 1, n1, 0, 0);
+        tensor(&d2, extra[5], RUDNN_F32, 1, n2, 0, 0);
+        a.scale = &qs, a.offset = &qo, a.deq_scale1 = &d1, a.deq_scale2 = &d2;
+    }
+    size_t ws_bytes = 0;
+    rudnn_buffer_t ws = NULL;
+    rudnn_status_t st = rudnn_ffn_workspace_size(r->q, &a, &y, &ws_bytes);
+    if (!st)
+        CHECK(rudnn_buffer_create(r->ctx, ws_bytes ? ws_bytes : 1, &ws));
+    for (int i = 0; i < WARMUP && !st; i++)
+        st = rudnn_ffn(r->q, &a, ws, ws_bytes, &y);
+    const double flops = 2.0 * (double)c->m * (double)(c->k1 * n1 + c->k2 * n2);
+    printf("{\"op\":\"ffn\",\"case\":\"%s\",\"m\":%lld,\"k1\":%lld,\"n1\":%lld,\"k2\":%lld,\"n2\":%lld,\"x\":\"%s\","
+           "\"w\":\"%s\",\"group_rows\":%lld,\"backend\":",
+           c->name, (long long)c->m, (long long)c->k1, (long long)n1, (long long)c->k2, (long long)n2,
+           rudnn_dtype_name(c->x), rudnn_dtype_name(c->w), (long long)c->group_rows);
+    bench_json_string(r->dev.backend);
+    printf(",\"device\":");
+    bench_json_string(r->dev.name);
+    if (st) {
+        printf(",\"status\":\"%s\",\"message\":", rudnn_status_string(st));
+        bench_json_string(rudnn_last_error());
+        printf("}\n");
+    } else {
+        for (int i = 0; i < r->reps; i++) {
+            CHECK(rudnn_event_record(r->start[i], r->q));
+            CHECK(rudnn_ffn(r->q, &a, ws, ws_bytes, &y));
+            CHECK(rudnn_event_record(r->end[i], r->q));
+        }
+        double median, minimum;
+        stats(r, &median, &minimum);
+        const double wgbps = weight_bytes / (median * 1e6);
+        printf(",\"kernel\":");
+        bench_json_string(rudnn_last_kernel());
+        printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"tflops\":%.2f,\"weight_gbps\":%.1f,\"copy_gbps\":%.1f,"
+               "\"weight_copy_fraction\":%.3f,\"reps\":%d}\n",
+               median, minimum, flops / (median * 1e9), wgbps, r->copy_gbps, wgbps / r->copy_gbps, r->reps);
+    }
+    fflush(stdout);
+    if (ws)
+        rudnn_buffer_destroy(ws);
+    for (int i = 0; i < 6; i++)
+        if (extra[i])
+            rudnn_buffer_destroy(extra[i]);
+    rudnn_buffer_destroy(bx), rudnn_buffer_destroy(bw1), rudnn_buffer_destroy(bw2), rudnn_buffer_destroy(by);
+}
+
+static int listed(const char *list, const char *name)
+{
+    if (!list)
+        return 1;
+    const size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0))
+            return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *backend = NULL, *cases = NULL;
+    int quick = 0;
+    run_t r = {.reps = DEFAULT_REPS};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+            backend = argv[++i];
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            r.reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--case") && i + 1 < argc)
+            cases = argv[++i];
+        else if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else {
+            fprintf(stderr, "usage: " PROG " [--backend NAME] [--reps N] [--case NAME[,NAME]] [--quick]\n");
+            return 2;
+        }
+    }
+    if (r.reps < 1 || r.reps > 1024) {
+        fprintf(stderr, PROG ": --reps must be 1..1024\n");
+        return 2;
+    }
+    rudnn_context_options_t opts = {.backend = backend, .device = -1};
+    CHECK(rudnn_context_create(&r.ctx, &opts));
+    CHECK(rudnn_queue_create(r.ctx, &r.q));
+    CHECK(rudnn_context_device_info(r.ctx, &r.dev));
+    for (int i = 0; i < r.reps; i++) {
+        CHECK(rudnn_event_create(r.ctx, &r.start[i]));
+        CHECK(rudnn_event_create(r.ctx, &r.end[i]));
+    }
+    r.copy_gbps = measure_copy(&r, quick ? (size_t)16 << 20 : (size_t)1 << 30);
+    const ffn_case_t *list = quick ? quick_cases : full_cases;
+    const size_t count = quick ? sizeof quick_cases / sizeof quick_cases[0] : sizeof full_cases / sizeof full_cases[0];
+    for (size_t i = 0; i < count; i++)
+        if (listed(cases, list[i].name))
+            run_case(&r, &list[i]);
+    for (int i = 0; i < r.reps; i++) {
+        rudnn_event_destroy(r.start[i]);
+        rudnn_event_destroy(r.end[i]);
+    }
+    rudnn_queue_destroy(r.q);
+    rudnn_context_destroy(r.ctx);
+    return 0;
+}
