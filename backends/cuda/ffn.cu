@@ -288,16 +288,37 @@ rudnn_status_t ffn_gemm_tiled_any(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p
     return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm: no kernel for dtypes %d x %d", a, b);
 }
 
+/* Scratch of gemm: the split-k partials of the few-rows weight-only kernel, the transposed int8
+ * weights of the cuBLAS int8 path. */
+rudnn_status_t ffn_gemm_workspace(void *device, const rudnn_ffn_gemm_plan_t *p, size_t *bytes)
+{
+    *bytes = 0;
+    if (rdg_ffn_gemv_fits(p))
+        *bytes = rdg_ffn_gemv_scratch(rdg_devinfo_of(device), p);
+#ifdef RDG_HAVE_CUBLAS
+    if (p->a_dtype == RUDNN_I8 && rdg_ffn_cublas_i8_fits(p))
+        *bytes = (size_t)p->k * (size_t)p->n;
+#endif
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* The GEMM implementation is the backend's choice, as a BLAS picks its kernels: cuBLAS for float
+ * operands and for int8 with leading dims that are multiples of 4, the few-rows kernel for
+ * weight-only GEMMs of up to FFN_GEMV_MAX_M rows, the tiled kernel otherwise (larger weight-only
+ * GEMMs, HIP, cuBLAS not found). rudnn_last_kernel names what ran. */
 rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_ref_t a, rudnn_mem_ref_t b,
                         rudnn_mem_ref_t scale, rudnn_mem_ref_t offset, rudnn_mem_ref_t scratch, rudnn_mem_ref_t c)
 {
-    (void)scratch;
     rdg_queue_t *q = (rdg_queue_t *)queue;
     TRY(rdg_use_device(q->dev.index));
 #ifdef RDG_HAVE_CUBLAS
     if (p->a_dtype == p->b_dtype && p->a_dtype != RUDNN_I8)
         return rdg_ffn_gemm_cublas(q, p, rdg_at(a), rdg_at(b), rdg_at(c));
+    if (p->a_dtype == RUDNN_I8 && rdg_ffn_cublas_i8_fits(p) && scratch.mem)
+        return rdg_ffn_gemm_cublas_i8(q, p, rdg_at(a), rdg_at(b), rdg_at(scratch), rdg_at(c));
 #endif
+    if (rdg_ffn_gemv_fits(p) && scratch.mem)
+        return rdg_ffn_gemv(q, p, rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(scratch), rdg_at(c));
     GemmArgs g = {rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(c), p->m, p->n, p->k,
                   p->k / (p->groups > 0 ? p->groups : 1)};
     return ffn_gemm_tiled_any(q, p, g);
@@ -331,7 +352,7 @@ rudnn_ffn_kernels_t make_ffn_table(void)
 {
     rudnn_ffn_kernels_t table;
     memset(&table, 0, sizeof table);
-    table.gemm_workspace = nullptr;
+    table.gemm_workspace = ffn_gemm_workspace;
     table.gemm = ffn_gemm;
     table.act = ffn_act;
     table.out = ffn_out;

@@ -28,3 +28,54 @@ rudnn_status_t rdg_ffn_gemm_cublas(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *
         "cublasGemmEx (ffn)");
     return rdg_cublas_end(&s, st);
 }
+
+/* ---- int8 x int8 -> int32 -------------------------------------------------------------------
+ * cuBLAS's int8 tensor-core GEMMs take column-major "TN" operands: the weights must be K-contiguous.
+ * The contract's W [k, n] is n-contiguous, so it is first transposed into the scratch (W^T [n, k],
+ * n k bytes: ffn_gemm_workspace asks for them), then C^T [n, m] = (W^T)^T-op ... in cuBLAS's
+ * column-major terms: op(A) = A^T with A = W^T stored column-major [k, n] (ld k), B = x column-major
+ * [k, m] (ld k). Exact: int32 accumulation of |C| <= 65535 * 128 * 128 < 2^31. */
+#define TRANSPOSE_TILE 32
+
+__global__ void ffn_transpose_i8(const int8_t *__restrict__ w, int8_t *__restrict__ wt, int64_t k, int64_t n)
+{
+    __shared__ int8_t tile[TRANSPOSE_TILE][TRANSPOSE_TILE + 4];
+    const int64_t r0 = (int64_t)blockIdx.y * TRANSPOSE_TILE, c0 = (int64_t)blockIdx.x * TRANSPOSE_TILE;
+    for (int i = threadIdx.y; i < TRANSPOSE_TILE; i += blockDim.y) {
+        const int64_t r = r0 + i, c = c0 + threadIdx.x;
+        if (r < k && c < n)
+            tile[i][threadIdx.x] = w[r * n + c];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < TRANSPOSE_TILE; i += blockDim.y) {
+        const int64_t c = c0 + i, r = r0 + threadIdx.x; /* out row c, column r */
+        if (c < n && r < k)
+            wt[c * k + r] = tile[threadIdx.x][i];
+    }
+}
+
+int rdg_ffn_cublas_i8_fits(const rudnn_ffn_gemm_plan_t *p)
+{
+    /* cuBLAS's int8 GEMM: leading dims (k for both operands, n for C) multiples of 4 */
+    return p->k % 4 == 0 && p->n % 4 == 0 && p->m <= INT32_MAX && p->n <= INT32_MAX && p->k <= INT32_MAX;
+}
+
+rudnn_status_t rdg_ffn_gemm_cublas_i8(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
+                                      void *scratch, void *c)
+{
+    const dim3 grid((unsigned)rdg_ceil_div(p->n, TRANSPOSE_TILE), (unsigned)rdg_ceil_div(p->k, TRANSPOSE_TILE));
+    ffn_transpose_i8<<<grid, dim3(TRANSPOSE_TILE, 8), 0, q->stream>>>((const int8_t *)b, (int8_t *)scratch, p->k,
+                                                                       p->n);
+    TRY(rdg_launched("ffn.transpose_i8"));
+    RdgCublasSession s;
+    TRY(rdg_cublas_begin(q, "ffn (cuBLAS int8)", &s));
+    const int32_t one = 1, zero = 0;
+    rdg_note_kernel("ffn.cublas_i8");
+    rudnn_status_t st = rdg_cublas_check(
+        &s,
+        s.api->gemm_ex(s.handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)p->n, (int)p->m, (int)p->k, &one, scratch, CUDA_R_8I,
+                       (int)p->k, a, CUDA_R_8I, (int)p->k, &zero, c, CUDA_R_32I, (int)p->n, CUBLAS_COMPUTE_32I,
+                       CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx (ffn, int8)");
+    return rdg_cublas_end(&s, st);
+}

@@ -17,6 +17,22 @@
 #define FFN_MICRO 4
 #endif
 
+/* The weight-only GEMM for few rows (ffn_gemv.cu): rows up to which it runs, threads a block (a
+ * warp's 256 columns, the warps splitting the block's rows), rows' loads in flight a lane, blocks
+ * an SM the split of k aims at, and the fewest rows of k a split takes. */
+#ifndef FFN_GEMV_MAX_M
+#define FFN_GEMV_MAX_M 16
+#endif
+#define FFN_GEMV_THREADS 256
+#define FFN_GEMV_COLS 256
+#ifndef FFN_GEMV_UNROLL
+#define FFN_GEMV_UNROLL 4
+#endif
+#ifndef FFN_GEMV_BLOCKS_PER_SM
+#define FFN_GEMV_BLOCKS_PER_SM 4
+#endif
+#define FFN_GEMV_MIN_ROWS 128
+
 /* The element-wise epilogues: threads a block, and at most this many blocks an SM (grid-stride). */
 #define FFN_EW_THREADS 256
 #define FFN_EW_BLOCKS_PER_SM 8

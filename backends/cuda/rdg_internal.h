@@ -112,9 +112,20 @@ rudnn_status_t rdg_moe_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t 
 rudnn_status_t rdg_moe_combine(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t expert_out,
                                rudnn_mem_ref_t positions, rudnn_mem_ref_t weights, rudnn_mem_ref_t out);
 
+/* ffn_gemv.cu: the weight-only GEMM for few rows, where rdg_ffn_gemv_fits; scratch of
+ * rdg_ffn_gemv_scratch bytes (the split-k partials). */
+int rdg_ffn_gemv_fits(const rudnn_ffn_gemm_plan_t *p);
+size_t rdg_ffn_gemv_scratch(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
+rudnn_status_t rdg_ffn_gemv(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
+                            const void *scale, const void *offset, void *scratch, void *c);
+
 /* ffn_cublas.cu (CUDA with cuBLAS's headers): the FFN's float GEMM (hal/ffn.h) on cuBLAS. */
 rudnn_status_t rdg_ffn_gemm_cublas(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
                                    void *c);
+/* The int8 x int8 GEMM on cuBLAS where rdg_ffn_cublas_i8_fits: W transposed into scratch (n k bytes). */
+int rdg_ffn_cublas_i8_fits(const rudnn_ffn_gemm_plan_t *p);
+rudnn_status_t rdg_ffn_gemm_cublas_i8(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
+                                      void *scratch, void *c);
 
 /* ep_combine.cu: the ep_combine_norm entry of hal/moe.h */
 rudnn_status_t rdg_ep_combine_norm(void *queue, const rudnn_ep_combine_plan_t *plan, rudnn_mem_ref_t rows,

@@ -1,0 +1,190 @@
+/* The FFN's weight-only GEMM for few rows (m <= FFN_GEMV_MAX_M): C [m, n] F32 = A [m, k] W' [k, n],
+ * W' the int8 / int4 weights dequantized as hal/ffn.h says. At small m the time is the weights'
+ * bytes, so the kernel streams them once at full width and does the little arithmetic beside:
+ *   - a block owns FFN_GEMV_COLS columns (8 a lane: one 32-bit word of int4, two of int8) and one
+ *     slice of k (split-k, so that there are blocks enough to fill the GPU); its warps take
+ *     contiguous runs of rows, FFN_GEMV_UNROLL rows' loads in flight a lane;
+ *   - a lane keeps its columns' scale and offset while the row stays in the same group;
+ *   - the warps' sums are added in a fixed order in shared memory and written as the slice's
+ *     partial [split, m, n]; a second kernel adds the slices in order. Deterministic.
+ * Needs n % 8 == 0 (aligned words); the tiled kernel (ffn.cu) takes every other shape. */
+#include "rdg_internal.h"
+#include "elem.cuh"
+#include "ffn_tuning.h"
+
+namespace {
+
+constexpr int WARPS = FFN_GEMV_THREADS / 32;
+constexpr int COLS = 8 * 32; /* a warp's columns: 8 a lane */
+static_assert(COLS == FFN_GEMV_COLS, "a block's columns are a warp's");
+
+struct GemvArgs {
+    const void *a, *b, *scale, *offset;
+    float *partial; /* [splits, m, n] */
+    int64_t m, n, k;
+    int32_t group_rows, rows_per_split;
+};
+
+__device__ __forceinline__ float round_a(float v, int dt)
+{
+    return dt == RUDNN_F16 ? rdg_f16_to_f32(rdg_f32_to_f16(v)) : rdg_bf16_to_f32(rdg_f32_to_bf16(v));
+}
+
+/* The 8 raw weights of row r, columns c .. c + 7. */
+template <int BDT>
+__device__ __forceinline__ void load_row(const void *b, int64_t n, int64_t r, int64_t c, int w[8])
+{
+    if constexpr (BDT == RUDNN_I4) {
+        const uint32_t word = *(const uint32_t *)((const uint8_t *)b + ((r * n + c) >> 1));
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            w[j] = ((int)(word << (28 - 4 * j))) >> 28; /* nibble j, sign-extended; even column low */
+    } else {
+        const uint2 v = *(const uint2 *)((const int8_t *)b + r * n + c);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            w[j] = ((int)(v.x << (24 - 8 * j))) >> 24;
+            w[4 + j] = ((int)(v.y << (24 - 8 * j))) >> 24;
+        }
+    }
+}
+
+template <int ADT, int BDT, int MM>
+__global__ void __launch_bounds__(FFN_GEMV_THREADS) ffn_gemv_wq(GemvArgs g)
+{
+    __shared__ float sum[MM][COLS];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int64_t c = (int64_t)blockIdx.x * COLS + lane * 8;
+    const int64_t k0 = (int64_t)blockIdx.y * g.rows_per_split;
+    const int64_t k1 = k0 + g.rows_per_split < g.k ? k0 + g.rows_per_split : g.k;
+    const int64_t per_warp = (k1 - k0 + WARPS - 1) / WARPS;
+    const int64_t r0 = k0 + warp * per_warp, r1 = r0 + per_warp < k1 ? r0 + per_warp : k1;
+    float acc[MM][8];
+#pragma unroll
+    for (int i = 0; i < MM; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            acc[i][j] = 0.0f;
+    const bool live = c < g.n;
+    float s[8], o[8];
+    int group = -1;
+    for (int64_t r = r0; live && r < r1; r += FFN_GEMV_UNROLL) {
+        int w[FFN_GEMV_UNROLL][8];
+#pragma unroll
+        for (int u = 0; u < FFN_GEMV_UNROLL; u++)
+            if (r + u < r1)
+                load_row<BDT>(g.b, g.n, r + u, c, w[u]);
+#pragma unroll
+        for (int u = 0; u < FFN_GEMV_UNROLL; u++) {
+            if (r + u >= r1)
+                break;
+            const int gi = (int)(r + u) / g.group_rows; /* k < 65536 */
+            if (gi != group) {
+                group = gi;
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    s[j] = Elem<ADT>::ld(g.scale, (int64_t)gi * g.n + c + j);
+                    o[j] = g.offset ? Elem<ADT>::ld(g.offset, (int64_t)gi * g.n + c + j) : 0.0f;
+                }
+            }
+            float wv[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                wv[j] = round_a(((float)w[u][j] + o[j]) * s[j], ADT);
+#pragma unroll
+            for (int i = 0; i < MM; i++) {
+                if (i < g.m) {
+                    const float x = Elem<ADT>::ld(g.a, i * g.k + r + u);
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        acc[i][j] = fmaf(x, wv[j], acc[i][j]);
+                }
+            }
+        }
+    }
+    /* the warps' sums, added in warp order */
+    for (int wv = 0; wv < WARPS; wv++) {
+        if (warp == wv)
+#pragma unroll
+            for (int i = 0; i < MM; i++)
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    sum[i][lane * 8 + j] = wv == 0 ? acc[i][j] : sum[i][lane * 8 + j] + acc[i][j];
+        __syncthreads();
+    }
+    for (int e = threadIdx.x; e < MM * COLS; e += FFN_GEMV_THREADS) {
+        const int i = e / COLS, cc = e % COLS;
+        const int64_t col = (int64_t)blockIdx.x * COLS + cc;
+        if (i < g.m && col < g.n)
+            g.partial[((int64_t)blockIdx.y * g.m + i) * g.n + col] = sum[i][cc];
+    }
+}
+
+__global__ void ffn_gemv_reduce(const float *__restrict__ partial, float *__restrict__ c, int64_t mn, int splits)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = partial[i];
+        for (int s = 1; s < splits; s++)
+            v += partial[s * mn + i];
+        c[i] = v;
+    }
+}
+
+/* Splits of k: enough blocks for FFN_GEMV_BLOCKS_PER_SM a SM, each slice at least
+ * FFN_GEMV_MIN_ROWS rows. */
+int gemv_splits(const rdg_devinfo_t *dev, int64_t n, int64_t k)
+{
+    const int64_t tiles = rdg_ceil_div(n, COLS);
+    int64_t s = rdg_ceil_div((int64_t)dev->sm_count * FFN_GEMV_BLOCKS_PER_SM, tiles);
+    const int64_t most = k / FFN_GEMV_MIN_ROWS > 1 ? k / FFN_GEMV_MIN_ROWS : 1;
+    return (int)(s < 1 ? 1 : s > most ? most : s);
+}
+
+template <int ADT, int BDT>
+rudnn_status_t launch(rdg_queue_t *q, const GemvArgs &g, int splits, float *c)
+{
+    const dim3 grid((unsigned)rdg_ceil_div(g.n, COLS), (unsigned)splits);
+    const char *name = BDT == RUDNN_I4 ? "ffn.gemv_w4" : "ffn.gemv_w8";
+    rdg_note_kernel(name);
+    if (g.m <= 1)
+        ffn_gemv_wq<ADT, BDT, 1><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
+    else if (g.m <= 2)
+        ffn_gemv_wq<ADT, BDT, 2><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
+    else if (g.m <= 4)
+        ffn_gemv_wq<ADT, BDT, 4><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
+    else if (g.m <= 8)
+        ffn_gemv_wq<ADT, BDT, 8><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
+    else
+        ffn_gemv_wq<ADT, BDT, 16><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
+    TRY(rdg_launched(name));
+    const int64_t mn = g.m * g.n;
+    const int64_t blocks = rdg_ceil_div(mn, 256);
+    ffn_gemv_reduce<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, q->stream>>>(g.partial, c, mn, splits);
+    return rdg_launched("ffn.gemv_reduce");
+}
+
+} // namespace
+
+int rdg_ffn_gemv_fits(const rudnn_ffn_gemm_plan_t *p)
+{
+    const int wq = p->b_dtype == RUDNN_I4 || (p->b_dtype == RUDNN_I8 && p->a_dtype != RUDNN_I8);
+    return wq && p->m <= FFN_GEMV_MAX_M && p->n % 8 == 0;
+}
+
+size_t rdg_ffn_gemv_scratch(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p)
+{
+    return (size_t)gemv_splits(dev, p->n, p->k) * (size_t)p->m * (size_t)p->n * sizeof(float);
+}
+
+rudnn_status_t rdg_ffn_gemv(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
+                            const void *scale, const void *offset, void *scratch, void *c)
+{
+    const int splits = gemv_splits(&q->dev, p->n, p->k);
+    GemvArgs g = {a, b, scale, offset, (float *)scratch, p->m, p->n, p->k,
+                  (int32_t)(p->k / (p->groups > 0 ? p->groups : 1)), (int32_t)rdg_ceil_div(p->k, splits)};
+    if (p->a_dtype == RUDNN_F16)
+        return p->b_dtype == RUDNN_I4 ? launch<RUDNN_F16, RUDNN_I4>(q, g, splits, (float *)c)
+                                      : launch<RUDNN_F16, RUDNN_I8>(q, g, splits, (float *)c);
+    return p->b_dtype == RUDNN_I4 ? launch<RUDNN_BF16, RUDNN_I4>(q, g, splits, (float *)c)
+                                  : launch<RUDNN_BF16, RUDNN_I8>(q, g, splits, (float *)c);
+}
