@@ -471,10 +471,24 @@ static rudnn_status_t read_expert_rows(const char *op, rudnn_queue_t queue, cons
 
 /* ---- the plan -------------------------------------------------------------------------------- */
 
-/* The workspace: h [M, N1] and h2 [M, N2] (F32 or I32) and a [M, K2] (the second product's input
- * dtype), each 256-byte aligned, then the gemms' scratch. */
+/* h = x W1 in x's dtype: the precision rounds h + b1 there anyway and there is no b1 to add first. */
+static int h_in_x_dtype(const rudnn_ffn_args_t *a, const ffn_dims_t *d)
+{
+    return d->sc == FFN_PLAIN && (a->x->dtype == RUDNN_F16 || a->x->dtype == RUDNN_BF16) &&
+           a->precision == RUDNN_FFN_HIGH_PERFORMANCE && !a->bias1;
+}
+
+/* The second gemm writes y: out would only round its FP32 sum to y's dtype (no b2, no deq scale). */
+static int y_from_gemm(const rudnn_ffn_args_t *a, const ffn_dims_t *d)
+{
+    return d->sc != FFN_QUANT && !a->bias2;
+}
+
+/* The workspace: h [M, N1] (F32, I32 or x's dtype), h2 [M, N2] (F32 or I32; none when the second gemm
+ * writes y) and a [M, K2] (the second product's input dtype), each 256-byte aligned, then the gemms'
+ * scratch. */
 typedef struct ffn_layout {
-    rudnn_dtype_t acc, a_dtype; /* h / h2, a */
+    rudnn_dtype_t acc, h_dtype, a_dtype; /* h2, h, a */
     size_t h1, a, h2, scratch;  /* byte offsets */
     size_t scratch_bytes, total;
 } ffn_layout_t;
@@ -495,10 +509,12 @@ static void gemm_plans(const rudnn_ffn_args_t *a, const ffn_dims_t *d, rudnn_ffn
 {
     const rudnn_dtype_t xd = a->x->dtype, wd = a->weight1->dtype;
     const int lead = d->experts;
-    *g1 = (rudnn_ffn_gemm_plan_t){.a_dtype = xd, .b_dtype = wd, .m = rows, .n = d->N1, .k = d->K1, .groups = 1,
-                                  .deterministic = a->deterministic != 0};
+    const rudnn_dtype_t acc = d->sc == FFN_QUANT ? RUDNN_I32 : RUDNN_F32;
+    *g1 = (rudnn_ffn_gemm_plan_t){.a_dtype = xd, .b_dtype = wd, .c_dtype = h_in_x_dtype(a, d) ? xd : acc, .m = rows,
+                                  .n = d->N1, .k = d->K1, .groups = 1, .deterministic = a->deterministic != 0};
     *g2 = *g1;
     g2->a_dtype = d->sc == FFN_QUANT ? RUDNN_I8 : xd;
+    g2->c_dtype = y_from_gemm(a, d) ? d->y_dtype : acc;
     g2->n = d->N2, g2->k = d->K2;
     if (d->sc == FFN_WEIGHT_ONLY) {
         const rudnn_tensor_t *s1 = a->antiquant_scale1, *s2 = a->antiquant_scale2;
@@ -514,6 +530,7 @@ static rudnn_status_t plan_layout(const char *op, rudnn_queue_t queue, const rud
 {
     *l = (ffn_layout_t){.acc = d->sc == FFN_QUANT ? RUDNN_I32 : RUDNN_F32,
                         .a_dtype = d->sc == FFN_QUANT ? RUDNN_I8 : a->x->dtype};
+    l->h_dtype = h_in_x_dtype(a, d) ? a->x->dtype : l->acc;
     const rudnn_ffn_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, ffn);
     rudnn_ffn_gemm_plan_t g[2];
     gemm_plans(a, d, &g[0], &g[1], d->M);
@@ -525,8 +542,9 @@ static rudnn_status_t plan_layout(const char *op, rudnn_queue_t queue, const rud
         if (b > l->scratch_bytes)
             l->scratch_bytes = b;
     }
-    const size_t parts[3] = {bytes3(d->M, d->N1, 4), bytes3(d->M, d->K2, rudnn_dtype_size(l->a_dtype)),
-                             bytes3(d->M, d->N2, 4)};
+    const size_t parts[3] = {bytes3(d->M, d->N1, rudnn_dtype_size(l->h_dtype)),
+                             bytes3(d->M, d->K2, rudnn_dtype_size(l->a_dtype)),
+                             y_from_gemm(a, d) ? 0 : bytes3(d->M, d->N2, 4)};
     size_t *at[4] = {&l->h1, &l->a, &l->h2, &l->scratch};
     size_t total = 0;
     for (int i = 0; i < 4; i++) {
@@ -568,9 +586,10 @@ static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudn
     rudnn_ffn_gemm_plan_t g1, g2;
     gemm_plans(a, d, &g1, &g2, rows);
     const size_t asz = rudnn_dtype_size(l->a_dtype);
-    const rudnn_mem_ref_t h1 = {ws, l->h1 + (size_t)r0 * (size_t)d->N1 * 4};
+    const rudnn_mem_ref_t h1 = {ws, l->h1 + (size_t)r0 * (size_t)d->N1 * rudnn_dtype_size(l->h_dtype)};
     const rudnn_mem_ref_t act = {ws, l->a + (size_t)r0 * (size_t)d->K2 * asz};
-    const rudnn_mem_ref_t h2 = {ws, l->h2 + (size_t)r0 * (size_t)d->N2 * 4};
+    const int direct = y_from_gemm(a, d);
+    const rudnn_mem_ref_t h2 = direct ? at_elem(y, r0 * d->N2) : (rudnn_mem_ref_t){ws, l->h2 + (size_t)r0 * (size_t)d->N2 * 4};
     const rudnn_mem_ref_t scratch = {l->scratch_bytes ? ws : NULL, l->scratch};
     const int64_t el1 = d->experts ? e * d->K1 * d->N1 : 0, el2 = d->experts ? e * d->K2 * d->N2 : 0;
 
@@ -581,14 +600,16 @@ static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudn
                                                 at_elem(a->antiquant_scale1, s1), at_elem(a->antiquant_offset1, s1),
                                                 scratch, h1)));
         } else if (d->N1 > 0) { /* K1 = 0: x W1 is 0 */
-            TRY(rudnn_kernel_status(op, queue->context->backend->mem_fill(qh, h1, 0, (size_t)rows * d->N1 * 4)));
+            TRY(rudnn_kernel_status(op, queue->context->backend->mem_fill(
+                                            qh, h1, 0, (size_t)rows * d->N1 * rudnn_dtype_size(l->h_dtype))));
         }
         rudnn_ffn_act_plan_t ap = {.rows = rows, .n1 = d->N1, .k2 = d->K2, .activation = a->activation,
-                                   .h_dtype = l->acc, .has_bias = a->bias1 != NULL,
+                                   .h_dtype = l->h_dtype, .has_bias = a->bias1 != NULL,
                                    .bias_dtype = a->bias1 ? a->bias1->dtype : RUDNN_F32, .pre_dtype = RUDNN_F32,
                                    .out_dtype = l->a_dtype};
-        if (d->sc == FFN_PLAIN && a->x->dtype == RUDNN_F16 && a->precision == RUDNN_FFN_HIGH_PERFORMANCE)
-            ap.pre_dtype = RUDNN_F16;
+        if (d->sc == FFN_PLAIN && (a->x->dtype == RUDNN_F16 || a->x->dtype == RUDNN_BF16) &&
+            a->precision == RUDNN_FFN_HIGH_PERFORMANCE)
+            ap.pre_dtype = a->x->dtype;
         rudnn_mem_ref_t deq = {NULL, 0}, scale = {NULL, 0}, offset = {NULL, 0};
         if (d->sc == FFN_QUANT) {
             ap.deq_dtype = a->deq_scale1->dtype;
@@ -605,10 +626,11 @@ static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudn
                                                 at_elem(a->antiquant_scale2, s2), at_elem(a->antiquant_offset2, s2),
                                                 scratch, h2)));
         }
-    } else if (d->N2 > 0) { /* K2 = 0: a W2 is 0 */
-        TRY(rudnn_kernel_status(op, queue->context->backend->mem_fill(qh, h2, 0, (size_t)rows * d->N2 * 4)));
+    } else if (d->N2 > 0) { /* K2 = 0: a W2 is 0 (y's dtypes and F32 / I32 all have 0 as zero bytes) */
+        TRY(rudnn_kernel_status(op, queue->context->backend->mem_fill(
+                                        qh, h2, 0, (size_t)rows * d->N2 * rudnn_dtype_size(g2.c_dtype))));
     }
-    if (d->N2 == 0)
+    if (d->N2 == 0 || direct)
         return RUDNN_STATUS_SUCCESS;
     rudnn_ffn_out_plan_t op2 = {.rows = rows, .n = d->N2, .h_dtype = l->acc, .has_bias = a->bias2 != NULL,
                                 .bias_dtype = a->bias2 ? a->bias2->dtype : RUDNN_F32, .y_dtype = y->dtype};

@@ -211,7 +211,7 @@ static void test_precision_table(void **state)
         int precision, ok, pre, hidden;
     } cases[] = {
         {FFN_REF_FLOAT, RUDNN_F16, 0, 1, F32, F16},        {FFN_REF_FLOAT, RUDNN_F16, 1, 1, F16, F16},
-        {FFN_REF_FLOAT, RUDNN_BF16, 0, 1, F32, BF16},      {FFN_REF_FLOAT, RUDNN_BF16, 1, 1, F32, BF16},
+        {FFN_REF_FLOAT, RUDNN_BF16, 0, 1, F32, BF16},      {FFN_REF_FLOAT, RUDNN_BF16, 1, 1, BF16, BF16},
         {FFN_REF_FLOAT, RUDNN_F32, 0, 1, F32, F32},        {FFN_REF_FLOAT, RUDNN_F32, 1, 1, F32, F32},
         {FFN_REF_WEIGHT_ONLY, RUDNN_F16, 0, 1, F32, F16},  {FFN_REF_WEIGHT_ONLY, RUDNN_F16, 1, 1, F32, F16},
         {FFN_REF_WEIGHT_ONLY, RUDNN_BF16, 0, 1, F32, BF16}, {FFN_REF_WEIGHT_ONLY, RUDNN_BF16, 1, 1, F32, BF16},
@@ -244,7 +244,8 @@ static void test_precision_table(void **state)
  *     rounds to 3 + 2^-9: y = 1537;
  *   F16 high performance (h to F16 first): 1 + 2^-11 is a tie between 1 and 1 + 2^-10, to even: 1;
  *     a = 3 (exact in F16): y = 1536;
- *   BF16 (spacing 2^-6 in [2, 4)): a rounds to 3, y = 1536;
+ *   BF16 (spacing 2^-6 in [2, 4)): a rounds to 3, y = 1536 (high performance: h's 1 + 2^-11 rounds
+ *     to 1 first, a = 3, the same);
  *   F32: a = 3 + 3 * 2^-11 is exact (13 significant bits), y = 1536.75. */
 static void test_float_precision(void **state)
 {

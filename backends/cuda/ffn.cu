@@ -61,7 +61,20 @@ struct GemmArgs {
     void *c;
     int64_t m, n, k;
     int64_t group_rows; /* weight-only: rows of k per scale row */
+    int c_dtype;        /* F32 / I32 (the accumulator's type), or F16 / BF16 (rounded once) */
 };
+
+/* Stores one C element: the accumulator as is, or rounded to F16 / BF16. */
+template <typename Acc>
+__device__ __forceinline__ void store_c(const GemmArgs &g, int64_t i, Acc v)
+{
+    if (g.c_dtype == RUDNN_F16)
+        ((uint16_t *)g.c)[i] = rdg_f32_to_f16((float)v);
+    else if (g.c_dtype == RUDNN_BF16)
+        ((uint16_t *)g.c)[i] = rdg_f32_to_bf16((float)v);
+    else
+        ((Acc *)g.c)[i] = v;
+}
 
 /* B [k, n] element as the accumulator's type: float / int8 as stored, weight-only dequantized to
  * A's dtype (ADT). */
@@ -138,9 +151,9 @@ __global__ void __launch_bounds__(THREADS) ffn_gemm_tiled(GemmArgs g)
     for (int i = 0; i < MU; i++)
 #pragma unroll
         for (int j = 0; j < MU; j++) {
-            const int64_t r = row0 + ty + i * TY, c = col0 + tx + j * TX;
-            if (r < g.m && c < g.n)
-                ((Acc *)g.c)[r * g.n + c] = acc[i][j];
+            const int r = ty + i * TY, c = tx + j * TX;
+            if (row0 + r < g.m && col0 + c < g.n)
+                store_c(g, (row0 + r) * g.n + col0 + c, acc[i][j]);
         }
 }
 
@@ -185,7 +198,7 @@ __device__ __forceinline__ float hidden_value(const rudnn_ffn_act_plan_t &p, con
             s += ((const int32_t *)bias)[c]; /* exact in int64 */
         v = (float)s;
     } else {
-        v = ((const float *)h)[r * p.n1 + c];
+        v = ld_any(h, r * p.n1 + c, p.h_dtype);
         if (p.has_bias)
             v += ld_any(bias, c, p.bias_dtype);
     }
@@ -320,7 +333,7 @@ rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_r
     if (rdg_ffn_gemv_fits(p) && scratch.mem)
         return rdg_ffn_gemv(q, p, rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(scratch), rdg_at(c));
     GemmArgs g = {rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(c), p->m, p->n, p->k,
-                  p->k / (p->groups > 0 ? p->groups : 1)};
+                  p->k / (p->groups > 0 ? p->groups : 1), p->c_dtype};
     return ffn_gemm_tiled_any(q, p, g);
 }
 

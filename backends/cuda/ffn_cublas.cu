@@ -1,5 +1,6 @@
-/* The FFN's float GEMMs on cuBLAS (CUDA only; the loader in cublas_loader.h): C [m, n] F32 =
- * A [m, k] B [k, n], row-major, F32/F16/BF16 operands, FP32 accumulation. Row-major C = A B is
+/* The FFN's float GEMMs on cuBLAS (CUDA only; the loader in cublas_loader.h): C [m, n] (F32, or
+ * the operands' dtype rounded once from the FP32 sum) = A [m, k] B [k, n], row-major, F32/F16/BF16
+ * operands, FP32 accumulation. Row-major C = A B is
  * column-major C^T = B^T A^T, so cuBLAS gets (B, A) untransposed with the dims swapped. */
 #include "rdg_internal.h"
 #include "cublas_loader.h"
@@ -24,7 +25,8 @@ rudnn_status_t rdg_ffn_gemm_cublas(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *
     rudnn_status_t st = rdg_cublas_check(
         &s,
         s.api->gemm_ex(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, (int)p->n, (int)p->m, (int)p->k, &one, b, t, (int)p->n, a, t,
-                       (int)p->k, &zero, c, CUDA_R_32F, (int)p->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       (int)p->k, &zero, c, cublas_type(p->c_dtype), (int)p->n, CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx (ffn)");
     return rdg_cublas_end(&s, st);
 }

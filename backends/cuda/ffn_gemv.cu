@@ -120,13 +120,20 @@ __global__ void __launch_bounds__(FFN_GEMV_THREADS) ffn_gemv_wq(GemvArgs g)
     }
 }
 
-__global__ void ffn_gemv_reduce(const float *__restrict__ partial, float *__restrict__ c, int64_t mn, int splits)
+/* C = the slices' partials added in order, stored as F32 or rounded once to F16 / BF16. */
+__global__ void ffn_gemv_reduce(const float *__restrict__ partial, void *__restrict__ c, int64_t mn, int splits,
+                                int c_dtype)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn; i += (int64_t)gridDim.x * blockDim.x) {
         float v = partial[i];
         for (int s = 1; s < splits; s++)
             v += partial[s * mn + i];
-        c[i] = v;
+        if (c_dtype == RUDNN_F16)
+            ((uint16_t *)c)[i] = rdg_f32_to_f16(v);
+        else if (c_dtype == RUDNN_BF16)
+            ((uint16_t *)c)[i] = rdg_f32_to_bf16(v);
+        else
+            ((float *)c)[i] = v;
     }
 }
 
@@ -141,7 +148,7 @@ int gemv_splits(const rdg_devinfo_t *dev, int64_t n, int64_t k)
 }
 
 template <int ADT, int BDT>
-rudnn_status_t launch(rdg_queue_t *q, const GemvArgs &g, int splits, float *c)
+rudnn_status_t launch(rdg_queue_t *q, const GemvArgs &g, int splits, int c_dtype, void *c)
 {
     const dim3 grid((unsigned)rdg_ceil_div(g.n, COLS), (unsigned)splits);
     const char *name = BDT == RUDNN_I4 ? "ffn.gemv_w4" : "ffn.gemv_w8";
@@ -159,7 +166,8 @@ rudnn_status_t launch(rdg_queue_t *q, const GemvArgs &g, int splits, float *c)
     TRY(rdg_launched(name));
     const int64_t mn = g.m * g.n;
     const int64_t blocks = rdg_ceil_div(mn, 256);
-    ffn_gemv_reduce<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, q->stream>>>(g.partial, c, mn, splits);
+    ffn_gemv_reduce<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, q->stream>>>(g.partial, c, mn, splits,
+                                                                                       c_dtype);
     return rdg_launched("ffn.gemv_reduce");
 }
 
@@ -182,9 +190,10 @@ rudnn_status_t rdg_ffn_gemv(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, cons
     const int splits = gemv_splits(&q->dev, p->n, p->k);
     GemvArgs g = {a, b, scale, offset, (float *)scratch, p->m, p->n, p->k,
                   (int32_t)(p->k / (p->groups > 0 ? p->groups : 1)), (int32_t)rdg_ceil_div(p->k, splits)};
+    const int cd = p->c_dtype;
     if (p->a_dtype == RUDNN_F16)
-        return p->b_dtype == RUDNN_I4 ? launch<RUDNN_F16, RUDNN_I4>(q, g, splits, (float *)c)
-                                      : launch<RUDNN_F16, RUDNN_I8>(q, g, splits, (float *)c);
-    return p->b_dtype == RUDNN_I4 ? launch<RUDNN_BF16, RUDNN_I4>(q, g, splits, (float *)c)
-                                  : launch<RUDNN_BF16, RUDNN_I8>(q, g, splits, (float *)c);
+        return p->b_dtype == RUDNN_I4 ? launch<RUDNN_F16, RUDNN_I4>(q, g, splits, cd, c)
+                                      : launch<RUDNN_F16, RUDNN_I8>(q, g, splits, cd, c);
+    return p->b_dtype == RUDNN_I4 ? launch<RUDNN_BF16, RUDNN_I4>(q, g, splits, cd, c)
+                                  : launch<RUDNN_BF16, RUDNN_I8>(q, g, splits, cd, c);
 }

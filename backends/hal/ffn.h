@@ -4,8 +4,11 @@
  * ops/ffn.c runs an FFN as four steps per expert (one "expert" without expert_tokens), each a table
  * entry: gemm (x W1 -> h), act (h + b1, dequantize, activate, round or requantize -> a), gemm
  * (a W2 -> h2), out (h2 + b2, dequantize -> y). h and h2 live in the workspace in FP32 (INT32 for
- * the quantized products), a in the second product's input dtype. Every matrix is row-major and
- * contiguous; ops/ offsets the references to an expert's rows and weights. */
+ * the quantized products), a in the second product's input dtype; h in x's dtype where the
+ * precision rounds it there anyway (HIGH_PERFORMANCE without bias1), and the second gemm writes y
+ * itself where out would only round (float scenarios without bias2). Every matrix is row-major and
+ * contiguous; ops/ offsets the references to an expert's rows and weights. The backend picks how
+ * gemm runs (a vendor BLAS, its own kernels), as a BLAS picks its kernels. */
 #ifndef RUDNN_HAL_FFN_H
 #define RUDNN_HAL_FFN_H
 
@@ -13,7 +16,8 @@
 #include "rudnn/ffn.h" /* rudnn_ffn_activation_t */
 
 /* C [m, n] = A [m, k] B [k, n].
- *   a_dtype F32 / F16 / BF16, b_dtype the same:   C F32, FP32 accumulation;
+ *   a_dtype F32 / F16 / BF16, b_dtype the same:   C F32, FP32 accumulation (c_dtype F32, or A's dtype:
+ *                                                 the FP32 sum rounded once to it);
  *   a_dtype I8, b_dtype I8:                       C I32, exact (|C| <= k 128 128 < 2^31 for k < 65536);
  *   a_dtype F16 / BF16, b_dtype I8 or I4:         weight-only: each weight dequantized as
  *                                                 w' = round_a((w + offset[g][j]) * scale[g][j])
@@ -24,6 +28,7 @@
 typedef struct rudnn_ffn_gemm_plan {
     rudnn_dtype_t a_dtype;
     rudnn_dtype_t b_dtype;
+    rudnn_dtype_t c_dtype; /* I32 for I8 A; F32 or A's dtype otherwise */
     int64_t m, n, k;       /* m >= 1, n >= 1, k >= 1 */
     int64_t groups;        /* weight-only: rows of scale / offset (1: per channel); k % groups == 0 */
     int32_t has_offset;    /* weight-only: offset given (else 0) */
@@ -43,10 +48,10 @@ typedef struct rudnn_ffn_gemm_plan {
 typedef struct rudnn_ffn_act_plan {
     int64_t rows, n1, k2;
     rudnn_ffn_activation_t activation;
-    rudnn_dtype_t h_dtype;    /* F32 or I32 */
+    rudnn_dtype_t h_dtype;    /* F32, I32, or F16 / BF16 (then no bias, pre_dtype h_dtype) */
     int32_t has_bias;
     rudnn_dtype_t bias_dtype; /* F16, F32 (float h) or I32 (I32 h) */
-    rudnn_dtype_t pre_dtype;  /* F32 or F16 */
+    rudnn_dtype_t pre_dtype;  /* F32, F16 or BF16 */
     rudnn_dtype_t out_dtype;  /* F32, F16, BF16 or I8 */
     rudnn_dtype_t deq_dtype;  /* quantized (I32 h) only */
     int64_t deq_len;          /* 1 or n1; 0 when not quantized */

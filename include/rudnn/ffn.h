@@ -51,14 +51,15 @@ typedef enum rudnn_ffn_activation {
     RUDNN_FFN_REGLU = 6,
 } rudnn_ffn_activation_t;
 
-/* Where F16 non-quantized rounds (Ascend's innerPrecise):
- *   HIGH_PRECISION:   x W1 + b1 and the activation in FP32, the activation's output rounded to F16 once,
- *                     before the second product;
- *   HIGH_PERFORMANCE: x W1 + b1 rounded to F16, the activation computed from that, its output rounded to F16.
- * Elsewhere either value is accepted and has no effect. BF16 non-quantized rounds the activation's output
- * to BF16 once before the second product (Ascend rejects HIGH_PERFORMANCE for BF16: a deliberate leniency);
- * F32 keeps it F32; weight-only computes as the high-precision path of x's dtype; quantized, see above.
- * Other values: BAD_PARAM. */
+/* Where F16 and BF16 non-quantized round (Ascend's innerPrecise, there for F16 only):
+ *   HIGH_PRECISION:   x W1 + b1 and the activation in FP32, the activation's output rounded to x's dtype
+ *                     once, before the second product (the default);
+ *   HIGH_PERFORMANCE: x W1 + b1 rounded to x's dtype, the activation computed from that, its output rounded
+ *                     to x's dtype: PyTorch's matmul + activation + matmul in that dtype. Without bias1 the
+ *                     first product is written in x's dtype and never leaves the GPU in FP32 (faster).
+ * (Ascend rejects HIGH_PERFORMANCE for BF16; rudnn gives it the F16 meaning.) F32 keeps everything F32;
+ * weight-only computes as the high-precision path of x's dtype; quantized, see above; there either value
+ * is accepted and has no effect. Other values: BAD_PARAM. */
 typedef enum rudnn_ffn_precision {
     RUDNN_FFN_HIGH_PRECISION = 0,
     RUDNN_FFN_HIGH_PERFORMANCE = 1,

@@ -77,7 +77,7 @@ int ffn_ref_precision_rounds(ffn_ref_scenario_t scenario, rudnn_dtype_t x_dtype,
 {
     if (precision != RUDNN_FFN_HIGH_PRECISION && precision != RUDNN_FFN_HIGH_PERFORMANCE)
         return -1;
-    ffn_ref_round_t rpre = FFN_REF_ROUND_F32, rhid; /* h is FP32 but for F16 high performance */
+    ffn_ref_round_t rpre = FFN_REF_ROUND_F32, rhid; /* h is FP32 but for F16/BF16 high performance */
     switch (scenario) {
     case FFN_REF_FLOAT:
         if (x_dtype == RUDNN_F16) {
@@ -86,6 +86,8 @@ int ffn_ref_precision_rounds(ffn_ref_scenario_t scenario, rudnn_dtype_t x_dtype,
                 rpre = FFN_REF_ROUND_F16;
         } else if (x_dtype == RUDNN_BF16) {
             rhid = FFN_REF_ROUND_BF16;
+            if (precision == RUDNN_FFN_HIGH_PERFORMANCE)
+                rpre = FFN_REF_ROUND_BF16;
         } else if (x_dtype == RUDNN_F32) {
             rhid = FFN_REF_ROUND_F32;
         } else {

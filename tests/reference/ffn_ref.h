@@ -60,7 +60,8 @@ double ffn_ref_round(ffn_ref_round_t r, double v);
  * ffn_ref_args_t (scenarios below), by x's dtype:
  *   FLOAT F16, HIGH_PRECISION     pre F32, hidden F16   (h and the activation in FP32)
  *   FLOAT F16, HIGH_PERFORMANCE   pre F16, hidden F16   (the activation from an F16 h)
- *   FLOAT BF16, either            pre F32, hidden BF16
+ *   FLOAT BF16, HIGH_PRECISION    pre F32, hidden BF16
+ *   FLOAT BF16, HIGH_PERFORMANCE  pre BF16, hidden BF16 (the activation from a BF16 h)
  *   FLOAT F32, either             pre F32, hidden F32
  *   WEIGHT_ONLY F16 / BF16        pre F32, hidden F16 / BF16 (the high-precision path)
  *   W8A8 (x I8), either           pre F32, hidden F32   (dequantized, activated, requantized in FP32)
