@@ -7,6 +7,7 @@
  * tflops = (2 m k1 n1 + 2 m k2 n2) / time (TOPS for int8 x int8). weight_gbps = the weights' bytes
  * (packed int4 counts half a byte a value; antiquant scales included) / time, and its fraction of
  * the copy bandwidth of the same run: what the weight-only cases at small M are judged by.
+ * The BF16 cases run HIGH_PERFORMANCE (h rounded to BF16, as PyTorch's baseline) unless "_precise".
  * A case that answers NOT_SUPPORTED prints "status":"NOT_SUPPORTED" and its message.
  *
  *   rudnn-bench-ffn [--backend NAME] [--reps N] [--case NAME[,NAME]] [--quick]
@@ -29,26 +30,32 @@ typedef struct ffn_case {
     rudnn_ffn_activation_t act;
     rudnn_dtype_t x, w;
     int64_t group_rows; /* weight-only: 0 per channel, else scale groups of this many rows of K */
+    rudnn_ffn_precision_t precision;
 } ffn_case_t;
 
 static const ffn_case_t full_cases[] = {
-    /* BF16: M 4096, K1 4096, swiglu K2 14336 (N1 28672) */
-    {"bf16_m4096_swiglu", 4096, 4096, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0},
+    /* BF16: M 4096, K1 4096, swiglu K2 14336 (N1 28672); HIGH_PERFORMANCE rounds h to BF16 as PyTorch
+     * does, HIGH_PRECISION keeps it FP32 */
+    {"bf16_m4096_swiglu", 4096, 4096, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE},
+    {"bf16_m4096_swiglu_precise", 4096, 4096, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0,
+     RUDNN_FFN_HIGH_PRECISION},
     /* W8A8: M 4096, K 4096, N 28672 */
-    {"w8a8_m4096_swiglu", 4096, 4096, 14336, RUDNN_FFN_SWIGLU, RUDNN_I8, RUDNN_I8, 0},
+    {"w8a8_m4096_swiglu", 4096, 4096, 14336, RUDNN_FFN_SWIGLU, RUDNN_I8, RUDNN_I8, 0, RUDNN_FFN_HIGH_PRECISION},
     /* W4A16 per group of 128 rows on a 70B-class FFN (K1 8192, N1 28672), and BF16 beside it */
-    {"w4a16_g128_m1", 1, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128},
-    {"w4a16_g128_m4", 4, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128},
-    {"w4a16_g128_m16", 16, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128},
-    {"w4a16_g128_m64", 64, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128},
-    {"w4a16_g128_m256", 256, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128},
-    {"bf16_k8192_m1", 1, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0},
-    {"bf16_k8192_m16", 16, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0},
-    {"bf16_k8192_m256", 256, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0},
+    {"w4a16_g128_m1", 1, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION},
+    {"w4a16_g128_m4", 4, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION},
+    {"w4a16_g128_m16", 16, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION},
+    {"w4a16_g128_m64", 64, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION},
+    {"w4a16_g128_m256", 256, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION},
+    {"bf16_k8192_m1", 1, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE},
+    {"bf16_k8192_m4", 4, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE},
+    {"bf16_k8192_m16", 16, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE},
+    {"bf16_k8192_m64", 64, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE},
+    {"bf16_k8192_m256", 256, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE},
 };
 static const ffn_case_t quick_cases[] = {
-    {"quick_f32_m64_silu", 64, 128, 256, RUDNN_FFN_SILU, RUDNN_F32, RUDNN_F32, 0},
-    {"quick_w8a8_m64_swiglu", 64, 128, 128, RUDNN_FFN_SWIGLU, RUDNN_I8, RUDNN_I8, 0},
+    {"quick_f32_m64_silu", 64, 128, 256, RUDNN_FFN_SILU, RUDNN_F32, RUDNN_F32, 0, RUDNN_FFN_HIGH_PRECISION},
+    {"quick_w8a8_m64_swiglu", 64, 128, 128, RUDNN_FFN_SWIGLU, RUDNN_I8, RUDNN_I8, 0, RUDNN_FFN_HIGH_PRECISION},
 };
 
 static void die(const char *what, rudnn_status_t st)
@@ -172,7 +179,7 @@ static void run_case(run_t *r, const ffn_case_t *c)
     tensor(&w1, bw1, c->w, 2, c->k1, n1, 0);
     tensor(&w2, bw2, c->w, 2, c->k2, n2, 0);
     tensor(&y, by, ydt, 2, c->m, n2, 0);
-    rudnn_ffn_args_t a = {.x = &x, .weight1 = &w1, .weight2 = &w2, .activation = c->act};
+    rudnn_ffn_args_t a = {.x = &x, .weight1 = &w1, .weight2 = &w2, .activation = c->act, .precision = c->precision};
     rudnn_buffer_t extra[6] = {0};
     double weight_bytes = (double)(c->k1 * n1 + c->k2 * n2) * (c->w == RUDNN_I4 ? 0.5 : rudnn_dtype_size(c->w));
     if (wo) {
