@@ -243,6 +243,69 @@ __global__ void ffn_act_kernel(rudnn_ffn_act_plan_t p, const void *h, const void
     }
 }
 
+/* Four consecutive elements of a F32 / F16 / BF16 row as FP32 (p 8- or 16-byte aligned). */
+__device__ __forceinline__ void ld4(const void *p, int64_t i, int dt, float v[4])
+{
+    if (dt == RUDNN_F32) {
+        const float4 f = *(const float4 *)((const float *)p + i);
+        v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+        return;
+    }
+    const uint2 u = *(const uint2 *)((const uint16_t *)p + i);
+    const uint16_t e[4] = {(uint16_t)u.x, (uint16_t)(u.x >> 16), (uint16_t)u.y, (uint16_t)(u.y >> 16)};
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        v[k] = dt == RUDNN_F16 ? rdg_f16_to_f32(e[k]) : rdg_bf16_to_f32(e[k]);
+}
+
+__device__ __forceinline__ void st4(void *p, int64_t i, int dt, const float v[4])
+{
+    if (dt == RUDNN_F32) {
+        *(float4 *)((float *)p + i) = make_float4(v[0], v[1], v[2], v[3]);
+        return;
+    }
+    uint32_t w[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+        w[k] = dt == RUDNN_F16 ? (uint32_t)rdg_f32_to_f16(v[2 * k]) | (uint32_t)rdg_f32_to_f16(v[2 * k + 1]) << 16
+                               : rdg_pack_bf16x2(v[2 * k], v[2 * k + 1]);
+    *(uint2 *)((uint16_t *)p + i) = make_uint2(w[0], w[1]);
+}
+
+/* The float activation four columns a thread (ffn_act_vec_fits): rows over grid.y, columns over
+ * grid.x; the same arithmetic as ffn_act_kernel, with wide loads and no per-element division. */
+__global__ void ffn_act_vec4(rudnn_ffn_act_plan_t p, const void *h, const void *bias, void *out)
+{
+    const int gated = p.activation >= RUDNN_FFN_GEGLU;
+    const int quads = (int)(p.k2 / 4);
+    for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y)
+        for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < quads; q += gridDim.x * blockDim.x) {
+            const int64_t j = (int64_t)q * 4;
+            float v[4], g[4], a[4];
+            ld4(h, r * p.n1 + j, p.h_dtype, v);
+            if (gated)
+                ld4(h, r * p.n1 + p.k2 + j, p.h_dtype, g);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                if (p.has_bias) {
+                    v[k] += ld_any(bias, j + k, p.bias_dtype);
+                    if (gated)
+                        g[k] += ld_any(bias, p.k2 + j + k, p.bias_dtype);
+                }
+                v[k] = round_to(v[k], p.pre_dtype);
+                a[k] = gated ? v[k] * act_scalar(p.activation, round_to(g[k], p.pre_dtype))
+                             : act_scalar(p.activation, v[k]);
+            }
+            st4(out, r * p.k2 + j, p.out_dtype, a);
+        }
+}
+
+/* Float h and a, no dequantization, k2 a multiple of 4 (so every row's quads stay aligned). */
+bool ffn_act_vec_fits(const rudnn_ffn_act_plan_t *p)
+{
+    return p->h_dtype != RUDNN_I32 && p->out_dtype != RUDNN_I8 && p->deq_len == 0 && p->k2 % 4 == 0;
+}
+
 __global__ void ffn_out_kernel(rudnn_ffn_out_plan_t p, const void *h, const void *bias, const void *deq, void *y)
 {
     const int64_t total = p.rows * p.n;
@@ -342,6 +405,13 @@ rudnn_status_t ffn_act(void *queue, const rudnn_ffn_act_plan_t *p, rudnn_mem_ref
 {
     rdg_queue_t *q = (rdg_queue_t *)queue;
     TRY(rdg_use_device(q->dev.index));
+    if (ffn_act_vec_fits(p)) {
+        const int64_t xb = rdg_ceil_div(p->k2 / 4, FFN_EW_THREADS);
+        const dim3 grid((unsigned)(xb > 0 ? xb : 1), (unsigned)(p->rows < FFN_ACT_MAX_GRID_Y ? p->rows : FFN_ACT_MAX_GRID_Y));
+        rdg_note_kernel("ffn.act_vec");
+        ffn_act_vec4<<<grid, FFN_EW_THREADS, 0, q->stream>>>(*p, rdg_at(h), rdg_at(bias), rdg_at(a));
+        return rdg_launched("ffn.act_vec");
+    }
     rdg_note_kernel("ffn.act");
     ffn_act_kernel<<<elementwise_blocks(q, p->rows * p->k2), FFN_EW_THREADS, 0, q->stream>>>(
         *p, rdg_at(h), rdg_at(bias), rdg_at(deq), rdg_at(scale), rdg_at(offset), rdg_at(a));

@@ -25,27 +25,44 @@ struct GemvArgs {
     int32_t group_rows, rows_per_split;
 };
 
-__device__ __forceinline__ float round_a(float v, int dt)
+/* A pair of FP32 values rounded to A's dtype (one packed conversion) and back. */
+template <int ADT>
+__device__ __forceinline__ void round_pair(float &lo, float &hi)
 {
-    return dt == RUDNN_F16 ? rdg_f16_to_f32(rdg_f32_to_f16(v)) : rdg_bf16_to_f32(rdg_f32_to_bf16(v));
+    if constexpr (ADT == RUDNN_BF16) {
+        const uint32_t p = rdg_pack_bf16x2(lo, hi);
+        lo = __uint_as_float(p << 16), hi = __uint_as_float(p & 0xffff0000u);
+    } else {
+        lo = rdg_f16_to_f32(rdg_f32_to_f16(lo)), hi = rdg_f16_to_f32(rdg_f32_to_f16(hi));
+    }
 }
 
-/* The 8 raw weights of row r, columns c .. c + 7. */
+/* The raw words holding row r's 8 weights at columns c .. c + 7 (int4: one word, int8: two). */
 template <int BDT>
-__device__ __forceinline__ void load_row(const void *b, int64_t n, int64_t r, int64_t c, int w[8])
+__device__ __forceinline__ uint2 load_row(const void *b, int64_t n, int64_t r, int64_t c)
+{
+    if constexpr (BDT == RUDNN_I4)
+        return make_uint2(*(const uint32_t *)((const uint8_t *)b + ((r * n + c) >> 1)), 0u);
+    else
+        return *(const uint2 *)((const int8_t *)b + r * n + c);
+}
+
+/* The words' 8 weights as exact FP32 integers, without int-to-float conversions: a biased field
+ * ORed into the mantissa of 2^23 (0x4B000000), the bias subtracted. Two's complement nibbles XOR 8
+ * (bytes XOR 0x80) are value + 8 (+ 128). Even column first (low bits). */
+template <int BDT>
+__device__ __forceinline__ void unpack_row(uint2 words, float w[8])
 {
     if constexpr (BDT == RUDNN_I4) {
-        const uint32_t word = *(const uint32_t *)((const uint8_t *)b + ((r * n + c) >> 1));
+        const uint32_t u = words.x ^ 0x88888888u;
 #pragma unroll
         for (int j = 0; j < 8; j++)
-            w[j] = ((int)(word << (28 - 4 * j))) >> 28; /* nibble j, sign-extended; even column low */
+            w[j] = __uint_as_float(0x4B000000u | ((u >> (4 * j)) & 0xfu)) - 8388616.0f;
     } else {
-        const uint2 v = *(const uint2 *)((const int8_t *)b + r * n + c);
+        const uint32_t u[2] = {words.x ^ 0x80808080u, words.y ^ 0x80808080u};
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            w[j] = ((int)(v.x << (24 - 8 * j))) >> 24;
-            w[4 + j] = ((int)(v.y << (24 - 8 * j))) >> 24;
-        }
+        for (int j = 0; j < 8; j++)
+            w[j] = __uint_as_float(0x4B000000u | ((u[j / 4] >> (8 * (j % 4))) & 0xffu)) - 8388736.0f;
     }
 }
 
@@ -69,11 +86,10 @@ __global__ void __launch_bounds__(FFN_GEMV_THREADS) ffn_gemv_wq(GemvArgs g)
     float s[8], o[8];
     int group = -1;
     for (int64_t r = r0; live && r < r1; r += FFN_GEMV_UNROLL) {
-        int w[FFN_GEMV_UNROLL][8];
+        uint2 words[FFN_GEMV_UNROLL];
 #pragma unroll
         for (int u = 0; u < FFN_GEMV_UNROLL; u++)
-            if (r + u < r1)
-                load_row<BDT>(g.b, g.n, r + u, c, w[u]);
+            words[u] = r + u < r1 ? load_row<BDT>(g.b, g.n, r + u, c) : make_uint2(0u, 0u);
 #pragma unroll
         for (int u = 0; u < FFN_GEMV_UNROLL; u++) {
             if (r + u >= r1)
@@ -88,9 +104,13 @@ __global__ void __launch_bounds__(FFN_GEMV_THREADS) ffn_gemv_wq(GemvArgs g)
                 }
             }
             float wv[8];
+            unpack_row<BDT>(words[u], wv);
 #pragma unroll
             for (int j = 0; j < 8; j++)
-                wv[j] = round_a(((float)w[u][j] + o[j]) * s[j], ADT);
+                wv[j] = (wv[j] + o[j]) * s[j];
+#pragma unroll
+            for (int j = 0; j < 8; j += 2)
+                round_pair<ADT>(wv[j], wv[j + 1]);
 #pragma unroll
             for (int i = 0; i < MM; i++) {
                 if (i < g.m) {

@@ -26,15 +26,17 @@
 #define FFN_GEMV_THREADS 256
 #define FFN_GEMV_COLS 256
 #ifndef FFN_GEMV_UNROLL
-#define FFN_GEMV_UNROLL 4
+#define FFN_GEMV_UNROLL 8
 #endif
 #ifndef FFN_GEMV_BLOCKS_PER_SM
-#define FFN_GEMV_BLOCKS_PER_SM 4
+#define FFN_GEMV_BLOCKS_PER_SM 2
 #endif
 #define FFN_GEMV_MIN_ROWS 128
 
 /* The element-wise epilogues: threads a block, and at most this many blocks an SM (grid-stride). */
 #define FFN_EW_THREADS 256
 #define FFN_EW_BLOCKS_PER_SM 8
+/* the vectorised activation: rows a launch covers before its blocks loop (grid.y's limit) */
+#define FFN_ACT_MAX_GRID_Y 65535
 
 #endif
