@@ -390,10 +390,13 @@ rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_r
 #ifdef RDG_HAVE_CUBLAS
     if (p->a_dtype == p->b_dtype && p->a_dtype != RUDNN_I8)
         return rdg_ffn_gemm_cublas(q, p, rdg_at(a), rdg_at(b), rdg_at(c));
-    if (p->a_dtype == RUDNN_I8 && rdg_ffn_cublas_i8_fits(p) && scratch.mem)
+    if (p->a_dtype == RUDNN_I8 && rdg_ffn_cublas_i8_fits(p) && scratch.mem &&
+        (uintptr_t)rdg_at(a) % 16 == 0 && (uintptr_t)rdg_at(c) % 16 == 0)
         return rdg_ffn_gemm_cublas_i8(q, p, rdg_at(a), rdg_at(b), rdg_at(scratch), rdg_at(c));
 #endif
-    if (rdg_ffn_gemv_fits(p) && scratch.mem)
+    /* the few-rows kernel reads a row's weights as one aligned word (int4) or two (int8) */
+    const uintptr_t word = p->b_dtype == RUDNN_I4 ? 4 : 8;
+    if (rdg_ffn_gemv_fits(p) && scratch.mem && (uintptr_t)rdg_at(b) % word == 0)
         return rdg_ffn_gemv(q, p, rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(scratch), rdg_at(c));
     GemmArgs g = {rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(c), p->m, p->n, p->k,
                   p->k / (p->groups > 0 ? p->groups : 1), p->c_dtype};

@@ -58,8 +58,10 @@ __global__ void ffn_transpose_i8(const int8_t *__restrict__ w, int8_t *__restric
 
 int rdg_ffn_cublas_i8_fits(const rudnn_ffn_gemm_plan_t *p)
 {
-    /* cuBLAS's int8 GEMM: leading dims (k for both operands, n for C) multiples of 4 */
-    return p->k % 4 == 0 && p->n % 4 == 0 && p->m <= INT32_MAX && p->n <= INT32_MAX && p->k <= INT32_MAX;
+    /* where cuBLAS 13's int8 GemmEx runs (it answers NOT_SUPPORTED for M 1, K 40 or M 20, K 72 on
+     * the H200): all three dims multiples of 16, operands 16-byte aligned (ffn.cu checks those) */
+    return p->k % 16 == 0 && p->n % 16 == 0 && p->m % 16 == 0 && p->m <= INT32_MAX && p->n <= INT32_MAX &&
+           p->k <= INT32_MAX;
 }
 
 rudnn_status_t rdg_ffn_gemm_cublas_i8(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,

@@ -122,7 +122,8 @@ rudnn_status_t rdg_ffn_gemv(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, cons
 /* ffn_cublas.cu (CUDA with cuBLAS's headers): the FFN's float GEMM (hal/ffn.h) on cuBLAS. */
 rudnn_status_t rdg_ffn_gemm_cublas(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
                                    void *c);
-/* The int8 x int8 GEMM on cuBLAS where rdg_ffn_cublas_i8_fits: W transposed into scratch (n k bytes). */
+/* The int8 x int8 GEMM on cuBLAS where rdg_ffn_cublas_i8_fits and a, c are 16-byte aligned: W
+ * transposed into scratch (n k bytes). */
 int rdg_ffn_cublas_i8_fits(const rudnn_ffn_gemm_plan_t *p);
 rudnn_status_t rdg_ffn_gemm_cublas_i8(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
                                       void *scratch, void *c);
