@@ -2,9 +2,11 @@
  * rejected call returns the status of its rule (BAD_PARAM, BAD_SHAPE, BAD_DTYPE, DEVICE_MISMATCH),
  * a message that names the op ("ffn" or "ffn_workspace_size"), the argument and the rule, and writes
  * nothing: every buffer (y's poisoned with the sentinel, both contexts) is read back byte for byte,
- * and a rejected rudnn_ffn_workspace_size leaves *bytes as it was. There are no kernels yet: a call
- * that passes every check gets NOT_SUPPORTED "no kernels yet" from rudnn_ffn (and writes nothing),
- * and SUCCESS with 0 bytes from rudnn_ffn_workspace_size, with rudnn_last_error() "".
+ * and a rejected rudnn_ffn_workspace_size leaves *bytes as it was. A call that passes every check
+ * gets SUCCESS from rudnn_ffn_workspace_size with rudnn_last_error() "", and from rudnn_ffn with a
+ * workspace below that size BAD_PARAM for the workspace alone (its last check before the kernels;
+ * nothing written); one with nothing to compute (0 bytes) succeeds and writes nothing. The numeric
+ * suite (test_ffn.c) runs the valid calls.
  *
  * The fixture: one buffer a slot (x, weight1, ..., antiquant_offset2, y, a workspace) of 4 KiB,
  * poisoned, and one on a second context; each call describes its tensors over them. Shapes:
@@ -227,18 +229,25 @@ static void both(fx_t *f, const call_t *c, rudnn_status_t want, const char *n1, 
     }
 }
 
-/* A valid call: rudnn_ffn reaches "no kernels yet", the workspace size is 0 and clears the error. */
+/* A valid call passes every argument check: the workspace size is given with the error cleared, and
+ * rudnn_ffn with one byte less (or past the 4 KiB workspace buffer) is refused for the workspace. */
 static void valid(fx_t *f, const call_t *c, const char *what)
 {
-    CHECK(f, RUDNN_STATUS_NOT_SUPPORTED, "ffn:", "no kernels yet", NULL, what, run_ffn(c));
     size_t bytes = 12345;
     rudnn_status_t st = rudnn_ffn_workspace_size(rt_queue, &c->a, &c->t[S_Y], &bytes);
     f->checks++;
-    if (st != RUDNN_STATUS_SUCCESS || bytes != 0 || strcmp(rudnn_last_error(), "") != 0) {
-        rt_logf(&f->log, "  ffn_workspace_size %s: returned %s, bytes %zu (expected 0), error \"%s\"\n", what,
+    if (st != RUDNN_STATUS_SUCCESS || bytes == 12345 || strcmp(rudnn_last_error(), "") != 0) {
+        rt_logf(&f->log, "  ffn_workspace_size %s: returned %s, bytes %zu, error \"%s\"\n", what,
                 rudnn_status_string(st), bytes, rudnn_last_error());
         f->log.failures++;
+        return;
     }
+    if (bytes == 0) {
+        CHECK(f, RUDNN_STATUS_SUCCESS, "", NULL, NULL, what, run_ffn(c));
+        return;
+    }
+    CHECK(f, RUDNN_STATUS_BAD_PARAM, "ffn:", "workspace_bytes", NULL, what,
+          rudnn_ffn(rt_queue, &c->a, f->slot[S_WS].buffer, bytes - 1, &c->t[S_Y]));
 }
 
 /* ---- valid calls ------------------------------------------------------------------------------ */
@@ -716,11 +725,13 @@ static void test_workspace(void **state)
     const rudnn_tensor_t *y = &c.t[S_Y];
     rudnn_buffer_t ws = f->slot[S_WS].buffer;
     size_t cap = f->slot[S_WS].buffer_bytes;
-    CHECK(f, RUDNN_STATUS_NOT_SUPPORTED, "ffn:", "no kernels yet", NULL, "workspace of 256 bytes",
-          rudnn_ffn(rt_queue, &c.a, ws, 256, y));
-    CHECK(f, RUDNN_STATUS_NOT_SUPPORTED, "ffn:", "no kernels yet", NULL, "whole workspace",
-          rudnn_ffn(rt_queue, &c.a, ws, cap, y));
-    CHECK(f, RUDNN_STATUS_NOT_SUPPORTED, "ffn:", "no kernels yet", NULL, "x's buffer, 0 bytes",
+    size_t need = 0;
+    CHECK(f, RUDNN_STATUS_SUCCESS, "", NULL, NULL, "workspace size", rudnn_ffn_workspace_size(rt_queue, &c.a, y, &need));
+    CHECK(f, RUDNN_STATUS_BAD_PARAM, "ffn:", "too small", "rudnn_ffn_workspace_size", "workspace of 16 bytes",
+          rudnn_ffn(rt_queue, &c.a, ws, 16, y));
+    CHECK(f, RUDNN_STATUS_BAD_PARAM, "ffn:", "too small", "rudnn_ffn_workspace_size", "workspace one byte short",
+          rudnn_ffn(rt_queue, &c.a, ws, need - 1, y));
+    CHECK(f, RUDNN_STATUS_BAD_PARAM, "ffn:", "too small", NULL, "x's buffer, 0 bytes",
           rudnn_ffn(rt_queue, &c.a, f->slot[S_X].buffer, 0, y));
     CHECK(f, RUDNN_STATUS_DEVICE_MISMATCH, "ffn:", "workspace", "another context", "workspace on context 2",
           rudnn_ffn(rt_queue, &c.a, f->other.buffer, 64, y));
@@ -731,7 +742,7 @@ static void test_workspace(void **state)
         {S_Y, "y overlaps"}};
     for (size_t i = 0; i < sizeof ov / sizeof ov[0]; i++)
         CHECK(f, RUDNN_STATUS_BAD_PARAM, "ffn:", ov[i].name, "workspace", "workspace over a tensor",
-              rudnn_ffn(rt_queue, &c.a, f->slot[ov[i].slot].buffer, 16, y));
+              rudnn_ffn(rt_queue, &c.a, f->slot[ov[i].slot].buffer, need, y));
     fx_finish(f, "workspace");
 }
 
@@ -756,7 +767,7 @@ static void test_token_values(void **state)
         size_t bytes = 9;
         rudnn_status_t st = rudnn_ffn_workspace_size(rt_queue, &c.a, &c.t[S_Y], &bytes);
         f->checks++;
-        if (st != RUDNN_STATUS_SUCCESS || bytes != 0) {
+        if (st != RUDNN_STATUS_SUCCESS || bytes == 9) {
             rt_logf(&f->log, "  ffn_workspace_size: expert_tokens {%lld, %lld}: %s (it does not read them)\n",
                     (long long)bad[i].v0, (long long)bad[i].v1, rudnn_status_string(st));
             f->log.failures++;
