@@ -66,7 +66,48 @@ __device__ __forceinline__ void unpack_row(uint2 words, float w[8])
     }
 }
 
-template <int ADT, int BDT, int MM>
+/* ---- int4 without an offset: dequantized two at a time in A's 16-bit type ----------------------
+ * Nibbles p and p + 4 of a word (XOR 8: value + 8) ORed into the mantissas of a 16-bit pair whose
+ * spacing is 1 (bf16 128, f16 1024) give 128 + 8 + value exactly; subtracting the pair (136, 136)
+ * leaves the values, and one packed multiply by the scales rounds w * s once, as hal/ffn.h asks
+ * (the FP32 product of a small integer and a 16-bit scale is exact, so FP32 and packed agree). */
+template <int ADT>
+struct Pair16 {
+    static constexpr uint32_t magic = ADT == RUDNN_BF16 ? 0x43004300u : 0x64006400u;
+    static constexpr uint32_t bias = ADT == RUDNN_BF16 ? 0x43084308u : 0x64086408u;
+    __device__ static float lo(uint32_t w)
+    {
+        return ADT == RUDNN_BF16 ? __uint_as_float(w << 16) : rdg_f16_to_f32((uint16_t)w);
+    }
+    __device__ static float hi(uint32_t w)
+    {
+        return ADT == RUDNN_BF16 ? __uint_as_float(w & 0xffff0000u) : rdg_f16_to_f32((uint16_t)(w >> 16));
+    }
+    __device__ static uint32_t pack(float l, float h)
+    {
+        return ADT == RUDNN_BF16 ? rdg_pack_bf16x2(l, h)
+                                 : (uint32_t)rdg_f32_to_f16(l) | (uint32_t)rdg_f32_to_f16(h) << 16;
+    }
+    /* (t - bias) * s, each half rounded once to A's type */
+    __device__ static uint32_t dequant(uint32_t t, uint32_t s)
+    {
+#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        uint32_t v, w;
+        if constexpr (ADT == RUDNN_BF16) {
+            asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(v) : "r"(t), "r"(bias));
+            asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(w) : "r"(v), "r"(s));
+        } else {
+            asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(v) : "r"(t), "r"(bias));
+            asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(w) : "r"(v), "r"(s));
+        }
+        return w;
+#else
+        return pack((lo(t) - lo(bias)) * lo(s), (hi(t) - hi(bias)) * hi(s));
+#endif
+    }
+};
+
+template <int ADT, int BDT, int MM, bool PK>
 __global__ void __launch_bounds__(FFN_GEMV_THREADS) ffn_gemv_wq(GemvArgs g)
 {
     __shared__ float sum[MM][COLS];
@@ -84,24 +125,51 @@ __global__ void __launch_bounds__(FFN_GEMV_THREADS) ffn_gemv_wq(GemvArgs g)
             acc[i][j] = 0.0f;
     const bool live = c < g.n;
     float s[8], o[8];
+    uint32_t sp[4]; /* PK: the scales of columns (p, p + 4) as 16-bit pairs */
     int group = -1;
-    for (int64_t r = r0; live && r < r1; r += FFN_GEMV_UNROLL) {
-        uint2 words[FFN_GEMV_UNROLL];
+    /* 16 rows of sums leave registers for half the loads in flight */
+    constexpr int UNROLL = MM >= 16 ? FFN_GEMV_UNROLL / 2 : FFN_GEMV_UNROLL;
+    for (int64_t r = r0; live && r < r1; r += UNROLL) {
+        uint2 words[UNROLL];
 #pragma unroll
-        for (int u = 0; u < FFN_GEMV_UNROLL; u++)
+        for (int u = 0; u < UNROLL; u++)
             words[u] = r + u < r1 ? load_row<BDT>(g.b, g.n, r + u, c) : make_uint2(0u, 0u);
 #pragma unroll
-        for (int u = 0; u < FFN_GEMV_UNROLL; u++) {
+        for (int u = 0; u < UNROLL; u++) {
             if (r + u >= r1)
                 break;
             const int gi = (int)(r + u) / g.group_rows; /* k < 65536 */
             if (gi != group) {
                 group = gi;
+                if constexpr (PK) {
+                    const uint16_t *sc = (const uint16_t *)g.scale + (int64_t)gi * g.n + c;
 #pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    s[j] = Elem<ADT>::ld(g.scale, (int64_t)gi * g.n + c + j);
-                    o[j] = g.offset ? Elem<ADT>::ld(g.offset, (int64_t)gi * g.n + c + j) : 0.0f;
+                    for (int p = 0; p < 4; p++)
+                        sp[p] = (uint32_t)sc[p] | (uint32_t)sc[p + 4] << 16;
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 8; j++) {
+                        s[j] = Elem<ADT>::ld(g.scale, (int64_t)gi * g.n + c + j);
+                        o[j] = g.offset ? Elem<ADT>::ld(g.offset, (int64_t)gi * g.n + c + j) : 0.0f;
+                    }
                 }
+            }
+            if constexpr (PK) {
+                const uint32_t uw = words[u].x ^ 0x88888888u;
+#pragma unroll
+                for (int p = 0; p < 4; p++) {
+                    const uint32_t w2 = Pair16<ADT>::dequant(((uw >> (4 * p)) & 0x000f000fu) | Pair16<ADT>::magic, sp[p]);
+                    const float wl = Pair16<ADT>::lo(w2), wh = Pair16<ADT>::hi(w2);
+#pragma unroll
+                    for (int i = 0; i < MM; i++) {
+                        if (i < g.m) {
+                            const float x = Elem<ADT>::ld(g.a, i * g.k + r + u);
+                            acc[i][p] = fmaf(x, wl, acc[i][p]);
+                            acc[i][p + 4] = fmaf(x, wh, acc[i][p + 4]);
+                        }
+                    }
+                }
+                continue;
             }
             float wv[8];
             unpack_row<BDT>(words[u], wv);
@@ -167,22 +235,31 @@ int gemv_splits(const rdg_devinfo_t *dev, int64_t n, int64_t k)
     return (int)(s < 1 ? 1 : s > most ? most : s);
 }
 
+template <int ADT, int BDT, bool PK>
+void launch_rows(rdg_queue_t *q, const GemvArgs &g, dim3 grid)
+{
+    if (g.m <= 1)
+        ffn_gemv_wq<ADT, BDT, 1, PK><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
+    else if (g.m <= 2)
+        ffn_gemv_wq<ADT, BDT, 2, PK><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
+    else if (g.m <= 4)
+        ffn_gemv_wq<ADT, BDT, 4, PK><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
+    else if (g.m <= 8)
+        ffn_gemv_wq<ADT, BDT, 8, PK><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
+    else
+        ffn_gemv_wq<ADT, BDT, 16, PK><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
+}
+
 template <int ADT, int BDT>
 rudnn_status_t launch(rdg_queue_t *q, const GemvArgs &g, int splits, int c_dtype, void *c)
 {
     const dim3 grid((unsigned)rdg_ceil_div(g.n, COLS), (unsigned)splits);
     const char *name = BDT == RUDNN_I4 ? "ffn.gemv_w4" : "ffn.gemv_w8";
     rdg_note_kernel(name);
-    if (g.m <= 1)
-        ffn_gemv_wq<ADT, BDT, 1><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
-    else if (g.m <= 2)
-        ffn_gemv_wq<ADT, BDT, 2><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
-    else if (g.m <= 4)
-        ffn_gemv_wq<ADT, BDT, 4><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
-    else if (g.m <= 8)
-        ffn_gemv_wq<ADT, BDT, 8><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
+    if (BDT == RUDNN_I4 && !g.offset)
+        launch_rows<ADT, BDT, BDT == RUDNN_I4>(q, g, grid);
     else
-        ffn_gemv_wq<ADT, BDT, 16><<<grid, FFN_GEMV_THREADS, 0, q->stream>>>(g);
+        launch_rows<ADT, BDT, false>(q, g, grid);
     TRY(rdg_launched(name));
     const int64_t mn = g.m * g.n;
     const int64_t blocks = rdg_ceil_div(mn, 256);
