@@ -4,7 +4,8 @@
  *   - a block owns FFN_GEMV_COLS columns (8 a lane: one 32-bit word of int4, two of int8) and one
  *     slice of k (split-k, so that there are blocks enough to fill the GPU); its warps take
  *     contiguous runs of rows, FFN_GEMV_UNROLL rows' loads in flight a lane;
- *   - a lane keeps its columns' scale and offset while the row stays in the same group;
+ *   - a lane keeps its columns' scale and offset while the row stays in the same group (its rows
+ *     only grow, so a boundary counter stands for a division a row);
  *   - the warps' sums are added in a fixed order in shared memory and written as the slice's
  *     partial [split, m, n]; a second kernel adds the slices in order. Deterministic.
  * Needs n % 8 == 0 (aligned words); the tiled kernel (ffn.cu) takes every other shape. */
@@ -126,21 +127,28 @@ __global__ void __launch_bounds__(FFN_GEMV_THREADS) ffn_gemv_wq(GemvArgs g)
     const bool live = c < g.n;
     float s[8], o[8];
     uint32_t sp[4]; /* PK: the scales of columns (p, p + 4) as 16-bit pairs */
-    int group = -1;
-    /* 16 rows of sums leave registers for half the loads in flight */
-    constexpr int UNROLL = MM >= 16 ? FFN_GEMV_UNROLL / 2 : FFN_GEMV_UNROLL;
+    /* the next row whose group's scales are not loaded (rows only grow: no division a row) */
+    int64_t next_group = r0;
+    int group = (int)(r0 / g.group_rows) - 1;
+    /* more rows of sums leave registers for fewer rows in flight (compute-bound there anyway) */
+    constexpr int UNROLL = MM >= 8 ? FFN_GEMV_UNROLL / (PK ? 4 : 8) : MM >= 4 ? FFN_GEMV_UNROLL / 2 : FFN_GEMV_UNROLL;
     for (int64_t r = r0; live && r < r1; r += UNROLL) {
         uint2 words[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-            words[u] = r + u < r1 ? load_row<BDT>(g.b, g.n, r + u, c) : make_uint2(0u, 0u);
+        float xs[UNROLL][MM]; /* A's values of these rows, loaded beside the weights */
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
-            if (r + u >= r1)
-                break;
-            const int gi = (int)(r + u) / g.group_rows; /* k < 65536 */
-            if (gi != group) {
-                group = gi;
+            words[u] = r + u < r1 ? load_row<BDT>(g.b, g.n, r + u, c) : make_uint2(0u, 0u);
+#pragma unroll
+            for (int i = 0; i < MM; i++)
+                xs[u][i] = i < g.m && r + u < r1 ? Elem<ADT>::ld(g.a, i * g.k + r + u) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            if (r + u >= r1) /* the last rows of a run: nothing loaded */
+                continue;
+            if (r + u >= next_group) {
+                const int gi = ++group;
+                next_group = (int64_t)(gi + 1) * g.group_rows;
                 if constexpr (PK) {
                     const uint16_t *sc = (const uint16_t *)g.scale + (int64_t)gi * g.n + c;
 #pragma unroll
@@ -163,9 +171,8 @@ __global__ void __launch_bounds__(FFN_GEMV_THREADS) ffn_gemv_wq(GemvArgs g)
 #pragma unroll
                     for (int i = 0; i < MM; i++) {
                         if (i < g.m) {
-                            const float x = Elem<ADT>::ld(g.a, i * g.k + r + u);
-                            acc[i][p] = fmaf(x, wl, acc[i][p]);
-                            acc[i][p + 4] = fmaf(x, wh, acc[i][p + 4]);
+                            acc[i][p] = fmaf(xs[u][i], wl, acc[i][p]);
+                            acc[i][p + 4] = fmaf(xs[u][i], wh, acc[i][p + 4]);
                         }
                     }
                 }
@@ -182,7 +189,7 @@ __global__ void __launch_bounds__(FFN_GEMV_THREADS) ffn_gemv_wq(GemvArgs g)
 #pragma unroll
             for (int i = 0; i < MM; i++) {
                 if (i < g.m) {
-                    const float x = Elem<ADT>::ld(g.a, i * g.k + r + u);
+                    const float x = xs[u][i];
 #pragma unroll
                     for (int j = 0; j < 8; j++)
                         acc[i][j] = fmaf(x, wv[j], acc[i][j]);

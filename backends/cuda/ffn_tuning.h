@@ -29,7 +29,7 @@
 #define FFN_GEMV_UNROLL 8
 #endif
 #ifndef FFN_GEMV_BLOCKS_PER_SM
-#define FFN_GEMV_BLOCKS_PER_SM 2
+#define FFN_GEMV_BLOCKS_PER_SM 3
 #endif
 #define FFN_GEMV_MIN_ROWS 128
 
