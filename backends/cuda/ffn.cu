@@ -371,7 +371,7 @@ rudnn_status_t ffn_gemm_workspace(void *device, const rudnn_ffn_gemm_plan_t *p, 
     *bytes = 0;
     if (rdg_ffn_gemv_fits(p))
         *bytes = rdg_ffn_gemv_scratch(rdg_devinfo_of(device), p);
-#ifdef RDG_HAVE_CUBLAS
+#if !RDG_HIP && RDG_HAVE_CUBLAS
     if (p->a_dtype == RUDNN_I8 && rdg_ffn_cublas_i8_fits(p))
         *bytes = (size_t)p->k * (size_t)p->n;
 #endif
@@ -387,7 +387,7 @@ rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_r
 {
     rdg_queue_t *q = (rdg_queue_t *)queue;
     TRY(rdg_use_device(q->dev.index));
-#ifdef RDG_HAVE_CUBLAS
+#if !RDG_HIP && RDG_HAVE_CUBLAS
     if (p->a_dtype == p->b_dtype && p->a_dtype != RUDNN_I8)
         return rdg_ffn_gemm_cublas(q, p, rdg_at(a), rdg_at(b), rdg_at(c));
     if (p->a_dtype == RUDNN_I8 && rdg_ffn_cublas_i8_fits(p) && scratch.mem &&
