@@ -2,7 +2,9 @@
  * the plan that runs the family's kernel table (backends/hal/ffn.h) per expert:
  *   h = x W1 (gemm), a = act(h + b1 ...) (act), h2 = a W2 (gemm), y = h2 + b2 ... (out)
  * with h, a and h2 in the workspace (sizes below). Every check runs before the first kernel; a
- * device failure midway stops the call (earlier experts' rows of y may then be written).
+ * device failure midway stops the call (earlier experts' rows of y may then be written). An empty y
+ * (M = 0, or K1 = N2 = 0) needs no product: no workspace, no kernel (the arguments, expert_tokens'
+ * values included, are still checked).
  *
  * Order of the checks (the first violation is reported):
  *   1. NULL queue, args, y, bytes; the activation and precision enums;
@@ -525,18 +527,23 @@ static void gemm_plans(const rudnn_ffn_args_t *a, const ffn_dims_t *d, rudnn_ffn
     }
 }
 
+/* y has no element (M = 0, or N2 = K1 = 0): nothing to compute, whatever K2 is. */
+static int y_empty(const ffn_dims_t *d) { return d->M == 0 || d->N2 == 0; }
+
 static rudnn_status_t plan_layout(const char *op, rudnn_queue_t queue, const rudnn_ffn_args_t *a,
                                   const ffn_dims_t *d, ffn_layout_t *l)
 {
     *l = (ffn_layout_t){.acc = d->sc == FFN_QUANT ? RUDNN_I32 : RUDNN_F32,
                         .a_dtype = d->sc == FFN_QUANT ? RUDNN_I8 : a->x->dtype};
     l->h_dtype = h_in_x_dtype(a, d) ? a->x->dtype : l->acc;
+    if (y_empty(d))
+        return RUDNN_STATUS_SUCCESS; /* no h, a or h2: total 0 */
     const rudnn_ffn_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, ffn);
     rudnn_ffn_gemm_plan_t g[2];
     gemm_plans(a, d, &g[0], &g[1], d->M);
     rudnn_status_t (*extra)(void *, const rudnn_ffn_gemm_plan_t *, size_t *) =
         k ? RUDNN_KERNEL_ENTRY(k, gemm_workspace) : NULL;
-    for (int i = 0; i < 2 && extra && d->M > 0; i++) {
+    for (int i = 0; i < 2 && extra && d->K2 > 0; i++) { /* K2 = 0 runs no gemm */
         size_t b = 0;
         TRY(rudnn_kernel_status(op, extra(queue->context->device, &g[i], &b)));
         if (b > l->scratch_bytes)
@@ -593,16 +600,12 @@ static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudn
     const rudnn_mem_ref_t scratch = {l->scratch_bytes ? ws : NULL, l->scratch};
     const int64_t el1 = d->experts ? e * d->K1 * d->N1 : 0, el2 = d->experts ? e * d->K2 * d->N2 : 0;
 
+    /* y is not empty (rudnn_ffn): K1 = N2 >= 1, and N1 >= 1 where K2 >= 1 */
     if (d->K2 > 0) {
-        if (d->N1 > 0 && d->K1 > 0) {
-            const int64_t s1 = d->experts ? e * g1.groups * d->N1 : 0;
-            TRY(rudnn_kernel_status(op, k->gemm(qh, &g1, at_elem(a->x, r0 * d->K1), at_elem(a->weight1, el1),
-                                                at_elem(a->antiquant_scale1, s1), at_elem(a->antiquant_offset1, s1),
-                                                scratch, h1)));
-        } else if (d->N1 > 0) { /* K1 = 0: x W1 is 0 */
-            TRY(rudnn_kernel_status(op, queue->context->backend->mem_fill(
-                                            qh, h1, 0, (size_t)rows * d->N1 * rudnn_dtype_size(l->h_dtype))));
-        }
+        const int64_t s1 = d->experts ? e * g1.groups * d->N1 : 0;
+        TRY(rudnn_kernel_status(op, k->gemm(qh, &g1, at_elem(a->x, r0 * d->K1), at_elem(a->weight1, el1),
+                                            at_elem(a->antiquant_scale1, s1), at_elem(a->antiquant_offset1, s1),
+                                            scratch, h1)));
         rudnn_ffn_act_plan_t ap = {.rows = rows, .n1 = d->N1, .k2 = d->K2, .activation = a->activation,
                                    .h_dtype = l->h_dtype, .has_bias = a->bias1 != NULL,
                                    .bias_dtype = a->bias1 ? a->bias1->dtype : RUDNN_F32, .pre_dtype = RUDNN_F32,
@@ -620,17 +623,15 @@ static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudn
             offset = at_elem(a->offset, e);
         }
         TRY(rudnn_kernel_status(op, k->act(qh, &ap, h1, at_elem(a->bias1, e * d->N1), deq, scale, offset, act)));
-        if (d->N2 > 0) {
-            const int64_t s2 = d->experts ? e * g2.groups * d->N2 : 0;
-            TRY(rudnn_kernel_status(op, k->gemm(qh, &g2, act, at_elem(a->weight2, el2),
-                                                at_elem(a->antiquant_scale2, s2), at_elem(a->antiquant_offset2, s2),
-                                                scratch, h2)));
-        }
-    } else if (d->N2 > 0) { /* K2 = 0: a W2 is 0 (y's dtypes and F32 / I32 all have 0 as zero bytes) */
+        const int64_t s2 = d->experts ? e * g2.groups * d->N2 : 0;
+        TRY(rudnn_kernel_status(op, k->gemm(qh, &g2, act, at_elem(a->weight2, el2),
+                                            at_elem(a->antiquant_scale2, s2), at_elem(a->antiquant_offset2, s2),
+                                            scratch, h2)));
+    } else { /* K2 = 0: a W2 is 0 (y's dtypes and F32 / I32 all have 0 as zero bytes) */
         TRY(rudnn_kernel_status(op, queue->context->backend->mem_fill(
                                         qh, h2, 0, (size_t)rows * d->N2 * rudnn_dtype_size(g2.c_dtype))));
     }
-    if (d->N2 == 0 || direct)
+    if (direct)
         return RUDNN_STATUS_SUCCESS;
     rudnn_ffn_out_plan_t op2 = {.rows = rows, .n = d->N2, .h_dtype = l->acc, .has_bias = a->bias2 != NULL,
                                 .bias_dtype = a->bias2 ? a->bias2->dtype : RUDNN_F32, .y_dtype = y->dtype};
@@ -687,15 +688,16 @@ rudnn_status_t rudnn_ffn(rudnn_queue_t queue, const rudnn_ffn_args_t *args, rudn
     const int64_t experts = d.experts ? d.E : 1;
     if (d.experts)
         TRY(read_expert_rows(op, queue, args, &d, &starts));
-    const int64_t rows_total = starts[experts];
+    const int64_t rows_total = y_empty(&d) ? 0 : starts[experts]; /* rows to compute */
     rudnn_status_t st = RUDNN_STATUS_SUCCESS;
     void *ws = workspace ? workspace->mem : NULL;
-    if (rows_total > 0 && !workspace)
+    const int pooled = rows_total > 0 && l.total > 0 && !workspace; /* total 0: K2 = 0, y written directly */
+    if (pooled)
         st = rudnn_kernel_status(op, rudnn_pool_acquire(queue, l.total, &ws));
-    for (int64_t e = 0; e < experts && !st; e++)
+    for (int64_t e = 0; e < experts && rows_total > 0 && !st; e++)
         if (starts[e + 1] > starts[e])
             st = run_expert(op, queue, args, &d, &l, ws, e, starts[e], starts[e + 1] - starts[e], y);
-    if (rows_total > 0 && !workspace)
+    if (pooled)
         rudnn_pool_release(queue, ws, l.total);
     if (starts != one)
         free(starts);

@@ -250,6 +250,21 @@ static void valid(fx_t *f, const call_t *c, const char *what)
           rudnn_ffn(rt_queue, &c->a, f->slot[S_WS].buffer, bytes - 1, &c->t[S_Y]));
 }
 
+/* A valid call whose y has no element: a workspace of 0 bytes, and rudnn_ffn succeeds without
+ * one, writing nothing. */
+static void empty_y(fx_t *f, const call_t *c, const char *what)
+{
+    size_t bytes = 12345;
+    rudnn_status_t st = rudnn_ffn_workspace_size(rt_queue, &c->a, &c->t[S_Y], &bytes);
+    f->checks++;
+    if (st != RUDNN_STATUS_SUCCESS || bytes != 0) {
+        rt_logf(&f->log, "  ffn_workspace_size %s: returned %s, bytes %zu (expected 0), error \"%s\"\n", what,
+                rudnn_status_string(st), bytes, rudnn_last_error());
+        f->log.failures++;
+    }
+    CHECK(f, RUDNN_STATUS_SUCCESS, "", NULL, NULL, what, run_ffn(c));
+}
+
 /* ---- valid calls ------------------------------------------------------------------------------ */
 
 static void test_valid_calls(void **state)
@@ -289,6 +304,26 @@ static void test_valid_calls(void **state)
     c.t[S_X] = mk(f, S_X, RUDNN_F16, DIMS(2147483632, 0));
     c.t[S_Y] = mk(f, S_Y, RUDNN_F16, DIMS(2147483632, 0));
     valid(f, &c, "M = 2^31 - 16 (f16)");
+    /* y empty (K1 = N2 = 0) with K2 > 0 and M large: nothing to compute, no workspace. rudnn_ffn once
+     * sized and computed h [M, N1] and the activation for it (here 2^30 x 8 x 4 bytes: ALLOC_FAILED
+     * from a valid call; found while writing tests/fuzz/fuzz_ffn.c, whose seed ffn-empty-y-large-m
+     * replays it) */
+    c.t[S_W1] = mk(f, S_W1, RUDNN_F16, DIMS(0, 8));
+    c.t[S_W2] = mk(f, S_W2, RUDNN_F16, DIMS(8, 0));
+    c.t[S_X] = mk(f, S_X, RUDNN_F16, DIMS(1 << 30, 0));
+    c.t[S_Y] = mk(f, S_Y, RUDNN_F16, DIMS(1 << 30, 0));
+    empty_y(f, &c, "y empty, K2 = 8, M = 2^30");
+    build(f, &sp_q_c, &c); /* the expert form, quantized: expert_tokens {2, 3} still read and checked */
+    c.t[S_W1] = mk(f, S_W1, RUDNN_I8, DIMS(NE, 0, 8));
+    c.t[S_W2] = mk(f, S_W2, RUDNN_I8, DIMS(NE, 8, 0));
+    c.t[S_B2] = mk(f, S_B2, RUDNN_I32, DIMS(NE, 0));
+    c.t[S_D2] = mk(f, S_D2, RUDNN_BF16, DIMS(NE, 0));
+    c.t[S_X] = mk(f, S_X, RUDNN_I8, DIMS(1 << 15, 1 << 15, 0));
+    c.t[S_Y] = mk(f, S_Y, RUDNN_BF16, DIMS(1 << 15, 1 << 15, 0));
+    empty_y(f, &c, "y empty, experts, M = 2^30");
+    set_tokens(f, -1, 0);
+    CHECK(f, RUDNN_STATUS_BAD_PARAM, "ffn:", "expert_tokens[0] = -1", NULL, "y empty, a negative count", run_ffn(&c));
+    set_tokens(f, 2, 3);
     /* expert_tokens: counts of sum < M and = M, running totals */
     build(f, &sp_f16_e, &c);
     int64_t ok[5][3] = {{0, 0, 0}, {6, 0, 0}, {2, 3, 0}, {2, 6, 1}, {3, 3, 1}};
