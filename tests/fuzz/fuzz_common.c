@@ -337,6 +337,34 @@ void fz_note_input(fz_call_t *c, const rudnn_tensor_t *t)
     a->t = *t;
 }
 
+/* The byte the harness left at `at` of buffer k: the fill, or what fz_write_input put there. */
+static uint8_t expected_byte(const fz_call_t *c, int k, size_t at)
+{
+    uint8_t b = c->fill[k];
+    for (int i = 0; i < c->nwritten; i++) {
+        const fz_written_t *w = &c->written[i];
+        if (w->buffer == k && at >= w->offset && at - w->offset < w->bytes)
+            b = w->data[at - w->offset];
+    }
+    return b;
+}
+
+int fz_write_input(fz_call_t *c, const rudnn_tensor_t *t, const void *data, size_t bytes)
+{
+    int k = t ? buffer_index(c->env, t->buffer) : -1;
+    if (k < 0 || c->nwritten == FZ_MAX_WRITES || bytes > FZ_WRITE_BYTES || t->offset > FZ_BUFFER_BYTES ||
+        bytes > FZ_BUFFER_BYTES - t->offset)
+        return 0;
+    env_require("buffer_write (harness input)", rudnn_buffer_write(queue_of(c->env, k), any_buffer(c->env, k),
+                                                                   t->offset, data, bytes));
+    fz_written_t *w = &c->written[c->nwritten++];
+    w->buffer = k;
+    w->offset = t->offset;
+    w->bytes = bytes;
+    memcpy(w->data, data, bytes);
+    return 1;
+}
+
 /* ---- options, queues, objects ---------------------------------------------------------------- */
 
 int fz_int(fz_call_t *c, int intended)
@@ -519,9 +547,10 @@ static void check_buffers(const fz_call_t *c, const char *op, rudnn_status_t st)
         if (rst)
             fz_fail("reading a buffer back after the call failed", op, rst);
         for (size_t at = 0; at < sizeof host; at++) {
-            if (host[at] == c->fill[k] || (st == RUDNN_STATUS_SUCCESS && in_output(c, k, at)))
+            if (host[at] == expected_byte(c, k, at) || (st == RUDNN_STATUS_SUCCESS && in_output(c, k, at)))
                 continue;
-            fprintf(stderr, "fuzz: buffer %d byte %zu is 0x%02x, was 0x%02x\n", k, at, host[at], c->fill[k]);
+            fprintf(stderr, "fuzz: buffer %d byte %zu is 0x%02x, was 0x%02x\n", k, at, host[at],
+                    expected_byte(c, k, at));
             fz_fail(st ? "a rejected call changed a buffer" : "an accepted call wrote outside its outputs", op, st);
         }
     }
@@ -595,4 +624,26 @@ rudnn_status_t fz_check(fz_call_t *c, const char *op, rudnn_status_t st)
     check_buffers(c, op, st);
     g_failing_call = NULL;
     return st;
+}
+
+void fz_check_untouched(fz_call_t *c, const char *op, const rudnn_tensor_t *t, size_t begin, size_t end)
+{
+    static uint8_t host[FZ_BUFFER_BYTES];
+    int k = buffer_index(c->env, t->buffer);
+    if (k < 0 || begin >= end)
+        return;
+    if (t->offset > FZ_BUFFER_BYTES || end > FZ_BUFFER_BYTES - t->offset)
+        fz_fail("harness: fz_check_untouched past the end of the buffer", op, RUDNN_STATUS_INTERNAL);
+    rudnn_status_t st = rudnn_buffer_read(queue_of(c->env, k), any_buffer(c->env, k), 0, host, sizeof host);
+    if (st)
+        fz_fail("reading a buffer back after the call failed", op, st);
+    g_failing_call = c;
+    for (size_t at = t->offset + begin; at < t->offset + end; at++) {
+        if (host[at] == expected_byte(c, k, at))
+            continue;
+        fprintf(stderr, "fuzz: buffer %d byte %zu is 0x%02x, was 0x%02x (bytes [%zu, %zu) of an output)\n", k, at,
+                host[at], expected_byte(c, k, at), begin, end);
+        fz_fail("an accepted call wrote a part of its output it must leave alone", op, RUDNN_STATUS_SUCCESS);
+    }
+    g_failing_call = NULL;
 }

@@ -29,6 +29,8 @@
 #define FZ_FOREIGN_BUFFERS 2       /* buffers of the second context */
 #define FZ_BUFFER_BYTES (16 << 10) /* small: keeps each accepted call micro-sized */
 #define FZ_MAX_TENSORS 16
+#define FZ_MAX_WRITES 2       /* harness-written input ranges per call (fz_write_input) */
+#define FZ_WRITE_BYTES 64
 
 /* Created once per process (LLVMFuzzerInitialize or the first input). */
 typedef struct fz_env {
@@ -57,6 +59,14 @@ typedef struct fz_spec {
     int64_t dims[RUDNN_MAX_RANK];
 } fz_spec_t;
 
+/* Bytes the harness wrote into a buffer after the fill (input values an op checks, such as
+ * FFN's expert_tokens): the buffer's expected content there instead of the fill byte. */
+typedef struct fz_written {
+    int buffer; /* index: the main context's buffers, then the other context's */
+    size_t offset, bytes;
+    uint8_t data[FZ_WRITE_BYTES];
+} fz_written_t;
+
 /* One input: the reader and every tensor argument built so far. */
 typedef struct fz_call {
     const fz_env_t *env;
@@ -68,6 +78,8 @@ typedef struct fz_call {
     uint8_t fill[FZ_BUFFERS + FZ_FOREIGN_BUFFERS]; /* the byte each buffer was filled with */
     rudnn_buffer_t workspace;                      /* written by an accepted call: [0, bytes) */
     size_t workspace_bytes;
+    fz_written_t written[FZ_MAX_WRITES];
+    int nwritten;
 } fz_call_t;
 
 const fz_env_t *fz_env(void);
@@ -115,6 +127,18 @@ const rudnn_tensor_t *fz_optional_output(fz_call_t *c, const fz_spec_t *spec, in
  * refers to): it takes no slot, later arguments may alias it, and fz_check holds the call's
  * outputs to the overlap rule against it. */
 void fz_note_input(fz_call_t *c, const rudnn_tensor_t *t);
+
+/* Writes `bytes` of data where t points (values an op reads and checks, e.g. FFN's
+ * expert_tokens), when t lies in a buffer of the harness and they fit there; from then on
+ * fz_check expects those bytes there instead of the fill. Takes no slot. Returns 1 when
+ * written, 0 when t is NULL, has no harness buffer or the bytes do not fit (the call then
+ * reads the fill, or rejects the descriptor). */
+int fz_write_input(fz_call_t *c, const rudnn_tensor_t *t, const void *data, size_t bytes);
+
+/* Bytes [begin, end) from t's offset in t's buffer (a buffer of the harness) must still hold what
+ * the harness put there (the fill, or fz_write_input's bytes): for outputs an accepted call must
+ * leave partly alone (e.g. FFN's rows past the expert_tokens). abort()s otherwise. */
+void fz_check_untouched(fz_call_t *c, const char *op, const rudnn_tensor_t *t, size_t begin, size_t end);
 
 /* Options from the next slot: intended, or an edge value (0, negative, INT_MIN/MAX, one past
  * a limit, NaN, infinities, denormals) or the raw value. */

@@ -149,7 +149,90 @@ def attention_seeds():
     return seeds
 
 
+def ffn_seeds():
+    # header (fuzz_ffn.c): op, scenario, x's first dim, x's rank / middle dims, K1, K2, activation,
+    # flags, E / deterministic, weight-only flags, expert_tokens' split, split covers M
+    PLAIN_F32, PLAIN_F16, PLAIN_BF16, Q_F32, Q_I64, Q_BF16, WO8_F16, WO8_BF16, WO4_F16, WO4_BF16 = range(10)
+    GELU, FASTGELU, RELU, SILU, GEGLU, SWIGLU, REGLU = range(7)
+    EXPERTS, BIAS1, BIAS2, TOTALS, SCALE_PC, DEQ1_PC, DEQ2_PC, HIGH_PERF = (1 << i for i in range(8))
+
+    def header(scenario, op=0, act=GELU, flags=BIAS1 | BIAS2, m=1, rank=0, k1=3, k2=3, e=1, wo=0,
+               split=0x39, whole=1):
+        # m 1 -> 2 rows, k1 3 -> 4, k2 3 -> 4, e 1 -> 2 experts
+        return [op, scenario, m, rank, k1, k2, act, flags, e, wo, split, whole]
+
+    n = 26  # slots: queue, 15 tensors, 4 token values, 4 options, args, workspace / bytes
+    seeds = {}
+    valid = {
+        "f32-gelu-biases": header(PLAIN_F32),
+        "f16-swiglu-high-performance": header(PLAIN_F16, act=SWIGLU, flags=HIGH_PERF, rank=1),
+        "bf16-silu-rank4-bias2": header(PLAIN_BF16, act=SILU, flags=BIAS2, rank=2 | 4 | 16, k1=6),
+        "f16-fastgelu-experts-counts": header(PLAIN_F16, act=FASTGELU, flags=EXPERTS | BIAS1 | BIAS2, m=5, e=2),
+        "bf16-geglu-experts-totals-partial": header(PLAIN_BF16, act=GEGLU, flags=EXPERTS | TOTALS | BIAS1, m=3,
+                                                    e=3, split=0x1d, whole=0),
+        "f32-reglu-experts-deterministic": header(PLAIN_F32, act=REGLU, flags=EXPERTS, e=1 | 4),
+        "w8a8-f32-deq-per-tensor": header(Q_F32, act=RELU),
+        "w8a8-i64-deq-per-channel": header(Q_I64, flags=BIAS1 | SCALE_PC | DEQ1_PC | DEQ2_PC),
+        "w8a8-bf16-deq-experts": header(Q_BF16, act=SILU, flags=EXPERTS | BIAS2 | DEQ1_PC, m=4),
+        "w8a8-swiglu-experts-totals": header(Q_F32, act=SWIGLU, flags=EXPERTS | TOTALS | SCALE_PC, m=2),
+        "weight-only-i8-f16-offsets": header(WO8_F16, wo=3),
+        "weight-only-i8-bf16-experts": header(WO8_BF16, act=SWIGLU, flags=EXPERTS | BIAS1, wo=1),
+        "weight-only-i4-f16-per-group": header(WO4_F16, act=RELU, flags=BIAS2, k1=7, k2=5, wo=2 << 2 | 3 << 4 | 2),
+        "weight-only-i4-bf16-per-group-experts": header(WO4_BF16, act=GEGLU, flags=EXPERTS, k1=5,
+                                                        wo=1 << 2 | 1 << 4 | 3),
+        "weight-only-i4-f16-per-channel": header(WO4_F16, flags=0),
+        "k1-zero": header(PLAIN_F16, k1=15),
+        "k2-zero": header(PLAIN_F32, k2=15, flags=BIAS2),
+        "m-zero": header(PLAIN_BF16, m=15),
+        "experts-no-rows": header(PLAIN_F16, flags=EXPERTS, split=0, whole=0),
+    }
+    for name, h in valid.items():
+        seeds[f"ffn-{name}"] = seed(h, n)
+        seeds[f"ffn_workspace_size-{name}"] = seed([1] + h[1:], n)
+    base = header(PLAIN_F16, flags=EXPERTS | BIAS1 | BIAS2)
+    invalid = {
+        "queue-null": {0: slot(0x80)},
+        "queue-other-context": {0: slot(0x80, 1)},
+        "x-null": {1: mutation(NULL)},
+        "x-rank-9": {1: mutation(RANK, pick=9)},
+        "x-dims-overflow": {1: mutation(OVERFLOW)},
+        "weight1-dtype-invalid": {2: mutation(DTYPE, pick=8)},
+        "weight2-foreign": {3: mutation(FOREIGN)},
+        "expert-tokens-dims-huge": {4: mutation(DIM, pick=8)},
+        "bias1-dtype-bf16": {5: mutation(DTYPE, pick=2)},
+        "scale-given-plain": {7: mutation(STRIDE, index=0, pick=2)},
+        "y-overlaps-x": {8: mutation(OVERLAP)},
+        "y-on-weight1": {8: mutation(ALIAS, index=1)},
+        "y-offset-misaligned": {8: mutation(OFFSET, pick=0)},
+        "deq-scale1-on-y": {10: mutation(ALIAS, index=7)},
+        "expert-tokens-negative": {16: slot(0x80, 0, 0, 5)},
+        "expert-tokens-int64-max": {17: slot(0x80, 0, 0, 8)},
+        "expert-tokens-totals-int-min": {20: slot(0x80, 1, 0, 6)},
+        "activation-past-reglu": {21: slot(0x80, 1, 0, 0x80, raw=7)},
+        "precision-minus-one": {22: slot(0x80, 1, 0, 4)},
+        "args-null": {24: slot(0x80)},
+        "workspace-foreign": {25: slot(0x80, 2)},
+        "workspace-short": {25: slot(0x80, 0, 6, 2)},
+        "workspace-over-x": {25: slot(0x80, 0, 0, 0)},
+    }
+    for name, changes in invalid.items():
+        seeds[f"ffn-{name}"] = seed(base, n, changes)
+    # an explicit workspace in buffer 4 (bias1 and antiquant_offset1 absent), of the exact size
+    seeds["ffn-workspace-given"] = seed(header(PLAIN_F32, flags=BIAS2), n, {25: slot(0x80, 0, 4, 0)})
+    seeds["ffn-antiquant-scale2-null"] = seed(header(WO8_F16), n, {14: mutation(NULL)})
+    seeds["ffn-activation-swiglu-odd-n1"] = seed(header(PLAIN_F32, act=GELU), n, {21: slot(0x80, 1, 0, 0x80, raw=5)})
+    # y empty (K1 = 0) with K2 = 8 and M = 2^30 (x's and y's first dim): no workspace, no kernel
+    # (it once asked the pool for 2^30 x 8 x 4 bytes and failed with ALLOC_FAILED)
+    big_m = {1: mutation(DIM, index=0, raw=1 << 30), 8: mutation(DIM, index=0, raw=1 << 30)}
+    seeds["ffn-empty-y-large-m"] = seed(header(PLAIN_F16, k1=15, k2=7, flags=0, m=0), n, big_m)
+    seeds["ffn_workspace_size-empty-y-large-m"] = seed(header(PLAIN_F16, op=1, k1=15, k2=7, flags=0, m=0), n, big_m)
+    seeds["ffn_workspace_size-bytes-null"] = seed([1] + base[1:], n, {25: slot(0x80)})
+    seeds["ffn_workspace_size-y-dtype-f32"] = seed([1] + base[1:], n, {8: mutation(DTYPE, pick=0)})
+    return seeds
+
+
 if __name__ == "__main__":
     write("norm", norm_seeds())
     write("moe", moe_seeds())
     write("attention", attention_seeds())
+    write("ffn", ffn_seeds())
