@@ -62,6 +62,7 @@ extern const fault_family_t fault_family_core;
 extern const fault_family_t fault_family_norm;
 extern const fault_family_t fault_family_moe;
 extern const fault_family_t fault_family_attention;
+extern const fault_family_t fault_family_ffn;
 
 /* ---- helpers for the cases (fault_util.c) ---- */
 
