@@ -1,18 +1,22 @@
 /* Leaks and lifetimes.
  *
  * cycles: creates and destroys queues, buffers, events, routing plans, dispatched tokens and
- * experts objects in a loop (RUDNN_LIFETIME_CYCLES, default 100000; tools/soak.sh runs 10^6),
- * and contexts in a shorter loop (RUDNN_LIFETIME_CONTEXTS, default 200: opening a PoCL
- * context costs about 20 ms, 140 ms under ASan, so 10^5 of them would take hours under
- * ASan). Resident memory (/proc/self/statm) and the device memory rudnn holds (rudnn_debug_device_memory) are measured
- * after a warm-up tenth of the cycles and at the end: RSS may grow by a fixed slack, device
- * memory and live objects not at all. The figures are printed.
+ * experts objects, and runs an FFN (rudnn_ffn, expert form: a workspace from the new queue's pool,
+ * the host copy of expert_tokens) on each new queue, in a loop (RUDNN_LIFETIME_CYCLES, default
+ * 100000; tools/soak.sh runs 10^6), and contexts in a shorter loop (RUDNN_LIFETIME_CONTEXTS,
+ * default 200: opening a PoCL context costs about 20 ms, 140 ms under ASan, so 10^5 of them would
+ * take hours under ASan). Resident memory (/proc/self/statm) and the device memory rudnn holds
+ * (rudnn_debug_device_memory) are measured after a warm-up tenth of the cycles and at the end: RSS
+ * may grow by a fixed slack, device memory and live objects not at all. The figures are printed.
  *
  * wrong order: destroying a queue before the plans and dispatched tokens taken from its pool, a
- * context before its queues, buffers, events and experts, weight buffers before their experts.
- * The parent stays alive until its last child goes (rudnn/core.h): the children keep working,
- * nothing leaks (live objects and device memory back to zero; LSan in the ASan run) and nothing
- * is used after free (ASan). */
+ * context before its queues, buffers, events and experts (an FFN then still runs on its queue),
+ * weight buffers before their experts. FFN has no object of its own (no plan or weights object:
+ * rudnn_ffn takes its workspace from the queue's pool and frees its host copy of expert_tokens
+ * before it returns), so it has nothing to destroy out of order; the cycles check that what it
+ * takes goes back. The parent stays alive until its last child goes (rudnn/core.h): the children
+ * keep working, nothing leaks (live objects and device memory back to zero; LSan in the ASan run)
+ * and nothing is used after free (ASan). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +25,7 @@
 
 #include "common.h"
 #include <rudnn/debug.h>
+#include <rudnn/ffn.h>
 
 #define T 4
 #define E 4
@@ -108,8 +113,29 @@ static void moe_inputs_free(moe_inputs_t *m)
 
 static const rudnn_routing_options_t route_options = {.top_k = K, .renormalize = 1};
 
-/* One cycle of the cheap objects on ctx: every kind made and destroyed once. */
-static void cycle(rudnn_context_t ctx, const moe_inputs_t *m)
+/* FFN's expert_tokens over the MoE inputs: counts of the T rows per expert (I64 [E]). */
+static void ffn_tokens(rudnn_context_t ctx, rudnn_queue_t q, rudnn_tensor_t *t)
+{
+    static const int64_t counts[E] = {T, 0, 0, 0}; /* one expert runs: three launches a call */
+    const int64_t n[1] = {E};
+    rudnn_buffer_t b = NULL;
+    rt_assert_status(rudnn_buffer_create(ctx, sizeof counts, &b), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_buffer_write(q, b, 0, counts, sizeof counts), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_init(t, b, 0, RUDNN_I64, 1, n), RUDNN_STATUS_SUCCESS);
+}
+
+/* MoeFFN over the MoE inputs: x = input [T, H], W1 = down [E, H, I], W2 = gate [E, I, H], gelu,
+ * y = output. Its allocations: the workspace from the queue's pool, the host copy of expert_tokens. */
+static rudnn_status_t ffn_forward(rudnn_queue_t q, const moe_inputs_t *m, const rudnn_tensor_t *tokens)
+{
+    const rudnn_ffn_args_t a = {.x = &m->input, .weight1 = &m->down, .weight2 = &m->gate, .expert_tokens = tokens,
+                                .activation = RUDNN_FFN_GELU};
+    return rudnn_ffn(q, &a, NULL, 0, &m->output);
+}
+
+/* One cycle of the cheap objects on ctx: every kind made and destroyed once, and an FFN on the new
+ * queue (its pool starts empty: the workspace block is made, then freed with the queue). */
+static void cycle(rudnn_context_t ctx, const moe_inputs_t *m, const rudnn_tensor_t *tokens)
 {
     rudnn_queue_t q = NULL;
     rudnn_buffer_t b = NULL;
@@ -128,6 +154,8 @@ static void cycle(rudnn_context_t ctx, const moe_inputs_t *m)
         st = rudnn_moe_dispatch(q, plan, &m->input, &d);
     if (!st)
         st = rudnn_swiglu_experts_create(ctx, &m->gate, &m->up, &m->down, &x);
+    if (!st)
+        st = ffn_forward(q, m, tokens);
     if (st)
         fail_msg("cycle: %s: %s", rudnn_status_string(st), rudnn_last_error());
     rudnn_swiglu_experts_destroy(x);
@@ -177,13 +205,16 @@ static void test_object_cycles(void **state)
     long warmup = cycles / 10 > 0 ? cycles / 10 : 1;
     moe_inputs_t m;
     moe_inputs(rt_ctx, rt_queue, &m);
+    rudnn_tensor_t tokens;
+    ffn_tokens(rt_ctx, rt_queue, &tokens);
     for (long i = 0; i < warmup; i++)
-        cycle(rt_ctx, &m);
+        cycle(rt_ctx, &m, &tokens);
     snapshot_t warm = snap();
     double t0 = now_s();
     for (long i = 0; i < cycles; i++)
-        cycle(rt_ctx, &m);
+        cycle(rt_ctx, &m, &tokens);
     check_flat("objects", cycles, warm, snap(), now_s() - t0);
+    rudnn_buffer_destroy(tokens.buffer);
     moe_inputs_free(&m);
 }
 
@@ -205,7 +236,10 @@ static void test_context_cycles(void **state)
         rt_assert_status(rudnn_queue_create(ctx, &q), RUDNN_STATUS_SUCCESS);
         moe_inputs_t m;
         moe_inputs(ctx, q, &m);
-        cycle(ctx, &m);
+        rudnn_tensor_t tokens;
+        ffn_tokens(ctx, q, &tokens);
+        cycle(ctx, &m, &tokens);
+        rudnn_buffer_destroy(tokens.buffer);
         moe_inputs_free(&m);
         rudnn_queue_destroy(q);
         rudnn_context_destroy(ctx);
@@ -295,6 +329,11 @@ static void test_context_before_children(void **state)
     rt_assert_status(rudnn_event_create(ctx, &e1), RUDNN_STATUS_SUCCESS);
     rudnn_routing_plan_t plan = NULL;
     rt_assert_status(rudnn_moe_route(q, &m.logits, &route_options, &plan), RUDNN_STATUS_SUCCESS);
+    rudnn_tensor_t tokens;
+    ffn_tokens(ctx, q, &tokens);
+    float want_ffn[T * H], got_ffn[T * H];
+    rt_assert_status(ffn_forward(q, &m, &tokens), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_read(q, &m.output, want_ffn, sizeof want_ffn), RUDNN_STATUS_SUCCESS);
 
     rudnn_context_destroy(ctx); /* wrong order: everything above is still alive */
 
@@ -307,10 +346,16 @@ static void test_context_before_children(void **state)
     rt_assert_status(rudnn_event_elapsed_ms(e0, e1, &ms), RUDNN_STATUS_SUCCESS);
     rt_assert_status(rudnn_tensor_read(q, &m.output, got, sizeof got), RUDNN_STATUS_SUCCESS);
     assert_memory_equal(got, want, sizeof got);
+    /* an FFN on the queue of the destroyed context (its workspace from the queue's pool) */
+    rt_assert_status(rudnn_buffer_fill(q, m.output.buffer, 0, 0, T * H * 4), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(ffn_forward(q, &m, &tokens), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_read(q, &m.output, got_ffn, sizeof got_ffn), RUDNN_STATUS_SUCCESS);
+    assert_memory_equal(got_ffn, want_ffn, sizeof got_ffn);
 
     /* and the children go in any order: queue first (the plan holds its pool), buffers before
      * the experts that use them */
     rudnn_queue_destroy(q);
+    rudnn_buffer_destroy(tokens.buffer);
     moe_inputs_free(&m);
     rudnn_event_destroy(e1);
     rudnn_routing_plan_destroy(plan);
