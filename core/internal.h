@@ -79,6 +79,10 @@ rudnn_status_t rudnn_check_layout(const char *op, const char *arg, const rudnn_t
  * whose last dim is contiguous (stride 1); any other view is NOT_SUPPORTED. */
 rudnn_status_t rudnn_check_layout_rows(const char *op, const char *arg, const rudnn_tensor_t *t,
                                        size_t buffer_size);
+/* Any valid view inside its buffer (the first two checks of rudnn_check_layout), for inputs read
+ * element by element (the gated delta rule's beta and log_decay). */
+rudnn_status_t rudnn_check_layout_view(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                       size_t buffer_size);
 /* Bytes from t's first element through its last, for a valid view (0 when empty or invalid):
  * the range [offset, offset + span) a strided view touches. */
 size_t rudnn_tensor_span_bytes(const rudnn_tensor_t *t);

@@ -196,6 +196,13 @@ rudnn_status_t rudnn_check_layout_rows(const char *op, const char *arg, const ru
     return RUDNN_STATUS_SUCCESS;
 }
 
+rudnn_status_t rudnn_check_layout_view(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                       size_t buffer_size)
+{
+    size_t span;
+    return check_view(op, arg, t, buffer_size, &span);
+}
+
 size_t rudnn_tensor_span_bytes(const rudnn_tensor_t *t)
 {
     size_t span = 0;

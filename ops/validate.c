@@ -80,6 +80,37 @@ rudnn_status_t rudnn_check_tensor_rows(const char *op, const char *arg, rudnn_qu
     return rudnn_check_layout_rows(op, arg, t, t->buffer->size);
 }
 
+rudnn_status_t rudnn_check_tensor_view(const char *op, const char *arg, rudnn_queue_t queue,
+                                       const rudnn_tensor_t *t, int min_rank)
+{
+    TRY(check_descriptor(op, arg, queue, t, min_rank));
+    return rudnn_check_layout_view(op, arg, t, t->buffer->size);
+}
+
+rudnn_status_t rudnn_check_workspace(const char *op, rudnn_queue_t queue, rudnn_buffer_t ws, size_t ws_bytes,
+                                     size_t need, const char *size_query, const rudnn_tensor_t *const *tensors,
+                                     const char *const *names, int n)
+{
+    if (!ws)
+        return RUDNN_STATUS_SUCCESS;
+    if (ws->context != queue->context)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: workspace is on another context/device than the "
+                               "queue", op);
+    if (ws_bytes > ws->size)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu exceeds the workspace buffer (%zu "
+                               "bytes)", op, ws_bytes, ws->size);
+    if (ws_bytes < need)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu is too small: %zu bytes needed "
+                               "(%s)", op, ws_bytes, need, size_query);
+    for (int i = 0; i < n; i++) {
+        const rudnn_tensor_t *t = tensors[i];
+        if (t && t->buffer == ws && ws_bytes && rudnn_tensor_span_bytes(t) && t->offset < ws_bytes)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s overlaps the first workspace_bytes (%zu) of "
+                                   "workspace", op, names[i], ws_bytes);
+    }
+    return RUDNN_STATUS_SUCCESS;
+}
+
 rudnn_status_t rudnn_check_float_dtype(const char *op, const char *arg, const rudnn_tensor_t *t)
 {
     if (rudnn_dtype_is_float(t->dtype))

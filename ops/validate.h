@@ -27,6 +27,17 @@ rudnn_status_t rudnn_check_tensor(const char *op, const char *arg, rudnn_queue_t
 rudnn_status_t rudnn_check_tensor_rows(const char *op, const char *arg, rudnn_queue_t queue,
                                        const rudnn_tensor_t *t, int min_rank);
 
+/* rudnn_check_tensor for inputs read element by element: any valid view inside its buffer. */
+rudnn_status_t rudnn_check_tensor_view(const char *op, const char *arg, rudnn_queue_t queue,
+                                       const rudnn_tensor_t *t, int min_rank);
+
+/* A caller's workspace (NULL: the op takes one from the queue's pool): on the queue's context,
+ * workspace_bytes within the buffer and at least need, and none of the n tensors (NULL entries
+ * skipped; names[i] names tensors[i]) inside its first workspace_bytes. */
+rudnn_status_t rudnn_check_workspace(const char *op, rudnn_queue_t queue, rudnn_buffer_t ws, size_t ws_bytes,
+                                     size_t need, const char *size_query, const rudnn_tensor_t *const *tensors,
+                                     const char *const *names, int n);
+
 /* F32, F16 or BF16 (quantized and index dtypes are named as such). */
 rudnn_status_t rudnn_check_float_dtype(const char *op, const char *arg, const rudnn_tensor_t *t);
 

@@ -1,0 +1,452 @@
+/* The gated delta rule on CUDA and HIP (hal/gated_delta.h): FP32 state and arithmetic on the
+ * SIMT cores, inputs of any float dtype.
+ *   gated_delta.recurrent    a block per (sequence, head, 32 value columns); 4 warps split the
+ *                            key rows, a thread keeps its column's rows of S in registers;
+ *   gated_delta.chunk_prep   a block per (chunk, head): gamma, Lm, T = (I + Lm)^-1 (in shared
+ *                            memory: the contract's 4 (C^2 + C) bytes), W, U and Pm to the scratch;
+ *   gated_delta.chunk_state  a block per (sequence, head, 32 value columns) walking its chunks in
+ *                            order: Delta = U - W S, the output, the state update.
+ * Only chunk_state is serial along a sequence. */
+#include <atomic>
+
+#include "rdg_internal.h"
+#include "elem.cuh"
+
+namespace {
+
+constexpr int REC_COLS = 32;    /* value columns a recurrent block owns (a warp's lanes) */
+constexpr int REC_PARTS = 4;    /* warps splitting the key rows */
+constexpr int PREP_THREADS = 256;
+constexpr int STATE_COLS = 32;  /* value columns a chunk_state block owns */
+constexpr int STATE_THREADS = 256;
+
+struct SeqInfo {
+    int64_t batch, start, length, chunk_first;
+    int32_t row;
+};
+
+/* Sequence s of the plan: the varlen table, or batch row s of a fixed-length call. */
+__device__ __forceinline__ SeqInfo seq_info(const rudnn_gated_delta_plan_t &p, const void *table, int64_t s)
+{
+    SeqInfo si;
+    if (p.varlen) {
+        const int64_t n = p.sequences;
+        const int64_t *t = (const int64_t *)table;
+        si.batch = 0, si.start = t[s], si.length = t[n + s], si.chunk_first = t[2 * n + s];
+        si.row = ((const int32_t *)(t + 3 * n + 1))[s];
+    } else {
+        const int64_t per = p.chunk_size ? (p.seq_len + p.chunk_size - 1) / p.chunk_size : 0;
+        si.batch = s, si.start = 0, si.length = p.seq_len, si.chunk_first = s * per, si.row = (int32_t)s;
+    }
+    return si;
+}
+
+/* The sequence chunk c belongs to (varlen: binary search of chunk_first). */
+__device__ __forceinline__ int64_t seq_of_chunk(const rudnn_gated_delta_plan_t &p, const void *table, int64_t c)
+{
+    if (!p.varlen) {
+        const int64_t per = (p.seq_len + p.chunk_size - 1) / p.chunk_size;
+        return c / per;
+    }
+    const int64_t *first = (const int64_t *)table + 2 * p.sequences;
+    int64_t lo = 0, hi = p.sequences - 1; /* the last s with first[s] <= c (and a nonempty range) */
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (first[mid] <= c)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+__device__ __forceinline__ int64_t tok(const int64_t st[3], int64_t b, int64_t h, int64_t t)
+{
+    return b * st[0] + h * st[1] + t * st[2];
+}
+
+__device__ __forceinline__ const float *state_at(const void *base, const rudnn_gated_delta_plan_t &p, int64_t row,
+                                                 int64_t h)
+{
+    return (const float *)base + (row * p.heads + h) * p.key_dim * p.value_dim;
+}
+
+/* ---- recurrent --------------------------------------------------------------------------------- */
+
+template <int DT, int KR>
+__global__ void __launch_bounds__(REC_COLS *REC_PARTS)
+    recurrent_kernel(const rudnn_gated_delta_plan_t p, const void *__restrict__ q, const void *__restrict__ k,
+                     const void *__restrict__ v, const void *__restrict__ beta, const float *__restrict__ decay,
+                     const float *__restrict__ s_in, const void *__restrict__ table, void *__restrict__ out,
+                     float *__restrict__ s_out)
+{
+    __shared__ float qs[RUDNN_GATED_DELTA_MAX_DIM], ks[RUDNN_GATED_DELTA_MAX_DIM];
+    __shared__ float red[3][REC_PARTS][REC_COLS];
+    const int lane = threadIdx.x % REC_COLS, part = threadIdx.x / REC_COLS;
+    const int64_t h = blockIdx.y, s = blockIdx.z;
+    const int64_t col = (int64_t)blockIdx.x * REC_COLS + lane;
+    const int64_t K = p.key_dim, V = p.value_dim;
+    const bool live = col < V;
+    const SeqInfo si = seq_info(p, table, s);
+    const float *src = state_at(s_in, p, si.row, h);
+    float *dst = (float *)state_at(s_out, p, si.row, h);
+
+    float S[KR]; /* rows part, part + 4, ... of column col */
+#pragma unroll
+    for (int i = 0; i < KR; i++) {
+        const int64_t r = part + REC_PARTS * i;
+        S[i] = live && r < K ? src[r * V + col] : 0.0f;
+    }
+    for (int64_t t = si.start; t < si.start + si.length; t++) {
+        const int64_t qo = tok(p.q_stride, si.batch, h, t), ko = tok(p.k_stride, si.batch, h, t);
+        for (int64_t i = threadIdx.x; i < K; i += blockDim.x) {
+            qs[i] = Elem<DT>::ld(q, qo + i);
+            ks[i] = Elem<DT>::ld(k, ko + i);
+        }
+        __syncthreads();
+        const float g = expf(decay[tok(p.decay_stride, si.batch, h, t)]);
+        float dk = 0.0f, dq = 0.0f, kq = 0.0f;
+#pragma unroll
+        for (int i = 0; i < KR; i++) {
+            const int64_t r = part + REC_PARTS * i;
+            const float kr = r < K ? ks[r] : 0.0f, qr = r < K ? qs[r] : 0.0f;
+            S[i] *= g;
+            dk += S[i] * kr, dq += S[i] * qr, kq += kr * qr;
+        }
+        red[0][part][lane] = dk, red[1][part][lane] = dq, red[2][part][lane] = kq;
+        __syncthreads();
+        float kv = 0.0f, qv = 0.0f, kqs = 0.0f;
+#pragma unroll
+        for (int j = 0; j < REC_PARTS; j++)
+            kv += red[0][j][lane], qv += red[1][j][lane], kqs += red[2][j][lane];
+        const float b = Elem<DT>::ld(beta, tok(p.beta_stride, si.batch, h, t));
+        const float vt = live ? Elem<DT>::ld(v, tok(p.v_stride, si.batch, h, t) + col) : 0.0f;
+        const float delta = b * (vt - kv);
+        if (live && part == 0)
+            Elem<DT>::st(out, tok(p.o_stride, si.batch, h, t) + col, p.query_scale * (qv + kqs * delta));
+#pragma unroll
+        for (int i = 0; i < KR; i++) {
+            const int64_t r = part + REC_PARTS * i;
+            S[i] += (r < K ? ks[r] : 0.0f) * delta;
+        }
+        __syncthreads(); /* qs, ks and red are rewritten by the next token */
+    }
+#pragma unroll
+    for (int i = 0; i < KR; i++) {
+        const int64_t r = part + REC_PARTS * i;
+        if (live && r < K)
+            dst[r * V + col] = S[i];
+    }
+}
+
+template <int DT, int KR>
+void launch_recurrent(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
+{
+    const dim3 grid((unsigned)rdg_ceil_div(p->value_dim, REC_COLS), (unsigned)p->heads, (unsigned)p->sequences);
+    recurrent_kernel<DT, KR><<<grid, REC_COLS * REC_PARTS, 0, q->stream>>>(
+        *p, rdg_at(o->query), rdg_at(o->key), rdg_at(o->value), rdg_at(o->beta), (const float *)rdg_at(o->log_decay),
+        (const float *)rdg_at(o->initial_state), rdg_at(o->table), rdg_at(o->output), (float *)rdg_at(o->final_state));
+}
+
+template <int DT>
+void recurrent_rows(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
+{
+    const int64_t rows = rdg_ceil_div(p->key_dim, REC_PARTS);
+    if (rows <= 2)
+        launch_recurrent<DT, 2>(q, p, o);
+    else if (rows <= 8)
+        launch_recurrent<DT, 8>(q, p, o);
+    else if (rows <= 16)
+        launch_recurrent<DT, 16>(q, p, o);
+    else if (rows <= 32)
+        launch_recurrent<DT, 32>(q, p, o);
+    else
+        launch_recurrent<DT, 64>(q, p, o);
+}
+
+rudnn_status_t gdr_recurrent(void *queue, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
+{
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    TRY(rdg_use_device(q->dev.index));
+    if (p->sequences > 65535 || p->heads > 65535)
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "gated_delta.recurrent: %lld sequences x %lld heads exceed the "
+                         "launch grid (65535 each)", (long long)p->sequences, (long long)p->heads);
+    rdg_note_kernel("gated_delta.recurrent");
+    switch (p->dtype) {
+    case RUDNN_F32: recurrent_rows<RUDNN_F32>(q, p, o); break;
+    case RUDNN_F16: recurrent_rows<RUDNN_F16>(q, p, o); break;
+    default: recurrent_rows<RUDNN_BF16>(q, p, o); break;
+    }
+    return rdg_launched("gated_delta.recurrent");
+}
+
+/* ---- chunked: scratch layout ------------------------------------------------------------------- */
+
+/* Per (chunk, head), FP32: W [C][K], U [C][V] (overwritten by Delta), Pm [C][C], gamma [C]. */
+struct ChunkScratch {
+    int64_t w, u, pm, gamma, per; /* offsets in floats within one (chunk, head) record, its size */
+};
+
+__host__ __device__ __forceinline__ ChunkScratch chunk_scratch(const rudnn_gated_delta_plan_t &p)
+{
+    const int64_t C = p.chunk_size;
+    ChunkScratch cs;
+    cs.w = 0;
+    cs.u = cs.w + C * p.key_dim;
+    cs.pm = cs.u + C * p.value_dim;
+    cs.gamma = cs.pm + C * C;
+    cs.per = (cs.gamma + C + 3) / 4 * 4; /* 16-byte records */
+    return cs;
+}
+
+/* ---- chunked: per-chunk preparation ------------------------------------------------------------ */
+
+template <int DT>
+__global__ void __launch_bounds__(PREP_THREADS)
+    chunk_prep_kernel(const rudnn_gated_delta_plan_t p, const void *__restrict__ q, const void *__restrict__ k,
+                      const void *__restrict__ v, const void *__restrict__ beta, const float *__restrict__ decay,
+                      const void *__restrict__ table, float *__restrict__ scratch)
+{
+    extern __shared__ float smem[];
+    const int64_t C = p.chunk_size, K = p.key_dim, V = p.value_dim;
+    float *Tm = smem;         /* [C][C]: Lm, then T row by row */
+    float *gam = smem + C * C; /* [C] */
+    const int64_t c = blockIdx.x, h = blockIdx.y;
+    const int64_t s = seq_of_chunk(p, table, c);
+    const SeqInfo si = seq_info(p, table, s);
+    const int64_t t0 = si.start + (c - si.chunk_first) * C;
+    const int64_t L = min(C, si.start + si.length - t0);
+    const ChunkScratch cs = chunk_scratch(p);
+    float *rec = scratch + (c * p.heads + h) * cs.per;
+    const int64_t b = si.batch;
+
+    if (threadIdx.x == 0) {
+        float run = 0.0f;
+        for (int64_t i = 0; i < C; i++) {
+            if (i < L)
+                run += decay[tok(p.decay_stride, b, h, t0 + i)];
+            gam[i] = run;
+            rec[cs.gamma + i] = run;
+        }
+    }
+    __syncthreads();
+    /* Lm (strictly lower) into Tm, Pm (lower with the diagonal) to the scratch */
+    for (int64_t idx = threadIdx.x; idx < C * C; idx += blockDim.x) {
+        const int64_t i = idx / C, j = idx % C;
+        float lm = 0.0f, pm = 0.0f;
+        if (i < L && j <= i) {
+            const int64_t ki = tok(p.k_stride, b, h, t0 + i), kj = tok(p.k_stride, b, h, t0 + j);
+            const int64_t qi = tok(p.q_stride, b, h, t0 + i);
+            float kk = 0.0f, qk = 0.0f;
+            for (int64_t d = 0; d < K; d++) {
+                const float kjd = Elem<DT>::ld(k, kj + d);
+                kk += Elem<DT>::ld(k, ki + d) * kjd;
+                qk += Elem<DT>::ld(q, qi + d) * kjd;
+            }
+            const float e = expf(gam[i] - gam[j]);
+            pm = e * qk;
+            if (j < i)
+                lm = Elem<DT>::ld(beta, tok(p.beta_stride, b, h, t0 + i)) * e * kk;
+        }
+        Tm[idx] = lm;
+        rec[cs.pm + idx] = pm;
+    }
+    __syncthreads();
+    /* T = (I + Lm)^-1 by rows: T[i][j] = -Lm[i][j] - sum_{j < m < i} Lm[i][m] T[m][j] (j < i), a
+     * thread a column (C <= PREP_THREADS); row i of Lm is read before it becomes row i of T */
+    for (int64_t i = 1; i < L; i++) {
+        float val = 0.0f;
+        const int64_t j = threadIdx.x;
+        if (j < i) {
+            val = -Tm[i * C + j];
+            for (int64_t m = j + 1; m < i; m++)
+                val -= Tm[i * C + m] * Tm[m * C + j];
+        }
+        __syncthreads();
+        if (j < i)
+            Tm[i * C + j] = val;
+        __syncthreads();
+    }
+    /* W = T diag(beta e^gamma) Kc, U = T diag(beta) Vc (T's diagonal is 1) */
+    for (int64_t idx = threadIdx.x; idx < C * (K + V); idx += blockDim.x) {
+        const bool is_w = idx < C * K;
+        const int64_t cols = is_w ? K : V, e = is_w ? idx : idx - C * K;
+        const int64_t i = e / cols, d = e % cols;
+        float acc = 0.0f;
+        if (i < L)
+            for (int64_t j = 0; j <= i; j++) {
+                const float tij = j == i ? 1.0f : Tm[i * C + j];
+                const float bj = Elem<DT>::ld(beta, tok(p.beta_stride, b, h, t0 + j));
+                const float x = is_w ? Elem<DT>::ld(k, tok(p.k_stride, b, h, t0 + j) + d) * expf(gam[j])
+                                     : Elem<DT>::ld(v, tok(p.v_stride, b, h, t0 + j) + d);
+                acc += tij * bj * x;
+            }
+        rec[(is_w ? cs.w : cs.u) + e] = acc;
+    }
+}
+
+/* ---- chunked: the state passed along each sequence ---------------------------------------------- */
+
+template <int DT>
+__global__ void __launch_bounds__(STATE_THREADS)
+    chunk_state_kernel(const rudnn_gated_delta_plan_t p, const void *__restrict__ q, const void *__restrict__ k,
+                       const float *__restrict__ s_in, const void *__restrict__ table, float *__restrict__ scratch,
+                       void *__restrict__ out, float *__restrict__ s_out)
+{
+    extern __shared__ float smem[];
+    const int64_t C = p.chunk_size, K = p.key_dim, V = p.value_dim;
+    float *S = smem;              /* [K][STATE_COLS] */
+    float *D = smem + K * STATE_COLS; /* [C][STATE_COLS]: Delta */
+    const int64_t h = blockIdx.y, s = blockIdx.z;
+    const int64_t c0 = (int64_t)blockIdx.x * STATE_COLS;
+    const int lane = threadIdx.x % STATE_COLS, row0 = threadIdx.x / STATE_COLS;
+    constexpr int ROW_STEP = STATE_THREADS / STATE_COLS;
+    const int64_t col = c0 + lane;
+    const bool live = col < V;
+    const SeqInfo si = seq_info(p, table, s);
+    const float *src = state_at(s_in, p, si.row, h);
+    float *dst = (float *)state_at(s_out, p, si.row, h);
+    const ChunkScratch cs = chunk_scratch(p);
+    const int64_t b = si.batch;
+
+    for (int64_t r = row0; r < K; r += ROW_STEP)
+        S[r * STATE_COLS + lane] = live ? src[r * V + col] : 0.0f;
+    __syncthreads();
+    const int64_t chunks = (si.length + C - 1) / C;
+    for (int64_t ci = 0; ci < chunks; ci++) {
+        const int64_t c = si.chunk_first + ci, t0 = si.start + ci * C;
+        const int64_t L = min(C, si.start + si.length - t0);
+        const float *rec = scratch + (c * p.heads + h) * cs.per;
+        const float *gam = rec + cs.gamma;
+        /* Delta = U - W S */
+        for (int64_t i = row0; i < L; i += ROW_STEP) {
+            float acc = live ? rec[cs.u + i * V + col] : 0.0f;
+            const float *w = rec + cs.w + i * K;
+            for (int64_t d = 0; d < K; d++)
+                acc -= w[d] * S[d * STATE_COLS + lane];
+            D[i * STATE_COLS + lane] = acc;
+        }
+        __syncthreads();
+        /* O = scale (e^gamma Qc S + Pm Delta) */
+        for (int64_t i = row0; i < L; i += ROW_STEP) {
+            const int64_t qo = tok(p.q_stride, b, h, t0 + i);
+            float qs = 0.0f, pd = 0.0f;
+            for (int64_t d = 0; d < K; d++)
+                qs += Elem<DT>::ld(q, qo + d) * S[d * STATE_COLS + lane];
+            const float *pm = rec + cs.pm + i * C;
+            for (int64_t j = 0; j <= i; j++)
+                pd += pm[j] * D[j * STATE_COLS + lane];
+            if (live)
+                Elem<DT>::st(out, tok(p.o_stride, b, h, t0 + i) + col, p.query_scale * (expf(gam[i]) * qs + pd));
+        }
+        __syncthreads();
+        /* S = e^gamma_last S + sum_j e^(gamma_last - gamma_j) k_j Delta_j^T */
+        const float glast = gam[L - 1];
+        for (int64_t r = row0; r < K; r += ROW_STEP) {
+            float acc = expf(glast) * S[r * STATE_COLS + lane];
+            for (int64_t j = 0; j < L; j++)
+                acc += expf(glast - gam[j]) * Elem<DT>::ld(k, tok(p.k_stride, b, h, t0 + j) + r) *
+                       D[j * STATE_COLS + lane];
+            S[r * STATE_COLS + lane] = acc;
+        }
+        __syncthreads();
+    }
+    for (int64_t r = row0; r < K; r += ROW_STEP)
+        if (live)
+            dst[r * V + col] = S[r * STATE_COLS + lane];
+}
+
+std::atomic<int> smem_raised[2][3][64];
+
+template <typename F>
+rudnn_status_t allow_smem(F *fn, int which, int dt, int device, size_t bytes, const char *what)
+{
+    if (bytes <= 48 * 1024 || (device < 64 && smem_raised[which][dt][device].load(std::memory_order_acquire)))
+        return RUDNN_STATUS_SUCCESS;
+    cudaError_t err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           (int)bytes);
+    if (err != cudaSuccess)
+        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, what);
+    if (device < 64)
+        smem_raised[which][dt][device].store(1, std::memory_order_release);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+size_t prep_smem(const rudnn_gated_delta_plan_t *p)
+{
+    return (size_t)4 * (size_t)(p->chunk_size * p->chunk_size + p->chunk_size);
+}
+
+size_t state_smem(const rudnn_gated_delta_plan_t *p)
+{
+    return (size_t)4 * STATE_COLS * (size_t)(p->key_dim + p->chunk_size);
+}
+
+rudnn_status_t gdr_chunk_workspace(void *device, const rudnn_gated_delta_plan_t *p, size_t *bytes)
+{
+    const rdg_devinfo_t *dev = rdg_devinfo_of(device);
+    if (p->chunk_size > PREP_THREADS)
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "gated_delta: chunk_size %lld is past the %d this backend's "
+                         "chunk kernels take", (long long)p->chunk_size, PREP_THREADS);
+    if (prep_smem(p) > dev->smem_optin || state_smem(p) > dev->smem_optin)
+        return rdg_error(RUDNN_STATUS_BAD_PARAM, "gated_delta: chunk_size %lld with K %lld needs %zu bytes of shared "
+                         "memory a block, past the device's %zu", (long long)p->chunk_size, (long long)p->key_dim,
+                         prep_smem(p) > state_smem(p) ? prep_smem(p) : state_smem(p), dev->smem_optin);
+    *bytes = (size_t)p->chunks * (size_t)p->heads * (size_t)chunk_scratch(*p).per * sizeof(float);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+template <int DT>
+rudnn_status_t launch_chunked(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
+{
+    const int dt = DT == RUDNN_F32 ? 0 : DT == RUDNN_F16 ? 1 : 2;
+    TRY(allow_smem(chunk_prep_kernel<DT>, 0, dt, q->dev.index, prep_smem(p), "gated_delta.chunk_prep"));
+    TRY(allow_smem(chunk_state_kernel<DT>, 1, dt, q->dev.index, state_smem(p), "gated_delta.chunk_state"));
+    float *scratch = (float *)rdg_at(o->scratch);
+    rdg_note_kernel("gated_delta.chunk_prep");
+    chunk_prep_kernel<DT><<<dim3((unsigned)p->chunks, (unsigned)p->heads), PREP_THREADS, prep_smem(p), q->stream>>>(
+        *p, rdg_at(o->query), rdg_at(o->key), rdg_at(o->value), rdg_at(o->beta), (const float *)rdg_at(o->log_decay),
+        rdg_at(o->table), scratch);
+    TRY(rdg_launched("gated_delta.chunk_prep"));
+    rdg_note_kernel("gated_delta.chunk_state");
+    const dim3 grid((unsigned)rdg_ceil_div(p->value_dim, STATE_COLS), (unsigned)p->heads, (unsigned)p->sequences);
+    chunk_state_kernel<DT><<<grid, STATE_THREADS, state_smem(p), q->stream>>>(
+        *p, rdg_at(o->query), rdg_at(o->key), (const float *)rdg_at(o->initial_state), rdg_at(o->table), scratch,
+        rdg_at(o->output), (float *)rdg_at(o->final_state));
+    return rdg_launched("gated_delta.chunk_state");
+}
+
+rudnn_status_t gdr_chunked(void *queue, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
+{
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    TRY(rdg_use_device(q->dev.index));
+    if (p->sequences > 65535 || p->heads > 65535 || p->chunks > 0x7fffffff)
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "gated_delta.chunked: %lld sequences, %lld heads, %lld chunks "
+                         "exceed the launch grid", (long long)p->sequences, (long long)p->heads, (long long)p->chunks);
+    switch (p->dtype) {
+    case RUDNN_F32: return launch_chunked<RUDNN_F32>(q, p, o);
+    case RUDNN_F16: return launch_chunked<RUDNN_F16>(q, p, o);
+    default: return launch_chunked<RUDNN_BF16>(q, p, o);
+    }
+}
+
+/* A table inside a host function: a namespace-scope const would be promoted to device memory by
+ * HIP's compiler. */
+rudnn_gated_delta_kernels_t make_gated_delta_table(void)
+{
+    rudnn_gated_delta_kernels_t table;
+    memset(&table, 0, sizeof table);
+    table.recurrent = gdr_recurrent;
+    table.chunk_workspace = gdr_chunk_workspace;
+    table.chunked = gdr_chunked;
+    table.struct_size = (uint32_t)sizeof table;
+    return table;
+}
+
+} // namespace
+
+const rudnn_gated_delta_kernels_t *rdg_gated_delta_table(void)
+{
+    static rudnn_gated_delta_kernels_t table = make_gated_delta_table();
+    return &table;
+}
