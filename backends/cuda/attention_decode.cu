@@ -46,7 +46,7 @@
 
 static_assert(ATT_DEC_MAX_ROWS == 16, "flash_decode's rows are one m16 tile");
 static_assert(ATT_DEC_KEYS_PER_WARP == 16, "flash_decode's keys per warp are the k of one m16n8k16");
-static_assert(ATT_DEC_MAX_STAGES >= 2 && ATT_DEC_MAX_STAGES <= 8, "dec_wait covers 0 .. 6 pending groups");
+static_assert(ATT_DEC_MAX_STAGES >= 2 && ATT_DEC_MAX_STAGES <= 8, "rdg_copy_async_wait_n covers 0 .. 6 pending groups");
 
 namespace {
 
@@ -86,37 +86,6 @@ struct DecConfig {
 
 /* ---------------------------------------------------------------------------- device helpers */
 
-/* One 16-byte global -> shared copy, zero-filled when !valid (src is then not read, but must be
- * a mapped address): cp.async on sm_80+, a plain copy elsewhere. */
-__device__ __forceinline__ void dec_cp16(void *dst, const void *src, bool valid)
-{
-#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0)
-                 : "memory");
-#else
-    *(uint4 *)dst = valid ? *(const uint4 *)src : make_uint4(0u, 0u, 0u, 0u);
-#endif
-}
-
-/* Waits until at most n of this thread's copy groups are pending (0 <= n <= ATT_DEC_MAX_STAGES - 2). */
-__device__ __forceinline__ void dec_wait(int n)
-{
-#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    switch (n) {
-    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
-    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
-    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
-    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
-    case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
-    case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
-    default: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
-    }
-#else
-    (void)n;
-#endif
-}
-
 /* Stages rows j0 .. j0 + nrows - 1 of one K or V head (row j at src + j * stride bytes, width
  * elements) into dst (pitch bytes per row); rows past j_end become zeros. Every thread takes
  * part. vec: 16-byte copies (rows aligned: rdg_att_args vec_kv), else element loads. */
@@ -149,7 +118,7 @@ __device__ __forceinline__ void dec_stage_rows(unsigned char *dst, int pitch, co
             const char *srow = src + (ok ? j : 0) * stride; /* row 0 exists whenever a tile is staged */
             unsigned char *drow = dst + r * pitch;
             for (int c = c0; c < cpr; c += cstep)
-                dec_cp16(drow + c * 16, srow + c * 16, ok);
+                rdg_copy16_async_zfill(drow + c * 16, srow + c * 16, ok);
         }
     } else {
         for (int e = tid; e < nrows * width; e += nt) {
@@ -174,27 +143,6 @@ __device__ __forceinline__ bool dec_sees(int64_t j, int64_t j_end, int64_t lo, i
 
 #if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define DEC_HAS_MMA 1
-
-__device__ __forceinline__ uint32_t dec_smem_u32(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* "memory": the fragments are read after barriers that order the copies into the tiles */
-__device__ __forceinline__ void dec_ldsm_x4(uint32_t addr, uint32_t (&r)[4])
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-}
-__device__ __forceinline__ void dec_ldsm_x4_trans(uint32_t addr, uint32_t (&r)[4])
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-}
 
 /* (x0, x1) -> two dtype values packed (x0 in bits 0..15), round to nearest even; *rest gets
  * what the rounding left out, x - float(packed), for the lo part. */
@@ -278,11 +226,11 @@ struct DecWarp<DT, DMAX, true> {
          * K (B of S, n = key, k = d): keys lane % 8 + 8 (lane / 16), d 8 ((lane / 8) % 2);
          * V (B of P V, k = key, n = column, transposed): keys lane % 8 + 8 ((lane / 8) % 2),
          * columns 8 (lane / 16). */
-        const uint32_t qa = dec_smem_u32(q_sm) + (uint32_t)(((lane % 8) + 8 * ((lane / 8) % 2)) * s.qpitch +
+        const uint32_t qa = rdg_smem_addr(q_sm) + (uint32_t)(((lane % 8) + 8 * ((lane / 8) % 2)) * s.qpitch +
                                                              16 * (lane / 16));
-        const uint32_t ka = dec_smem_u32(k_sm) + (uint32_t)((warp * DEC_KW + (lane % 8) + 8 * (lane / 16)) * s.kpitch +
+        const uint32_t ka = rdg_smem_addr(k_sm) + (uint32_t)((warp * DEC_KW + (lane % 8) + 8 * (lane / 16)) * s.kpitch +
                                                              16 * ((lane / 8) % 2));
-        const uint32_t va = dec_smem_u32(v_sm) +
+        const uint32_t va = rdg_smem_addr(v_sm) +
                             (uint32_t)((warp * DEC_KW + (lane % 8) + 8 * ((lane / 8) % 2)) * s.vpitch + 16 * (lane / 16));
 
         /* S = Q K^T over this warp's 16 keys: sc[nb] is the m16n8 tile of keys 8 nb .. 8 nb + 7 */
@@ -296,8 +244,8 @@ struct DecWarp<DT, DMAX, true> {
 #pragma unroll 4
         for (int kk = 0; kk < ksteps; kk++) {
             uint32_t af[4], bf[4];
-            dec_ldsm_x4(qa + kk * 32, af);
-            dec_ldsm_x4(ka + kk * 32, bf);
+            rdg_ldsm_x4(qa + kk * 32, af);
+            rdg_ldsm_x4(ka + kk * 32, bf);
             mma16816<DT>(sc[0], af, bf[0], bf[1]);
             mma16816<DT>(sc[1], af, bf[2], bf[3]);
         }
@@ -356,7 +304,7 @@ struct DecWarp<DT, DMAX, true> {
         for (int np = 0; np < DMAX / 16; np++) {
             if (np * 16 < s.dv16) {
                 uint32_t bv[4];
-                dec_ldsm_x4_trans(va + np * 32, bv);
+                rdg_ldsm_x4_trans(va + np * 32, bv);
                 mma16816<DT>(acc[2 * np], ph, bv[0], bv[1]);
                 mma16816<DT>(acc[2 * np], pl, bv[0], bv[1]);
                 mma16816<DT>(acc[2 * np + 1], ph, bv[2], bv[3]);
@@ -634,7 +582,7 @@ __global__ void RDG_LAUNCH_BOUNDS(ATT_DEC_WARPS *RDG_WARP, ATT_DEC_CTAS_PER_SM)
             rdg_copy_async_commit();
         }
         for (int t = 0; t < ntiles; t++) {
-            dec_wait(s.stages - 2);
+            rdg_copy_async_wait_n(s.stages - 2);
             __syncthreads(); /* tile t is in for every thread; tile t - 1's readers are done */
             if (t + s.stages - 1 < ntiles)
                 stage(t + s.stages - 1); /* into tile t - 1's slot */
@@ -648,7 +596,7 @@ __global__ void RDG_LAUNCH_BOUNDS(ATT_DEC_WARPS *RDG_WARP, ATT_DEC_CTAS_PER_SM)
                 st.tile(a, s, rows, q_sm, k_ring + (size_t)slot * s.stage_k, v_ring + (size_t)slot * s.stage_v, tj0,
                         scr, warp, lane);
         }
-        dec_wait(0);
+        rdg_copy_async_wait_n(0);
         __syncthreads(); /* the rings are free for the merge */
 
         /* merge the warps: weights exp(m_w - M) / L per row, then each output element */

@@ -6,11 +6,14 @@
  *                            memory: the contract's 4 (C^2 + C) bytes), W, U and Pm to the scratch;
  *   gated_delta.chunk_state  a block per (sequence, head, 32 value columns) walking its chunks in
  *                            order: Delta = U - W S, the output, the state update.
- * Only chunk_state is serial along a sequence. */
+ * Only chunk_state is serial along a sequence. The chunked entry takes the tensor-core kernels of
+ * gated_delta_tc.cu (CUDA) where they fit: F16/BF16, chunks of 64, K and V of 64 or 128, 16-byte
+ * aligned rows; these are the general path. */
 #include <atomic>
 
 #include "rdg_internal.h"
 #include "elem.cuh"
+#include "gated_delta.cuh"
 
 namespace {
 
@@ -19,57 +22,6 @@ constexpr int REC_PARTS = 4;    /* warps splitting the key rows */
 constexpr int PREP_THREADS = 256;
 constexpr int STATE_COLS = 32;  /* value columns a chunk_state block owns */
 constexpr int STATE_THREADS = 256;
-
-struct SeqInfo {
-    int64_t batch, start, length, chunk_first;
-    int32_t row;
-};
-
-/* Sequence s of the plan: the varlen table, or batch row s of a fixed-length call. */
-__device__ __forceinline__ SeqInfo seq_info(const rudnn_gated_delta_plan_t &p, const void *table, int64_t s)
-{
-    SeqInfo si;
-    if (p.varlen) {
-        const int64_t n = p.sequences;
-        const int64_t *t = (const int64_t *)table;
-        si.batch = 0, si.start = t[s], si.length = t[n + s], si.chunk_first = t[2 * n + s];
-        si.row = ((const int32_t *)(t + 3 * n + 1))[s];
-    } else {
-        const int64_t per = p.chunk_size ? (p.seq_len + p.chunk_size - 1) / p.chunk_size : 0;
-        si.batch = s, si.start = 0, si.length = p.seq_len, si.chunk_first = s * per, si.row = (int32_t)s;
-    }
-    return si;
-}
-
-/* The sequence chunk c belongs to (varlen: binary search of chunk_first). */
-__device__ __forceinline__ int64_t seq_of_chunk(const rudnn_gated_delta_plan_t &p, const void *table, int64_t c)
-{
-    if (!p.varlen) {
-        const int64_t per = (p.seq_len + p.chunk_size - 1) / p.chunk_size;
-        return c / per;
-    }
-    const int64_t *first = (const int64_t *)table + 2 * p.sequences;
-    int64_t lo = 0, hi = p.sequences - 1; /* the last s with first[s] <= c (and a nonempty range) */
-    while (lo < hi) {
-        const int64_t mid = (lo + hi + 1) / 2;
-        if (first[mid] <= c)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
-__device__ __forceinline__ int64_t tok(const int64_t st[3], int64_t b, int64_t h, int64_t t)
-{
-    return b * st[0] + h * st[1] + t * st[2];
-}
-
-__device__ __forceinline__ const float *state_at(const void *base, const rudnn_gated_delta_plan_t &p, int64_t row,
-                                                 int64_t h)
-{
-    return (const float *)base + (row * p.heads + h) * p.key_dim * p.value_dim;
-}
 
 /* ---- recurrent --------------------------------------------------------------------------------- */
 
@@ -85,7 +37,8 @@ __global__ void __launch_bounds__(REC_COLS *REC_PARTS)
     const int lane = threadIdx.x % REC_COLS, part = threadIdx.x / REC_COLS;
     const int64_t h = blockIdx.y, s = blockIdx.z;
     const int64_t col = (int64_t)blockIdx.x * REC_COLS + lane;
-    const int64_t K = p.key_dim, V = p.value_dim;
+    const int K = (int)p.key_dim;
+    const int64_t V = p.value_dim;
     const bool live = col < V;
     const SeqInfo si = seq_info(p, table, s);
     const float *src = state_at(s_in, p, si.row, h);
@@ -94,12 +47,12 @@ __global__ void __launch_bounds__(REC_COLS *REC_PARTS)
     float S[KR]; /* rows part, part + 4, ... of column col */
 #pragma unroll
     for (int i = 0; i < KR; i++) {
-        const int64_t r = part + REC_PARTS * i;
+        const int r = part + REC_PARTS * i;
         S[i] = live && r < K ? src[r * V + col] : 0.0f;
     }
     for (int64_t t = si.start; t < si.start + si.length; t++) {
         const int64_t qo = tok(p.q_stride, si.batch, h, t), ko = tok(p.k_stride, si.batch, h, t);
-        for (int64_t i = threadIdx.x; i < K; i += blockDim.x) {
+        for (int i = threadIdx.x; i < K; i += blockDim.x) {
             qs[i] = Elem<DT>::ld(q, qo + i);
             ks[i] = Elem<DT>::ld(k, ko + i);
         }
@@ -108,7 +61,7 @@ __global__ void __launch_bounds__(REC_COLS *REC_PARTS)
         float dk = 0.0f, dq = 0.0f, kq = 0.0f;
 #pragma unroll
         for (int i = 0; i < KR; i++) {
-            const int64_t r = part + REC_PARTS * i;
+            const int r = part + REC_PARTS * i;
             const float kr = r < K ? ks[r] : 0.0f, qr = r < K ? qs[r] : 0.0f;
             S[i] *= g;
             dk += S[i] * kr, dq += S[i] * qr, kq += kr * qr;
@@ -126,14 +79,14 @@ __global__ void __launch_bounds__(REC_COLS *REC_PARTS)
             Elem<DT>::st(out, tok(p.o_stride, si.batch, h, t) + col, p.query_scale * (qv + kqs * delta));
 #pragma unroll
         for (int i = 0; i < KR; i++) {
-            const int64_t r = part + REC_PARTS * i;
+            const int r = part + REC_PARTS * i;
             S[i] += (r < K ? ks[r] : 0.0f) * delta;
         }
         __syncthreads(); /* qs, ks and red are rewritten by the next token */
     }
 #pragma unroll
     for (int i = 0; i < KR; i++) {
-        const int64_t r = part + REC_PARTS * i;
+        const int r = part + REC_PARTS * i;
         if (live && r < K)
             dst[r * V + col] = S[i];
     }
@@ -393,6 +346,11 @@ rudnn_status_t gdr_chunk_workspace(void *device, const rudnn_gated_delta_plan_t 
                          "memory a block, past the device's %zu", (long long)p->chunk_size, (long long)p->key_dim,
                          prep_smem(p) > state_smem(p) ? prep_smem(p) : state_smem(p), dev->smem_optin);
     *bytes = (size_t)p->chunks * (size_t)p->heads * (size_t)chunk_scratch(*p).per * sizeof(float);
+#if !RDG_HIP
+    /* the tensor-core path is chosen per call (it also needs aligned operands): room for either */
+    if (rdg_gdr_tc_plan_fits(dev, p) && rdg_gdr_tc_scratch(p) > *bytes)
+        *bytes = rdg_gdr_tc_scratch(p);
+#endif
     return RUDNN_STATUS_SUCCESS;
 }
 
@@ -423,6 +381,10 @@ rudnn_status_t gdr_chunked(void *queue, const rudnn_gated_delta_plan_t *p, const
     if (p->sequences > 65535 || p->heads > 65535 || p->chunks > 0x7fffffff)
         return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "gated_delta.chunked: %lld sequences, %lld heads, %lld chunks "
                          "exceed the launch grid", (long long)p->sequences, (long long)p->heads, (long long)p->chunks);
+#if !RDG_HIP
+    if (rdg_gdr_tc_fits(&q->dev, p, o))
+        return rdg_gdr_tc_chunked(q, p, o);
+#endif
     switch (p->dtype) {
     case RUDNN_F32: return launch_chunked<RUDNN_F32>(q, p, o);
     case RUDNN_F16: return launch_chunked<RUDNN_F16>(q, p, o);

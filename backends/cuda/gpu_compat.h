@@ -223,6 +223,18 @@ __device__ __forceinline__ void rdg_copy16_async(void *smem, const void *gmem)
 #endif
 }
 
+/* rdg_copy16_async, zero-filled when !valid (gmem is then not read, but must be a mapped address). */
+__device__ __forceinline__ void rdg_copy16_async_zfill(void *smem, const void *gmem, bool valid)
+{
+#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0)
+                 : "memory");
+#else
+    *(uint4 *)smem = valid ? *(const uint4 *)gmem : make_uint4(0u, 0u, 0u, 0u);
+#endif
+}
+
 __device__ __forceinline__ void rdg_copy_async_commit(void)
 {
 #if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -235,6 +247,24 @@ __device__ __forceinline__ void rdg_copy_async_wait(void)
 {
 #if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+/* Waits until at most n (0 .. 6) of this thread's copy groups are pending. */
+__device__ __forceinline__ void rdg_copy_async_wait_n(int n)
+{
+#if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    switch (n) {
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+    }
+#else
+    (void)n;
 #endif
 }
 

@@ -112,6 +112,15 @@ rudnn_status_t rdg_moe_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t 
 rudnn_status_t rdg_moe_combine(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t expert_out,
                                rudnn_mem_ref_t positions, rudnn_mem_ref_t weights, rudnn_mem_ref_t out);
 
+/* gated_delta_tc.cu (CUDA only): the chunked gated delta rule on tensor cores. plan_fits: the plan
+ * (dtype, chunk 64, K and V of 64 or 128, shared memory) can take it; fits: also the operands'
+ * alignment (16-byte rows); scratch: its bytes. */
+int rdg_gdr_tc_plan_fits(const rdg_devinfo_t *dev, const rudnn_gated_delta_plan_t *p);
+int rdg_gdr_tc_fits(const rdg_devinfo_t *dev, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o);
+size_t rdg_gdr_tc_scratch(const rudnn_gated_delta_plan_t *p);
+rudnn_status_t rdg_gdr_tc_chunked(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p,
+                                  const rudnn_gated_delta_operands_t *o);
+
 /* ffn_gemv.cu: the weight-only GEMM for few rows, where rdg_ffn_gemv_fits; scratch of
  * rdg_ffn_gemv_scratch bytes (the split-k partials). */
 int rdg_ffn_gemv_fits(const rudnn_ffn_gemm_plan_t *p);
