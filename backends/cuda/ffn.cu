@@ -364,13 +364,18 @@ rudnn_status_t ffn_gemm_tiled_any(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p
     return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm: no kernel for dtypes %d x %d", a, b);
 }
 
-/* Scratch of gemm: the split-k partials of the few-rows weight-only kernel, the transposed int8
- * weights of the cuBLAS int8 path. */
+/* Scratch of gemm: the split-k partials of the few-rows weight-only kernel and of the int4
+ * tensor-core kernel (both sized: whether the latter runs depends on the weights' alignment too),
+ * the transposed int8 weights of the cuBLAS int8 path. */
 rudnn_status_t ffn_gemm_workspace(void *device, const rudnn_ffn_gemm_plan_t *p, size_t *bytes)
 {
     *bytes = 0;
     if (rdg_ffn_gemv_fits(p))
         *bytes = rdg_ffn_gemv_scratch(rdg_devinfo_of(device), p);
+#if !RDG_HIP
+    const size_t mma = rdg_ffn_mma_w4_scratch(rdg_devinfo_of(device), p);
+    *bytes = mma > *bytes ? mma : *bytes;
+#endif
 #if !RDG_HIP && RDG_HAVE_CUBLAS
     if (p->a_dtype == RUDNN_I8 && rdg_ffn_cublas_i8_fits(p))
         *bytes = (size_t)p->k * (size_t)p->n;
@@ -379,9 +384,11 @@ rudnn_status_t ffn_gemm_workspace(void *device, const rudnn_ffn_gemm_plan_t *p, 
 }
 
 /* The GEMM implementation is the backend's choice, as a BLAS picks its kernels: cuBLAS for float
- * operands and for int8 with leading dims that are multiples of 4, the few-rows kernel for
- * weight-only GEMMs of up to FFN_GEMV_MAX_M rows, the tiled kernel otherwise (larger weight-only
- * GEMMs, HIP, cuBLAS not found). rudnn_last_kernel names what ran. */
+ * operands and for int8 with leading dims that are multiples of 4, the int4 tensor-core kernel
+ * (CUDA, sm_80+) for BF16 / F16 x int4 of up to FFN_MMA_W4_MAX_M rows where it fits
+ * (rdg_ffn_mma_w4_fits: n % 256, k and the groups' rows % 16, 16-byte aligned weights), the
+ * few-rows kernel for the other weight-only GEMMs of up to FFN_GEMV_MAX_M rows, the tiled kernel
+ * otherwise (larger weight-only GEMMs, HIP, cuBLAS not found). rudnn_last_kernel names what ran. */
 rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_ref_t a, rudnn_mem_ref_t b,
                         rudnn_mem_ref_t scale, rudnn_mem_ref_t offset, rudnn_mem_ref_t scratch, rudnn_mem_ref_t c)
 {
@@ -393,6 +400,10 @@ rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_r
     if (p->a_dtype == RUDNN_I8 && rdg_ffn_cublas_i8_fits(p) && scratch.mem &&
         (uintptr_t)rdg_at(a) % 16 == 0 && (uintptr_t)rdg_at(c) % 16 == 0)
         return rdg_ffn_gemm_cublas_i8(q, p, rdg_at(a), rdg_at(b), rdg_at(scratch), rdg_at(c));
+#endif
+#if !RDG_HIP
+    if (rdg_ffn_mma_w4_fits(&q->dev, p, rdg_at(b), scratch.mem != NULL))
+        return rdg_ffn_mma_w4(q, p, rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(scratch), rdg_at(c));
 #endif
     /* the few-rows kernel reads a row's weights as one aligned word (int4) or two (int8) */
     const uintptr_t word = p->b_dtype == RUDNN_I4 ? 4 : 8;

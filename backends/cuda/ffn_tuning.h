@@ -33,6 +33,48 @@
 #endif
 #define FFN_GEMV_MIN_ROWS 128
 
+/* The int4 weight-only GEMM on tensor cores (ffn_mma_w4.cu, "ffn.mma_w4"):
+ * rows of A up to which ffn_gemm takes it: past 64 it runs token blocks of 64, each block
+ * dequantizing the weights again (read from L2 the second time); at 128 its mma.sync work is still
+ * below a BF16 GEMM's weight bytes (to be measured against cuBLAS: lower it if slower) */
+#ifndef FFN_MMA_W4_MAX_M
+#define FFN_MMA_W4_MAX_M 128
+#endif
+/* threads a block: 4 warps (side by side along n, or splitting k between them) */
+#define FFN_MMA_W4_THREADS 128
+/* k16 steps of weights a warp keeps in flight (cp.async ring, 1 KiB a step at m <= 16): 5 ahead x
+ * 12 warps = 60 KiB an SM, above the ~30 KiB that H200's latency x bandwidth share asks */
+#ifndef FFN_MMA_W4_STAGES
+#define FFN_MMA_W4_STAGES 6
+#endif
+/* blocks an SM for m <= 32 (12 warps, at most 170 registers a thread) and for m > 32 (the 8-tile
+ * variant holds 128 accumulators a thread: 8 warps); the split of k aims at one wave of these */
+#ifndef FFN_MMA_W4_BLOCKS_SM_SMALL
+#define FFN_MMA_W4_BLOCKS_SM_SMALL 3
+#endif
+#ifndef FFN_MMA_W4_BLOCKS_SM_LARGE
+#define FFN_MMA_W4_BLOCKS_SM_LARGE 2
+#endif
+/* rows of A a staged chunk (one block barrier each): 256 for up to 32 tokens (8.7 .. 35 KiB double
+ * buffered), 128 for 64 tokens (37 KiB) */
+#ifndef FFN_MMA_W4_KC
+#define FFN_MMA_W4_KC 256
+#endif
+#ifndef FFN_MMA_W4_KC_LARGE
+#define FFN_MMA_W4_KC_LARGE 128
+#endif
+/* the fewest k16 steps a warp takes in a split (the ring's fill and the epilogue amortised), and the
+ * most splits */
+#ifndef FFN_MMA_W4_MIN_STEPS
+#define FFN_MMA_W4_MIN_STEPS 8
+#endif
+#define FFN_MMA_W4_MAX_SPLITS 64
+/* weight of the partials' bytes against the weights' in the split choice, percent: they are
+ * written and read back mostly in L2, cheaper than the weights' DRAM reads */
+#ifndef FFN_MMA_W4_PARTIAL_COST
+#define FFN_MMA_W4_PARTIAL_COST 50
+#endif
+
 /* The element-wise epilogues: threads a block, and at most this many blocks an SM (grid-stride). */
 #define FFN_EW_THREADS 256
 #define FFN_EW_BLOCKS_PER_SM 8

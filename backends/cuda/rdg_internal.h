@@ -128,6 +128,16 @@ size_t rdg_ffn_gemv_scratch(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_
 rudnn_status_t rdg_ffn_gemv(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
                             const void *scale, const void *offset, void *scratch, void *c);
 
+/* ffn_mma_w4.cu (CUDA only): the int4 weight-only GEMM on tensor cores (sm_80+). plan_fits: the
+ * plan can take it (BF16 / F16 A, m <= FFN_MMA_W4_MAX_M, n % 256, k % 16, groups of a multiple of 16
+ * rows); fits: also 16-byte aligned weights, and a scratch where this m needs partials; scratch:
+ * the partials' bytes for any m' <= the plan's m (0: none, the kernel then writes c itself). */
+int rdg_ffn_mma_w4_plan_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
+int rdg_ffn_mma_w4_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, const void *b, int has_scratch);
+size_t rdg_ffn_mma_w4_scratch(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
+rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
+                              const void *scale, const void *offset, void *scratch, void *c);
+
 /* ffn_cublas.cu (CUDA with cuBLAS's headers): the FFN's float GEMM (hal/ffn.h) on cuBLAS. */
 rudnn_status_t rdg_ffn_gemm_cublas(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
                                    void *c);

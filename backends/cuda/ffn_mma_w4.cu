@@ -1,0 +1,654 @@
+/* The FFN's int4 weight-only GEMM on tensor cores (CUDA only, sm_80+: mma.sync): C [m, n] = A [m, k]
+ * W' [k, n], A BF16 / F16, W int4 (I4 storage: byte (r, c / 2) holds column c in its low nibble and
+ * c + 1 in its high one), W' = round_A((w + offset) scale) per hal/ffn.h, FP32 sums. Kernel
+ * "ffn.mma_w4", for m <= FFN_MMA_W4_MAX_M where rdg_ffn_mma_w4_fits.
+ *
+ * It computes C^T = W'^T A^T with mma.sync.m16n8k16 (row.col): the weights are the A operand (16
+ * weight columns x 16 k), the tokens the B operand (8 a tile). Two freedoms make the weights' loads
+ * plain: an A fragment's 16 rows may be any 16 columns of W (C is written with the same map), and
+ * the 16 k slots of a k16 step any 16 rows of W, the tokens' fragment taking the same order.
+ *   - lane = 4 g + t. Per k16 step at rows k0 .. k0 + 15 a thread holds VB bytes (2 VB columns) of
+ *     each of the rows k0 + 4 t + i, i = 0..3, at the columns col_w + 2 VB g + [0, 2 VB): a warp
+ *     covers 16 VB columns (VB 8: 128), each row's 8 VB bytes contiguous.
+ *   - k slots 2t, 2t+1 are rows 4t, 4t+1; slots 2t+8, 2t+9 rows 4t+2, 4t+3. Tile j (0 .. VB - 1):
+ *     fragment row g is column col_w + 2 VB g + 2 j (the low nibbles of byte j), row g + 8 the column
+ *     after it (the high nibbles). So a0a1 = low nibbles of byte j of rows 4t, 4t+1, a2a3 their high
+ *     nibbles, a4a5 / a6a7 the same of rows 4t+2, 4t+3.
+ *   - The tokens' fragment of token g is A[g][k0 + 4t .. k0 + 4t + 3]: 8 contiguous bytes of the
+ *     activations staged in shared memory (tokens past m are zeros).
+ * Dequantization without offset: a prmt pairs two rows' bytes ([x.b0, x.b1, y.b0, y.b1]), a lop3
+ * puts a nibble (XOR 8: w + 8) under a magic exponent (bf16 128, f16 1024: 128 + 8 + w), a packed
+ * subtract leaves w exactly, a packed multiply by the column's scale rounds w s once (exact in FP32,
+ * so it is hal/ffn.h's rounding). F16's high nibbles stay in place (1024 + 16 (w + 8), one fma by
+ * 1/16 gives w). With an offset: FP32 (w + o) s, rounded once, as hal/ffn.h.
+ *
+ * Memory: each weight byte is read once, by cp.async into a ring of FFN_MMA_W4_STAGES k16 steps a
+ * warp (each lane reads back only what its warp copied: __syncwarp, no block barrier), so that the
+ * bytes in flight do not hold registers. The activations of the block's k slice are staged in
+ * chunks of kc rows (double-buffered, one block barrier a chunk). A block is 4 warps: wc warps side
+ * by side along n and wk along k (interleaved k16 steps), summed in shared memory in a fixed order;
+ * the grid splits k (so that one wave of blocks fills the GPU) and, past FFN_MMA_W4_TOKENS_MAX
+ * tokens, the tokens. Splits write FP32 partials [split, m, n] that a second kernel adds in split
+ * order. Every sum has one fixed order: deterministic. */
+#include <string.h>
+
+#include "rdg_internal.h"
+#include "ffn_tuning.h"
+#include "mma_sync.cuh"
+
+namespace {
+
+constexpr int THREADS = FFN_MMA_W4_THREADS;
+constexpr int WARPS = THREADS / 32;
+constexpr int STAGES = FFN_MMA_W4_STAGES;
+static_assert(WARPS == 4, "a block is 4 warps (wc x wk of 4 x 1, 2 x 2, 1 x 4)");
+static_assert(STAGES >= 2 && STAGES <= 8, "cp.async waits are written for 2 .. 8 stages");
+
+struct MmaArgs {
+    const void *a;         /* [m, k] */
+    const uint8_t *b;      /* [k, n / 2] */
+    const uint16_t *scale; /* [groups, n] */
+    const uint16_t *offset;
+    float *partial; /* [splits, m, n] when splits > 1 */
+    void *c;        /* [m, n] when splits == 1 */
+    int64_t n;
+    int m, k;
+    int group_rows;
+    int steps_per_split; /* k16 steps a split */
+    int splits;
+    int wk;      /* warps along k in a block */
+    int kc;      /* activation rows a chunk (a multiple of 16) */
+    int a_async; /* A 16-byte aligned: staged with cp.async */
+    int c_dtype;
+};
+
+/* ---- PTX helpers -------------------------------------------------------------------------------- */
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
+{
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+
+/* mask ? (c ? ~a : a) : c, bitwise: the masked bits of a, those also set in c inverted, the other
+ * bits c's (0x6A = F(0xF0, 0xCC, 0xAA) for (b & (a ^ c)) | (~b & c)). */
+template <uint32_t MASK, uint32_t C>
+__device__ __forceinline__ uint32_t lop3_field(uint32_t a)
+{
+    uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(r) : "r"(a), "n"(MASK), "n"(C));
+    return r;
+}
+
+template <int ADT>
+__device__ __forceinline__ uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c)
+{
+    uint32_t r;
+    if constexpr (ADT == RUDNN_BF16)
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    else
+        asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+
+template <int N>
+__device__ __forceinline__ void cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* waits until at most n (clamped to 0 .. 7) of this thread's copy groups are pending */
+__device__ __forceinline__ void cp_wait_runtime(int n)
+{
+    switch (n < 0 ? 0 : n) {
+    case 0: cp_wait<0>(); break;
+    case 1: cp_wait<1>(); break;
+    case 2: cp_wait<2>(); break;
+    case 3: cp_wait<3>(); break;
+    case 4: cp_wait<4>(); break;
+    case 5: cp_wait<5>(); break;
+    case 6: cp_wait<6>(); break;
+    default: cp_wait<7>(); break;
+    }
+}
+
+__device__ __forceinline__ void cp_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void cp16(uint32_t smem, const void *gmem)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
+}
+
+/* ---- dequantization ----------------------------------------------------------------------------- */
+
+/* The 16-bit pair holding 128 + 8 + w (bf16) or 1024 + 8 + w (f16) of the nibbles at bits 0..3 and
+ * 16..19 of v (two's complement nibbles: XOR 8 gives w + 8). */
+template <int ADT>
+__device__ __forceinline__ uint32_t nib_lo(uint32_t v)
+{
+    if constexpr (ADT == RUDNN_BF16)
+        return lop3_field<0x000f000fu, 0x43084308u>(v);
+    else
+        return lop3_field<0x000f000fu, 0x64086408u>(v);
+}
+
+/* without offset: the low-nibble pair t as w s, each half rounded once */
+template <int ADT>
+__device__ __forceinline__ uint32_t deq_lo(uint32_t t, uint32_t s2)
+{
+    constexpr uint32_t one = ADT == RUDNN_BF16 ? 0x3F803F80u : 0x3C003C00u;
+    constexpr uint32_t bias = ADT == RUDNN_BF16 ? 0xC308C308u : 0xE408E408u; /* -136, -1032 */
+    return hfma2<ADT>(hfma2<ADT>(t, one, bias), s2, 0x80008000u);            /* + -0: the product's sign */
+}
+
+/* The pair from the nibbles at bits 4..7 and 20..23 of v: bf16 shifts them down (its mantissa has
+ * no room for them in place); f16 keeps them: 1024 + 16 (w + 8), and fma(t, 1/16, -72) = w exactly. */
+template <int ADT>
+__device__ __forceinline__ uint32_t deq_hi(uint32_t v, uint32_t s2)
+{
+    if constexpr (ADT == RUDNN_BF16) {
+        return deq_lo<ADT>(nib_lo<ADT>(v >> 4), s2);
+    } else {
+        const uint32_t t = lop3_field<0x00f000f0u, 0x64806480u>(v);
+        return hfma2<ADT>(hfma2<ADT>(t, 0x2C002C00u, 0xD480D480u), s2, 0x80008000u);
+    }
+}
+
+/* with offset: the pair t of nib_lo as round_A((w + o) s) in FP32 (o, s: the column's) */
+template <int ADT>
+__device__ __forceinline__ uint32_t deq_off(uint32_t t, float o, float s)
+{
+    float lo, hi;
+    if constexpr (ADT == RUDNN_BF16) {
+        lo = __uint_as_float(t << 16) - 136.0f;
+        hi = __uint_as_float(t & 0xffff0000u) - 136.0f;
+    } else {
+        lo = rdg_f16_to_f32((uint16_t)t) - 1032.0f;
+        hi = rdg_f16_to_f32((uint16_t)(t >> 16)) - 1032.0f;
+    }
+    lo = __fmul_rn(__fadd_rn(lo, o), s);
+    hi = __fmul_rn(__fadd_rn(hi, o), s);
+    if constexpr (ADT == RUDNN_BF16)
+        return rdg_pack_bf16x2(lo, hi);
+    else
+        return (uint32_t)rdg_f32_to_f16(lo) | (uint32_t)rdg_f32_to_f16(hi) << 16;
+}
+
+/* ---- the kernel --------------------------------------------------------------------------------- */
+
+/* Shared memory: the weight rings (WARPS x STAGES x 128 VB bytes), then the two activation chunk
+ * buffers (MT rows of kc + 16 elements: the pad spreads the tokens' fragment loads over the banks);
+ * the epilogue reuses it from 0 for the warps' sums. */
+template <int VB, int NT>
+struct Smem {
+    static constexpr int MT = 8 * NT;
+    static constexpr int STAGE = 128 * VB;
+    static constexpr int RING = WARPS * STAGES * STAGE;
+    static constexpr int REGS = 4 * VB * NT;
+    static constexpr int EPI = WARPS * REGS * 33 * 4;
+    static size_t a_stride(int kc) { return (size_t)kc + 16; }
+    static size_t bytes(int kc)
+    {
+        const size_t main = (size_t)RING + 2 * (size_t)MT * a_stride(kc) * 2;
+        return main > (size_t)EPI ? main : (size_t)EPI;
+    }
+};
+
+template <int ADT, int VB, int NT, bool OFF, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
+{
+    using SM = Smem<VB, NT>;
+    constexpr int MT = SM::MT, STAGE = SM::STAGE, COLS_W = 16 * VB, WORDS = VB / 4;
+    constexpr int CPL = STAGE / 16 / 32; /* 16-byte copies a lane a stage */
+    static_assert(VB == 4 || VB == 8 || VB == 16, "VB: 4, 8 or 16 bytes a row a thread");
+    extern __shared__ __align__(16) uint8_t smem[];
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int gq = lane >> 2, tq = lane & 3;
+    const int wk = g.wk, wcn = WARPS / wk;
+    const int wc = warp % wcn, kw = warp / wcn;
+    const int cols_cta = wcn * COLS_W;
+    const int64_t col_cta = (int64_t)blockIdx.y * cols_cta;
+    const int64_t col_w = col_cta + (int64_t)wc * COLS_W;
+    const int tok0 = (int)blockIdx.x * MT;
+    const int mrows = g.m - tok0 < MT ? g.m - tok0 : MT;
+    const int steps = g.k / 16;
+    const int s0 = (int)blockIdx.z * g.steps_per_split;
+    const int s1 = s0 + g.steps_per_split < steps ? s0 + g.steps_per_split : steps;
+    const int kc = g.kc, cs = kc / 16;
+    const int ast = kc + 16;
+    const int64_t rowbytes = g.n / 2;
+
+    uint8_t *ring = smem + warp * STAGES * STAGE;
+    uint16_t *abuf = (uint16_t *)(smem + SM::RING);
+    const uint32_t ring_s = rdg_smem_addr(ring);
+
+    /* tokens past m read zeros */
+    for (int e = tid; e < 2 * (MT - mrows) * ast; e += THREADS) {
+        const int b = e / ((MT - mrows) * ast), r = e % ((MT - mrows) * ast);
+        abuf[(size_t)b * MT * ast + (size_t)mrows * ast + r] = 0;
+    }
+
+    /* the activation rows of chunk ch into buffer ch & 1 (cp.async when aligned, else plain) */
+    auto stage_a = [&](int ch) {
+        const int r0 = 16 * (s0 + ch * cs);
+        const int krows = 16 * s1 - r0 < kc ? 16 * s1 - r0 : kc;
+        uint16_t *dst = abuf + (size_t)(ch & 1) * MT * ast;
+        const uint16_t *src = (const uint16_t *)g.a + (int64_t)tok0 * g.k + r0;
+        if (g.a_async) {
+            const int per = krows / 8;
+            for (int e = tid; e < mrows * per; e += THREADS) {
+                const int tk = e / per, p = e % per;
+                cp16(rdg_smem_addr(dst + (size_t)tk * ast + 8 * p), src + (int64_t)tk * g.k + 8 * p);
+            }
+        } else {
+            for (int e = tid; e < mrows * krows; e += THREADS) {
+                const int tk = e / krows, p = e % krows;
+                dst[(size_t)tk * ast + p] = __ldg(src + (int64_t)tk * g.k + p);
+            }
+        }
+    };
+
+    /* this warp's k16 steps: s0 + kw + wk i, i < nsteps */
+    const int nsteps = s1 - s0 - kw > 0 ? (s1 - s0 - kw + wk - 1) / wk : 0;
+    const int64_t step_bytes = 16 * (int64_t)wk * rowbytes;
+    const uint8_t *src = g.b + (int64_t)16 * (s0 + kw) * rowbytes + col_w / 2;
+    int64_t src_off[CPL];
+    uint32_t dst_off[CPL];
+#pragma unroll
+    for (int q = 0; q < CPL; q++) {
+        const int cidx = lane + 32 * q, slot = cidx / (VB / 2), part = cidx % (VB / 2);
+        const int r = 4 * (slot & 3) + (slot >> 2); /* slot i * 4 + t holds row 4 t + i */
+        src_off[q] = (int64_t)r * rowbytes + 16 * part;
+        dst_off[q] = (uint32_t)cidx * 16u;
+    }
+    int issued = 0, slot_in = 0;
+    auto issue = [&]() {
+        if (issued < nsteps) {
+#pragma unroll
+            for (int q = 0; q < CPL; q++)
+                cp16(ring_s + (uint32_t)(slot_in * STAGE) + dst_off[q], src + src_off[q]);
+            src += step_bytes;
+        }
+        cp_commit();
+        issued++;
+        slot_in = slot_in + 1 == STAGES ? 0 : slot_in + 1;
+    };
+
+    /* scales (and offsets) of the columns col_w + 2 VB gq + c: the next group's loaded ahead */
+    const int gr = g.group_rows;
+    const int first_row = 16 * (s0 + kw);
+    const int64_t col_t = col_w + 2 * VB * gq;
+    uint32_t pre_s[2 * VB], pre_o[OFF ? 2 * VB : 1];
+    auto prefetch = [&](int grp) {
+        const uint16_t *sp = g.scale + (int64_t)grp * g.n + col_t;
+#pragma unroll
+        for (int c = 0; c < 2 * VB; c++)
+            pre_s[c] = __ldg(sp + c);
+        if constexpr (OFF) {
+            const uint16_t *op = g.offset + (int64_t)grp * g.n + col_t;
+#pragma unroll
+            for (int c = 0; c < 2 * VB; c++)
+                pre_o[c] = __ldg(op + c);
+        }
+    };
+    if (nsteps > 0)
+        prefetch(first_row / gr);
+    int next_bound = first_row;
+    uint32_t s2[OFF ? 1 : 2 * VB];
+    float sf[OFF ? 2 * VB : 1], of[OFF ? 2 * VB : 1];
+
+    float acc[VB][NT][4];
+#pragma unroll
+    for (int j = 0; j < VB; j++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                acc[j][nt][i] = 0.0f;
+
+    /* prologue: chunk 0 of the activations, STAGES - 1 steps of weights */
+    const int nch = s1 > s0 ? (s1 - s0 + cs - 1) / cs : 0;
+    if (nch > 0)
+        stage_a(0);
+    cp_commit();
+    int after_a = 0; /* copy groups committed after the latest activation chunk's */
+#pragma unroll
+    for (int p = 0; p < STAGES - 1; p++)
+        issue();
+    after_a = STAGES - 1;
+
+    int slot_out = 0, done = 0;
+    for (int ch = 0; ch < nch; ch++) {
+        cp_wait_runtime(after_a < STAGES - 1 ? after_a : STAGES - 1); /* this chunk's own copies */
+        __syncthreads(); /* every thread's copies of it, and everyone past the chunk before */
+        if (ch + 1 < nch) {
+            stage_a(ch + 1);
+            cp_commit();
+            after_a = 0;
+        }
+        const uint16_t *ab = abuf + (size_t)(ch & 1) * MT * ast;
+        const int cs0 = s0 + ch * cs, cs1 = cs0 + cs < s1 ? cs0 + cs : s1;
+        for (int s = s0 + kw + wk * done; s < cs1; s += wk, done++) {
+            cp_wait<STAGES - 2>(); /* this step's weights (copies of this thread) */
+            __syncwarp();          /* ... of every lane; and every lane past the slot issue() refills */
+            issue();
+            after_a++;
+            const uint8_t *st = ring + slot_out * STAGE;
+            slot_out = slot_out + 1 == STAGES ? 0 : slot_out + 1;
+            uint32_t w[4][WORDS];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint8_t *p = st + (i * 4 + tq) * (8 * VB) + gq * VB;
+                if constexpr (VB == 16) {
+                    const uint4 v = *(const uint4 *)p;
+                    w[i][0] = v.x, w[i][1] = v.y, w[i][2] = v.z, w[i][3] = v.w;
+                } else if constexpr (VB == 8) {
+                    const uint2 v = *(const uint2 *)p;
+                    w[i][0] = v.x, w[i][1] = v.y;
+                } else {
+                    w[i][0] = *(const uint32_t *)p;
+                }
+            }
+            uint32_t bf[NT][2];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const uint2 v = *(const uint2 *)(ab + (size_t)(8 * nt + gq) * ast + (s - cs0) * 16 + 4 * tq);
+                bf[nt][0] = v.x, bf[nt][1] = v.y;
+            }
+            const int row = 16 * s;
+            if (row >= next_bound) { /* a new group: its scales were loaded ahead */
+                const int grp = row / gr;
+#pragma unroll
+                for (int c = 0; c < 2 * VB; c++) {
+                    if constexpr (OFF) {
+                        sf[c] = ADT == RUDNN_BF16 ? __uint_as_float(pre_s[c] << 16) : rdg_f16_to_f32((uint16_t)pre_s[c]);
+                        of[c] = ADT == RUDNN_BF16 ? __uint_as_float(pre_o[c] << 16) : rdg_f16_to_f32((uint16_t)pre_o[c]);
+                    } else {
+                        s2[c] = pre_s[c] | pre_s[c] << 16;
+                    }
+                }
+                next_bound = (grp + 1) * gr;
+                /* the group of this warp's first row at or past the boundary */
+                const int span = 16 * wk;
+                const int nr = first_row + (next_bound - first_row + span - 1) / span * span;
+                if (nr < 16 * s1)
+                    prefetch(nr / gr);
+            }
+#pragma unroll
+            for (int wd = 0; wd < WORDS; wd++) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    /* [x.b, x.b+1, y.b, y.b+1] of rows 4t, 4t+1 (k slots 2t, 2t+1) and 4t+2, 4t+3 */
+                    const uint32_t sel = h ? 0x7632u : 0x5410u;
+                    const uint32_t p01 = prmt(w[0][wd], w[1][wd], sel), p23 = prmt(w[2][wd], w[3][wd], sel);
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int j = 4 * wd + 2 * h + e;
+                        const uint32_t v01 = p01 >> (8 * e), v23 = p23 >> (8 * e);
+                        uint32_t a[4]; /* a0a1, a4a5: the even column (fragment row g); a2a3, a6a7: the odd */
+                        if constexpr (OFF) {
+                            a[0] = deq_off<ADT>(nib_lo<ADT>(v01), of[2 * j], sf[2 * j]);
+                            a[1] = deq_off<ADT>(nib_lo<ADT>(v01 >> 4), of[2 * j + 1], sf[2 * j + 1]);
+                            a[2] = deq_off<ADT>(nib_lo<ADT>(v23), of[2 * j], sf[2 * j]);
+                            a[3] = deq_off<ADT>(nib_lo<ADT>(v23 >> 4), of[2 * j + 1], sf[2 * j + 1]);
+                        } else {
+                            a[0] = deq_lo<ADT>(nib_lo<ADT>(v01), s2[2 * j]);
+                            a[1] = deq_hi<ADT>(v01, s2[2 * j + 1]);
+                            a[2] = deq_lo<ADT>(nib_lo<ADT>(v23), s2[2 * j]);
+                            a[3] = deq_hi<ADT>(v23, s2[2 * j + 1]);
+                        }
+#pragma unroll
+                        for (int nt = 0; nt < NT; nt++)
+                            mma16816<ADT>(acc[j][nt], a, bf[nt][0], bf[nt][1]);
+                    }
+                }
+            }
+        }
+    }
+
+    /* ---- epilogue: the warps' sums in shared memory, added over wk in order, stored ---- */
+    cp_wait<0>();
+    __syncthreads();
+    float *ep = (float *)smem;
+    constexpr int REGS = SM::REGS;
+#pragma unroll
+    for (int j = 0; j < VB; j++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                ep[(warp * REGS + (nt * VB + j) * 4 + i) * 33 + lane] = acc[j][nt][i];
+    __syncthreads();
+    const int64_t mn = (int64_t)g.m * g.n;
+    for (int e = tid; e < mrows * cols_cta; e += THREADS) {
+        const int tk = e / cols_cta, col = e % cols_cta;
+        const int wcx = col / COLS_W, r = col % COLS_W;
+        const int gg = r / (2 * VB), j = (r % (2 * VB)) >> 1, hh = r & 1;
+        const int nt = tk >> 3, tt = (tk & 7) >> 1, ee = tk & 1;
+        const int at = ((nt * VB + j) * 4 + 2 * hh + ee) * 33 + 4 * gg + tt;
+        float v = ep[(wcx * REGS) * 33 + at];
+        for (int kx = 1; kx < wk; kx++)
+            v += ep[((kx * wcn + wcx) * REGS) * 33 + at];
+        const int64_t o = (int64_t)(tok0 + tk) * g.n + col_cta + col;
+        if (g.splits > 1)
+            g.partial[(int64_t)blockIdx.z * mn + o] = v;
+        else if (g.c_dtype == RUDNN_F16)
+            ((uint16_t *)g.c)[o] = rdg_f32_to_f16(v);
+        else if (g.c_dtype == RUDNN_BF16)
+            ((uint16_t *)g.c)[o] = rdg_f32_to_bf16(v);
+        else
+            ((float *)g.c)[o] = v;
+    }
+}
+
+/* C = the splits' partials added in split order, stored as F32 or rounded once to F16 / BF16. */
+__global__ void ffn_mma_w4_reduce(const float *__restrict__ partial, void *__restrict__ c, int64_t mn, int splits,
+                                  int c_dtype)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = partial[i];
+        for (int s = 1; s < splits; s++)
+            v += partial[s * mn + i];
+        if (c_dtype == RUDNN_F16)
+            ((uint16_t *)c)[i] = rdg_f32_to_f16(v);
+        else if (c_dtype == RUDNN_BF16)
+            ((uint16_t *)c)[i] = rdg_f32_to_bf16(v);
+        else
+            ((float *)c)[i] = v;
+    }
+}
+
+/* ---- the launch plan ------------------------------------------------------------------------------ */
+
+/* What a launch runs: the variant (VB bytes a row a thread, NT token tiles a warp), the block's
+ * shape (wk warps along k), the grid (token blocks, column tiles, splits of k). */
+struct Plan {
+    int vb, nt, minb, kc;
+    int tblocks, wk, splits, steps_per_split;
+    int64_t coltiles;
+};
+
+/* The variant by the rows of A. */
+void variant(int64_t m, bool off, Plan *pl)
+{
+    if (m <= 8)
+        pl->vb = 8, pl->nt = 1, pl->minb = FFN_MMA_W4_BLOCKS_SM_SMALL, pl->kc = FFN_MMA_W4_KC;
+    else if (m <= 16)
+        pl->vb = 8, pl->nt = 2, pl->minb = FFN_MMA_W4_BLOCKS_SM_SMALL, pl->kc = FFN_MMA_W4_KC;
+    else if (m <= 32)
+        pl->vb = 4, pl->nt = 4, pl->minb = FFN_MMA_W4_BLOCKS_SM_SMALL, pl->kc = FFN_MMA_W4_KC;
+    else
+        pl->vb = 4, pl->nt = 8, pl->minb = FFN_MMA_W4_BLOCKS_SM_LARGE, pl->kc = FFN_MMA_W4_KC_LARGE;
+    if (off)
+        pl->minb = FFN_MMA_W4_BLOCKS_SM_LARGE; /* the FP32 scales and offsets: 32 registers more */
+    pl->tblocks = (int)rdg_ceil_div(m, 8 * pl->nt);
+}
+
+/* The block shape and the split of k: for each wk whose block width divides n, every split count
+ * up to FFN_MMA_W4_MIN_STEPS steps a warp is costed as the weights' bytes over the fill of the last
+ * wave of blocks (blocks / (waves x slots)) plus FFN_MMA_W4_PARTIAL_COST % of the partials' traffic
+ * (written once, read once); the cheapest wins (the first of equals: fewer warps along k, fewer
+ * splits). */
+Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p)
+{
+    Plan best;
+    memset(&best, 0, sizeof best);
+    variant(p->m, p->has_offset != 0, &best);
+    const int64_t steps = p->k / 16;
+    const double wbytes = (double)p->k * (double)p->n / 2.0;
+    const double slots = (double)(dev->sm_count > 0 ? dev->sm_count : 1) * best.minb;
+    double best_cost = -1.0;
+    for (int wk = 1; wk <= WARPS; wk *= 2) {
+        const int64_t cols = (int64_t)(WARPS / wk) * 16 * best.vb;
+        if (p->n % cols != 0)
+            continue;
+        const int64_t units = p->n / cols * best.tblocks;
+        int64_t smax = steps / ((int64_t)wk * FFN_MMA_W4_MIN_STEPS);
+        smax = smax < 1 ? 1 : smax > FFN_MMA_W4_MAX_SPLITS ? FFN_MMA_W4_MAX_SPLITS : smax;
+        for (int64_t s = 1; s <= smax; s++) {
+            const int64_t sps = rdg_ceil_div(steps, s), se = rdg_ceil_div(steps, sps);
+            if (se != s)
+                continue; /* the same split as a smaller s */
+            const double blocks = (double)(units * se);
+            const double waves = (double)rdg_ceil_div(units * se, (int64_t)slots);
+            const double fill = blocks / (waves * slots);
+            const double partial = se > 1 ? 2.0 * (double)se * (double)p->m * (double)p->n * 4.0 : 0.0;
+            const double cost = wbytes / fill + partial * FFN_MMA_W4_PARTIAL_COST / 100.0;
+            if (best_cost < 0 || cost < best_cost) {
+                best_cost = cost;
+                best.wk = wk;
+                best.splits = (int)se;
+                best.steps_per_split = (int)sps;
+                best.coltiles = p->n / cols;
+            }
+        }
+    }
+    return best;
+}
+
+/* Partial bytes of a plan (none for one split). */
+size_t plan_scratch(const Plan &pl, const rudnn_ffn_gemm_plan_t *p)
+{
+    return pl.splits > 1 ? (size_t)pl.splits * (size_t)p->m * (size_t)p->n * sizeof(float) : 0;
+}
+
+template <int ADT, int VB, int NT, bool OFF, int MINB>
+rudnn_status_t launch_variant(rdg_queue_t *q, const Plan &pl, const MmaArgs &g)
+{
+    const auto fn = ffn_mma_w4<ADT, VB, NT, OFF, MINB>;
+    const size_t smem = Smem<VB, NT>::bytes(g.kc);
+    if (smem > 48 * 1024) {
+        const cudaError_t err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     (int)smem);
+        if (err != cudaSuccess)
+            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize)");
+    }
+    const dim3 grid((unsigned)pl.tblocks, (unsigned)pl.coltiles, (unsigned)pl.splits);
+    fn<<<grid, THREADS, smem, q->stream>>>(g);
+    return rdg_launched("ffn.mma_w4");
+}
+
+template <int ADT, bool OFF>
+rudnn_status_t launch_dtype(rdg_queue_t *q, const Plan &pl, const MmaArgs &g)
+{
+    constexpr int SMALL = OFF ? FFN_MMA_W4_BLOCKS_SM_LARGE : FFN_MMA_W4_BLOCKS_SM_SMALL; /* as variant() */
+    if (pl.nt == 1)
+        return launch_variant<ADT, 8, 1, OFF, SMALL>(q, pl, g);
+    if (pl.nt == 2)
+        return launch_variant<ADT, 8, 2, OFF, SMALL>(q, pl, g);
+    if (pl.nt == 4)
+        return launch_variant<ADT, 4, 4, OFF, SMALL>(q, pl, g);
+    return launch_variant<ADT, 4, 8, OFF, FFN_MMA_W4_BLOCKS_SM_LARGE>(q, pl, g);
+}
+
+} // namespace
+
+int rdg_ffn_mma_w4_plan_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p)
+{
+    if (p->b_dtype != RUDNN_I4 || (p->a_dtype != RUDNN_BF16 && p->a_dtype != RUDNN_F16))
+        return 0;
+    if (p->c_dtype != RUDNN_F32 && p->c_dtype != p->a_dtype)
+        return 0;
+    if (dev->arch < 80 || p->m < 1 || p->m > FFN_MMA_W4_MAX_M || p->n % 256 != 0 || p->k % 16 != 0)
+        return 0;
+    if (p->k > (1 << 26) || p->n > ((int64_t)1 << 40) / (p->k > 0 ? p->k : 1))
+        return 0; /* rows and group indices in 32-bit ints */
+    const int64_t groups = p->groups > 0 ? p->groups : 1;
+    return p->k % groups == 0 && (p->k / groups) % 16 == 0;
+}
+
+int rdg_ffn_mma_w4_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, const void *b, int has_scratch)
+{
+    if (!rdg_ffn_mma_w4_plan_fits(dev, p) || (uintptr_t)b % 16 != 0)
+        return 0;
+    const Plan pl = make_plan(dev, p);
+    return pl.wk > 0 && (has_scratch || pl.splits == 1);
+}
+
+/* The largest partials of any m' <= m (ops/ffn.c sizes the workspace once with all the rows, then
+ * runs each expert with its own): the plan depends on m only through the variant and the token
+ * blocks, and within those grows with m, so the classes' last rows up to m and m itself cover it. */
+size_t rdg_ffn_mma_w4_scratch(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p)
+{
+    if (!rdg_ffn_mma_w4_plan_fits(dev, p))
+        return 0;
+    size_t most = 0;
+    rudnn_ffn_gemm_plan_t q = *p;
+    for (int64_t m = 8;; m = m < 64 ? 2 * m : m + 64) {
+        q.m = m < p->m ? m : p->m;
+        const size_t b = plan_scratch(make_plan(dev, &q), &q);
+        most = b > most ? b : most;
+        if (m >= p->m)
+            break;
+    }
+    return most;
+}
+
+rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
+                              const void *scale, const void *offset, void *scratch, void *c)
+{
+    const Plan pl = make_plan(&q->dev, p);
+    if (pl.wk == 0)
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm: ffn.mma_w4 has no block shape for n = %lld",
+                         (long long)p->n);
+    MmaArgs g;
+    memset(&g, 0, sizeof g);
+    g.a = a;
+    g.b = (const uint8_t *)b;
+    g.scale = (const uint16_t *)scale;
+    g.offset = (const uint16_t *)offset;
+    g.partial = (float *)scratch;
+    g.c = c;
+    g.n = p->n;
+    g.m = (int)p->m;
+    g.k = (int)p->k;
+    g.group_rows = (int)(p->k / (p->groups > 0 ? p->groups : 1));
+    g.steps_per_split = pl.steps_per_split;
+    g.splits = pl.splits;
+    g.wk = pl.wk;
+    g.kc = pl.kc;
+    g.a_async = (uintptr_t)a % 16 == 0;
+    g.c_dtype = p->c_dtype;
+    if (pl.splits > 1 && !scratch)
+        return rdg_error(RUDNN_STATUS_INTERNAL, "ffn gemm: ffn.mma_w4 without its scratch");
+    rdg_note_kernel("ffn.mma_w4");
+    const bool off = offset != nullptr;
+    rudnn_status_t st;
+    if (p->a_dtype == RUDNN_BF16)
+        st = off ? launch_dtype<RUDNN_BF16, true>(q, pl, g) : launch_dtype<RUDNN_BF16, false>(q, pl, g);
+    else
+        st = off ? launch_dtype<RUDNN_F16, true>(q, pl, g) : launch_dtype<RUDNN_F16, false>(q, pl, g);
+    if (st != RUDNN_STATUS_SUCCESS || pl.splits == 1)
+        return st;
+    const int64_t mn = p->m * p->n;
+    const int64_t blocks = rdg_ceil_div(mn, 256);
+    const int64_t cap = (int64_t)q->dev.sm_count * 8;
+    ffn_mma_w4_reduce<<<(unsigned)(blocks < cap ? blocks : cap), 256, 0, q->stream>>>(g.partial, c, mn, pl.splits,
+                                                                                      p->c_dtype);
+    return rdg_launched("ffn.mma_w4_reduce");
+}
