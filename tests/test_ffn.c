@@ -33,7 +33,12 @@
  *                            mostly not aligned to the kernels' K steps), antiquant offset present
  *                            and absent, bias present and absent, HIGH_PERFORMANCE (no effect),
  *                            the expert form; two "exact" cases (one-hot x, y = +-a) in which the
- *                            rounding of the dequantized weights to x's dtype shows (make_exact_wo)
+ *                            rounding of the dequantized weights to x's dtype shows (make_exact_wo);
+ *                            "mma_w4" cases in the shapes CUDA's int4 tensor-core kernel takes (N a
+ *                            multiple of 256, groups of 16 .. 256 rows, aligned weights, M 1 .. 128,
+ *                            K 1024 splitting k, x aligned and not, experts) and three it must not
+ *                            (N 264, groups of 8 rows, unaligned weights); on CUDA sm_80+ the name
+ *                            of the second GEMM's kernel is checked where it runs last (no bias2)
  *
  * Each (case, activation) calls rudnn_ffn three times on poisoned outputs: with an explicit
  * workspace of exactly rudnn_ffn_workspace_size bytes and deterministic = 1 (the bytes after it,
@@ -138,6 +143,11 @@ typedef struct tcase {
     /* W8A8 with K1 = 65535: x W1 near 2^30 and biases near INT32_MAX / INT32_MIN, whose sums
      * overflow int32 (ffn.h: summed exactly) */
     int big;
+    /* device copies at 16-element offsets (I4: 16-byte): 1 the weights only, 2 every tensor */
+    int aligned;
+    /* CUDA on sm_80+, cases without bias2 (the second GEMM writes y, so it runs last): the kernel
+     * rudnn_last_kernel() must name, or with a leading '!' must not */
+    const char *cuda_kernel;
 } tcase_t;
 
 #define HP RUDNN_FFN_HIGH_PERFORMANCE
@@ -234,6 +244,37 @@ static const tcase_t wo_cases[] = {
      .k2 = 24, .bias = BIAS_1, .aoffset = 1, .exact = 1},
     {.label = "exact: one-hot x, y = +-a, I4 per group (G 5, 3), offset", .nlead = 1, .lead = {40}, .k1 = 40,
      .k2 = 24, .int4 = 1, .g1 = 5, .g2 = 3, .aoffset = 1, .exact = 1},
+    /* shapes the CUDA int4 tensor-core kernel (ffn.mma_w4) takes: n a multiple of 256, k and the
+     * groups' rows multiples of 16, aligned weights; m 1 .. 128 (its variants: up to 8, 16, 32
+     * tokens, blocks of 64); K 1024 makes it split k (partials and their sum), K 256 not */
+    {.label = "mma_w4: I4 per group (G 2, 2), no offset, no bias, M 1, K1 256, K2 256", .nlead = 1, .lead = {1},
+     .k1 = 256, .k2 = 256, .int4 = 1, .g1 = 2, .g2 = 2, .aligned = 1, .cuda_kernel = "ffn.mma_w4"},
+    {.label = "mma_w4: I4 per channel, no offset, bias1, M 3, K1 512, K2 1024, x aligned", .nlead = 1,
+     .lead = {3}, .k1 = 512, .k2 = 1024, .bias = BIAS_1, .int4 = 1, .aligned = 2, .cuda_kernel = "ffn.mma_w4"},
+    {.label = "mma_w4: I4 per group (G 16, 8: 16 rows), offset, M 8, K1 256, K2 256", .nlead = 1, .lead = {8},
+     .k1 = 256, .k2 = 256, .int4 = 1, .g1 = 16, .g2 = 8, .aoffset = 1, .aligned = 2, .cuda_kernel = "ffn.mma_w4"},
+    {.label = "mma_w4: I4 per group (G 4, 8), offset, bias, M 9, K1 1024, K2 256", .nlead = 1, .lead = {9},
+     .k1 = 1024, .k2 = 256, .bias = BIAS_BOTH, .int4 = 1, .g1 = 4, .g2 = 8, .aoffset = 1, .aligned = 1},
+    {.label = "mma_w4: I4 per group (G 8, 4), no offset, M 16, K1 256, K2 512", .nlead = 1, .lead = {16}, .k1 = 256,
+     .k2 = 512, .int4 = 1, .g1 = 8, .g2 = 4, .aligned = 1, .cuda_kernel = "ffn.mma_w4"},
+    {.label = "mma_w4: I4 per channel, offset, x [3, 9, 256] (M 27), K2 256", .nlead = 2, .lead = {3, 9}, .k1 = 256,
+     .k2 = 256, .int4 = 1, .aoffset = 1, .aligned = 2, .cuda_kernel = "ffn.mma_w4"},
+    {.label = "mma_w4: I4 per group (G 2, 1), no offset, bias1, M 64, K1 256, K2 256", .nlead = 1, .lead = {64},
+     .k1 = 256, .k2 = 256, .bias = BIAS_1, .int4 = 1, .g1 = 2, .g2 = 1, .aligned = 2, .cuda_kernel = "ffn.mma_w4"},
+    {.label = "mma_w4: I4 per group (G 4, 2), offset, M 128 (two token blocks), K1 256, K2 256", .nlead = 1,
+     .lead = {128}, .k1 = 256, .k2 = 256, .int4 = 1, .g1 = 4, .g2 = 2, .aoffset = 1, .aligned = 1,
+     .cuda_kernel = "ffn.mma_w4"},
+    {.label = "mma_w4: experts, I4 per group (G 2, 2), totals 5 5 16 of M 16", .nlead = 1, .lead = {16}, .k1 = 256,
+     .k2 = 256, .experts = 3, .counts = {5, 0, 11}, .totals = 1, .int4 = 1, .g1 = 2, .g2 = 2, .aligned = 1,
+     .cuda_kernel = "ffn.mma_w4"},
+    /* shapes it does not take, through the other kernels: N2 = 264 (not a multiple of 256, and K1 264
+     * not of 16); groups of 8 rows (G1 32) with the second GEMM still its */
+    {.label = "mma_w4 misfit: I4 per channel, no offset, M 9, K1 264, K2 256", .nlead = 1, .lead = {9}, .k1 = 264,
+     .k2 = 256, .int4 = 1, .aligned = 1, .cuda_kernel = "!ffn.mma_w4"},
+    {.label = "mma_w4 misfit: I4 groups of 8 rows (G 32, 2) in the first GEMM, M 5, K1 256, K2 256", .nlead = 1,
+     .lead = {5}, .k1 = 256, .k2 = 256, .int4 = 1, .g1 = 32, .g2 = 2, .aligned = 1, .cuda_kernel = "ffn.mma_w4"},
+    {.label = "mma_w4 misfit: unaligned weights, I4 per group (G 2, 2), M 4, K1 256, K2 256", .nlead = 1,
+     .lead = {4}, .k1 = 256, .k2 = 256, .int4 = 1, .g1 = 2, .g2 = 2, .cuda_kernel = "!ffn.mma_w4"},
 };
 
 /* ---- host tensors ------------------------------------------------------------------------------- */
@@ -693,10 +734,12 @@ static int build(prob_t *p, const tcase_t *c, ffn_ref_scenario_t sc, rudnn_dtype
         break;
     }
 
-    /* device copies at small, different element offsets */
-    for (int i = 0; i < T_COUNT; i++)
+    /* device copies at small, different element offsets (tcase_t.aligned: multiples of 16) */
+    for (int i = 0; i < T_COUNT; i++) {
+        const int al = c->aligned == 2 || (c->aligned == 1 && (i == T_W1 || i == T_W2));
         if (p->t[i].present)
-            ht_upload(&p->t[i], (size_t)(1 + i % 5));
+            ht_upload(&p->t[i], (size_t)(1 + i % 5) * (al ? 16 : 1));
+    }
     rt_tensor_create(&p->y, p->ydt, p->x_rank, p->y_dims, 7, RT_TAIL_BYTES);
 
     /* the reference */
@@ -864,6 +907,17 @@ static int check_ok(rt_log_t *log, const char *label, const char *what, rudnn_st
     return 1;
 }
 
+/* rudnn_last_kernel() right after call_ffn's rudnn_ffn */
+static char last_ran[64];
+
+/* 1 on the CUDA backend of an sm_80+ device (where ffn.mma_w4 can run) */
+static int cuda_tensor_cores(void)
+{
+    rudnn_device_info_t info;
+    return rudnn_context_device_info(rt_ctx, &info) == RUDNN_STATUS_SUCCESS && strcmp(info.backend, "cuda") == 0 &&
+           info.compute_capability >= 80;
+}
+
 /* One rudnn_ffn on a poisoned y. Checks what it wrote (every element of the rows [0, rows), no
  * other byte of y's buffer, nothing past ws_bytes of an explicit workspace) and returns those
  * rows' bytes (malloc'ed) in *out, NULL on failure. */
@@ -876,6 +930,7 @@ static int call_ffn(prob_t *p, rudnn_ffn_args_t args, int det, rudnn_buffer_t ws
     uint8_t *ws_before = ws ? rt_buffer_snapshot(ws, ws_buffer_bytes) : NULL;
     args.deterministic = det;
     int ok = check_ok(log, label, what, rudnn_ffn(rt_queue, &args, ws, ws_bytes, &p->y.t));
+    snprintf(last_ran, sizeof last_ran, "%s", rudnn_last_kernel());
     if (ok && p->rows > 0 && strncmp(rudnn_last_kernel(), "ffn.", 4) != 0) {
         rt_logf(log, "  %s: %s: rudnn_last_kernel() is \"%s\", expected an ffn kernel\n", label, what,
                 rudnn_last_kernel());
@@ -1008,6 +1063,15 @@ static int run_one(const tcase_t *c, ffn_ref_scenario_t sc, rudnn_dtype_t dt, ru
     ok &= call_ffn(&p, args, 1, ws, ws_bytes, ws_buffer_bytes, &y1, log, label, "explicit workspace, deterministic");
     if (y1)
         ok &= compare(&p, y1, log, label, "explicit workspace, deterministic", &worst);
+    if (y1 && c->cuda_kernel && !has_b2(c) && p.rows > 0 && cuda_tensor_cores()) {
+        const int negate = c->cuda_kernel[0] == '!';
+        const char *want = c->cuda_kernel + negate;
+        if ((strcmp(last_ran, want) == 0) == negate) {
+            rt_logf(log, "  %s: the second GEMM ran \"%s\", expected %s\"%s\"\n", label, last_ran,
+                    negate ? "another kernel than " : "", want);
+            ok = 0;
+        }
+    }
     ok &= call_ffn(&p, args, 1, NULL, 0, 0, &y2, log, label, "NULL workspace, deterministic");
     if (y1 && y2 && memcmp(y1, y2, bytes) != 0) {
         size_t i = 0;
