@@ -30,6 +30,7 @@
  * the grid splits k (so that one wave of blocks fills the GPU) and, past FFN_MMA_W4_TOKENS_MAX
  * tokens, the tokens. Splits write FP32 partials [split, m, n] that a second kernel adds in split
  * order. Every sum has one fixed order: deterministic. */
+#include <math.h>
 #include <string.h>
 
 #include "rdg_internal.h"
@@ -207,6 +208,10 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
     static_assert(VB == 4 || VB == 8 || VB == 16, "VB: 4, 8 or 16 bytes a row a thread");
     extern __shared__ __align__(16) uint8_t smem[];
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* the split sum may be scheduled now: it waits for this grid's end (griddepcontrol.wait) */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gq = lane >> 2, tq = lane & 3;
     const int wk = g.wk, wcn = WARPS / wk;
@@ -446,10 +451,15 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
     }
 }
 
-/* C = the splits' partials added in split order, stored as F32 or rounded once to F16 / BF16. */
+/* C = the splits' partials added in split order, stored as F32 or rounded once to F16 / BF16.
+ * Launched as a programmatic dependent of ffn_mma_w4 (sm_90): it starts while that grid ends, and
+ * griddepcontrol.wait holds it until that grid has finished and its partials are visible. */
 __global__ void ffn_mma_w4_reduce(const float *__restrict__ partial, void *__restrict__ c, int64_t mn, int splits,
                                   int c_dtype)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn; i += (int64_t)gridDim.x * blockDim.x) {
         float v = partial[i];
         for (int s = 1; s < splits; s++)
@@ -489,11 +499,16 @@ void variant(int64_t m, bool off, Plan *pl)
     pl->tblocks = (int)rdg_ceil_div(m, 8 * pl->nt);
 }
 
-/* The block shape and the split of k: for each wk whose block width divides n, every split count
- * up to FFN_MMA_W4_MIN_STEPS steps a warp is costed as the weights' bytes over the fill of the last
- * wave of blocks (blocks / (waves x slots)) plus FFN_MMA_W4_PARTIAL_COST % of the partials' traffic
- * (written once, read once); the cheapest wins (the first of equals: fewer warps along k, fewer
- * splits). */
+/* The block shape and the split of k. For each wk whose block width divides n, every split count
+ * up to FFN_MMA_W4_MIN_STEPS steps a warp is costed in bytes moved at full bandwidth:
+ *   - one wave (blocks <= slots): the weights' bytes, times the shortfall of warps in flight below
+ *     FFN_MMA_W4_WARPS_SM an SM, or times the busiest SM's share of the work over the average one's
+ *     where that share at the variant's issue load (issue_pct % of the issue slots an evenly loaded
+ *     SM spends at full bandwidth) exceeds the SM (blocks of equal work sharing DRAM evenly finish
+ *     together otherwise);
+ *   - several waves: the weights' bytes over the fill of the waves (blocks / (waves x slots));
+ * plus FFN_MMA_W4_PARTIAL_COST % of the partials' traffic (written once, read once). The cheapest
+ * wins (the first of equals: fewer warps along k, fewer splits). */
 Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p)
 {
     Plan best;
@@ -501,7 +516,9 @@ Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p)
     variant(p->m, p->has_offset != 0, &best);
     const int64_t steps = p->k / 16;
     const double wbytes = (double)p->k * (double)p->n / 2.0;
-    const double slots = (double)(dev->sm_count > 0 ? dev->sm_count : 1) * best.minb;
+    const double sms = (double)(dev->sm_count > 0 ? dev->sm_count : 1), slots = sms * best.minb;
+    const double issue = (best.nt <= 2 ? FFN_MMA_W4_ISSUE_PCT_16 : best.nt == 4 ? FFN_MMA_W4_ISSUE_PCT_32
+                                                                                : FFN_MMA_W4_ISSUE_PCT_64) / 100.0;
     double best_cost = -1.0;
     for (int wk = 1; wk <= WARPS; wk *= 2) {
         const int64_t cols = (int64_t)(WARPS / wk) * 16 * best.vb;
@@ -515,10 +532,17 @@ Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p)
             if (se != s)
                 continue; /* the same split as a smaller s */
             const double blocks = (double)(units * se);
-            const double waves = (double)rdg_ceil_div(units * se, (int64_t)slots);
-            const double fill = blocks / (waves * slots);
+            double factor;
+            if (blocks <= slots) {
+                const double shortfall = sms * FFN_MMA_W4_WARPS_SM / (blocks * WARPS);
+                const double busiest = std::ceil(blocks / sms) / (blocks / sms) * issue;
+                factor = shortfall > busiest ? shortfall : busiest;
+                factor = factor > 1.0 ? factor : 1.0;
+            } else {
+                factor = std::ceil(blocks / slots) * slots / blocks;
+            }
             const double partial = se > 1 ? 2.0 * (double)se * (double)p->m * (double)p->n * 4.0 : 0.0;
-            const double cost = wbytes / fill + partial * FFN_MMA_W4_PARTIAL_COST / 100.0;
+            const double cost = wbytes * factor + partial * FFN_MMA_W4_PARTIAL_COST / 100.0;
             if (best_cost < 0 || cost < best_cost) {
                 best_cost = cost;
                 best.wk = wk;
@@ -646,9 +670,27 @@ rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, co
     if (st != RUDNN_STATUS_SUCCESS || pl.splits == 1)
         return st;
     const int64_t mn = p->m * p->n;
-    const int64_t blocks = rdg_ceil_div(mn, 256);
-    const int64_t cap = (int64_t)q->dev.sm_count * 8;
-    ffn_mma_w4_reduce<<<(unsigned)(blocks < cap ? blocks : cap), 256, 0, q->stream>>>(g.partial, c, mn, pl.splits,
-                                                                                      p->c_dtype);
+    const int64_t want = rdg_ceil_div(mn, 256), cap = (int64_t)q->dev.sm_count * 8;
+    const unsigned blocks = (unsigned)(want < cap ? want : cap);
+#if RDG_HOST_CLUSTERS && FFN_MMA_W4_PDL
+    if (q->dev.arch >= 90) {
+        cudaLaunchConfig_t cfg = cudaLaunchConfig_t();
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.gridDim = dim3(blocks);
+        cfg.blockDim = dim3(256);
+        cfg.dynamicSmemBytes = 0;
+        cfg.stream = q->stream;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        const cudaError_t err = cudaLaunchKernelEx(&cfg, ffn_mma_w4_reduce, (const float *)g.partial, c, mn,
+                                                   pl.splits, (int)p->c_dtype);
+        if (err != cudaSuccess)
+            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "LaunchKernelEx (ffn.mma_w4_reduce)");
+        return rdg_launched("ffn.mma_w4_reduce");
+    }
+#endif
+    ffn_mma_w4_reduce<<<blocks, 256, 0, q->stream>>>(g.partial, c, mn, pl.splits, p->c_dtype);
     return rdg_launched("ffn.mma_w4_reduce");
 }

@@ -69,10 +69,33 @@
 #define FFN_MMA_W4_MIN_STEPS 8
 #endif
 #define FFN_MMA_W4_MAX_SPLITS 64
+/* warps an SM needs in flight for its share of the bandwidth (each keeps STAGES - 1 steps of 0.5 ..
+ * 1 KiB coming: 8 warps x 5 KiB = 40 KiB an SM) */
+#ifndef FFN_MMA_W4_WARPS_SM
+#define FFN_MMA_W4_WARPS_SM 8
+#endif
+/* issue slots an evenly loaded SM spends at full bandwidth, percent, by tokens a warp (estimates
+ * from the PTX counts a k16 step: ~165 instructions a KiB of weights at <= 16 tokens against ~248
+ * slots at 4.3 TB/s over 132 SMs at 1.98 GHz; 32 tokens add 16 mma a KiB; 64 are mma-bound):
+ * the split choice accepts a busiest SM with 1 / (this) times the average work */
+#ifndef FFN_MMA_W4_ISSUE_PCT_16
+#define FFN_MMA_W4_ISSUE_PCT_16 70
+#endif
+#ifndef FFN_MMA_W4_ISSUE_PCT_32
+#define FFN_MMA_W4_ISSUE_PCT_32 80
+#endif
+#ifndef FFN_MMA_W4_ISSUE_PCT_64
+#define FFN_MMA_W4_ISSUE_PCT_64 100
+#endif
 /* weight of the partials' bytes against the weights' in the split choice, percent: they are
  * written and read back mostly in L2, cheaper than the weights' DRAM reads */
 #ifndef FFN_MMA_W4_PARTIAL_COST
 #define FFN_MMA_W4_PARTIAL_COST 50
+#endif
+/* 1: the split sum is launched as a programmatic dependent (sm_90) so that its launch overlaps the
+ * GEMM's last blocks instead of following its end */
+#ifndef FFN_MMA_W4_PDL
+#define FFN_MMA_W4_PDL 1
 #endif
 
 /* The element-wise epilogues: threads a block, and at most this many blocks an SM (grid-stride). */
