@@ -38,7 +38,8 @@
  *                            multiple of 256, groups of 16 .. 256 rows, aligned weights, M 1 .. 128,
  *                            K 1024 splitting k, x aligned and not, experts) and three it must not
  *                            (N 264, groups of 8 rows, unaligned weights); on CUDA sm_80+ the name
- *                            of the second GEMM's kernel is checked where it runs last (no bias2)
+ *                            of the second GEMM's kernel is checked where it runs last (no bias2),
+ *                            and two GPU-sized cases run there only (K2 14336 and 3584)
  *
  * Each (case, activation) calls rudnn_ffn three times on poisoned outputs: with an explicit
  * workspace of exactly rudnn_ffn_workspace_size bytes and deterministic = 1 (the bytes after it,
@@ -148,6 +149,10 @@ typedef struct tcase {
     /* CUDA on sm_80+, cases without bias2 (the second GEMM writes y, so it runs last): the kernel
      * rudnn_last_kernel() must name, or with a leading '!' must not */
     const char *cuda_kernel;
+    /* run on CUDA sm_80+ only: a shape that fills the GPU (its reference costs seconds on a CPU) */
+    int cuda_only;
+    /* nonzero: only the activations of these bits (1 << rudnn_ffn_activation_t) */
+    unsigned acts;
 } tcase_t;
 
 #define HP RUDNN_FFN_HIGH_PERFORMANCE
@@ -267,6 +272,14 @@ static const tcase_t wo_cases[] = {
     {.label = "mma_w4: experts, I4 per group (G 2, 2), totals 5 5 16 of M 16", .nlead = 1, .lead = {16}, .k1 = 256,
      .k2 = 256, .experts = 3, .counts = {5, 0, 11}, .totals = 1, .int4 = 1, .g1 = 2, .g2 = 2, .aligned = 1,
      .cuda_kernel = "ffn.mma_w4"},
+    /* GPU-sized, on CUDA only: the block shapes and splits it picks when the grid fills the GPU
+     * (2 x 2 warps and 3 splits at N1 28672, 28 and 16 splits at K2 14336 and 3584) */
+    {.label = "mma_w4 full GPU: I4 per group (G 8, 112), no offset, M 2, K1 1024, K2 14336", .nlead = 1,
+     .lead = {2}, .k1 = 1024, .k2 = 14336, .int4 = 1, .g1 = 8, .g2 = 112, .aligned = 1, .cuda_kernel = "ffn.mma_w4",
+     .cuda_only = 1, .acts = 1u << RUDNN_FFN_SILU | 1u << RUDNN_FFN_SWIGLU},
+    {.label = "mma_w4 full GPU: I4 per group (G 8, 28), offset, M 17, K1 1024, K2 3584", .nlead = 1, .lead = {17},
+     .k1 = 1024, .k2 = 3584, .int4 = 1, .g1 = 8, .g2 = 28, .aoffset = 1, .aligned = 2, .cuda_kernel = "ffn.mma_w4",
+     .cuda_only = 1, .acts = 1u << RUDNN_FFN_GELU | 1u << RUDNN_FFN_GEGLU},
     /* shapes it does not take, through the other kernels: N2 = 264 (not a multiple of 256, and K1 264
      * not of 16); groups of 8 rows (G1 32) with the second GEMM still its */
     {.label = "mma_w4 misfit: I4 per channel, no offset, M 9, K1 264, K2 256", .nlead = 1, .lead = {9}, .k1 = 264,
@@ -1027,6 +1040,8 @@ static int compare(const prob_t *p, const uint8_t *raw, rt_log_t *log, const cha
 static int run_one(const tcase_t *c, ffn_ref_scenario_t sc, rudnn_dtype_t dt, rudnn_ffn_activation_t act,
                    const char *test, int index, rt_log_t *log)
 {
+    if ((c->cuda_only && !cuda_tensor_cores()) || (c->acts && !(c->acts & 1u << act)))
+        return 1;
     char label[256];
     snprintf(label, sizeof label, "%s: %s, %s", test, c->label, act_names[act]);
     rt_rng_t rng;
