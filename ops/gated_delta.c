@@ -259,6 +259,11 @@ static rudnn_status_t validate(const char *op, rudnn_queue_t queue, const rudnn_
                 p->chunks += (vl->cu_seqlens[i + 1] - vl->cu_seqlens[i] + chunk - 1) / chunk;
         else
             p->chunks = B * ((T + chunk - 1) / chunk);
+        p->seq_chunks = vl ? 0 : (T + chunk - 1) / chunk;
+        if (p->chunks > INT32_MAX)
+            return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: %lld chunks of %lld tokens: more than %d chunks a "
+                                   "call are not supported (split the call)", op, (long long)p->chunks,
+                                   (long long)chunk, INT32_MAX);
     }
     c->empty = H == 0 || p->sequences == 0;
     c->copy_state_only = !vl && T == 0;

@@ -184,8 +184,8 @@ __global__ void __launch_bounds__(PREP_THREADS)
     }
     __syncthreads();
     /* Lm (strictly lower) into Tm, Pm (lower with the diagonal) to the scratch */
-    for (int64_t idx = threadIdx.x; idx < C * C; idx += blockDim.x) {
-        const int64_t i = idx / C, j = idx % C;
+    for (int idx = threadIdx.x; idx < (int)(C * C); idx += blockDim.x) { /* C <= PREP_THREADS */
+        const int i = idx / (int)C, j = idx % (int)C;
         float lm = 0.0f, pm = 0.0f;
         if (i < L && j <= i) {
             const int64_t ki = tok(p.k_stride, b, h, t0 + i), kj = tok(p.k_stride, b, h, t0 + j);
@@ -221,9 +221,9 @@ __global__ void __launch_bounds__(PREP_THREADS)
         __syncthreads();
     }
     /* W = T diag(beta e^gamma) Kc, U = T diag(beta) Vc (T's diagonal is 1) */
-    for (int64_t idx = threadIdx.x; idx < C * (K + V); idx += blockDim.x) {
+    for (int idx = threadIdx.x; idx < (int)(C * (K + V)); idx += blockDim.x) {
         const bool is_w = idx < C * K;
-        const int64_t cols = is_w ? K : V, e = is_w ? idx : idx - C * K;
+        const int cols = (int)(is_w ? K : V), e = is_w ? idx : idx - (int)(C * K);
         const int64_t i = e / cols, d = e % cols;
         float acc = 0.0f;
         if (i < L)
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(STATE_THREADS)
     for (int64_t r = row0; r < K; r += ROW_STEP)
         S[r * STATE_COLS + lane] = live ? src[r * V + col] : 0.0f;
     __syncthreads();
-    const int64_t chunks = (si.length + C - 1) / C;
+    const int64_t chunks = si.chunks;
     for (int64_t ci = 0; ci < chunks; ci++) {
         const int64_t c = si.chunk_first + ci, t0 = si.start + ci * C;
         const int64_t L = min(C, si.start + si.length - t0);

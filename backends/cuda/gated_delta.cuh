@@ -7,6 +7,7 @@ namespace {
 
 struct SeqInfo {
     int64_t batch, start, length, chunk_first;
+    int64_t chunks; /* chunked: its chunks */
     int32_t row;
 };
 
@@ -18,10 +19,11 @@ __device__ __forceinline__ SeqInfo seq_info(const rudnn_gated_delta_plan_t &p, c
         const int64_t n = p.sequences;
         const int64_t *t = (const int64_t *)table;
         si.batch = 0, si.start = t[s], si.length = t[n + s], si.chunk_first = t[2 * n + s];
+        si.chunks = t[2 * n + s + 1] - si.chunk_first;
         si.row = ((const int32_t *)(t + 3 * n + 1))[s];
     } else {
-        const int64_t per = p.chunk_size ? (p.seq_len + p.chunk_size - 1) / p.chunk_size : 0;
-        si.batch = s, si.start = 0, si.length = p.seq_len, si.chunk_first = s * per, si.row = (int32_t)s;
+        si.batch = s, si.start = 0, si.length = p.seq_len, si.chunk_first = s * p.seq_chunks;
+        si.chunks = p.seq_chunks, si.row = (int32_t)s;
     }
     return si;
 }
@@ -29,10 +31,8 @@ __device__ __forceinline__ SeqInfo seq_info(const rudnn_gated_delta_plan_t &p, c
 /* The sequence chunk c belongs to (varlen: binary search of chunk_first). */
 __device__ __forceinline__ int64_t seq_of_chunk(const rudnn_gated_delta_plan_t &p, const void *table, int64_t c)
 {
-    if (!p.varlen) {
-        const int64_t per = (p.seq_len + p.chunk_size - 1) / p.chunk_size;
-        return c / per;
-    }
+    if (!p.varlen) /* 32-bit: the plan has fewer than 2^31 chunks */
+        return (int64_t)((uint32_t)c / (uint32_t)p.seq_chunks);
     const int64_t *first = (const int64_t *)table + 2 * p.sequences;
     int64_t lo = 0, hi = p.sequences - 1; /* the last s with first[s] <= c (and a nonempty range) */
     while (lo < hi) {

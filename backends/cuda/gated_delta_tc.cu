@@ -2,11 +2,10 @@
  * 64 or 128): the WY form of hal/gated_delta.h in three launches, mma.sync m16n8k16 with FP32
  * accumulators, 16-bit operands staged by cp.async and read by ldmatrix.
  *   gated_delta.tc_prep   per (chunk, head), parallel: gamma; Lm from the Gram matrix K K^T;
- *                         T = (I + Lm)^-1 (FP32, a thread a column: column j of T needs only
- *                         column j's earlier rows); W = T diag(beta e^gamma) K and
+ *                         T = (I + Lm)^-1 in FP32 by 16 x 16 blocks; W = T diag(beta e^gamma) K and
  *                         U = T diag(beta) V in the dtype (the FP32 T scaled before its rounding).
- *   gated_delta.tc_state  per (sequence, head, 32 value columns), serial along the chunks: the
- *                         state S [K, 32] in FP32 accumulators; per chunk it is rounded to the dtype
+ *   gated_delta.tc_state  per (sequence, head, GDR_TC_STATE_COLS value columns), serial along the
+ *                         chunks: the state S [K, cols] in FP32 accumulators; per chunk it is rounded to the dtype
  *                         once, stored as the chunk's snapshot and used for Delta = U - W S (written
  *                         over U), then S = e^gamma_last S + K^T (e^(gamma_last - gamma) Delta).
  *                         The next chunk's W, K, U stream in (cp.async, two stages) meanwhile.
@@ -20,13 +19,16 @@
 #include "elem.cuh"
 #include "gated_delta.cuh"
 #include "mma_sync.cuh"
+#include "gated_delta_tuning.h"
 
 namespace {
 
 constexpr int CH = 64;      /* chunk rows (the only chunk size of this path) */
 constexpr int THREADS = 128; /* 4 warps, 16 chunk rows each */
-constexpr int BV = 32;      /* value columns a tc_state block owns */
+static_assert(GDR_TC_STATE_COLS % 16 == 0 && GDR_TC_STATE_COLS_FEW % 16 == 0, "tc_state: pairs of n8 tiles");
 constexpr int PAD = 8;      /* 16 bytes of padding a staged row: ldmatrix rows in distinct banks */
+constexpr int INV_BLK = 16; /* diagonal blocks of the triangular inverse */
+static_assert(CH % INV_BLK == 0 && CH <= THREADS, "a thread a column of the diagonal blocks");
 
 /* The scratch record of one (chunk, head), bytes: W [CH][KD], U / Delta [CH][VD], the state
  * snapshot [KD][VD] in the dtype, gamma [CH] FP32. */
@@ -71,13 +73,14 @@ __device__ __forceinline__ void stage(uint16_t *dst, const uint16_t *src, int64_
 }
 
 /* acc[NT][4] += A [16 rows at a_row0 of a (pitch ap)] x B^T, B stored [n][k] (rows of b, pitch bp):
- * ks steps of 16 along k, NT / 2 pairs of n8 tiles from b's row 0. */
-template <int DT, int NT>
-__device__ __forceinline__ void mma_abt(float (&acc)[NT][4], const uint16_t *a, int ap, const uint16_t *b, int bp,
-                                        int ks)
+ * KS steps of 16 along k (unrolled, so that fragments load ahead of the products), NT / 2 pairs of
+ * n8 tiles from b's row 0. */
+template <int DT, int NT, int KS>
+__device__ __forceinline__ void mma_abt(float (&acc)[NT][4], const uint16_t *a, int ap, const uint16_t *b, int bp)
 {
     const int lane = threadIdx.x % 32;
-    for (int kk = 0; kk < ks; kk++) {
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) {
         uint32_t af[4];
         rdg_ldsm_x4(rdg_smem_addr(a + (lane % 16) * ap + kk * 16 + (lane / 16) * 8), af);
 #pragma unroll
@@ -92,12 +95,12 @@ __device__ __forceinline__ void mma_abt(float (&acc)[NT][4], const uint16_t *a, 
 }
 
 /* acc[NT][4] += A [16 rows of a] x B, B stored [k][n] (rows of b, pitch bp), n from column 0. */
-template <int DT, int NT>
-__device__ __forceinline__ void mma_ab(float (&acc)[NT][4], const uint16_t *a, int ap, const uint16_t *b, int bp,
-                                       int ks)
+template <int DT, int NT, int KS>
+__device__ __forceinline__ void mma_ab(float (&acc)[NT][4], const uint16_t *a, int ap, const uint16_t *b, int bp)
 {
     const int lane = threadIdx.x % 32;
-    for (int kk = 0; kk < ks; kk++) {
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) {
         uint32_t af[4];
         rdg_ldsm_x4(rdg_smem_addr(a + (lane % 16) * ap + kk * 16 + (lane / 16) * 8), af);
 #pragma unroll
@@ -164,7 +167,7 @@ __global__ void __launch_bounds__(THREADS)
     /* Lm = beta_i e^(gamma_i - gamma_j) k_i . k_j below the diagonal */
     {
         float acc[CH / 8][4] = {};
-        mma_abt<DT, CH / 8>(acc, Ks + warp * 16 * (KD + PAD), KD + PAD, Ks, KD + PAD, KD / 16);
+        mma_abt<DT, CH / 8, KD / 16>(acc, Ks + warp * 16 * (KD + PAD), KD + PAD, Ks, KD + PAD);
 #pragma unroll
         for (int nt = 0; nt < CH / 8; nt++)
 #pragma unroll
@@ -174,21 +177,69 @@ __global__ void __launch_bounds__(THREADS)
             }
     }
     __syncthreads();
-    /* T = (I + Lm)^-1, column j by thread j: T[i][j] = -Lm[i][j] - sum_{j < m < i} Lm[i][m] T[m][j] */
-    if (threadIdx.x < CH) {
-        const int j = threadIdx.x;
-        for (int i = 0; i < CH; i++) {
-            float val = i == j ? 1.0f : 0.0f;
-            if (i > j) {
-                val = -Lm[i * (CH + 1) + j];
-                for (int m = 0; m < i; m++)
-                    if (m > j)
-                        val -= Lm[i * (CH + 1) + m] * Tf[m * (CH + 1) + j];
-            }
-            Tf[i * (CH + 1) + j] = val;
+    /* T = (I + Lm)^-1 by blocks of 16: the diagonal blocks by forward substitution (a thread a
+     * column: column j of a unit lower inverse needs only its own earlier rows), then block row by
+     * block row T_ij = -T_ii sum_{j <= k < i} Lm_ik T_kj; Tw's bytes hold the sums meanwhile */
+    if (threadIdx.x < CH) { /* the column in registers: its 16 rows, each a dot of loads in flight */
+        const int j = threadIdx.x, b0 = (j / INV_BLK) * INV_BLK, c = j - b0;
+        for (int i = 0; i < b0; i++)
+            Tf[i * (CH + 1) + j] = 0.0f;
+        float col[INV_BLK];
+#pragma unroll
+        for (int r = 0; r < INV_BLK; r++) {
+            const float *lrow = Lm + (b0 + r) * (CH + 1) + b0;
+            float val = r == c ? 1.0f : 0.0f;
+#pragma unroll
+            for (int m = 0; m < r; m++) /* col[m] is 0 above the diagonal (m < c), 1 on it */
+                val -= lrow[m] * col[m];
+            col[r] = r < c ? 0.0f : val;
+            Tf[(b0 + r) * (CH + 1) + j] = col[r];
         }
     }
     __syncthreads();
+    /* block row bi: a thread owns rows r0, r0 + 8 and column c of every block j < bi, so its sums run
+     * side by side (T's blocks above the diagonal are 0: every sum may start at row 0) */
+    float *Msum = (float *)Tw; /* [block j][16][16] */
+    static_assert((CH / INV_BLK - 1) * INV_BLK * INV_BLK * 4 <= CH * (CH + PAD) * 2, "the sums fit Tw");
+    static_assert(THREADS == 8 * INV_BLK, "a thread: two rows of a block");
+    const int r0 = threadIdx.x / INV_BLK, cc = threadIdx.x % INV_BLK;
+#pragma unroll
+    for (int bi = 1; bi < CH / INV_BLK; bi++) {
+        float acc[2][CH / INV_BLK - 1] = {};
+        const float *l0 = Lm + (bi * INV_BLK + r0) * (CH + 1), *l1 = l0 + 8 * (CH + 1);
+#pragma unroll 4
+        for (int m = 0; m < bi * INV_BLK; m++) {
+            const float a0 = l0[m], a1 = l1[m];
+#pragma unroll
+            for (int bj = 0; bj < bi; bj++) {
+                const float t = Tf[m * (CH + 1) + bj * INV_BLK + cc];
+                acc[0][bj] += a0 * t, acc[1][bj] += a1 * t;
+            }
+        }
+#pragma unroll
+        for (int bj = 0; bj < bi; bj++) {
+            Msum[bj * INV_BLK * INV_BLK + r0 * INV_BLK + cc] = acc[0][bj];
+            Msum[bj * INV_BLK * INV_BLK + (r0 + 8) * INV_BLK + cc] = acc[1][bj];
+        }
+        __syncthreads();
+        float out[2][CH / INV_BLK - 1] = {};
+        const float *d0 = Tf + (bi * INV_BLK + r0) * (CH + 1) + bi * INV_BLK, *d1 = d0 + 8 * (CH + 1);
+#pragma unroll
+        for (int m = 0; m < INV_BLK; m++) { /* T_ii is 0 above its diagonal */
+            const float a0 = d0[m], a1 = d1[m];
+#pragma unroll
+            for (int bj = 0; bj < bi; bj++) {
+                const float t = Msum[bj * INV_BLK * INV_BLK + m * INV_BLK + cc];
+                out[0][bj] += a0 * t, out[1][bj] += a1 * t;
+            }
+        }
+#pragma unroll
+        for (int bj = 0; bj < bi; bj++) {
+            Tf[(bi * INV_BLK + r0) * (CH + 1) + bj * INV_BLK + cc] = -out[0][bj];
+            Tf[(bi * INV_BLK + r0 + 8) * (CH + 1) + bj * INV_BLK + cc] = -out[1][bj];
+        }
+        __syncthreads();
+    }
     for (int e = threadIdx.x; e < CH * CH; e += THREADS) {
         const int i = e / CH, j = e % CH;
         const float tij = Tf[i * (CH + 1) + j];
@@ -201,7 +252,7 @@ __global__ void __launch_bounds__(THREADS)
     /* W = Tw K, U = Tu V, stored in the dtype */
     {
         float acc[KD / 8][4] = {};
-        mma_ab<DT, KD / 8>(acc, Tw + warp * 16 * (CH + PAD), CH + PAD, Ks, KD + PAD, CH / 16);
+        mma_ab<DT, KD / 8, CH / 16>(acc, Tw + warp * 16 * (CH + PAD), CH + PAD, Ks, KD + PAD);
         uint32_t *w = (uint32_t *)(rec + R::w);
 #pragma unroll
         for (int nt = 0; nt < KD / 8; nt++) {
@@ -212,7 +263,7 @@ __global__ void __launch_bounds__(THREADS)
     }
     {
         float acc[VD / 8][4] = {};
-        mma_ab<DT, VD / 8>(acc, Tu + warp * 16 * (CH + PAD), CH + PAD, Vs, VD + PAD, CH / 16);
+        mma_ab<DT, VD / 8, CH / 16>(acc, Tu + warp * 16 * (CH + PAD), CH + PAD, Vs, VD + PAD);
         uint32_t *u = (uint32_t *)(rec + R::u);
 #pragma unroll
         for (int nt = 0; nt < VD / 8; nt++) {
@@ -225,7 +276,7 @@ __global__ void __launch_bounds__(THREADS)
 
 /* ---- tc_state -------------------------------------------------------------------------------- */
 
-template <int KD, int VD>
+template <int KD, int VD, int BV>
 struct StateSmem {
     static constexpr size_t ws = 0; /* per stage: W, K, U slice, gamma */
     static constexpr size_t ks = ws + (size_t)CH * (KD + PAD) * 2;
@@ -237,14 +288,14 @@ struct StateSmem {
     static constexpr size_t bytes = db + (size_t)CH * (BV + PAD) * 2;
 };
 
-template <int DT, int KD, int VD>
+template <int DT, int KD, int VD, int BV>
 __global__ void __launch_bounds__(THREADS)
     tc_state_kernel(const rudnn_gated_delta_plan_t p, const uint16_t *__restrict__ k,
                     const float *__restrict__ s_in, const void *__restrict__ table, unsigned char *__restrict__ scratch,
                     float *__restrict__ s_out)
 {
     using R = Rec<KD, VD>;
-    using M = StateSmem<KD, VD>;
+    using M = StateSmem<KD, VD, BV>;
     constexpr int MT = KD / 64; /* m16 tiles of state rows a warp owns (KD / 4 rows) */
     constexpr int NT = BV / 8;
     extern __shared__ __align__(16) unsigned char sm[];
@@ -252,7 +303,7 @@ __global__ void __launch_bounds__(THREADS)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int64_t h = blockIdx.y, c0 = (int64_t)blockIdx.x * BV;
     const SeqInfo si = seq_info(p, table, blockIdx.z);
-    const int64_t b = si.batch, nch = (si.length + CH - 1) / CH;
+    const int64_t b = si.batch, nch = si.chunks;
     const float *src = state_at(s_in, p, si.row, h);
     float *dst = (float *)state_at(s_out, p, si.row, h);
 
@@ -314,7 +365,7 @@ __global__ void __launch_bounds__(THREADS)
         const float gl = gam[L - 1];
         {
             float acc[NT][4] = {};
-            mma_ab<DT, NT>(acc, Ws + warp * 16 * (KD + PAD), KD + PAD, Sb, BV + PAD, KD / 16);
+            mma_ab<DT, NT, KD / 16>(acc, Ws + warp * 16 * (KD + PAD), KD + PAD, Sb, BV + PAD);
             uint16_t *u = (uint16_t *)(rec + R::u);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
@@ -414,7 +465,7 @@ __global__ void __launch_bounds__(THREADS)
     /* P = (Q K^T) e^(gamma_i - gamma_j), j <= i: the warp's 16 rows */
     {
         float acc[CH / 8][4] = {};
-        mma_abt<DT, CH / 8>(acc, Qs + warp * 16 * (KD + PAD), KD + PAD, Ks, KD + PAD, KD / 16);
+        mma_abt<DT, CH / 8, KD / 16>(acc, Qs + warp * 16 * (KD + PAD), KD + PAD, Ks, KD + PAD);
 #pragma unroll
         for (int nt = 0; nt < CH / 8; nt++)
 #pragma unroll
@@ -427,12 +478,12 @@ __global__ void __launch_bounds__(THREADS)
     }
     __syncwarp(); /* a warp reads back only its own rows of P */
     float acc[VD / 8][4] = {};
-    mma_ab<DT, VD / 8>(acc, Qs + warp * 16 * (KD + PAD), KD + PAD, Ss, VD + PAD, KD / 16);
+    mma_ab<DT, VD / 8, KD / 16>(acc, Qs + warp * 16 * (KD + PAD), KD + PAD, Ss, VD + PAD);
     const float e_lo = expf(gam[warp * 16 + g]), e_hi = expf(gam[warp * 16 + g + 8]);
 #pragma unroll
     for (int nt = 0; nt < VD / 8; nt++)
         acc[nt][0] *= e_lo, acc[nt][1] *= e_lo, acc[nt][2] *= e_hi, acc[nt][3] *= e_hi;
-    mma_ab<DT, VD / 8>(acc, Pb + warp * 16 * (CH + PAD), CH + PAD, Ds, VD + PAD, CH / 16);
+    mma_ab<DT, VD / 8, CH / 16>(acc, Pb + warp * 16 * (CH + PAD), CH + PAD, Ds, VD + PAD);
 #pragma unroll
     for (int nt = 0; nt < VD / 8; nt++)
 #pragma unroll
@@ -445,38 +496,55 @@ __global__ void __launch_bounds__(THREADS)
 
 /* ---- host ------------------------------------------------------------------------------------ */
 
+/* The shared-memory limit of each kernel raised once per (kernel, device). */
+rudnn_status_t allow_smem(const void *fn, std::atomic<int> *raised, int dev, size_t bytes)
+{
+    if (dev >= 0 && dev < 64 && raised[dev].load(std::memory_order_acquire))
+        return RUDNN_STATUS_SUCCESS;
+    const cudaError_t err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (err != cudaSuccess)
+        return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "gated_delta.tc: shared memory opt-in");
+    if (dev >= 0 && dev < 64)
+        raised[dev].store(1, std::memory_order_release);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+template <int DT, int KD, int VD, int BV>
+rudnn_status_t launch_state(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
+{
+    static std::atomic<int> raised[64];
+    const size_t bytes = StateSmem<KD, VD, BV>::bytes;
+    TRY(allow_smem((const void *)tc_state_kernel<DT, KD, VD, BV>, raised, q->dev.index, bytes));
+    rdg_note_kernel("gated_delta.tc_state");
+    tc_state_kernel<DT, KD, VD, BV><<<dim3(VD / BV, (unsigned)p->heads, (unsigned)p->sequences), THREADS, bytes,
+                                      q->stream>>>(*p, (const uint16_t *)rdg_at(o->key),
+                                                   (const float *)rdg_at(o->initial_state), rdg_at(o->table),
+                                                   (unsigned char *)rdg_at(o->scratch), (float *)rdg_at(o->final_state));
+    return rdg_launched("gated_delta.tc_state");
+}
+
 template <int DT, int KD, int VD>
 rudnn_status_t launch(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
 {
-    static std::atomic<int> raised[3][64];
-    const int dev = q->dev.index;
-    const void *fns[3] = {(const void *)tc_prep_kernel<DT, KD, VD>, (const void *)tc_state_kernel<DT, KD, VD>,
-                          (const void *)tc_out_kernel<DT, KD, VD>};
-    const size_t bytes[3] = {PrepSmem<KD, VD>::bytes, StateSmem<KD, VD>::bytes, OutSmem<KD, VD>::bytes};
-    for (int i = 0; i < 3; i++)
-        if (dev < 0 || dev >= 64 || !raised[i][dev].load(std::memory_order_acquire)) {
-            const cudaError_t err =
-                cudaFuncSetAttribute(fns[i], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes[i]);
-            if (err != cudaSuccess)
-                return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "gated_delta.tc: shared memory opt-in");
-            if (dev >= 0 && dev < 64)
-                raised[i][dev].store(1, std::memory_order_release);
-        }
+    static std::atomic<int> raised[2][64];
+    TRY(allow_smem((const void *)tc_prep_kernel<DT, KD, VD>, raised[0], q->dev.index, PrepSmem<KD, VD>::bytes));
+    TRY(allow_smem((const void *)tc_out_kernel<DT, KD, VD>, raised[1], q->dev.index, OutSmem<KD, VD>::bytes));
     unsigned char *scratch = (unsigned char *)rdg_at(o->scratch);
     const uint16_t *qp = (const uint16_t *)rdg_at(o->query), *kp = (const uint16_t *)rdg_at(o->key);
     rdg_note_kernel("gated_delta.tc_prep");
-    tc_prep_kernel<DT, KD, VD><<<dim3((unsigned)p->chunks, (unsigned)p->heads), THREADS, bytes[0], q->stream>>>(
-        *p, kp, (const uint16_t *)rdg_at(o->value), rdg_at(o->beta), (const float *)rdg_at(o->log_decay),
-        rdg_at(o->table), scratch);
+    tc_prep_kernel<DT, KD, VD><<<dim3((unsigned)p->chunks, (unsigned)p->heads), THREADS, PrepSmem<KD, VD>::bytes,
+                                 q->stream>>>(*p, kp, (const uint16_t *)rdg_at(o->value), rdg_at(o->beta),
+                                              (const float *)rdg_at(o->log_decay), rdg_at(o->table), scratch);
     TRY(rdg_launched("gated_delta.tc_prep"));
-    rdg_note_kernel("gated_delta.tc_state");
-    tc_state_kernel<DT, KD, VD><<<dim3(VD / BV, (unsigned)p->heads, (unsigned)p->sequences), THREADS, bytes[1],
-                                  q->stream>>>(*p, kp, (const float *)rdg_at(o->initial_state), rdg_at(o->table),
-                                               scratch, (float *)rdg_at(o->final_state));
-    TRY(rdg_launched("gated_delta.tc_state"));
+    /* the serial kernel: narrower column blocks where the wide ones would leave SMs idle */
+    const int64_t wide_blocks = p->heads * p->sequences * (VD / GDR_TC_STATE_COLS);
+    if (wide_blocks < (int64_t)q->dev.sm_count)
+        TRY((launch_state<DT, KD, VD, GDR_TC_STATE_COLS_FEW>(q, p, o)));
+    else
+        TRY((launch_state<DT, KD, VD, GDR_TC_STATE_COLS>(q, p, o)));
     rdg_note_kernel("gated_delta.tc_out");
-    tc_out_kernel<DT, KD, VD><<<dim3((unsigned)p->chunks, (unsigned)p->heads), THREADS, bytes[2], q->stream>>>(
-        *p, qp, kp, rdg_at(o->table), scratch, rdg_at(o->output));
+    tc_out_kernel<DT, KD, VD><<<dim3((unsigned)p->chunks, (unsigned)p->heads), THREADS, OutSmem<KD, VD>::bytes,
+                                q->stream>>>(*p, qp, kp, rdg_at(o->table), scratch, rdg_at(o->output));
     return rdg_launched("gated_delta.tc_out");
 }
 
@@ -499,7 +567,9 @@ int rdg_gdr_tc_plan_fits(const rdg_devinfo_t *dev, const rudnn_gated_delta_plan_
 {
     return dev->arch >= 80 && (p->dtype == RUDNN_F16 || p->dtype == RUDNN_BF16) && p->chunk_size == CH &&
            (p->key_dim == 64 || p->key_dim == 128) && (p->value_dim == 64 || p->value_dim == 128) &&
-           OutSmem<128, 128>::bytes <= dev->smem_optin && StateSmem<128, 128>::bytes <= dev->smem_optin &&
+           OutSmem<128, 128>::bytes <= dev->smem_optin &&
+           StateSmem<128, 128, GDR_TC_STATE_COLS_FEW>::bytes <= dev->smem_optin &&
+           StateSmem<128, 128, GDR_TC_STATE_COLS>::bytes <= dev->smem_optin &&
            PrepSmem<128, 128>::bytes <= dev->smem_optin;
 }
 

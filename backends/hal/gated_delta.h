@@ -44,7 +44,8 @@ typedef struct rudnn_gated_delta_plan {
     int64_t sequences;         /* fixed: B; varlen: N (>= 1) */
     int32_t varlen;            /* the sequence table is at the workspace's start */
     int64_t chunk_size;        /* C >= 1 (chunked), 0 (recurrent) */
-    int64_t chunks;            /* chunked: chunks over all sequences */
+    int64_t chunks;            /* chunked: chunks over all sequences (< 2^31) */
+    int64_t seq_chunks;        /* chunked, fixed length: chunks a sequence, ceil(T / C) */
     float query_scale;
     /* Element strides of dims b, h, t (q, k, v, output: the last dim is contiguous). */
     int64_t q_stride[3];
