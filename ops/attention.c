@@ -492,28 +492,15 @@ rudnn_status_t rudnn_attention_workspace_size(rudnn_queue_t queue, const rudnn_t
 
 /* The caller's workspace: on the queue's context, holding what the kernel needs, touching no
  * tensor of the call. */
+/* A caller's workspace against what the chosen kernel needs (rudnn_check_workspace). */
 static rudnn_status_t check_workspace(const char *op, const attn_args_t *a, rudnn_buffer_t ws, size_t ws_bytes,
                                       size_t need, const char *kernel)
 {
-    if (ws->context != a->queue->context)
-        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: workspace is on another context/device than the "
-                               "queue", op);
-    if (ws_bytes > ws->size)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu exceeds the workspace buffer "
-                               "(%zu bytes)", op, ws_bytes, ws->size);
-    if (ws_bytes < need)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu is too small: kernel %s needs %zu "
-                               "bytes (rudnn_attention_workspace_size)", op, ws_bytes, kernel, need);
     static const char *const names[7] = {"q", "k", "v", "mask", "attn_bias", "out", "lse"};
     const rudnn_tensor_t *all[7] = {a->q, a->k, a->v, a->mask, a->bias, a->out, a->lse};
-    for (int i = 0; i < 7; i++) {
-        const rudnn_tensor_t *t = all[i];
-        size_t span = rudnn_tensor_span_bytes(t);
-        if (t && t->buffer == ws && span && ws_bytes && t->offset < ws_bytes)
-            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s overlaps the first workspace_bytes (%zu) of "
-                                   "workspace", op, names[i], ws_bytes);
-    }
-    return RUDNN_STATUS_SUCCESS;
+    char query[160];
+    snprintf(query, sizeof query, "kernel %s; rudnn_attention_workspace_size", kernel);
+    return rudnn_check_workspace(op, a->queue, ws, ws_bytes, need, query, all, names, 7);
 }
 
 typedef struct run_ctx {

@@ -400,25 +400,14 @@ static rudnn_status_t validate(const char *op, rudnn_queue_t queue, const rudnn_
 static rudnn_status_t check_workspace(const char *op, rudnn_queue_t queue, const rudnn_ffn_args_t *a,
                                       const rudnn_tensor_t *y, rudnn_buffer_t ws, size_t ws_bytes, size_t need)
 {
-    if (!ws)
-        return RUDNN_STATUS_SUCCESS;
-    if (ws->context != queue->context)
-        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: workspace is on another context/device than the "
-                               "queue", op);
-    if (ws_bytes > ws->size)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu exceeds the workspace buffer (%zu "
-                               "bytes)", op, ws_bytes, ws->size);
-    if (ws_bytes < need)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: workspace_bytes = %zu is too small: %zu bytes needed "
-                               "(rudnn_ffn_workspace_size)", op, ws_bytes, need);
     const rudnn_tensor_t *t[FFN_INPUTS + 1];
+    const char *names[FFN_INPUTS + 1];
     inputs_of(a, t);
-    t[FFN_INPUTS] = y;
-    for (int i = 0; i <= FFN_INPUTS; i++)
-        if (t[i] && t[i]->buffer == ws && rudnn_tensor_span_bytes(t[i]) && ws_bytes && t[i]->offset < ws_bytes)
-            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s overlaps the first workspace_bytes (%zu) of "
-                                   "workspace", op, i < FFN_INPUTS ? input_names[i] : "y", ws_bytes);
-    return RUDNN_STATUS_SUCCESS;
+    for (int i = 0; i < FFN_INPUTS; i++)
+        names[i] = input_names[i];
+    t[FFN_INPUTS] = y, names[FFN_INPUTS] = "y";
+    return rudnn_check_workspace(op, queue, ws, ws_bytes, need, "rudnn_ffn_workspace_size", t, names,
+                                 FFN_INPUTS + 1);
 }
 
 /* expert_tokens' values against x's M rows: counts >= 0, or running totals >= 0 that never
