@@ -16,7 +16,6 @@
  * inputs in the cache; WARMUP launches (the first one tunes, for autotune), then --reps launches
  * each between two events (fewer, down to MIN_REPS, where they would take over
  * STRATEGY_BUDGET_MS: "reps" says how many); median and minimum. Diagnostics go to stderr. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 #include "bench_util.h"
 #include "rudnn/rudnn.h"
 
+#define PROG "rudnn-bench-attention"
 #define WARMUP 3
 #define DEFAULT_REPS 50
 #define QUICK_REPS 5
@@ -83,55 +83,20 @@ typedef struct run {
     rudnn_queue_t q;
     rudnn_device_info_t dev;
     const options_t *o;
-    rudnn_event_t *start, *end;
-    float *ms;
+    bench_events_t ev;
     double copy_gbps;
     int failed; /* a strategy failed: the exit status is 1, after the other cases ran */
 } run_t;
-
-static void die(const char *what, rudnn_status_t st)
-{
-    fprintf(stderr, "rudnn-bench-attention: %s: %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
-    exit(1);
-}
 
 #define CHECK(call)                                                                                              \
     do {                                                                                                         \
         rudnn_status_t check_st_ = (call);                                                                       \
         if (check_st_ != RUDNN_STATUS_SUCCESS)                                                                   \
-            die(#call, check_st_);                                                                               \
+            bench_die(PROG, #call, check_st_);                                                                   \
     } while (0)
 
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-/* Times n launches already recorded between r->start[i] and r->end[i]: median, minimum. */
-static void stats(run_t *r, int n, double *median, double *minimum)
-{
-    for (int i = 0; i < n; i++)
-        CHECK(rudnn_event_elapsed_ms(r->start[i], r->end[i], &r->ms[i]));
-    qsort(r->ms, (size_t)n, sizeof r->ms[0], cmp_float);
-    *median = n % 2 ? r->ms[n / 2] : 0.5 * ((double)r->ms[n / 2 - 1] + (double)r->ms[n / 2]);
-    *minimum = r->ms[0];
-}
-
 /* ---- the copy reference: what memory can move on this device, in this run ---- */
-
-static int contains_ci(const char *hay, const char *needle)
-{
-    for (; *hay; hay++) {
-        size_t i = 0;
-        while (needle[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
-            i++;
-        if (!needle[i])
-            return 1;
-    }
-    return 0;
-}
 
 static double measure_copy(run_t *r)
 {
@@ -140,40 +105,11 @@ static double measure_copy(run_t *r)
     if (!r->o->copy_mib && bytes > 2ULL << 30)
         bytes = 2ULL << 30;
     /* a CPU device (PoCL) would take seconds over a GPU-sized copy */
-    int cpu = contains_ci(r->dev.name, "cpu") || contains_ci(r->dev.name, "pthread") ||
-              contains_ci(r->dev.driver, "pocl");
+    int cpu = bench_is_cpu_device(&r->dev);
     if (!r->o->copy_mib && (r->o->quick || cpu) && bytes > 256ULL << 20)
         bytes = 256ULL << 20;
     bytes = bytes < 4096 ? 4096 : bytes & ~(uint64_t)4095;
-    rudnn_buffer_t src, dst;
-    CHECK(rudnn_buffer_create(r->ctx, (size_t)bytes, &src));
-    CHECK(rudnn_buffer_create(r->ctx, (size_t)bytes, &dst));
-    CHECK(rudnn_buffer_fill(r->q, src, 0, 0x5a, (size_t)bytes));
-    for (int i = 0; i < WARMUP; i++)
-        CHECK(rudnn_buffer_copy(r->q, dst, 0, src, 0, (size_t)bytes));
-    CHECK(rudnn_queue_synchronize(r->q));
-    for (int i = 0; i < r->o->reps; i++) {
-        CHECK(rudnn_event_record(r->start[i], r->q));
-        CHECK(rudnn_buffer_copy(r->q, dst, 0, src, 0, (size_t)bytes));
-        CHECK(rudnn_event_record(r->end[i], r->q));
-    }
-    double median, minimum;
-    stats(r, r->o->reps, &median, &minimum);
-    rudnn_buffer_destroy(src);
-    rudnn_buffer_destroy(dst);
-    if (!(median > 0)) {
-        fprintf(stderr, "rudnn-bench-attention: a copy timed at %g ms: the event timer does not work\n", median);
-        exit(1);
-    }
-    double gbps = 2.0 * (double)bytes / (median * 1e6); /* read + write */
-    printf("{\"op\":\"copy\",\"bytes\":%llu,\"backend\":", (unsigned long long)bytes);
-    bench_json_string(r->dev.backend);
-    printf(",\"device\":");
-    bench_json_string(r->dev.name);
-    printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"gbps\":%.2f,\"copy_gbps\":%.2f,\"reps\":%d}\n", median, minimum,
-           gbps, gbps, r->o->reps);
-    fflush(stdout);
-    return gbps;
+    return bench_copy(&r->ev, r->ctx, r->q, &r->dev, (size_t)bytes, r->o->reps);
 }
 
 /* ---- inputs ---------------------------------------------------------------- */
@@ -197,8 +133,8 @@ static void fill_random(run_t *r, rudnn_buffer_t b, size_t n)
     const size_t es = rudnn_dtype_size(r->o->dtype);
     size_t first = ((size_t)32 << 20) / es;
     first = n < first ? n : first;
-    float *f = bench_xmalloc("rudnn-bench-attention", first * sizeof *f);
-    void *h = bench_xmalloc("rudnn-bench-attention", first * es);
+    float *f = bench_xmalloc(PROG, first * sizeof *f);
+    void *h = bench_xmalloc(PROG, first * es);
     for (size_t i = 0; i < first; i++)
         f[i] = uniform();
     if (r->o->dtype == RUDNN_F32)
@@ -316,15 +252,15 @@ static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, in
     for (int i = 0; i < warmup; i++) {
         set_t *s = &sets[i % nsets];
         if (i == warmup - 1)
-            CHECK(rudnn_event_record(r->start[0], r->q));
+            CHECK(rudnn_event_record(r->ev.start[0], r->q));
         rudnn_status_t rc = rudnn_attention(r->q, &s->q, &s->k, &s->v, NULL, NULL, &opt, st, ws, ws_bytes, &s->out, NULL);
         if (rc != RUDNN_STATUS_SUCCESS) {
             fail_strategy(r, c, sname, rc, i == 0, ws);
             return;
         }
         if (i == warmup - 1) {
-            CHECK(rudnn_event_record(r->end[0], r->q));
-            CHECK(rudnn_event_elapsed_ms(r->start[0], r->end[0], &last_ms));
+            CHECK(rudnn_event_record(r->ev.end[0], r->q));
+            CHECK(rudnn_event_elapsed_ms(r->ev.start[0], r->ev.end[0], &last_ms));
         }
     }
     CHECK(rudnn_queue_synchronize(r->q));
@@ -335,13 +271,13 @@ static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, in
         reps = STRATEGY_BUDGET_MS / last_ms > MIN_REPS ? (int)(STRATEGY_BUDGET_MS / last_ms) : MIN_REPS;
     for (int i = 0; i < reps; i++) {
         set_t *s = &sets[i % nsets];
-        CHECK(rudnn_event_record(r->start[i], r->q));
+        CHECK(rudnn_event_record(r->ev.start[i], r->q));
         rudnn_status_t rc = rudnn_attention(r->q, &s->q, &s->k, &s->v, NULL, NULL, &opt, st, ws, ws_bytes, &s->out, NULL);
         if (rc != RUDNN_STATUS_SUCCESS) {
             fail_strategy(r, c, sname, rc, 0, ws);
             return;
         }
-        CHECK(rudnn_event_record(r->end[i], r->q));
+        CHECK(rudnn_event_record(r->ev.end[i], r->q));
     }
     const char *kernel = rudnn_last_kernel();
     char kernel_copy[128];
@@ -355,7 +291,7 @@ static void time_strategy(run_t *r, const att_case_t *c, int si, set_t *sets, in
             if (strategies[k].value == choice.strategy && strategies[k].value != RUDNN_ATTENTION_AUTOTUNE)
                 resolved = strategies[k].name;
     double median, minimum;
-    stats(r, reps, &median, &minimum);
+    bench_stats(&r->ev, reps, &median, &minimum);
     rudnn_buffer_destroy(ws);
     double secs = median * 1e-3;
     double gbps = secs > 0 ? case_bytes(c, rudnn_dtype_size(r->o->dtype)) / secs / 1e9 : 0;
@@ -403,7 +339,7 @@ static void run_case(run_t *r, const att_case_t *c)
         nsets = r->o->reps > 1 ? r->o->reps : 1;
     while (nsets > 1 && nsets * set_bytes + (double)ws_max > budget)
         nsets--;
-    set_t *sets = bench_xmalloc("rudnn-bench-attention", (size_t)nsets * sizeof *sets);
+    set_t *sets = bench_xmalloc(PROG, (size_t)nsets * sizeof *sets);
     sets[0] = first;
     for (int k = 1; k < nsets; k++)
         set_create(r, c, &sets[k]);
@@ -439,19 +375,6 @@ static void usage(FILE *f)
     for (size_t i = 0; i < sizeof quick_cases / sizeof quick_cases[0]; i++)
         fprintf(f, " %s", quick_cases[i].name);
     fprintf(f, "\n");
-}
-
-static int in_list(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *p = list; p && *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && !strncmp(p, name, n))
-            return 1;
-        p = e ? e + 1 : NULL;
-    }
-    return 0;
 }
 
 static void parse(int argc, char **argv, options_t *o)
@@ -498,7 +421,7 @@ static void parse(int argc, char **argv, options_t *o)
     }
     int any = 0;
     for (int si = 0; si < STRATEGY_COUNT; si++)
-        any += o->use_strategy[si] = in_list(strat, "all") || in_list(strat, strategies[si].name);
+        any += o->use_strategy[si] = bench_in_list(strat, "all") || bench_in_list(strat, strategies[si].name);
     if (!any) {
         fprintf(stderr, "rudnn-bench-attention: unknown strategy '%s'\n", strat);
         exit(2);
@@ -540,24 +463,12 @@ int main(int argc, char **argv)
     CHECK(rudnn_queue_create(r.ctx, &r.q));
     fprintf(stderr, "rudnn-bench-attention: %s device %d: %s, %.1f GiB\n", r.dev.backend, r.dev.index, r.dev.name,
             (double)r.dev.global_memory_bytes / (1 << 30));
-    r.start = bench_xmalloc("rudnn-bench-attention", (size_t)o.reps * sizeof *r.start);
-    r.end = bench_xmalloc("rudnn-bench-attention", (size_t)o.reps * sizeof *r.end);
-    r.ms = bench_xmalloc("rudnn-bench-attention", (size_t)o.reps * sizeof *r.ms);
-    for (int i = 0; i < o.reps; i++) {
-        CHECK(rudnn_event_create(r.ctx, &r.start[i]));
-        CHECK(rudnn_event_create(r.ctx, &r.end[i]));
-    }
+    bench_events_create(&r.ev, PROG, r.ctx, o.reps);
     r.copy_gbps = measure_copy(&r);
     for (size_t i = 0; i < ncases; i++)
-        if (!o.cases || in_list(o.cases, cases[i].name))
+        if (!o.cases || bench_in_list(o.cases, cases[i].name))
             run_case(&r, &cases[i]);
-    for (int i = 0; i < o.reps; i++) {
-        rudnn_event_destroy(r.start[i]);
-        rudnn_event_destroy(r.end[i]);
-    }
-    free(r.start);
-    free(r.end);
-    free(r.ms);
+    bench_events_destroy(&r.ev);
     rudnn_queue_destroy(r.q);
     rudnn_context_destroy(r.ctx);
     return r.failed;

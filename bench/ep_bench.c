@@ -22,27 +22,21 @@
 #include "rudnn/rudnn.h"
 
 #define WARMUP 3
+#define PROG "rudnn-bench-ep"
 #define SETS 2
-
-static void die(const char *what, rudnn_status_t st)
-{
-    fprintf(stderr, "rudnn-bench-ep: %s: %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
-    exit(1);
-}
 
 #define CHECK(call)                                                                                              \
     do {                                                                                                         \
         rudnn_status_t check_st_ = (call);                                                                       \
         if (check_st_ != RUDNN_STATUS_SUCCESS)                                                                   \
-            die(#call, check_st_);                                                                               \
+            bench_die(PROG, #call, check_st_);                                                                   \
     } while (0)
 
 typedef struct bench {
     rudnn_context_t ctx;
     rudnn_queue_t q;
     rudnn_device_info_t dev;
-    rudnn_event_t *start, *end;
-    float *ms;
+    bench_events_t ev;
     int reps;
 } bench_t;
 
@@ -53,27 +47,11 @@ static uint32_t next_u32(void)
     return (uint32_t)(rng >> 32);
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static void stats(bench_t *b, double *median, double *minimum)
-{
-    for (int i = 0; i < b->reps; i++)
-        CHECK(rudnn_event_elapsed_ms(b->start[i], b->end[i], &b->ms[i]));
-    qsort(b->ms, (size_t)b->reps, sizeof b->ms[0], cmp_float);
-    const int n = b->reps;
-    *median = n % 2 ? b->ms[n / 2] : 0.5 * ((double)b->ms[n / 2 - 1] + (double)b->ms[n / 2]);
-    *minimum = b->ms[0];
-}
-
 static rudnn_buffer_t random_buffer(bench_t *b, size_t bytes)
 {
     rudnn_buffer_t buf;
     CHECK(rudnn_buffer_create(b->ctx, bytes, &buf));
-    uint16_t *h = bench_xmalloc("rudnn-bench-ep", bytes);
+    uint16_t *h = bench_xmalloc(PROG, bytes);
     /* small finite values for any float dtype: 0x3c00-0x3dff (f16 ~1-1.5, bf16 ~0.008-0.06) */
     for (size_t i = 0; i < bytes / 2; i++)
         h[i] = (uint16_t)(0x3c00 | (next_u32() & 0x1ff));
@@ -94,7 +72,7 @@ static void line(bench_t *b, const char *op, int64_t bs, int64_t k, int64_t h, r
                  double copy_gbps)
 {
     double median, minimum;
-    stats(b, &median, &minimum);
+    bench_stats(&b->ev, b->reps, &median, &minimum);
     const double gbps = bytes / (median * 1e6);
     printf("{\"op\":\"%s\",\"bs\":%lld,\"k\":%lld,\"h\":%lld,\"dtype\":\"%s\",\"backend\":", op, (long long)bs,
            (long long)k, (long long)h, rudnn_dtype_name(dt));
@@ -106,33 +84,6 @@ static void line(bench_t *b, const char *op, int64_t bs, int64_t k, int64_t h, r
            median, minimum, bytes, gbps, copy_gbps > 0 ? copy_gbps : gbps, copy_gbps > 0 ? gbps / copy_gbps : 1.0,
            b->reps);
     fflush(stdout);
-}
-
-static double measure_copy(bench_t *b, size_t bytes)
-{
-    rudnn_buffer_t src, dst;
-    CHECK(rudnn_buffer_create(b->ctx, bytes, &src));
-    CHECK(rudnn_buffer_create(b->ctx, bytes, &dst));
-    CHECK(rudnn_buffer_fill(b->q, src, 0, 0x5a, bytes));
-    for (int i = 0; i < WARMUP; i++)
-        CHECK(rudnn_buffer_copy(b->q, dst, 0, src, 0, bytes));
-    for (int i = 0; i < b->reps; i++) {
-        CHECK(rudnn_event_record(b->start[i], b->q));
-        CHECK(rudnn_buffer_copy(b->q, dst, 0, src, 0, bytes));
-        CHECK(rudnn_event_record(b->end[i], b->q));
-    }
-    double median, minimum;
-    stats(b, &median, &minimum);
-    rudnn_buffer_destroy(src);
-    rudnn_buffer_destroy(dst);
-    const double gbps = 2.0 * (double)bytes / (median * 1e6);
-    printf("{\"op\":\"copy\",\"bytes\":%zu,\"backend\":", bytes);
-    bench_json_string(b->dev.backend);
-    printf(",\"device\":");
-    bench_json_string(b->dev.name);
-    printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"gbps\":%.2f,\"reps\":%d}\n", median, minimum, gbps, b->reps);
-    fflush(stdout);
-    return gbps;
 }
 
 int main(int argc, char **argv)
@@ -169,13 +120,7 @@ int main(int argc, char **argv)
     CHECK(rudnn_context_create(&b.ctx, NULL));
     CHECK(rudnn_queue_create(b.ctx, &b.q));
     CHECK(rudnn_context_device_info(b.ctx, &b.dev));
-    b.start = bench_xmalloc("rudnn-bench-ep", (size_t)reps * sizeof *b.start);
-    b.end = bench_xmalloc("rudnn-bench-ep", (size_t)reps * sizeof *b.end);
-    b.ms = bench_xmalloc("rudnn-bench-ep", (size_t)reps * sizeof *b.ms);
-    for (int i = 0; i < reps; i++) {
-        CHECK(rudnn_event_create(b.ctx, &b.start[i]));
-        CHECK(rudnn_event_create(b.ctx, &b.end[i]));
-    }
+    bench_events_create(&b.ev, PROG, b.ctx, reps);
     const rudnn_moe_kernels_t *kt = RUDNN_FAMILY_TABLE(b.ctx->backend, moe);
     if (!kt || !kt->dispatch_gather || !RUDNN_KERNEL_ENTRY(kt, ep_combine_norm)) {
         fprintf(stderr, "rudnn-bench-ep: backend %s lacks the MoE gather or ep_combine_norm kernel\n",
@@ -183,12 +128,12 @@ int main(int argc, char **argv)
         return 1;
     }
     const size_t esz = rudnn_dtype_size(dt), row = (size_t)h * esz, rows = (size_t)(bs * k);
-    const double copy_gbps = measure_copy(&b, rows * row);
+    const double copy_gbps = bench_copy(&b.ev, b.ctx, b.q, &b.dev, rows * row, reps);
 
     /* send order: each token's K rows spread over the destinations, grouped by destination */
-    uint32_t *row_token = bench_xmalloc("rudnn-bench-ep", rows * sizeof *row_token);
-    int32_t *src = bench_xmalloc("rudnn-bench-ep", rows * sizeof *src);
-    float *scales = bench_xmalloc("rudnn-bench-ep", rows * sizeof *scales);
+    uint32_t *row_token = bench_xmalloc(PROG, rows * sizeof *row_token);
+    int32_t *src = bench_xmalloc(PROG, rows * sizeof *src);
+    float *scales = bench_xmalloc(PROG, rows * sizeof *scales);
     for (size_t r = 0; r < rows; r++)
         row_token[r] = (uint32_t)(r % (size_t)bs);
     for (size_t r = 0; r < rows; r++) /* the rows come back in a random order */
@@ -223,9 +168,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < WARMUP; i++)
         CHECK(PACK(i % SETS));
     for (int i = 0; i < reps; i++) {
-        CHECK(rudnn_event_record(b.start[i], b.q));
+        CHECK(rudnn_event_record(b.ev.start[i], b.q));
         CHECK(PACK(i % SETS));
-        CHECK(rudnn_event_record(b.end[i], b.q));
+        CHECK(rudnn_event_record(b.ev.end[i], b.q));
     }
     line(&b, "ep_pack", bs, k, h, dt, (double)((size_t)bs * row + rows * row), copy_gbps);
 
@@ -240,9 +185,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < WARMUP; i++)
         CHECK(COMBINE(i % SETS));
     for (int i = 0; i < reps; i++) {
-        CHECK(rudnn_event_record(b.start[i], b.q));
+        CHECK(rudnn_event_record(b.ev.start[i], b.q));
         CHECK(COMBINE(i % SETS));
-        CHECK(rudnn_event_record(b.end[i], b.q));
+        CHECK(rudnn_event_record(b.ev.end[i], b.q));
     }
     line(&b, shared ? "ep_combine_norm" : "ep_combine_norm_noshared", bs, k, h, dt,
          (double)(rows * row + (size_t)(shared ? 4 : 3) * (size_t)bs * row), copy_gbps);
@@ -254,11 +199,8 @@ int main(int argc, char **argv)
         rudnn_buffer_destroy(xo[s]), rudnn_buffer_destroy(rstd[s]);
     }
     rudnn_buffer_destroy(d_rt), rudnn_buffer_destroy(d_src), rudnn_buffer_destroy(d_sc), rudnn_buffer_destroy(gamma);
-    for (int i = 0; i < reps; i++) {
-        rudnn_event_destroy(b.start[i]);
-        rudnn_event_destroy(b.end[i]);
-    }
-    free(b.start), free(b.end), free(b.ms), free(row_token), free(src), free(scales);
+    bench_events_destroy(&b.ev);
+    free(row_token), free(src), free(scales);
     rudnn_queue_destroy(b.q);
     rudnn_context_destroy(b.ctx);
     return 0;

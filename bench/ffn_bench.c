@@ -62,17 +62,11 @@ static const ffn_case_t quick_cases[] = {
     {"quick_w8a8_m64_swiglu", 64, 128, 128, RUDNN_FFN_SWIGLU, RUDNN_I8, RUDNN_I8, 0, RUDNN_FFN_HIGH_PRECISION},
 };
 
-static void die(const char *what, rudnn_status_t st)
-{
-    fprintf(stderr, PROG ": %s: %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
-    exit(1);
-}
-
 #define CHECK(call)                                                                                              \
     do {                                                                                                         \
         rudnn_status_t check_st_ = (call);                                                                       \
         if (check_st_ != RUDNN_STATUS_SUCCESS)                                                                   \
-            die(#call, check_st_);                                                                               \
+            bench_die(PROG, #call, check_st_);                                                                   \
     } while (0)
 
 typedef struct run {
@@ -80,53 +74,9 @@ typedef struct run {
     rudnn_queue_t q;
     rudnn_device_info_t dev;
     int reps;
-    rudnn_event_t start[1024], end[1024];
-    float ms[1024];
+    bench_events_t ev;
     double copy_gbps;
 } run_t;
-
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static void stats(run_t *r, double *median, double *minimum)
-{
-    for (int i = 0; i < r->reps; i++)
-        CHECK(rudnn_event_elapsed_ms(r->start[i], r->end[i], &r->ms[i]));
-    qsort(r->ms, (size_t)r->reps, sizeof r->ms[0], cmp_float);
-    int n = r->reps;
-    *median = n % 2 ? r->ms[n / 2] : 0.5 * ((double)r->ms[n / 2 - 1] + (double)r->ms[n / 2]);
-    *minimum = r->ms[0];
-}
-
-static double measure_copy(run_t *r, size_t bytes)
-{
-    rudnn_buffer_t src, dst;
-    CHECK(rudnn_buffer_create(r->ctx, bytes, &src));
-    CHECK(rudnn_buffer_create(r->ctx, bytes, &dst));
-    CHECK(rudnn_buffer_fill(r->q, src, 0, 0x5a, bytes));
-    for (int i = 0; i < WARMUP; i++)
-        CHECK(rudnn_buffer_copy(r->q, dst, 0, src, 0, bytes));
-    for (int i = 0; i < r->reps; i++) {
-        CHECK(rudnn_event_record(r->start[i], r->q));
-        CHECK(rudnn_buffer_copy(r->q, dst, 0, src, 0, bytes));
-        CHECK(rudnn_event_record(r->end[i], r->q));
-    }
-    double median, minimum;
-    stats(r, &median, &minimum);
-    rudnn_buffer_destroy(src);
-    rudnn_buffer_destroy(dst);
-    double gbps = 2.0 * (double)bytes / (median * 1e6);
-    printf("{\"op\":\"copy\",\"bytes\":%zu,\"backend\":", bytes);
-    bench_json_string(r->dev.backend);
-    printf(",\"device\":");
-    bench_json_string(r->dev.name);
-    printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"gbps\":%.2f,\"reps\":%d}\n", median, minimum, gbps, r->reps);
-    fflush(stdout);
-    return gbps;
-}
 
 /* A buffer of n elements of dt (I4: n values) holding small pseudo-random values. */
 static rudnn_buffer_t random_buffer(run_t *r, rudnn_dtype_t dt, size_t n, float scale)
@@ -227,12 +177,12 @@ static void run_case(run_t *r, const ffn_case_t *c)
         printf("}\n");
     } else {
         for (int i = 0; i < r->reps; i++) {
-            CHECK(rudnn_event_record(r->start[i], r->q));
+            CHECK(rudnn_event_record(r->ev.start[i], r->q));
             CHECK(rudnn_ffn(r->q, &a, ws, ws_bytes, &y));
-            CHECK(rudnn_event_record(r->end[i], r->q));
+            CHECK(rudnn_event_record(r->ev.end[i], r->q));
         }
         double median, minimum;
-        stats(r, &median, &minimum);
+        bench_stats(&r->ev, r->reps, &median, &minimum);
         const double wgbps = weight_bytes / (median * 1e6);
         printf(",\"kernel\":");
         bench_json_string(rudnn_last_kernel());
@@ -247,17 +197,6 @@ static void run_case(run_t *r, const ffn_case_t *c)
         if (extra[i])
             rudnn_buffer_destroy(extra[i]);
     rudnn_buffer_destroy(bx), rudnn_buffer_destroy(bw1), rudnn_buffer_destroy(bw2), rudnn_buffer_destroy(by);
-}
-
-static int listed(const char *list, const char *name)
-{
-    if (!list)
-        return 1;
-    const size_t n = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)); p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0))
-            return 1;
-    return 0;
 }
 
 int main(int argc, char **argv)
@@ -287,20 +226,14 @@ int main(int argc, char **argv)
     CHECK(rudnn_context_create(&r.ctx, &opts));
     CHECK(rudnn_queue_create(r.ctx, &r.q));
     CHECK(rudnn_context_device_info(r.ctx, &r.dev));
-    for (int i = 0; i < r.reps; i++) {
-        CHECK(rudnn_event_create(r.ctx, &r.start[i]));
-        CHECK(rudnn_event_create(r.ctx, &r.end[i]));
-    }
-    r.copy_gbps = measure_copy(&r, quick ? (size_t)16 << 20 : (size_t)1 << 30);
+    bench_events_create(&r.ev, PROG, r.ctx, r.reps);
+    r.copy_gbps = bench_copy(&r.ev, r.ctx, r.q, &r.dev, quick ? (size_t)16 << 20 : (size_t)1 << 30, r.reps);
     const ffn_case_t *list = quick ? quick_cases : full_cases;
     const size_t count = quick ? sizeof quick_cases / sizeof quick_cases[0] : sizeof full_cases / sizeof full_cases[0];
     for (size_t i = 0; i < count; i++)
-        if (listed(cases, list[i].name))
+        if (!cases || bench_in_list(cases, list[i].name))
             run_case(&r, &list[i]);
-    for (int i = 0; i < r.reps; i++) {
-        rudnn_event_destroy(r.start[i]);
-        rudnn_event_destroy(r.end[i]);
-    }
+    bench_events_destroy(&r.ev);
     rudnn_queue_destroy(r.q);
     rudnn_context_destroy(r.ctx);
     return 0;

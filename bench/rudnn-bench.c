@@ -20,7 +20,6 @@
  *
  * The autotune modes print text instead: --tune-show the autotune cache as a table (tune_show.c),
  * --tune <family> one progress line per tuned case (tune_attention.c for attention). */
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -291,69 +290,10 @@ static void parse_args(int argc, char **argv, options_t *o)
         o->reps = o->quick ? QUICK_REPS : DEFAULT_REPS;
 }
 
-/* ---- timing ---------------------------------------------------------------- */
-
-typedef struct timer {
-    rudnn_event_t *start, *end;
-    float *ms;
-    int reps;
-} bench_timer_t;
-
-static void bench_timer_create(bench_timer_t *t, rudnn_context_t ctx, int reps)
-{
-    t->reps = reps;
-    t->start = bench_xmalloc("rudnn-bench", sizeof(rudnn_event_t) * (size_t)reps);
-    t->end = bench_xmalloc("rudnn-bench", sizeof(rudnn_event_t) * (size_t)reps);
-    t->ms = bench_xmalloc("rudnn-bench", sizeof(float) * (size_t)reps);
-    for (int i = 0; i < reps; ++i) {
-        CHECK(rudnn_event_create(ctx, &t->start[i]));
-        CHECK(rudnn_event_create(ctx, &t->end[i]));
-    }
-}
-
-static void bench_timer_destroy(bench_timer_t *t)
-{
-    for (int i = 0; i < t->reps; ++i) {
-        rudnn_event_destroy(t->start[i]);
-        rudnn_event_destroy(t->end[i]);
-    }
-    free(t->start);
-    free(t->end);
-    free(t->ms);
-}
-
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-/* Sorts t->ms and returns the median and minimum. */
-static void bench_timer_stats(bench_timer_t *t, double *median, double *minimum)
-{
-    qsort(t->ms, (size_t)t->reps, sizeof(float), cmp_float);
-    int n = t->reps;
-    *median = (n % 2) ? t->ms[n / 2] : 0.5 * ((double)t->ms[n / 2 - 1] + (double)t->ms[n / 2]);
-    *minimum = t->ms[0];
-}
-
 /* ---- device-to-device copy reference -------------------------------------- */
 
-static int contains_ci(const char *hay, const char *needle)
-{
-    size_t n = strlen(needle);
-    for (const char *p = hay; *p; ++p) {
-        size_t i = 0;
-        while (i < n && p[i] && tolower((unsigned char)p[i]) == tolower((unsigned char)needle[i]))
-            ++i;
-        if (i == n)
-            return 1;
-    }
-    return 0;
-}
-
 static double measure_copy(rudnn_context_t ctx, rudnn_queue_t q, const rudnn_device_info_t *dev,
-                           const options_t *o, bench_timer_t *t)
+                           const options_t *o, bench_events_t *t)
 {
     const uint64_t two_gib = 2ULL << 30;
     uint64_t bytes;
@@ -364,8 +304,7 @@ static double measure_copy(rudnn_context_t ctx, rudnn_queue_t q, const rudnn_dev
         if (bytes > two_gib)
             bytes = two_gib;
         /* CPU OpenCL (PoCL) and smoke runs: a copy of that size would take seconds. */
-        int cpu_device = contains_ci(dev->name, "pthread") || contains_ci(dev->name, "cpu") ||
-                         contains_ci(dev->driver, "pocl");
+        int cpu_device = bench_is_cpu_device(dev);
         if ((o->quick || cpu_device) && bytes > (256ULL << 20))
             bytes = 256ULL << 20;
     }
@@ -381,19 +320,17 @@ static double measure_copy(rudnn_context_t ctx, rudnn_queue_t q, const rudnn_dev
     for (int i = 0; i < WARMUP; ++i)
         CHECK(rudnn_buffer_copy(q, dst, 0, src, 0, (size_t)bytes));
     CHECK(rudnn_queue_synchronize(q));
-    for (int i = 0; i < t->reps; ++i) {
+    for (int i = 0; i < t->count; ++i) {
         CHECK(rudnn_event_record(t->start[i], q));
         CHECK(rudnn_buffer_copy(q, dst, 0, src, 0, (size_t)bytes));
         CHECK(rudnn_event_record(t->end[i], q));
     }
-    for (int i = 0; i < t->reps; ++i)
-        CHECK(rudnn_event_elapsed_ms(t->start[i], t->end[i], &t->ms[i]));
+    double median, minimum;
+    bench_stats(t, t->count, &median, &minimum);
     CHECK(rudnn_queue_synchronize(q));
     rudnn_buffer_destroy(src);
     rudnn_buffer_destroy(dst);
 
-    double median, minimum;
-    bench_timer_stats(t, &median, &minimum);
     if (!(median > 0.0))
         die("device-to-device copy of %llu bytes timed at %g ms: the event timer does not work",
             (unsigned long long)bytes, median);
@@ -403,7 +340,7 @@ static double measure_copy(rudnn_context_t ctx, rudnn_queue_t q, const rudnn_dev
     json_case_head("copy", dims, 1, "u8", dev);
     printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"gbps\":%.2f,\"tflops\":0,\"peak_fraction\":1,"
            "\"copy_gbps\":%.2f,\"reps\":%d,\"buffers\":1}\n",
-           median, minimum, gbps, gbps, t->reps);
+           median, minimum, gbps, gbps, t->count);
     fflush(stdout);
     return gbps;
 }
@@ -495,7 +432,7 @@ static int case_fits(int op, const shape_t *sh, rudnn_dtype_t dt, const rudnn_de
 
 static void run_case(int op, const shape_t *sh, rudnn_dtype_t dt, rudnn_context_t ctx,
                      rudnn_queue_t q, const rudnn_device_info_t *dev, const options_t *o,
-                     bench_timer_t *t, const case_inputs_t *in, double copy_gbps)
+                     bench_events_t *t, const case_inputs_t *in, double copy_gbps)
 {
     const int64_t dims[2] = {sh->rows, sh->cols};
     const double n = (double)sh->rows * (double)sh->cols;
@@ -521,8 +458,8 @@ static void run_case(int op, const shape_t *sh, rudnn_dtype_t dt, rudnn_context_
         while (sets > 1 && sets * set_bytes > budget)
             --sets;
     }
-    if (sets > t->reps)
-        sets = t->reps > 0 ? t->reps : 1;
+    if (sets > t->count)
+        sets = t->count > 0 ? t->count : 1;
 
     case_set_t *s = calloc((size_t)sets, sizeof *s);
     if (!s)
@@ -562,7 +499,7 @@ static void run_case(int op, const shape_t *sh, rudnn_dtype_t dt, rudnn_context_
     }
     if (!skipped) {
         CHECK(rudnn_queue_synchronize(q));
-        for (int i = 0; i < t->reps; ++i) {
+        for (int i = 0; i < t->count; ++i) {
             CHECK(rudnn_event_record(t->start[i], q));
             rudnn_status_t st = launch(op, q, &s[i % sets], in);
             if (st != RUDNN_STATUS_SUCCESS)
@@ -571,12 +508,9 @@ static void run_case(int op, const shape_t *sh, rudnn_dtype_t dt, rudnn_context_
                     rudnn_last_error());
             CHECK(rudnn_event_record(t->end[i], q));
         }
-        for (int i = 0; i < t->reps; ++i)
-            CHECK(rudnn_event_elapsed_ms(t->start[i], t->end[i], &t->ms[i]));
-        CHECK(rudnn_queue_synchronize(q));
-
         double median, minimum;
-        bench_timer_stats(t, &median, &minimum);
+        bench_stats(t, t->count, &median, &minimum);
+        CHECK(rudnn_queue_synchronize(q));
         double secs = median * 1e-3;
         double gbps = secs > 0 ? minimal_bytes / secs / 1e9 : 0.0;
         double tflops = secs > 0 ? FLOPS_PER_ELEMENT[op] * n / secs / 1e12 : 0.0;
@@ -584,7 +518,7 @@ static void run_case(int op, const shape_t *sh, rudnn_dtype_t dt, rudnn_context_
         json_case_head(op_names[op], dims, 2, rudnn_dtype_name(dt), dev);
         printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"gbps\":%.2f,\"tflops\":%.4f,"
                "\"peak_fraction\":%.4f,\"copy_gbps\":%.2f,\"reps\":%d,\"buffers\":%d}\n",
-               median, minimum, gbps, tflops, frac, copy_gbps, t->reps, sets);
+               median, minimum, gbps, tflops, frac, copy_gbps, t->count, sets);
         fflush(stdout);
     }
 
@@ -635,8 +569,8 @@ int main(int argc, char **argv)
     fprintf(stderr, "rudnn-bench: %s device %d: %s (%s), %.1f GiB\n", dev.backend, dev.index,
             dev.name, dev.driver, (double)dev.global_memory_bytes / (1024.0 * 1024.0 * 1024.0));
 
-    bench_timer_t timer;
-    bench_timer_create(&timer, ctx, o.reps);
+    bench_events_t timer;
+    bench_events_create(&timer, "rudnn-bench", ctx, o.reps);
     double copy_gbps = measure_copy(ctx, q, &dev, &o, &timer);
 
     int need_residual = o.ops[OP_ADD_RMS_NORM];
@@ -704,7 +638,7 @@ int main(int argc, char **argv)
         free(hb);
     }
 
-    bench_timer_destroy(&timer);
+    bench_events_destroy(&timer);
     rudnn_queue_destroy(q);
     rudnn_context_destroy(ctx);
     return 0;
