@@ -10,33 +10,11 @@
 Times: CUDA events around each call after warm-up, median of --reps."""
 import argparse
 import json
-import statistics
 
 import torch
 import torch.nn.functional as F
 
-
-def timed(fn, reps):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times), min(times)
-
-
-def copy_gbps(reps):
-    n = 1 << 30
-    src = torch.empty(n, dtype=torch.uint8, device="cuda").fill_(0x5A)
-    dst = torch.empty_like(src)
-    med, _ = timed(lambda: dst.copy_(src), reps)
-    return 2.0 * n / (med * 1e6)
+from torch_timing import copy_gbps, timed
 
 
 def swiglu(h, k2):

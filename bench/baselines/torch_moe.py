@@ -12,6 +12,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from torch_timing import timed
+
 CASES = [
     # name, E, top_k, H, I, T
     ("mixtral", 8, 2, 4096, 14336, 4096),
@@ -73,22 +75,6 @@ def moe_forward_cublas(x, logits, gate, up, down, k):
     return out
 
 
-def time_ms(fn, reps):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2], times[0]
-
-
 def back_to_back_ms(fn, n=50):
     """n calls queued between two events, per call: throughput when the GPU never waits."""
     torch.cuda.synchronize()
@@ -122,7 +108,7 @@ def parts(case, x, logits, gate_t, up_t, down_t, k, name):
         ("dense_mm_down_shape", lambda: torch.mm(act, dense_w2), 2.0 * rows * h * inter),
     ]
     for stage, fn, flops in stages:
-        med, mn = time_ms(fn, 20)
+        med, mn = timed(fn, 20, warmup=2)
         print(json.dumps({"op": "moe_part", "case": case, "part": stage, "dtype": "bf16", "backend": "torch",
                           "device": name, "median_ms": round(med, 4), "min_ms": round(mn, 4),
                           "tflops": round(flops / (med * 1e9), 1) if flops else None}), flush=True)
@@ -150,7 +136,7 @@ def main():
         if opts.parts:
             parts(case, x, logits, gate_t, up_t, down_t, k, name)
             continue
-        med, mn = time_ms(lambda: moe_forward(x, logits, gate_t, up_t, down_t, k), 10)
+        med, mn = timed(lambda: moe_forward(x, logits, gate_t, up_t, down_t, k), 10, warmup=2)
         flops = 6.0 * t * k * h * i
         wbytes = 3.0 * e * h * i * 2
         print(json.dumps({"op": "moe_forward", "case": case, "shape": {"T": t, "E": e, "top_k": k, "H": h, "I": i},
@@ -158,14 +144,14 @@ def main():
                           "median_ms": round(med, 4), "min_ms": round(mn, 4),
                           "tflops": round(flops / (med * 1e9), 1), "weight_gbps": round(wbytes / (med * 1e6), 1)}),
               flush=True)
-        med, mn = time_ms(lambda: moe_forward_cublas(x, logits, gate, up, down, k), 10)
+        med, mn = timed(lambda: moe_forward_cublas(x, logits, gate, up, down, k), 10, warmup=2)
         print(json.dumps({"op": "moe_forward_cublas", "case": case,
                           "shape": {"T": t, "E": e, "top_k": k, "H": h, "I": i}, "dtype": "bf16",
                           "backend": "torch", "device": name, "strategy": "cublas_per_expert",
                           "median_ms": round(med, 4), "min_ms": round(mn, 4),
                           "tflops": round(flops / (med * 1e9), 1)}), flush=True)
         if t == 4096:
-            med, mn = time_ms(lambda: route(logits, k), 50)
+            med, mn = timed(lambda: route(logits, k), 50, warmup=2)
             b2b = back_to_back_ms(lambda: route(logits, k))
             print(json.dumps({"op": "moe_route", "case": case, "shape": {"T": t, "E": e, "top_k": k},
                               "dtype": "bf16", "backend": "torch", "device": name, "strategy": "softmax_topk",
