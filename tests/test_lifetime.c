@@ -2,7 +2,9 @@
  *
  * cycles: creates and destroys queues, buffers, events, routing plans, dispatched tokens and
  * experts objects, and runs an FFN (rudnn_ffn, expert form: a workspace from the new queue's pool,
- * the host copy of expert_tokens) on each new queue, in a loop (RUDNN_LIFETIME_CYCLES, default
+ * the host copy of expert_tokens) and a chunked gated delta rule (rudnn_chunk_gated_delta_rule,
+ * varlen, workspace NULL: the sequence table and scratch from the new queue's pool, the host bitmap
+ * of the index check and the host copy of the table) on each new queue, in a loop (RUDNN_LIFETIME_CYCLES, default
  * 100000; tools/soak.sh runs 10^6), and contexts in a shorter loop (RUDNN_LIFETIME_CONTEXTS,
  * default 200: opening a PoCL context costs about 20 ms, 140 ms under ASan, so 10^5 of them would
  * take hours under ASan). Resident memory (/proc/self/statm) and the device memory rudnn holds
@@ -10,11 +12,11 @@
  * may grow by a fixed slack, device memory and live objects not at all. The figures are printed.
  *
  * wrong order: destroying a queue before the plans and dispatched tokens taken from its pool, a
- * context before its queues, buffers, events and experts (an FFN then still runs on its queue),
- * weight buffers before their experts. FFN has no object of its own (no plan or weights object:
- * rudnn_ffn takes its workspace from the queue's pool and frees its host copy of expert_tokens
- * before it returns), so it has nothing to destroy out of order; the cycles check that what it
- * takes goes back. The parent stays alive until its last child goes (rudnn/core.h): the children
+ * context before its queues, buffers, events and experts (an FFN and a gated delta rule then still
+ * run on its queue), weight buffers before their experts. FFN and the gated delta rule have no object
+ * of their own (no plan or weights object: each takes its workspace from the queue's pool and frees
+ * its host copies before it returns), so they have nothing to destroy out of order; the cycles check
+ * that what they take goes back. The parent stays alive until its last child goes (rudnn/core.h): the children
  * keep working, nothing leaks (live objects and device memory back to zero; LSan in the ASan run)
  * and nothing is used after free (ASan). */
 #include <stdio.h>
@@ -26,6 +28,7 @@
 #include "common.h"
 #include <rudnn/debug.h>
 #include <rudnn/ffn.h>
+#include <rudnn/gated_delta.h>
 
 #define T 4
 #define E 4
@@ -133,9 +136,56 @@ static rudnn_status_t ffn_forward(rudnn_queue_t q, const moe_inputs_t *m, const 
     return rudnn_ffn(q, &a, NULL, 0, &m->output);
 }
 
-/* One cycle of the cheap objects on ctx: every kind made and destroyed once, and an FFN on the new
- * queue (its pool starts empty: the workspace block is made, then freed with the queue). */
-static void cycle(rudnn_context_t ctx, const moe_inputs_t *m, const rudnn_tensor_t *tokens)
+/* The gated delta rule's inputs: two sequences (4 and 2 tokens) packed in T 6, H 2, K = V = 4,
+ * state pools of 3 rows (sequences on rows 2 and 0), chunks of 4. */
+#define GDR_H 2
+#define GDR_T 6
+#define GDR_D 4
+#define GDR_POOL 3
+#define GDR_CHUNK 4
+
+typedef struct gdr_inputs {
+    rudnn_tensor_t q, k, v, beta, decay, s_in, out, s_out;
+} gdr_inputs_t;
+
+static const int64_t gdr_cu[3] = {0, 4, 6};
+static const int32_t gdr_rows[2] = {2, 0};
+static const rudnn_gated_delta_varlen_t gdr_varlen = {.sequences = 2, .cu_seqlens = gdr_cu,
+                                                      .state_indices = gdr_rows};
+
+static void gdr_inputs(rudnn_context_t ctx, rudnn_queue_t q, gdr_inputs_t *g)
+{
+    const int64_t x[4] = {1, GDR_H, GDR_T, GDR_D}, bt[3] = {1, GDR_H, GDR_T}, s[4] = {GDR_POOL, GDR_H, GDR_D, GDR_D};
+    f32_tensor(ctx, q, 4, x, &g->q);
+    f32_tensor(ctx, q, 4, x, &g->k);
+    f32_tensor(ctx, q, 4, x, &g->v);
+    f32_tensor(ctx, q, 3, bt, &g->beta);
+    f32_tensor(ctx, q, 3, bt, &g->decay); /* log_decay in [-0.5, 0.45]: six tokens, no overflow */
+    f32_tensor(ctx, q, 4, s, &g->s_in);
+    f32_tensor(ctx, q, 4, x, &g->out);
+    f32_tensor(ctx, q, 4, s, &g->s_out);
+}
+
+static void gdr_inputs_free(gdr_inputs_t *g)
+{
+    rudnn_tensor_t *all[] = {&g->q, &g->k, &g->v, &g->beta, &g->decay, &g->s_in, &g->out, &g->s_out};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        rudnn_buffer_destroy(all[i]->buffer);
+}
+
+/* The chunked gated delta rule over g, varlen, workspace NULL (the queue's pool). */
+static rudnn_status_t gdr_forward(rudnn_queue_t q, const gdr_inputs_t *g)
+{
+    const rudnn_gated_delta_input_t in = {.query = &g->q, .key = &g->k, .value = &g->v, .beta = &g->beta,
+                                          .log_decay = &g->decay, .initial_state = &g->s_in, .query_scale = 0.5f};
+    const rudnn_gated_delta_output_t out = {.output = &g->out, .final_state = &g->s_out};
+    return rudnn_chunk_gated_delta_rule(q, &in, &gdr_varlen, GDR_CHUNK, NULL, 0, &out);
+}
+
+/* One cycle of the cheap objects on ctx: every kind made and destroyed once, and an FFN and a gated
+ * delta rule on the new queue (its pool starts empty: the workspace blocks are made, then freed with
+ * the queue). */
+static void cycle(rudnn_context_t ctx, const moe_inputs_t *m, const rudnn_tensor_t *tokens, const gdr_inputs_t *g)
 {
     rudnn_queue_t q = NULL;
     rudnn_buffer_t b = NULL;
@@ -156,6 +206,8 @@ static void cycle(rudnn_context_t ctx, const moe_inputs_t *m, const rudnn_tensor
         st = rudnn_swiglu_experts_create(ctx, &m->gate, &m->up, &m->down, &x);
     if (!st)
         st = ffn_forward(q, m, tokens);
+    if (!st)
+        st = gdr_forward(q, g);
     if (st)
         fail_msg("cycle: %s: %s", rudnn_status_string(st), rudnn_last_error());
     rudnn_swiglu_experts_destroy(x);
@@ -207,13 +259,16 @@ static void test_object_cycles(void **state)
     moe_inputs(rt_ctx, rt_queue, &m);
     rudnn_tensor_t tokens;
     ffn_tokens(rt_ctx, rt_queue, &tokens);
+    gdr_inputs_t g;
+    gdr_inputs(rt_ctx, rt_queue, &g);
     for (long i = 0; i < warmup; i++)
-        cycle(rt_ctx, &m, &tokens);
+        cycle(rt_ctx, &m, &tokens, &g);
     snapshot_t warm = snap();
     double t0 = now_s();
     for (long i = 0; i < cycles; i++)
-        cycle(rt_ctx, &m, &tokens);
+        cycle(rt_ctx, &m, &tokens, &g);
     check_flat("objects", cycles, warm, snap(), now_s() - t0);
+    gdr_inputs_free(&g);
     rudnn_buffer_destroy(tokens.buffer);
     moe_inputs_free(&m);
 }
@@ -238,7 +293,10 @@ static void test_context_cycles(void **state)
         moe_inputs(ctx, q, &m);
         rudnn_tensor_t tokens;
         ffn_tokens(ctx, q, &tokens);
-        cycle(ctx, &m, &tokens);
+        gdr_inputs_t g;
+        gdr_inputs(ctx, q, &g);
+        cycle(ctx, &m, &tokens, &g);
+        gdr_inputs_free(&g);
         rudnn_buffer_destroy(tokens.buffer);
         moe_inputs_free(&m);
         rudnn_queue_destroy(q);
@@ -334,6 +392,11 @@ static void test_context_before_children(void **state)
     float want_ffn[T * H], got_ffn[T * H];
     rt_assert_status(ffn_forward(q, &m, &tokens), RUDNN_STATUS_SUCCESS);
     rt_assert_status(rudnn_tensor_read(q, &m.output, want_ffn, sizeof want_ffn), RUDNN_STATUS_SUCCESS);
+    gdr_inputs_t g;
+    gdr_inputs(ctx, q, &g);
+    float want_gdr[GDR_H * GDR_T * GDR_D], got_gdr[GDR_H * GDR_T * GDR_D];
+    rt_assert_status(gdr_forward(q, &g), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_read(q, &g.out, want_gdr, sizeof want_gdr), RUDNN_STATUS_SUCCESS);
 
     rudnn_context_destroy(ctx); /* wrong order: everything above is still alive */
 
@@ -351,11 +414,17 @@ static void test_context_before_children(void **state)
     rt_assert_status(ffn_forward(q, &m, &tokens), RUDNN_STATUS_SUCCESS);
     rt_assert_status(rudnn_tensor_read(q, &m.output, got_ffn, sizeof got_ffn), RUDNN_STATUS_SUCCESS);
     assert_memory_equal(got_ffn, want_ffn, sizeof got_ffn);
+    /* and a gated delta rule (its workspace from the queue's pool, its host copies) */
+    rt_assert_status(rudnn_buffer_fill(q, g.out.buffer, 0, 0, sizeof got_gdr), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(gdr_forward(q, &g), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_read(q, &g.out, got_gdr, sizeof got_gdr), RUDNN_STATUS_SUCCESS);
+    assert_memory_equal(got_gdr, want_gdr, sizeof got_gdr);
 
     /* and the children go in any order: queue first (the plan holds its pool), buffers before
      * the experts that use them */
     rudnn_queue_destroy(q);
     rudnn_buffer_destroy(tokens.buffer);
+    gdr_inputs_free(&g);
     moe_inputs_free(&m);
     rudnn_event_destroy(e1);
     rudnn_routing_plan_destroy(plan);
