@@ -21,6 +21,9 @@
 #             (SDPA, each backend forced), issue 20's cases in bf16 -> $OUT/compare-attention.md
 #             and the attention section of $OUT/RESULTS.md
 #   ffn       rudnn-bench-ffn and bench/baselines/torch_ffn.py (issue 22's cases) -> $OUT/ffn-*.jsonl
+#   gdr       rudnn-bench-gdr and bench/baselines/torch_gdr.py side by side (the gated delta rule in
+#             bf16: chunked prefill, varlen prefill beside fixed length, recurrent decode)
+#             -> $OUT/gdr-rudnn.jsonl, $OUT/gdr-torch.jsonl
 #   example   installs into a scratch DESTDIR and builds examples/ through pkg-config
 #   sanitize  (only when named) the CUDA numeric suites under compute-sanitizer's memcheck,
 #             racecheck, synccheck and initcheck; fails on any report. The suites' largest cases
@@ -49,9 +52,13 @@
 #   BENCH_BACKEND=cuda   the backend rudnn-bench(-moe, -attention) times and compare*.py read
 #   ATTENTION_ARGS="..." extra arguments of both rudnn-bench-attention and torch_attention.py
 #                        (--reps N, --case NAME[,NAME], --dtype, --quick, --copy-mib N)
+#   GDR_ARGS="..."       extra arguments of both rudnn-bench-gdr and torch_gdr.py (--reps N,
+#                        --case NAME[,NAME], --quick)
 #   TORCH_COMPILE=1      also time torch.compile(add + rms_norm) (0 to skip)
-#   SANITIZE_TOOLS="memcheck racecheck synccheck initcheck"   SANITIZE_SUITES="norm moe attention"
-#   SANITIZE_SKIP='*/large' (SANITIZE_SKIP_<suite> for one suite; attention: '*/long-*')
+#   SANITIZE_TOOLS="memcheck racecheck synccheck initcheck"
+#   SANITIZE_SUITES="norm moe attention ffn gated_delta"
+#   SANITIZE_SKIP='*/large' (SANITIZE_SKIP_<suite> for one suite; attention: '*/long-*', gated_delta:
+#   'long_sequence')
 #   SANITIZE_TIMEOUT=480 (seconds per tool and suite)
 #   SANITIZE_INITCHECK_SKIP_KERNELS='moe.cublas_*'   SANITIZE_JOBS=4 (runs at once on the GPU)
 #   SANITIZE_SHARDS_<suite>="glob ..." (cmocka globs: the suite's parts that run side by side;
@@ -73,9 +80,10 @@ BENCH_DTYPES=${BENCH_DTYPES:-f32,bf16}
 BENCH_BACKEND=${BENCH_BACKEND:-cuda}
 ATTENTION_ARGS=${ATTENTION_ARGS:-}
 FFN_ARGS=${FFN_ARGS:-}
+GDR_ARGS=${GDR_ARGS:-}
 TORCH_COMPILE=${TORCH_COMPILE:-1}
 SANITIZE_TOOLS=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
-SANITIZE_SUITES=${SANITIZE_SUITES:-norm moe attention ffn}
+SANITIZE_SUITES=${SANITIZE_SUITES:-norm moe attention ffn gated_delta}
 SANITIZE_SKIP=${SANITIZE_SKIP:-*/large}
 SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-480}
 SANITIZE_INITCHECK_SKIP_KERNELS=${SANITIZE_INITCHECK_SKIP_KERNELS-moe.cublas_*}
@@ -85,12 +93,15 @@ SANITIZE_SHARDS_moe=${SANITIZE_SHARDS_moe-route_* dispatch/* pipeline/* pipeline
 # attention: a shard per dtype, without the long-* cases (S 200-520: the same kernels on more tiles)
 SANITIZE_SHARDS_attention=${SANITIZE_SHARDS_attention-f32/* f16/* bf16/*}
 SANITIZE_SKIP_attention=${SANITIZE_SKIP_attention-*/long-*}
+# gated_delta: a shard per test, without long_sequence (T 8192: the same kernels over more chunks)
+SANITIZE_SHARDS_gated_delta=${SANITIZE_SHARDS_gated_delta-all_cases empty_sequence prefill_then_decode}
+SANITIZE_SKIP_gated_delta=${SANITIZE_SKIP_gated_delta-long_sequence}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
 
-all_stages=(build test info bench baseline compare moe attention ffn example sanitize)
-default_stages=(build test info bench baseline compare moe attention ffn example)
+all_stages=(build test info bench baseline compare moe attention ffn gdr example sanitize)
+default_stages=(build test info bench baseline compare moe attention ffn gdr example)
 if (( $# == 0 )) || [[ "$*" == all ]]; then
   stages=("${default_stages[@]}")
 else
@@ -328,6 +339,44 @@ stage_ffn() {
   # shellcheck disable=SC2086
   "$BUILD/bench/rudnn-bench-ffn" --backend "$BENCH_BACKEND" $FFN_ARGS | tee "$OUT/ffn-rudnn.jsonl" || rc=1
   python3 bench/baselines/torch_ffn.py | tee "$OUT/ffn-torch.jsonl" || rc=1
+  return "$rc"
+}
+
+# The gated delta rule (bf16, K = V = 128: chunked prefill B 1 T 32768 and B 8 T 4096, varlen prefill of 64
+# sequences beside the same tokens as one, decode at B 64-256) beside the same math in plain PyTorch
+# (the chunked WY form, the padded batch for varlen, the naive recurrent loop for decode).
+stage_gdr() {
+  local rc=0
+  # shellcheck disable=SC2086
+  "$BUILD/bench/rudnn-bench-gdr" --backend "$BENCH_BACKEND" $GDR_ARGS | tee "$OUT/gdr-rudnn.jsonl" || rc=1
+  # shellcheck disable=SC2086
+  python3 bench/baselines/torch_gdr.py $GDR_ARGS | tee "$OUT/gdr-torch.jsonl" || rc=1
+  # the two side by side: one row per case -> $OUT/compare-gdr.md
+  python3 - "$OUT/gdr-rudnn.jsonl" "$OUT/gdr-torch.jsonl" > "$OUT/compare-gdr.md" <<'PY' || rc=1
+import json, sys
+def load(path):
+    rows = {}
+    for line in open(path):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if r.get("op") != "copy" and "case" in r:
+            rows[r["case"]] = r
+    return rows
+ours, torch = load(sys.argv[1]), load(sys.argv[2])
+print("| case | rudnn kernel | rudnn ms | torch ms | torch / rudnn | rudnn TFLOP/s | rudnn copy fraction |")
+print("|---|---|---|---|---|---|---|")
+for case, r in ours.items():
+    t = torch.get(case, {})
+    ms, tms = r.get("median_ms"), t.get("median_ms")
+    frac = r.get("state_copy_fraction", r.get("copy_fraction"))
+    print("| %s | %s | %s | %s | %s | %s | %s |" % (
+        case, r.get("kernel", r.get("status", "?")), "%.4f" % ms if ms else "-", "%.4f" % tms if tms else "-",
+        "%.2fx" % (tms / ms) if ms and tms else "-", "%.1f" % r["tflops"] if "tflops" in r else "-",
+        "%.3f" % frac if frac is not None else "-"))
+PY
+  cat "$OUT/compare-gdr.md"
   return "$rc"
 }
 
