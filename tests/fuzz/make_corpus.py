@@ -231,8 +231,97 @@ def ffn_seeds():
     return seeds
 
 
+def gated_delta_seeds():
+    # header (fuzz_gated_delta.c): op, dtype, B, H, T, K, V, chunk, flags, N - 1, lengths, more
+    CHUNK, CHUNK_SIZE, RECURRENT, RECURRENT_SIZE = range(4)
+    VARLEN, INDICES, BTHD, BTH, TAIL = (1 << i for i in range(5))
+    K1, K2, K3, K8, K16 = range(5)  # index into the K / V table
+
+    def header(op=CHUNK, dtype=0, b=1, h=1, t=4, k=K8, v=K16, chunk=1, flags=0, n=1, lengths=0x0b, more=0x11):
+        # b 1 -> 2 batch rows, h 1 -> 2 heads, t 4 -> 5 tokens, chunk 1 -> 2; varlen: n 1 -> 2
+        # sequences of 3 + 4 and 2 tokens, one extra pool row
+        return [op, dtype, b, h, t, k, v, chunk, flags, n, lengths, more]
+
+    # slots: queue, 8 tensors, query_scale, chunk_size, varlen struct, sequences, cu_seqlens[0..4],
+    # state_indices[0..3], state_indices NULL, input, output, workspace / bytes
+    n = 26
+    seeds = {}
+    valid = {
+        "fixed-f32": header(),
+        "fixed-f16-chunk-3": header(dtype=1, chunk=2, t=8),
+        "fixed-bf16-chunk-64-k16-v1": header(dtype=2, chunk=6, k=K16, v=K1, t=8),
+        "fixed-bthd-bth-views": header(dtype=1, flags=BTHD | BTH, b=2, h=2),
+        "fixed-t-zero": header(t=15),
+        "fixed-one-token": header(t=0, b=2, h=2),
+        "varlen-indices": header(flags=VARLEN | INDICES),
+        "varlen-row-i": header(dtype=2, flags=VARLEN, n=3, lengths=0x1e, more=0x25),
+        "varlen-tail-empty-sequence": header(dtype=1, flags=VARLEN | INDICES | TAIL, n=2, lengths=0x0c,
+                                             more=0x32 | 0xc0),
+        "varlen-views-chunk-1": header(flags=VARLEN | INDICES | BTHD | BTH, chunk=0, n=3, lengths=0x3f),
+    }
+    for name, h in valid.items():
+        for op, op_name in ((CHUNK, "chunk"), (CHUNK_SIZE, "chunk_size"), (RECURRENT, "recurrent"),
+                            (RECURRENT_SIZE, "recurrent_size")):
+            seeds[f"{op_name}-{name}"] = seed([op] + h[1:], n)
+    fixed = header(dtype=1)
+    var = header(dtype=1, flags=VARLEN | INDICES)
+    invalid = {
+        "queue-null": (fixed, {0: slot(0x80)}),
+        "queue-other-context": (fixed, {0: slot(0x80, 1)}),
+        "query-null": (fixed, {1: mutation(NULL)}),
+        "key-dtype-bf16": (fixed, {2: mutation(DTYPE, pick=2)}),
+        "value-dims-huge": (fixed, {3: mutation(DIM, index=3, pick=8)}),
+        "value-v-257": (fixed, {3: mutation(DIM, index=3, raw=257)}),
+        "beta-foreign": (fixed, {4: mutation(FOREIGN)}),
+        "beta-stride-zero": (fixed, {4: mutation(STRIDE, index=2, pick=0)}),
+        "log-decay-dtype-f16": (fixed, {5: mutation(DTYPE, pick=1)}),
+        "initial-state-rank-3": (fixed, {6: mutation(RANK, pick=3)}),
+        "output-overlaps-query": (fixed, {7: mutation(OVERLAP)}),
+        "output-offset-misaligned": (fixed, {7: mutation(OFFSET, pick=0)}),
+        "final-state-on-initial-state": (fixed, {8: mutation(ALIAS, index=5)}),
+        "final-state-dims-overflow": (fixed, {8: mutation(OVERFLOW)}),
+        "query-scale-nan": (fixed, {9: slot(0x80, 0, 0, 3)}),
+        "query-scale-inf": (fixed, {9: slot(0x80, 0, 0, 5)}),
+        "chunk-zero": (fixed, {10: slot(0x80, 0, 0, 0)}),
+        "chunk-minus-one": (fixed, {10: slot(0x80, 0, 0, 5)}),
+        "chunk-int64-max": (fixed, {10: slot(0x80, 0, 0, 8)}),
+        "chunk-4097": (fixed, {10: slot(0x80, 0, 0, 18)}),
+        "varlen-on-batch-2": (fixed, {11: slot(0x80)}),
+        "varlen-struct-dropped": (var, {11: slot(0x80)}),
+        "sequences-zero": (var, {12: slot(0x80, 0, 0, 0)}),
+        "sequences-minus-one": (var, {12: slot(0x80, 0, 0, 5)}),
+        "sequences-three-last-empty": (var, {12: slot(0x80, 0, 0, 3)}),
+        "cu-seqlens-0-is-1": (var, {13: slot(0x80, 0, 0, 1)}),
+        "cu-seqlens-decreasing": (var, {15: slot(0x80, 0, 0, 0)}),
+        "cu-seqlens-past-t": (var, {14: slot(0x80, 0, 0, 8)}),
+        "cu-seqlens-negative": (var, {14: slot(0x80, 0, 0, 7)}),
+        "state-index-repeated": (var, {19: slot(0x80, 1, 0, 0)}),
+        "state-index-negative": (var, {18: slot(0x80, 1, 0, 4)}),
+        "state-index-past-pool": (var, {18: slot(0x80, 1, 0, 7)}),
+        "state-indices-dropped": (header(dtype=1, flags=VARLEN | INDICES, n=3, more=0xc0), {22: slot(0x80)}),
+        "input-null": (fixed, {23: slot(0x80)}),
+        "output-null": (fixed, {24: slot(0x80)}),
+        "workspace-foreign": (var, {25: slot(0x80, 2)}),
+        # beta past the workspace in its buffer (offset 7 x 256), the workspace one byte short
+        "workspace-short": (var, {4: slot(0, extra=(7, 0, 0, 0)), 25: slot(0x80, 0, 3, 2)}),
+        "workspace-over-query": (var, {25: slot(0x80, 0, 0, 0)}),
+    }
+    for name, (h, changes) in invalid.items():
+        seeds[f"chunk-{name}"] = seed(h, n, changes)
+        seeds[f"recurrent-{name}"] = seed([RECURRENT] + h[1:], n, changes)
+    # an explicit workspace of the exact size in beta's buffer, beta placed past it (offset 7 x 256)
+    ws_given = {4: slot(0, extra=(7, 0, 0, 0)), 25: slot(0x80, 0, 3, 0)}
+    seeds["chunk-varlen-workspace-given"] = seed(var, n, ws_given)
+    seeds["recurrent-varlen-workspace-given"] = seed([RECURRENT] + var[1:], n, ws_given)
+    seeds["chunk_size-bytes-null"] = seed([CHUNK_SIZE] + fixed[1:], n, {25: slot(0x80)})
+    seeds["recurrent_size-bytes-null"] = seed([RECURRENT_SIZE] + fixed[1:], n, {25: slot(0x80)})
+    seeds["chunk_size-chunk-zero"] = seed([CHUNK_SIZE] + fixed[1:], n, {10: slot(0x80, 0, 0, 0)})
+    return seeds
+
+
 if __name__ == "__main__":
     write("norm", norm_seeds())
     write("moe", moe_seeds())
     write("attention", attention_seeds())
     write("ffn", ffn_seeds())
+    write("gated_delta", gated_delta_seeds())
