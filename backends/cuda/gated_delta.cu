@@ -19,6 +19,7 @@ namespace {
 
 constexpr int REC_COLS = 32;    /* value columns a recurrent block owns (a warp's lanes) */
 constexpr int REC_PARTS = 4;    /* warps splitting the key rows */
+constexpr int REC_MIN_BLOCKS = 5; /* blocks an SM up to K 128: the state streams once, bytes in flight */
 constexpr int PREP_THREADS = 256;
 constexpr int STATE_COLS = 32;  /* value columns a chunk_state block owns */
 constexpr int STATE_THREADS = 256;
@@ -26,14 +27,18 @@ constexpr int STATE_THREADS = 256;
 /* ---- recurrent --------------------------------------------------------------------------------- */
 
 template <int DT, int KR>
-__global__ void __launch_bounds__(REC_COLS *REC_PARTS)
+__global__ void __launch_bounds__(REC_COLS *REC_PARTS, KR <= 32 ? REC_MIN_BLOCKS : 2)
     recurrent_kernel(const rudnn_gated_delta_plan_t p, const void *__restrict__ q, const void *__restrict__ k,
                      const void *__restrict__ v, const void *__restrict__ beta, const float *__restrict__ decay,
                      const float *__restrict__ s_in, const void *__restrict__ table, void *__restrict__ out,
                      float *__restrict__ s_out)
 {
-    __shared__ float qs[RUDNN_GATED_DELTA_MAX_DIM], ks[RUDNN_GATED_DELTA_MAX_DIM];
-    __shared__ float red[3][REC_PARTS][REC_COLS];
+    /* q and k of the token by part: row part + 4 i at [part][i], zeros past K, so that a thread's rows
+     * are contiguous (float4 reads) and need no bound checks */
+    static_assert(KR % 4 == 0, "rows a thread: a multiple of 4");
+    __shared__ __align__(16) float qs[REC_PARTS][KR], ks[REC_PARTS][KR];
+    __shared__ float red[2][REC_PARTS][REC_COLS];
+    __shared__ float redkq[REC_PARTS];
     const int lane = threadIdx.x % REC_COLS, part = threadIdx.x / REC_COLS;
     const int64_t h = blockIdx.y, s = blockIdx.z;
     const int64_t col = (int64_t)blockIdx.x * REC_COLS + lane;
@@ -52,35 +57,44 @@ __global__ void __launch_bounds__(REC_COLS *REC_PARTS)
     }
     for (int64_t t = si.start; t < si.start + si.length; t++) {
         const int64_t qo = tok(p.q_stride, si.batch, h, t), ko = tok(p.k_stride, si.batch, h, t);
-        for (int i = threadIdx.x; i < K; i += blockDim.x) {
-            qs[i] = Elem<DT>::ld(q, qo + i);
-            ks[i] = Elem<DT>::ld(k, ko + i);
+        for (int r = threadIdx.x; r < REC_PARTS * KR; r += blockDim.x) {
+            qs[r % REC_PARTS][r / REC_PARTS] = r < K ? Elem<DT>::ld(q, qo + r) : 0.0f;
+            ks[r % REC_PARTS][r / REC_PARTS] = r < K ? Elem<DT>::ld(k, ko + r) : 0.0f;
         }
         __syncthreads();
         const float g = expf(decay[tok(p.decay_stride, si.batch, h, t)]);
         float dk = 0.0f, dq = 0.0f, kq = 0.0f;
 #pragma unroll
-        for (int i = 0; i < KR; i++) {
-            const int r = part + REC_PARTS * i;
-            const float kr = r < K ? ks[r] : 0.0f, qr = r < K ? qs[r] : 0.0f;
-            S[i] *= g;
-            dk += S[i] * kr, dq += S[i] * qr, kq += kr * qr;
+        for (int i4 = 0; i4 < KR / 4; i4++) {
+            const float4 k4 = ((const float4 *)ks[part])[i4], q4 = ((const float4 *)qs[part])[i4];
+            const float kr[4] = {k4.x, k4.y, k4.z, k4.w}, qr[4] = {q4.x, q4.y, q4.z, q4.w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float &x = S[4 * i4 + e];
+                x *= g;
+                dk += x * kr[e], dq += x * qr[e];
+                if (lane == 0)
+                    kq += kr[e] * qr[e];
+            }
         }
-        red[0][part][lane] = dk, red[1][part][lane] = dq, red[2][part][lane] = kq;
+        red[0][part][lane] = dk, red[1][part][lane] = dq;
+        if (lane == 0)
+            redkq[part] = kq;
         __syncthreads();
         float kv = 0.0f, qv = 0.0f, kqs = 0.0f;
 #pragma unroll
         for (int j = 0; j < REC_PARTS; j++)
-            kv += red[0][j][lane], qv += red[1][j][lane], kqs += red[2][j][lane];
+            kv += red[0][j][lane], qv += red[1][j][lane], kqs += redkq[j];
         const float b = Elem<DT>::ld(beta, tok(p.beta_stride, si.batch, h, t));
         const float vt = live ? Elem<DT>::ld(v, tok(p.v_stride, si.batch, h, t) + col) : 0.0f;
         const float delta = b * (vt - kv);
         if (live && part == 0)
             Elem<DT>::st(out, tok(p.o_stride, si.batch, h, t) + col, p.query_scale * (qv + kqs * delta));
 #pragma unroll
-        for (int i = 0; i < KR; i++) {
-            const int r = part + REC_PARTS * i;
-            S[i] += (r < K ? ks[r] : 0.0f) * delta;
+        for (int i4 = 0; i4 < KR / 4; i4++) {
+            const float4 k4 = ((const float4 *)ks[part])[i4];
+            S[4 * i4] += k4.x * delta, S[4 * i4 + 1] += k4.y * delta;
+            S[4 * i4 + 2] += k4.z * delta, S[4 * i4 + 3] += k4.w * delta;
         }
         __syncthreads(); /* qs, ks and red are rewritten by the next token */
     }
@@ -105,8 +119,8 @@ template <int DT>
 void recurrent_rows(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
 {
     const int64_t rows = rdg_ceil_div(p->key_dim, REC_PARTS);
-    if (rows <= 2)
-        launch_recurrent<DT, 2>(q, p, o);
+    if (rows <= 4)
+        launch_recurrent<DT, 4>(q, p, o);
     else if (rows <= 8)
         launch_recurrent<DT, 8>(q, p, o);
     else if (rows <= 16)
