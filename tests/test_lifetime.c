@@ -24,6 +24,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h> /* malloc_trim */
+#endif
 
 #include "common.h"
 #include <rudnn/debug.h>
@@ -46,8 +49,14 @@ static long env_count(const char *name, long fallback)
     return *end == '\0' && n > 0 ? n : fallback;
 }
 
+/* Resident memory after glibc hands its free heap pages back (malloc_trim): what is freed but kept
+ * in the arenas of PoCL's and the driver's threads is fragmentation, not a leak, and it moved RSS by
+ * up to 14 MiB over 200-400 context cycles (not growing with the count: 8.8 MiB over 1000). */
 static double rss_mib(void)
 {
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
     long pages = 0, resident = 0;
     FILE *f = fopen("/proc/self/statm", "r");
     if (!f)
