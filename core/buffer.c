@@ -30,7 +30,36 @@ rudnn_status_t rudnn_buffer_create(rudnn_context_t ctx, size_t bytes, rudnn_buff
     return RUDNN_STATUS_SUCCESS;
 }
 
-void rudnn_buffer_retain(rudnn_buffer_t b) { atomic_fetch_add(&b->refs, 1); }
+rudnn_status_t rudnn_buffer_from_pool(rudnn_queue_t queue, size_t bytes, rudnn_buffer_t *out)
+{
+    if (bytes < 16)
+        bytes = 16;
+    rudnn_buffer_t b = rudnn_host_calloc(1, sizeof *b);
+    if (!b)
+        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "out of host memory");
+    rudnn_status_t st = rudnn_pool_acquire(queue, bytes, &b->mem);
+    if (st) {
+        free(b);
+        return st;
+    }
+    atomic_init(&b->refs, 1);
+    b->context = queue->context;
+    b->size = bytes;
+    b->pool_queue = queue;
+    rudnn_queue_retain(queue);
+    *out = b;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+void rudnn_buffer_hold(rudnn_buffer_t b) { atomic_fetch_add(&b->refs, 1); }
+
+void rudnn_buffer_retain(rudnn_buffer_t b)
+{
+    if (b && !b->pool_queue) /* a plan's view is not the caller's to keep */
+        rudnn_buffer_hold(b);
+}
+
+int rudnn_buffer_is_shared(rudnn_buffer_t b) { return atomic_load(&b->refs) > 1; }
 
 void rudnn_buffer_release(rudnn_buffer_t b)
 {

@@ -93,8 +93,14 @@ void rudnn_context_retain(rudnn_context_t ctx);
 void rudnn_context_release(rudnn_context_t ctx);
 void rudnn_queue_retain(rudnn_queue_t q);
 void rudnn_queue_release(rudnn_queue_t q);
-void rudnn_buffer_retain(rudnn_buffer_t b);
+void rudnn_buffer_hold(rudnn_buffer_t b); /* any buffer, pooled blocks too */
+/* Device memory for plans and dispatched tokens: a block of the queue's pool (at least 16 bytes)
+ * wrapped as a buffer, so that a warm call pays no allocation. The block holds a reference on the
+ * queue (and so on its pool and context); rudnn_buffer_release gives it back to the pool. */
+rudnn_status_t rudnn_buffer_from_pool(rudnn_queue_t queue, size_t bytes, rudnn_buffer_t *out);
 void rudnn_buffer_release(rudnn_buffer_t b);
+/* Whether the buffer has more than one reference (copy on write). */
+int rudnn_buffer_is_shared(rudnn_buffer_t b);
 
 /* core/fault.c: allocation-fault injection (rudnn/debug.h). rudnn_fault_hit() is one branch
  * until a test arms the hook; then it counts the allocation and says whether it must fail. */

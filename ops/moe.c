@@ -48,28 +48,10 @@ struct rudnn_swiglu_experts {
     atomic_int pinned;
 };
 
-/* Device memory for plans and dispatched tokens: a block of the queue's pool wrapped as a
- * buffer, so that a forward pays no allocation once warm. Never 0 bytes. The block holds a
- * reference on the queue (and so on its pool and context) until moe_free. */
+/* Device memory for plans and dispatched tokens (core/buffer.c). */
 static rudnn_status_t moe_alloc(rudnn_queue_t queue, size_t bytes, rudnn_buffer_t *out)
 {
-    if (bytes < 16)
-        bytes = 16;
-    rudnn_buffer_t b = rudnn_host_calloc(1, sizeof *b);
-    if (!b)
-        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "out of host memory");
-    rudnn_status_t st = rudnn_pool_acquire(queue, bytes, &b->mem);
-    if (st) {
-        free(b);
-        return st;
-    }
-    atomic_init(&b->refs, 1);
-    b->context = queue->context;
-    b->size = bytes;
-    b->pool_queue = queue;
-    rudnn_queue_retain(queue);
-    *out = b;
-    return RUDNN_STATUS_SUCCESS;
+    return rudnn_buffer_from_pool(queue, bytes, out);
 }
 
 static void moe_free(rudnn_buffer_t b)
@@ -539,9 +521,9 @@ rudnn_status_t rudnn_swiglu_experts_create(rudnn_context_t ctx, const rudnn_tens
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", op);
     /* the weights' buffers and the context stay alive as long as the experts */
     rudnn_context_retain(ctx);
-    rudnn_buffer_retain(gate->buffer);
-    rudnn_buffer_retain(up->buffer);
-    rudnn_buffer_retain(down->buffer);
+    rudnn_buffer_hold(gate->buffer);
+    rudnn_buffer_hold(up->buffer);
+    rudnn_buffer_hold(down->buffer);
     rudnn_live_object(+1);
     x->context = ctx;
     x->gate = *gate;

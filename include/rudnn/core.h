@@ -115,6 +115,10 @@ RUDNN_API rudnn_status_t rudnn_buffer_create(rudnn_context_t context, size_t byt
 /* Experts made over the buffer keep its memory until they are destroyed too. A buffer
  * handed out by a plan or dispatched view is not the caller's: destroying it does nothing. */
 RUDNN_API void rudnn_buffer_destroy(rudnn_buffer_t buffer);
+/* Adds a reference to buffer: it then takes one more rudnn_buffer_destroy to free it. A buffer
+ * with more than one reference is shared, and ops that honour copy on write (rudnn_paged_append)
+ * write a copy of it instead. Does nothing for a buffer that is not the caller's (above). */
+RUDNN_API void rudnn_buffer_retain(rudnn_buffer_t buffer);
 RUDNN_API size_t rudnn_buffer_size(rudnn_buffer_t buffer);
 RUDNN_API rudnn_context_t rudnn_buffer_context(rudnn_buffer_t buffer);
 

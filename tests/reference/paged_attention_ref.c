@@ -1,0 +1,2 @@
+/* Placeholder: the paged-attention reference is being written. */
+#include "rudnn/paged_attention.h"
