@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define RUDNN_BACKEND_ABI_VERSION 2u /* 2: family tables with struct_size, expert candidates */
+#define RUDNN_BACKEND_ABI_VERSION 3u /* 2: family tables with struct_size, expert candidates; 3: queue_native */
 #define RUDNN_BACKEND_ENTRY_SYMBOL "rudnn_backend_entry_v1"
 
 /* Returns the status of expr from the calling function when it is not SUCCESS (used by the op
@@ -101,10 +101,13 @@ typedef struct rudnn_backend {
     void (*event_destroy)(void *event);
     rudnn_status_t (*event_record)(void *event, void *queue);
     rudnn_status_t (*event_elapsed_ms)(void *start, void *end, float *ms);
+    /* The runtime's own queue object behind queue (cudaStream_t, hipStream_t, cl_command_queue),
+     * for rudnn_queue_native_handle; NULL entry: none to give. */
+    void *(*queue_native)(void *queue);
 
     /* One kernel table per family, in the order of families.txt (NULL: the backend does not
      * implement that family). New families are appended there, so the struct grows at its end:
-     * the loader accepts a plugin whose struct ends anywhere after event_elapsed_ms, and ops/
+     * the loader accepts a plugin whose struct ends anywhere after queue_native, and ops/
      * treats a family past the plugin's struct_size as absent (core/family.c). */
 #define RUDNN_FAMILY_FIELD(f) const rudnn_##f##_kernels_t *f;
     RUDNN_FAMILIES(RUDNN_FAMILY_FIELD)
@@ -112,7 +115,7 @@ typedef struct rudnn_backend {
 } rudnn_backend_t;
 
 /* The part of rudnn_backend_t every plugin must have: everything before the family tables. */
-#define RUDNN_BACKEND_MIN_SIZE RUDNN_TABLE_END(rudnn_backend_t, event_elapsed_ms)
+#define RUDNN_BACKEND_MIN_SIZE RUDNN_TABLE_END(rudnn_backend_t, queue_native)
 
 typedef const rudnn_backend_t *(*rudnn_backend_entry_fn)(void);
 

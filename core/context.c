@@ -194,6 +194,13 @@ rudnn_status_t rudnn_queue_synchronize(rudnn_queue_t q)
 
 rudnn_context_t rudnn_queue_context(rudnn_queue_t q) { return q ? q->context : NULL; }
 
+void *rudnn_queue_native_handle(rudnn_queue_t q)
+{
+    if (!q || !q->handle || !q->context->backend->queue_native)
+        return NULL;
+    return q->context->backend->queue_native(q->handle);
+}
+
 rudnn_status_t rudnn_event_create(rudnn_context_t ctx, rudnn_event_t *event)
 {
     rudnn_clear_error();

@@ -77,7 +77,7 @@ rudnn_status_t rudnn_paged_append(rudnn_paged_plan_t p, const rudnn_tensor_t *k,
                                   rudnn_tensor_t *k_cache_out, rudnn_tensor_t *v_cache_out)
 {
     rudnn_clear_error();
-    TRY(rudnn_check_arg(OP, "plan", p));
+    TRY(rudnn_paged_check_plan(OP, p));
     TRY(rudnn_check_arg(OP, "k", k));
     TRY(rudnn_check_arg(OP, "k_cache", k_cache));
     TRY(rudnn_check_arg(OP, "k_cache_out", k_cache_out));

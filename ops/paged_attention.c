@@ -88,9 +88,12 @@ rudnn_queue_t rudnn_paged_plan_queue(rudnn_paged_plan_t p) { return p ? p->queue
 
 /* ---- the calls' contract ------------------------------------------------------------------------ */
 
-static rudnn_status_t check_plan(const char *op, rudnn_paged_plan_t p)
+rudnn_status_t rudnn_paged_check_plan(const char *op, rudnn_paged_plan_t p)
 {
     TRY(rudnn_check_arg(op, "plan", p));
+    if (atomic_load(&p->queue->closed) || !p->queue->handle)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: the plan's queue was destroyed: its calls run on that "
+                               "queue only", op);
     return RUDNN_STATUS_SUCCESS;
 }
 
@@ -153,7 +156,7 @@ typedef struct paged_tensors {
 static rudnn_status_t validate(const char *op, rudnn_paged_plan_t p, const paged_tensors_t *t, int mla, float scale,
                                int causal, rudnn_paged_args_t *a)
 {
-    TRY(check_plan(op, p));
+    TRY(rudnn_paged_check_plan(op, p));
     const char *names[6] = {"q", mla ? "qp" : NULL, mla ? "latent_cache" : "k_cache", mla ? "kp_cache" : NULL,
                             mla ? NULL : "v_cache", "out"};
     const rudnn_tensor_t *all[6] = {t->q, t->qp, t->k, t->kp, t->v, t->out};
@@ -310,7 +313,7 @@ rudnn_status_t rudnn_paged_split_count(rudnn_paged_plan_t p, rudnn_paged_split_w
 {
     rudnn_clear_error();
     const char *op = OP_SPLIT_COUNT;
-    TRY(check_plan(op, p));
+    TRY(rudnn_paged_check_plan(op, p));
     TRY(rudnn_check_arg(op, "splits", splits));
     TRY(check_dim(op, "the call", "heads_kv", heads_kv, heads_q));
     rudnn_paged_args_t a = {.heads_q = heads_q, .value_dim = ws ? ws->value_dim : 0};

@@ -21,4 +21,8 @@ struct rudnn_paged_plan {
     int compute_units;     /* the device's, for the split choice */
 };
 
+/* The plan is there and its queue is alive (the caller may have destroyed it: the plan's reference
+ * keeps the object, not the runtime queue). */
+rudnn_status_t rudnn_paged_check_plan(const char *op, rudnn_paged_plan_t p);
+
 #endif

@@ -933,6 +933,11 @@ static void test_context_queue_event(void **state)
     rt_assert_status(rudnn_queue_create(rt_ctx, NULL), RUDNN_STATUS_BAD_PARAM);
     rt_assert_status(rudnn_queue_synchronize(NULL), RUDNN_STATUS_BAD_PARAM);
     rt_assert_status(rudnn_queue_synchronize(q), RUDNN_STATUS_SUCCESS);
+    /* the runtime's queue object: one per queue, stable, none for NULL */
+    assert_null(rudnn_queue_native_handle(NULL));
+    assert_non_null(rudnn_queue_native_handle(q));
+    assert_ptr_equal(rudnn_queue_native_handle(q), rudnn_queue_native_handle(q));
+    assert_ptr_not_equal(rudnn_queue_native_handle(q), rudnn_queue_native_handle(rt_queue));
 
     rudnn_event_t e0 = NULL, e1 = NULL;
     rt_assert_status(rudnn_event_create(rt_ctx, &e0), RUDNN_STATUS_SUCCESS);

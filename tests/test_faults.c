@@ -21,7 +21,7 @@
 
 static const fault_family_t *const families[] = {&fault_family_core, &fault_family_norm, &fault_family_moe,
                                                  &fault_family_attention, &fault_family_ffn,
-                                                 &fault_family_gated_delta};
+                                                 &fault_family_gated_delta, &fault_family_paged_attention};
 
 /* Logs one failed check (rt_logf only appends text). */
 #define fault_fail(log, ...)                                                                                 \

@@ -1,7 +1,8 @@
 /* Leaks and lifetimes.
  *
  * cycles: creates and destroys queues, buffers, events, routing plans, dispatched tokens and
- * experts objects, and runs an FFN (rudnn_ffn, expert form: a workspace from the new queue's pool,
+ * experts objects, makes and runs a paged-attention step (host and device plans, a split workspace,
+ * an append, an attention), and runs an FFN (rudnn_ffn, expert form: a workspace from the new queue's pool,
  * the host copy of expert_tokens) and a chunked gated delta rule (rudnn_chunk_gated_delta_rule,
  * varlen, workspace NULL: the sequence table and scratch from the new queue's pool, the host bitmap
  * of the index check and the host copy of the table) on each new queue, in a loop (RUDNN_LIFETIME_CYCLES, default
@@ -32,6 +33,7 @@
 #include <rudnn/debug.h>
 #include <rudnn/ffn.h>
 #include <rudnn/gated_delta.h>
+#include <rudnn/paged_attention.h>
 
 #define T 4
 #define E 4
@@ -191,10 +193,69 @@ static rudnn_status_t gdr_forward(rudnn_queue_t q, const gdr_inputs_t *g)
     return rudnn_chunk_gated_delta_rule(q, &in, &gdr_varlen, GDR_CHUNK, NULL, 0, &out);
 }
 
+/* Paged attention: a decode step of two sequences (page size 4, 6 pages), Hq 2, Hkv 1, D 4. */
+#define PA_Q 2
+#define PA_PAGES 6
+#define PA_PS 4
+#define PA_D 4
+static const int64_t pa_lengths[2] = {6, 3};
+static const int64_t pa_offsets[3] = {0, 2, 3};
+static const int32_t pa_tables[3] = {4, 0, 2};
+static const int64_t pa_seq[PA_Q] = {0, 1};
+static const int64_t pa_pos[PA_Q] = {5, 2};
+static const rudnn_paged_schedule_t pa_schedule = {PA_PS, PA_PAGES, 2, pa_lengths, pa_offsets, pa_tables,
+                                                   PA_Q, pa_seq, pa_pos};
+
+typedef struct paged_inputs {
+    rudnn_tensor_t q, k_cache, v_cache, out, k_new, v_new;
+} paged_inputs_t;
+
+static void paged_inputs(rudnn_context_t ctx, rudnn_queue_t q, paged_inputs_t *p)
+{
+    const int64_t dq[3] = {PA_Q, 2, PA_D}, dc[4] = {PA_PAGES, PA_PS, 1, PA_D}, dn[3] = {PA_Q, 1, PA_D};
+    f32_tensor(ctx, q, 3, dq, &p->q);
+    f32_tensor(ctx, q, 4, dc, &p->k_cache);
+    f32_tensor(ctx, q, 4, dc, &p->v_cache);
+    f32_tensor(ctx, q, 3, dq, &p->out);
+    f32_tensor(ctx, q, 3, dn, &p->k_new);
+    f32_tensor(ctx, q, 3, dn, &p->v_new);
+}
+
+static void paged_inputs_free(paged_inputs_t *p)
+{
+    rudnn_tensor_t *all[] = {&p->q, &p->k_cache, &p->v_cache, &p->out, &p->k_new, &p->v_new};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        rudnn_buffer_destroy(all[i]->buffer);
+}
+
+/* A step on q: host plan, device plan (a block of q's pool), a split workspace of splits chosen per
+ * call, append, attention with the workspace; everything destroyed again. */
+static rudnn_status_t paged_step(rudnn_queue_t q, const paged_inputs_t *p)
+{
+    rudnn_paged_host_plan_t host = NULL;
+    rudnn_paged_plan_t plan = NULL;
+    rudnn_paged_split_workspace_t ws = NULL;
+    rudnn_tensor_t k_out, v_out;
+    rudnn_status_t st = rudnn_paged_host_plan_create(&pa_schedule, &host);
+    if (!st)
+        st = rudnn_paged_plan_create(q, host, &plan);
+    if (!st)
+        st = rudnn_paged_split_workspace_create(q, PA_Q, 2, PA_D, 0, &ws);
+    if (!st)
+        st = rudnn_paged_append(plan, &p->k_new, &p->v_new, &p->k_cache, &p->v_cache, &k_out, &v_out);
+    if (!st)
+        st = rudnn_paged_attention_with_workspace(plan, ws, &p->q, &p->k_cache, &p->v_cache, 0.5f, 1, &p->out);
+    rudnn_paged_split_workspace_destroy(ws);
+    rudnn_paged_plan_destroy(plan);
+    rudnn_paged_host_plan_destroy(host);
+    return st;
+}
+
 /* One cycle of the cheap objects on ctx: every kind made and destroyed once, and an FFN and a gated
  * delta rule on the new queue (its pool starts empty: the workspace blocks are made, then freed with
  * the queue). */
-static void cycle(rudnn_context_t ctx, const moe_inputs_t *m, const rudnn_tensor_t *tokens, const gdr_inputs_t *g)
+static void cycle(rudnn_context_t ctx, const moe_inputs_t *m, const rudnn_tensor_t *tokens, const gdr_inputs_t *g,
+                  const paged_inputs_t *p)
 {
     rudnn_queue_t q = NULL;
     rudnn_buffer_t b = NULL;
@@ -217,6 +278,8 @@ static void cycle(rudnn_context_t ctx, const moe_inputs_t *m, const rudnn_tensor
         st = ffn_forward(q, m, tokens);
     if (!st)
         st = gdr_forward(q, g);
+    if (!st)
+        st = paged_step(q, p);
     if (st)
         fail_msg("cycle: %s: %s", rudnn_status_string(st), rudnn_last_error());
     rudnn_swiglu_experts_destroy(x);
@@ -270,13 +333,16 @@ static void test_object_cycles(void **state)
     ffn_tokens(rt_ctx, rt_queue, &tokens);
     gdr_inputs_t g;
     gdr_inputs(rt_ctx, rt_queue, &g);
+    paged_inputs_t p;
+    paged_inputs(rt_ctx, rt_queue, &p);
     for (long i = 0; i < warmup; i++)
-        cycle(rt_ctx, &m, &tokens, &g);
+        cycle(rt_ctx, &m, &tokens, &g, &p);
     snapshot_t warm = snap();
     double t0 = now_s();
     for (long i = 0; i < cycles; i++)
-        cycle(rt_ctx, &m, &tokens, &g);
+        cycle(rt_ctx, &m, &tokens, &g, &p);
     check_flat("objects", cycles, warm, snap(), now_s() - t0);
+    paged_inputs_free(&p);
     gdr_inputs_free(&g);
     rudnn_buffer_destroy(tokens.buffer);
     moe_inputs_free(&m);
@@ -304,7 +370,10 @@ static void test_context_cycles(void **state)
         ffn_tokens(ctx, q, &tokens);
         gdr_inputs_t g;
         gdr_inputs(ctx, q, &g);
-        cycle(ctx, &m, &tokens, &g);
+        paged_inputs_t p;
+        paged_inputs(ctx, q, &p);
+        cycle(ctx, &m, &tokens, &g, &p);
+        paged_inputs_free(&p);
         gdr_inputs_free(&g);
         rudnn_buffer_destroy(tokens.buffer);
         moe_inputs_free(&m);
@@ -406,6 +475,19 @@ static void test_context_before_children(void **state)
     float want_gdr[GDR_H * GDR_T * GDR_D], got_gdr[GDR_H * GDR_T * GDR_D];
     rt_assert_status(gdr_forward(q, &g), RUDNN_STATUS_SUCCESS);
     rt_assert_status(rudnn_tensor_read(q, &g.out, want_gdr, sizeof want_gdr), RUDNN_STATUS_SUCCESS);
+    paged_inputs_t pa;
+    paged_inputs(ctx, q, &pa);
+    rudnn_paged_host_plan_t pa_host = NULL;
+    rudnn_paged_plan_t pa_plan = NULL;
+    rudnn_paged_split_workspace_t pa_ws = NULL;
+    rt_assert_status(rudnn_paged_host_plan_create(&pa_schedule, &pa_host), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_paged_plan_create(q, pa_host, &pa_plan), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_paged_split_workspace_create(q, PA_Q, 2, PA_D, 2, &pa_ws), RUDNN_STATUS_SUCCESS);
+    float want_pa[PA_Q * 2 * PA_D], got_pa[PA_Q * 2 * PA_D];
+    rt_assert_status(rudnn_paged_attention_with_workspace(pa_plan, pa_ws, &pa.q, &pa.k_cache, &pa.v_cache, 0.5f, 1,
+                                                          &pa.out),
+                     RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_read(q, &pa.out, want_pa, sizeof want_pa), RUDNN_STATUS_SUCCESS);
 
     rudnn_context_destroy(ctx); /* wrong order: everything above is still alive */
 
@@ -428,10 +510,24 @@ static void test_context_before_children(void **state)
     rt_assert_status(gdr_forward(q, &g), RUDNN_STATUS_SUCCESS);
     rt_assert_status(rudnn_tensor_read(q, &g.out, got_gdr, sizeof got_gdr), RUDNN_STATUS_SUCCESS);
     assert_memory_equal(got_gdr, want_gdr, sizeof got_gdr);
+    /* and paged attention on a plan and split workspace made before (the host plan goes first) */
+    rudnn_paged_host_plan_destroy(pa_host);
+    rt_assert_status(rudnn_buffer_fill(q, pa.out.buffer, 0, 0, sizeof got_pa), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_paged_attention_with_workspace(pa_plan, pa_ws, &pa.q, &pa.k_cache, &pa.v_cache, 0.5f, 1,
+                                                          &pa.out),
+                     RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_read(q, &pa.out, got_pa, sizeof got_pa), RUDNN_STATUS_SUCCESS);
+    assert_memory_equal(got_pa, want_pa, sizeof got_pa);
 
     /* and the children go in any order: queue first (the plan holds its pool), buffers before
      * the experts that use them */
     rudnn_queue_destroy(q);
+    /* the plan outlives its queue, but its calls are refused: they ran on that queue */
+    rt_assert_status(rudnn_paged_attention(pa_plan, &pa.q, &pa.k_cache, &pa.v_cache, 0.5f, 1, &pa.out),
+                     RUDNN_STATUS_BAD_PARAM);
+    rudnn_paged_split_workspace_destroy(pa_ws);
+    paged_inputs_free(&pa);
+    rudnn_paged_plan_destroy(pa_plan);
     rudnn_buffer_destroy(tokens.buffer);
     gdr_inputs_free(&g);
     moe_inputs_free(&m);

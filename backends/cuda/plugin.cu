@@ -280,6 +280,8 @@ rudnn_status_t b_mem_fill(void *queue, rudnn_mem_ref_t dst, uint8_t byte, size_t
 
 /* ---- queues and events ---- */
 
+void *b_queue_native(void *queue) { return (void *)((rdg_queue_t *)queue)->stream; }
+
 rudnn_status_t b_queue_create(void *device, void **queue)
 {
     Device *d = (Device *)device;
@@ -381,6 +383,7 @@ rudnn_backend_t make_backend()
     b.mem_copy = b_mem_copy;
     b.mem_fill = b_mem_fill;
     b.queue_create = b_queue_create;
+    b.queue_native = b_queue_native;
     b.queue_destroy = b_queue_destroy;
     b.queue_sync = b_queue_sync;
     b.event_create = b_event_create;

@@ -691,6 +691,8 @@ static rudnn_status_t ocl_queue_create(void *device, void **queue)
     return RUDNN_STATUS_SUCCESS;
 }
 
+static void *ocl_queue_native(void *queue) { return ((ocl_queue_t *)queue)->q; }
+
 static void ocl_queue_destroy(void *queue)
 {
     ocl_queue_t *q = (ocl_queue_t *)queue;
@@ -833,6 +835,7 @@ static const rudnn_backend_t g_backend = {
     .event_destroy = ocl_event_destroy,
     .event_record = ocl_event_record,
     .event_elapsed_ms = ocl_event_elapsed_ms,
+    .queue_native = ocl_queue_native,
 #define OCL_TABLE_SET(f) .f = &ocl_##f##_kernels,
     RUDNN_FAMILIES(OCL_TABLE_SET)
 #undef OCL_TABLE_SET

@@ -100,6 +100,10 @@ RUDNN_API rudnn_status_t rudnn_queue_create(rudnn_context_t context, rudnn_queue
 RUDNN_API void rudnn_queue_destroy(rudnn_queue_t queue);
 RUDNN_API rudnn_status_t rudnn_queue_synchronize(rudnn_queue_t queue);
 RUDNN_API rudnn_context_t rudnn_queue_context(rudnn_queue_t queue);
+/* The backend runtime's object behind the queue, for interop with the caller's own work (events,
+ * CUDA graph capture): a cudaStream_t on cuda, a hipStream_t on hip, a cl_command_queue on opencl.
+ * The queue keeps owning it: never destroy it. NULL when queue is NULL or the backend has none. */
+RUDNN_API void *rudnn_queue_native_handle(rudnn_queue_t queue);
 
 RUDNN_API rudnn_status_t rudnn_event_create(rudnn_context_t context, rudnn_event_t *event);
 RUDNN_API void rudnn_event_destroy(rudnn_event_t event);

@@ -64,6 +64,7 @@ extern const fault_family_t fault_family_moe;
 extern const fault_family_t fault_family_attention;
 extern const fault_family_t fault_family_ffn;
 extern const fault_family_t fault_family_gated_delta;
+extern const fault_family_t fault_family_paged_attention;
 
 /* ---- helpers for the cases (fault_util.c) ---- */
 
