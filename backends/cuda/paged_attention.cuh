@@ -1,0 +1,177 @@
+/* What the CUDA/HIP paged-attention sources share: paged_attention.cu (the family's table, the
+ * generic, merge and append kernels, the kernel choice) and the CUDA-only tensor-core kernels
+ * paged_attention_mma.cu (attention) and paged_attention_mla.cu (MLA). The kernels' argument
+ * block, the page-table walk, the split range, and the launchers' declarations. Include after
+ * rdg_internal.h. */
+#ifndef RUDNN_PAGED_ATTENTION_CUH
+#define RUDNN_PAGED_ATTENTION_CUH
+
+#include "elem.cuh"
+
+#define PA_OP "paged_attention"
+#define PA_GENERIC_NAME "paged_attention.generic"
+#define PA_MERGE_NAME "paged_attention.merge"
+#define PA_APPEND_NAME "paged_attention.append"
+#define PA_MMA_DECODE_NAME "paged_attention.mma_decode"
+#define PA_MMA_PREFILL_NAME "paged_attention.mma_prefill"
+#define PA_MLA_NAME "paged_attention.mla_mma"
+
+/* Query heads the tensor-core kernels take: a block's rows (128 queries x heads) stay in int. */
+#define PA_MMA_MAX_HEADS 65536
+
+#define PA_LOG2E 1.4426950408889634f
+#define PA_LN2 0.6931471805599453f
+
+/* n / d for n, d < 2^31 by a multiply and a shift (Granlund and Montgomery): the page of a key
+ * without a division instruction. */
+struct PaDiv {
+    uint32_t m, s;
+};
+
+static inline PaDiv pa_div_make(uint32_t d)
+{
+    uint32_t s = 0;
+    while (((uint64_t)1 << s) < d)
+        s++;
+    PaDiv r;
+    r.s = s;
+    r.m = (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << s) - d)) / d + 1);
+    return r;
+}
+
+__host__ __device__ __forceinline__ uint32_t pa_div(const PaDiv &v, uint32_t n)
+{
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    const uint32_t hi = __umulhi(n, v.m);
+#else
+    const uint32_t hi = (uint32_t)(((uint64_t)n * v.m) >> 32);
+#endif
+    return (uint32_t)(((uint64_t)hi + n) >> v.s);
+}
+
+/* What every paged kernel reads, by value: the plan's arrays (hal/paged_attention.h) as device
+ * pointers, the blocks of the kind the launch works, the operands and the shapes. */
+struct PaDev {
+    const int32_t *seq_len, *seq_table, *query_seq, *query_pos, *pages;
+    const rudnn_paged_block_t *blocks;
+    const void *q, *qp, *k, *kp, *v; /* MLA: k the latent cache (and the value), kp the rope keys */
+    void *out;
+    float *ws; /* splits > 1: acc [splits][Q][Hq][Dv], then m, then l [splits][Q][Hq] */
+    int64_t nblocks;
+    int32_t queries, heads_q, heads_kv, group, d, dv, p, splits, causal, page_size;
+    PaDiv ps;
+    float scale_log2; /* scale * log2(e): scores in base 2 (exp2) */
+};
+
+/* A CTA row of the tensor-core kernels: its query i, query head h, and the keys it sees in the
+ * CTA's split, [k0, lim) (lim 0: no row). */
+struct PaRow {
+    int32_t i, h, lim, pad;
+};
+
+static inline size_t pa_align16(size_t x)
+{
+    return (x + 15) & ~(size_t)15;
+}
+
+/* paged_attention.cu: the argument block of a call, its blocks those of `kind`. */
+PaDev pa_make_dev(const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o, int kind);
+/* paged_attention.cu: lets fn take smem bytes of dynamic shared memory (past the default 48 KiB). */
+rudnn_status_t pa_allow_smem(const rdg_queue_t *q, const void *fn, size_t smem);
+/* paged_attention.cu: DEVICE_ERROR naming the kernel when the launch just made failed. */
+rudnn_status_t pa_launched(const char *name, int64_t grid, int threads, size_t smem);
+/* paged_attention.cu: the split merge (splits > 1) into out. */
+rudnn_status_t pa_run_merge(rdg_queue_t *q, const rudnn_paged_args_t *a, const PaDev &d);
+/* The block kind whose runs of 2^kind queries give at most `rows` rows of `per_query` each (kind 0
+ * where one query has more: its rows then take several row chunks). */
+int pa_block_kind(int64_t rows, int64_t per_query);
+/* Whether the addresses are 16-byte aligned (null counts as aligned). */
+int pa_aligned16(const void *a, const void *b, const void *c, const void *d, const void *e);
+
+#if !RDG_HIP
+/* paged_attention_mma.cu (CUDA only): why the tensor-core attention kernel does not take the call
+ * on dev (NULL when it does; written into why), and its launch (with the merge when split). */
+const char *rdg_pa_mma_why(const rdg_devinfo_t *dev, const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o,
+                           char *why, size_t cap);
+rudnn_status_t rdg_pa_mma_run(rdg_queue_t *q, const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o);
+/* paged_attention_mla.cu (CUDA only): the same for MLA (R 512, P 64). */
+const char *rdg_pa_mla_why(const rdg_devinfo_t *dev, const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o,
+                           char *why, size_t cap);
+rudnn_status_t rdg_pa_mla_run(rdg_queue_t *q, const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o);
+#endif
+
+namespace {
+
+/* The cache row (page * page_size + offset) of key j of the history whose page table is table. */
+__device__ __forceinline__ int64_t pa_row(const PaDev &d, const int32_t *table, int j)
+{
+    const uint32_t pi = pa_div(d.ps, (uint32_t)j);
+    return (int64_t)table[pi] * d.page_size + ((uint32_t)j - pi * (uint32_t)d.page_size);
+}
+
+/* Query i sees keys [0, hi). */
+__device__ __forceinline__ int pa_hi(const PaDev &d, int i)
+{
+    const int len = d.seq_len[d.query_seq[i]];
+    return d.causal ? min(len, d.query_pos[i] + 1) : len;
+}
+
+/* The keys [*k0, *k1) of split `split` of a key range [0, n) (hal/paged_attention.h). */
+__device__ __forceinline__ void pa_split_range(const PaDev &d, int n, int split, int *k0, int *k1)
+{
+    if (d.splits <= 1) {
+        *k0 = 0;
+        *k1 = n;
+        return;
+    }
+    /* rudnn_paged_split_chunk (a host function): whole 16-key tiles, at least one */
+    int64_t c = ((int64_t)n + d.splits - 1) / d.splits;
+    c = (c + 15) / 16 * 16;
+    c = c < 16 ? 16 : c;
+    const int64_t lo = split * c;
+    *k0 = lo < n ? (int)lo : n;
+    *k1 = lo + c < n ? (int)(lo + c) : n;
+}
+
+/* Where the partials of (split, query i, head h) go. */
+__device__ __forceinline__ float *pa_ws_acc(const PaDev &d, int split, int i, int h)
+{
+    return d.ws + (((int64_t)split * d.queries + i) * d.heads_q + h) * d.dv;
+}
+__device__ __forceinline__ float *pa_ws_ml(const PaDev &d, int split, int i, int h, int which)
+{
+    const int64_t rows = (int64_t)d.splits * d.queries * d.heads_q;
+    return d.ws + rows * d.dv + which * rows + ((int64_t)split * d.queries + i) * d.heads_q + h;
+}
+
+/* (lo, hi) -> two dtype values packed, lo in bits 0..15, round to nearest even (P for P V). */
+template <int DT>
+__device__ __forceinline__ uint32_t pa_pack2(float lo, float hi)
+{
+    if constexpr (DT == RUDNN_BF16)
+        return rdg_pack_bf16x2(lo, hi);
+    else
+        return (uint32_t)rdg_f32_to_f16(lo) | (uint32_t)rdg_f32_to_f16(hi) << 16;
+}
+
+/* Element c of row (query i, head h) of a CTA's result: acc / l into out (zeros where l is 0), or with splits
+ * the partial acc; pa_put_ml: the partial m (from the base-2 max m2) and l. */
+template <int DT>
+__device__ __forceinline__ void pa_put(const PaDev &d, int split, int i, int h, int c, float acc, float l)
+{
+    if (d.splits > 1)
+        pa_ws_acc(d, split, i, h)[c] = acc;
+    else
+        Elem<DT>::st(d.out, ((int64_t)i * d.heads_q + h) * d.dv + c, l > 0.0f ? acc / l : 0.0f);
+}
+__device__ __forceinline__ void pa_put_ml(const PaDev &d, int split, int i, int h, float m2, float l)
+{
+    if (d.splits > 1) {
+        *pa_ws_ml(d, split, i, h, 0) = m2 * PA_LN2;
+        *pa_ws_ml(d, split, i, h, 1) = l;
+    }
+}
+
+} // namespace
+
+#endif

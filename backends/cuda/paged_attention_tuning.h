@@ -1,0 +1,79 @@
+/* Tuning values of the CUDA/HIP paged-attention kernels (paged_attention*.cu), one a line with
+ * why. None is measured yet: the kernels were written without a GPU; the figures are the design's
+ * estimates for an H200 (132 SMs, ~4.2 TB/s copy, 228 KiB of shared memory an SM). The shapes
+ * under #ifndef can be set from the build (tools/gpu-ab.sh -v NAME=-DPA_CTAS_PER_SM=1). */
+#ifndef RUDNN_PAGED_ATTENTION_TUNING_H
+#define RUDNN_PAGED_ATTENTION_TUNING_H
+
+/* ---- generic (paged_attention.cu): SIMT, every shape ---- */
+/* Threads a CTA (one CTA per (query, query head, split)): 4 warps score keys in parallel, and 128
+ * threads hold the 1024 output columns of the widest Dv in 8 registers each. */
+#define PA_GEN_THREADS 128
+/* Keys a round (three barriers: scores, probabilities, P V): 16 a warp; their scores and rows in
+ * shared memory. */
+#define PA_GEN_KEYS 64
+/* CTAs a launch at most (every paged kernel loops over its work items past it): far inside
+ * gridDim.x's 2^31 - 1 whatever the batch. */
+#define PA_MAX_GRID (1 << 20)
+/* Merge kernel threads (one CTA per output row, threads over Dv). */
+#define PA_MERGE_THREADS 128
+
+/* ---- mma (paged_attention_mma.cu): mma.sync m16n8k16, F16/BF16, D and Dv <= 256 ---- */
+/* decode: 4 warps split each 64-key tile (16 keys each, the k of one P V MMA) over one m16 tile of
+ * rows, so each K/V row is read once for all Hq / Hkv heads of up to 16 / G queries. */
+#ifndef PA_DEC_KEY_WARPS
+#define PA_DEC_KEY_WARPS 4
+#endif
+/* prefill: warps over the rows instead (16 rows each, every key of the tile), so a staged K/V
+ * tile serves 64 rows: 4x fewer K/V reads from L2 than the decode shape on packed prefill. */
+#ifndef PA_PRE_ROW_WARPS
+#define PA_PRE_ROW_WARPS 4
+#endif
+/* prefill: keys a tile (each warp's S is 16 x this): 64 keeps S at 32 registers; 32 at D 256 so
+ * that S and the 16 x 256 accumulator stay under 255 registers. */
+#ifndef PA_PRE_KEYS
+#define PA_PRE_KEYS 64
+#endif
+#ifndef PA_PRE_KEYS_D256
+#define PA_PRE_KEYS_D256 32
+#endif
+/* Prefill shape where its blocks (of up to 64 / G queries) are at most this share of the decode
+ * shape's (up to 16 / G): halving the K/V reads is worth 4x fewer CTAs. */
+#ifndef PA_PRE_BLOCK_RATIO
+#define PA_PRE_BLOCK_RATIO 2
+#endif
+/* K/V bytes in flight per SM the ring aims for: Little's law at ~17 bytes a clock an SM (4.2 TB/s
+ * over 132 SMs at 1.8 GHz) and ~2000 clocks of loaded DRAM latency is ~34 KiB; 3x that for the
+ * barrier bubbles of the CTAs. */
+#ifndef PA_INFLIGHT_PER_SM
+#define PA_INFLIGHT_PER_SM (96u * 1024u)
+#endif
+/* CTAs an SM aimed for: two, so one CTA's loads run through the other's barriers and epilogue. */
+#ifndef PA_CTAS_PER_SM
+#define PA_CTAS_PER_SM 2
+#endif
+/* Ring stages at most (cp.async.wait_group takes an immediate: 0 .. this - 2). */
+#define PA_MAX_STAGES 8
+/* Shared memory the hardware keeps a CTA on sm_80+ (an SM has smem_optin + this in all). */
+#define PA_SMEM_RESERVED 1024u
+
+/* ---- mla (paged_attention_mla.cu): MLA with R 512, P 64 on mma.sync ---- */
+/* Warps a CTA: 8, so that the 512 output columns split 64 a warp (a 16-row accumulator is then 32
+ * registers a row tile) and the 36 k-steps of S split in 4-5 a warp. */
+#define PA_MLA_WARPS 8
+/* Keys a staged tile: 32 rows of 1152 bytes (latent and rope part) = 36 KiB, so that the
+ * 64-row shape keeps two stages beside its 73 KiB of Q. */
+#ifndef PA_MLA_KEYS
+#define PA_MLA_KEYS 32
+#endif
+/* The 64-row shape (4 m16 tiles: H 128 decode, or several H 16 queries) where its blocks are at
+ * most this share of the 16-row shape's. */
+#ifndef PA_MLA_BLOCK_RATIO
+#define PA_MLA_BLOCK_RATIO 2
+#endif
+/* Latent bytes in flight per SM the ring aims for (one CTA an SM: its shared memory). */
+#ifndef PA_MLA_INFLIGHT_PER_SM
+#define PA_MLA_INFLIGHT_PER_SM (96u * 1024u)
+#endif
+
+#endif
