@@ -24,6 +24,9 @@
 #   gdr       rudnn-bench-gdr and bench/baselines/torch_gdr.py side by side (the gated delta rule in
 #             bf16: chunked prefill, varlen prefill beside fixed length, recurrent decode)
 #             -> $OUT/gdr-rudnn.jsonl, $OUT/gdr-torch.jsonl
+#   paged     rudnn-bench-paged and bench/baselines/torch_paged.py side by side (issue 24: paged decode,
+#             varlen prefill, MLA decode in bf16; torch: SDPA cuDNN and FA2 over gathered pages)
+#             -> $OUT/paged-rudnn.jsonl, $OUT/paged-torch.jsonl, $OUT/compare-paged.md
 #   example   installs into a scratch DESTDIR and builds examples/ through pkg-config
 #   sanitize  (only when named) the CUDA numeric suites under compute-sanitizer's memcheck,
 #             racecheck, synccheck and initcheck; fails on any report. The suites' largest cases
@@ -54,9 +57,11 @@
 #                        (--reps N, --case NAME[,NAME], --dtype, --quick, --copy-mib N)
 #   GDR_ARGS="..."       extra arguments of both rudnn-bench-gdr and torch_gdr.py (--reps N,
 #                        --case NAME[,NAME], --quick)
+#   PAGED_ARGS="..."     extra arguments of both rudnn-bench-paged and torch_paged.py (--reps N,
+#                        --case NAME[,NAME], --quick, --max-cache-gib G)
 #   TORCH_COMPILE=1      also time torch.compile(add + rms_norm) (0 to skip)
 #   SANITIZE_TOOLS="memcheck racecheck synccheck initcheck"
-#   SANITIZE_SUITES="norm moe attention ffn gated_delta"
+#   SANITIZE_SUITES="norm moe attention ffn gated_delta paged_attention"
 #   SANITIZE_SKIP='*/large' (SANITIZE_SKIP_<suite> for one suite; attention: '*/long-*', gated_delta:
 #   'long_sequence')
 #   SANITIZE_TIMEOUT=480 (seconds per tool and suite)
@@ -81,9 +86,10 @@ BENCH_BACKEND=${BENCH_BACKEND:-cuda}
 ATTENTION_ARGS=${ATTENTION_ARGS:-}
 FFN_ARGS=${FFN_ARGS:-}
 GDR_ARGS=${GDR_ARGS:-}
+PAGED_ARGS=${PAGED_ARGS:-}
 TORCH_COMPILE=${TORCH_COMPILE:-1}
 SANITIZE_TOOLS=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
-SANITIZE_SUITES=${SANITIZE_SUITES:-norm moe attention ffn gated_delta}
+SANITIZE_SUITES=${SANITIZE_SUITES:-norm moe attention ffn gated_delta paged_attention}
 SANITIZE_SKIP=${SANITIZE_SKIP:-*/large}
 SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-480}
 SANITIZE_INITCHECK_SKIP_KERNELS=${SANITIZE_INITCHECK_SKIP_KERNELS-moe.cublas_*}
@@ -100,8 +106,8 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
 
-all_stages=(build test info bench baseline compare moe attention ffn gdr example sanitize)
-default_stages=(build test info bench baseline compare moe attention ffn gdr example)
+all_stages=(build test info bench baseline compare moe attention ffn gdr paged example sanitize)
+default_stages=(build test info bench baseline compare moe attention ffn gdr paged example)
 if (( $# == 0 )) || [[ "$*" == all ]]; then
   stages=("${default_stages[@]}")
 else
@@ -380,6 +386,20 @@ PY
   return "$rc"
 }
 
+# Paged attention and MLA (issue 24, bf16: decode at B 1-128 and KV 2k-128k on pages of 16 and 64, varlen
+# prefill of 16k tokens, MLA decode) beside PyTorch's SDPA (cuDNN, FA2; MLA: matmul + softmax + matmul)
+# over the gathered pages, joined by case in $OUT/compare-paged.md (bench/compare_paged.py).
+stage_paged() {
+  local rc=0
+  # shellcheck disable=SC2086
+  "$BUILD/bench/rudnn-bench-paged" --backend "$BENCH_BACKEND" $PAGED_ARGS | tee "$OUT/paged-rudnn.jsonl" || rc=1
+  # shellcheck disable=SC2086
+  python3 bench/baselines/torch_paged.py $PAGED_ARGS | tee "$OUT/paged-torch.jsonl" || rc=1
+  python3 bench/compare_paged.py "$OUT/paged-rudnn.jsonl" "$OUT/paged-torch.jsonl" > "$OUT/compare-paged.md" || rc=1
+  cat "$OUT/compare-paged.md"
+  return "$rc"
+}
+
 # Attention forward (issue 20's prefill and decode cases, bf16), every rudnn strategy side by side
 # with PyTorch's SDPA backends. A strategy or backend that refuses a case prints a NOT_SUPPORTED
 # line; one that fails a FAILED line and fails the stage, after the tables are written.
@@ -540,6 +560,10 @@ fi
 if [[ " ${stages[*]} " == *" attention "* && -f $OUT/compare-attention.md ]]; then
   echo
   sed -n '/^| case |/,/^$/p' "$OUT/compare-attention.md" # the summary table only
+fi
+if [[ " ${stages[*]} " == *" paged "* && -f $OUT/compare-paged.md ]]; then
+  echo
+  cat "$OUT/compare-paged.md"
 fi
 if [[ " ${stages[*]} " == *" sanitize "* && -f $OUT/sanitize.md ]]; then
   echo
