@@ -102,6 +102,9 @@ SANITIZE_SKIP_attention=${SANITIZE_SKIP_attention-*/long-*}
 # gated_delta: a shard per test, without long_sequence (T 8192: the same kernels over more chunks)
 SANITIZE_SHARDS_gated_delta=${SANITIZE_SHARDS_gated_delta-all_cases empty_sequence prefill_then_decode}
 SANITIZE_SKIP_gated_delta=${SANITIZE_SKIP_gated_delta-long_sequence}
+# paged_attention: a shard per test of tests/test_paged_attention.c (keep in step with its list), run side
+# by side under the slower tools; its cases are small, so nothing is skipped
+SANITIZE_SHARDS_paged_attention=${SANITIZE_SHARDS_paged_attention-attention_all mla_all garbage_rows split_workspaces *append* plan_reused_by_layers no_queries}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
