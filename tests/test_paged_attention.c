@@ -30,7 +30,10 @@
  * decode, shuffled positions, k with v, k alone) then attend equals attention over the cache
  * built in one go, byte for byte; copy on write with retained buffers (separate and shared k/v
  * buffers); one plan reused by several layers with different caches and a shared workspace; a
- * step without queries. Every call must report a "paged_attention." kernel, leave every input
+ * step without queries; NaN in q, a key and a value element reaching exactly the outputs it
+ * enters (plain and split). Tensors sit 16-byte aligned in their buffers (a misaligned case
+ * too), so that backends' vectorised and tensor-core paths are reached; the suite prints the
+ * kernels it saw run and the largest error per dtype. Every call must report a "paged_attention." kernel, leave every input
  * buffer byte-identical, write every output element, and no byte of the output's buffer outside
  * the tensor.
  *
@@ -48,6 +51,26 @@
 static const rudnn_dtype_t dtypes[] = {RUDNN_F32, RUDNN_F16, RUDNN_BF16};
 
 #define OOH 50.0f
+
+/* The kernels the suite saw run (rudnn_last_kernel after each call), printed at the end: which
+ * of a backend's kernels the cases reached. */
+static char kernels_seen[16][64];
+static int kernels_count;
+
+static void saw_kernel(const char *name)
+{
+    for (int i = 0; i < kernels_count; i++)
+        if (!strcmp(kernels_seen[i], name))
+            return;
+    if (kernels_count < 16 && name[0])
+        snprintf(kernels_seen[kernels_count++], sizeof kernels_seen[0], "%s", name);
+}
+
+/* The largest error seen against the reference per dtype (F32, F16, BF16), printed at the end
+ * beside its tolerance: how much margin the tolerances leave on this backend. */
+static double worst_seen[3];
+
+static int dtype_slot(rudnn_dtype_t dt) { return dt == RUDNN_F32 ? 0 : dt == RUDNN_F16 ? 1 : 2; }
 
 static double tol_of(rudnn_dtype_t dt)
 {
@@ -201,10 +224,15 @@ static float *make_uniform(rt_rng_t *r, int64_t n)
     return x;
 }
 
+/* Poisoned elements before each tensor in its buffer: 8 keeps 16-byte alignment (which the
+ * vectorised and tensor-core kernels need), 3 (set by cases marked misaligned) breaks it so that
+ * backends take their other path. */
+static size_t head_elems = 8;
+
 /* A device tensor holding host (rewritten with what the device holds). */
 static void upload(rt_tensor_t *t, rudnn_dtype_t dt, int rank, const int64_t *dims, float *host)
 {
-    rt_tensor_create(t, dt, rank, dims, 3, RT_TAIL_BYTES);
+    rt_tensor_create(t, dt, rank, dims, head_elems, RT_TAIL_BYTES);
     if (host && rt_numel(rank, dims) > 0) {
         rt_tensor_upload(t, host);
         rt_tensor_download(t, host);
@@ -302,8 +330,11 @@ static rudnn_status_t call(rudnn_paged_plan_t plan, rudnn_paged_split_workspace_
     else
         st = ws ? rudnn_paged_attention_with_workspace(plan, ws, &d->tq.t, k, v, scale, causal, &d->tout.t)
                 : rudnn_paged_attention(plan, &d->tq.t, k, v, scale, causal, &d->tout.t);
-    if (!st)
+    if (!st) {
         snprintf(kernel, 64, "%s", rudnn_last_kernel());
+        if (d->Q)
+            saw_kernel(kernel);
+    }
     const rudnn_status_t sync = rudnn_queue_synchronize(rt_queue);
     return st ? st : sync;
 }
@@ -350,6 +381,7 @@ static int compare(rt_log_t *log, const char *what, const sched_t *sc, const dat
                 continue;
             }
             const double err = fabs((double)out[at] - ref[at]);
+            worst_seen[dtype_slot(d->dt)] = fmax(worst_seen[dtype_slot(d->dt)], err);
             if (!(err <= tol)) {
                 if (bad++ == 0 && first < 0)
                     first = at;
@@ -438,31 +470,39 @@ typedef struct pcase {
     int nseq;
     seqspec_t seqs[MAX_SEQ];
     shape_t sh;
-    double sharp; /* scale = sharp / sqrt(D + P) */
-    int share;    /* seq 1's first page is seq 0's */
+    double sharp;  /* scale = sharp / sqrt(D + P) */
+    int share;     /* seq 1's first page is seq 0's */
+    int misalign;  /* tensors 3 elements into their buffers (not 16-byte aligned) */
 } pcase_t;
 
 static const pcase_t attention_cases[] = {
-    {"ps1_decode_gqa4", 1, 3, {{7, 1, DEC}, {1, 1, DEC}, {20, 1, DEC}}, {4, 1, 64, 64, 0}, 1.5, 0},
-    {"ps16_prefill_gqa1", 16, 2, {{37, 37, PRE}, {16, 16, PRE}}, {2, 2, 64, 64, 0}, 1.5, 0},
+    {"ps1_decode_gqa4", 1, 3, {{7, 1, DEC}, {1, 1, DEC}, {20, 1, DEC}}, {4, 1, 64, 64, 0}, 1.5, 0, 0},
+    {"ps16_prefill_gqa1", 16, 2, {{37, 37, PRE}, {16, 16, PRE}}, {2, 2, 64, 64, 0}, 1.5, 0, 0},
     /* more queries in one sequence than the plan's largest query block (128) */
-    {"ps16_long_prefill_gqa2", 16, 2, {{150, 150, PRE}, {20, 1, DEC}}, {4, 2, 64, 64, 0}, 1.5, 0},
+    {"ps16_long_prefill_gqa2", 16, 2, {{150, 150, PRE}, {20, 1, DEC}}, {4, 2, 64, 64, 0}, 1.5, 0, 0},
     {"ps64_mixed_gqa8_d128", 64, 4, {{130, 1, DEC}, {70, 20, PRE}, {40, 0, NONE}, {65, 4, ARB}},
-     {8, 1, 128, 128, 0}, 1.5, 0},
+     {8, 1, 128, 128, 0}, 1.5, 0, 0},
     {"ps5_mixed_dv32", 5, 6, {{23, 6, ARB}, {0, 1, DEC}, {11, 0, NONE}, {9, 9, PRE}, {1, 1, DEC}, {12, 1, AT_LEN}},
-     {4, 2, 64, 32, 0}, 1.5, 0},
-    {"ps24_d256", 24, 2, {{50, 1, DEC}, {30, 3, PRE}}, {2, 1, 256, 256, 0}, 1.5, 0},
-    {"ps16_odd_d5_dv7_gqa3", 16, 3, {{33, 5, ARB}, {17, 1, DEC}, {16, 3, ARB}}, {3, 1, 5, 7, 0}, 1.5, 1},
-    {"ps7_d128_dv64_gqa4", 7, 3, {{20, 20, PRE}, {45, 1, DEC}, {8, 3, ARB}}, {8, 2, 128, 64, 0}, 1.5, 1},
-    {"empty_histories", 16, 3, {{0, 1, DEC}, {0, 2, ARB}, {0, 0, NONE}}, {2, 1, 64, 64, 0}, 1.5, 0},
-    {"sharp_scores", 16, 2, {{40, 4, ARB}, {25, 1, DEC}}, {2, 1, 64, 64, 0}, 100.0, 0},
+     {4, 2, 64, 32, 0}, 1.5, 0, 0},
+    {"ps5_mixed_dv32_misaligned", 5, 3, {{23, 6, ARB}, {0, 1, DEC}, {12, 1, AT_LEN}}, {4, 2, 64, 32, 0}, 1.5, 0, 1},
+    /* the benchmark's decode shape: Hq 32, Hkv 8, D 128, page 16 */
+    {"ps16_decode_gqa4_d128", 16, 4, {{300, 1, DEC}, {17, 1, DEC}, {0, 1, DEC}, {129, 1, DEC}}, {32, 8, 128, 128, 0},
+     1.5, 0, 0},
+    {"ps24_d256", 24, 2, {{50, 1, DEC}, {30, 3, PRE}}, {2, 1, 256, 256, 0}, 1.5, 0, 0},
+    {"ps16_odd_d5_dv7_gqa3", 16, 3, {{33, 5, ARB}, {17, 1, DEC}, {16, 3, ARB}}, {3, 1, 5, 7, 0}, 1.5, 1, 1},
+    {"ps24_d256_prefill", 24, 2, {{40, 40, PRE}, {30, 0, NONE}}, {4, 2, 256, 256, 0}, 1.5, 0, 0},
+    {"ps7_d128_dv64_gqa4", 7, 3, {{20, 20, PRE}, {45, 1, DEC}, {8, 3, ARB}}, {8, 2, 128, 64, 0}, 1.5, 1, 0},
+    {"empty_histories", 16, 3, {{0, 1, DEC}, {0, 2, ARB}, {0, 0, NONE}}, {2, 1, 64, 64, 0}, 1.5, 0, 0},
+    {"sharp_scores", 16, 2, {{40, 4, ARB}, {25, 1, DEC}}, {2, 1, 64, 64, 0}, 100.0, 0, 0},
 };
 
 static const pcase_t mla_cases[] = {
-    {"mla_r512_p64", 64, 3, {{200, 1, DEC}, {90, 2, PRE}, {30, 0, NONE}}, {8, 1, 512, 512, 64}, 1.0, 0},
-    {"mla_odd_r13_p3", 5, 4, {{21, 4, ARB}, {13, 1, DEC}, {0, 1, DEC}, {6, 6, PRE}}, {3, 1, 13, 13, 3}, 1.0, 1},
-    {"mla_ps1_h16", 1, 2, {{9, 1, DEC}, {5, 3, ARB}}, {16, 1, 64, 64, 16}, 1.0, 0},
-    {"mla_ps16_prefill", 16, 1, {{40, 40, PRE}}, {4, 1, 32, 32, 8}, 1.0, 0},
+    {"mla_r512_p64", 64, 3, {{200, 1, DEC}, {90, 2, PRE}, {30, 0, NONE}}, {8, 1, 512, 512, 64}, 1.0, 0, 0},
+    {"mla_odd_r13_p3", 5, 4, {{21, 4, ARB}, {13, 1, DEC}, {0, 1, DEC}, {6, 6, PRE}}, {3, 1, 13, 13, 3}, 1.0, 1, 1},
+    /* more heads than one 16-row tile */
+    {"mla_r512_p64_h32", 64, 2, {{150, 1, DEC}, {100, 3, ARB}}, {32, 1, 512, 512, 64}, 1.0, 0, 0},
+    {"mla_ps1_h16", 1, 2, {{9, 1, DEC}, {5, 3, ARB}}, {16, 1, 64, 64, 16}, 1.0, 0, 0},
+    {"mla_ps16_prefill", 16, 1, {{40, 40, PRE}}, {4, 1, 32, 32, 8}, 1.0, 0, 0},
 };
 
 static float scale_of(const pcase_t *c) { return (float)(c->sharp / sqrt((double)(c->sh.D + c->sh.P))); }
@@ -478,7 +518,9 @@ static void run_cases(const pcase_t *cases, size_t n, float ooh)
         rudnn_paged_plan_t plan = make_plan(&sc);
         for (size_t di = 0; di < 3; di++) {
             data_t d;
+            head_elems = c->misalign ? 3 : 8;
             data_make(&d, &sc, &c->sh, dtypes[di], rt_hash(c->name) + di, ooh);
+            head_elems = 8;
             for (int causal = 0; causal < 2; causal++) {
                 char what[160];
                 snprintf(what, sizeof what, "%s %s %s%s", c->name, rudnn_dtype_name(dtypes[di]),
@@ -512,17 +554,31 @@ static void mla_all(void **state)
 static void garbage_rows(void **state)
 {
     (void)state;
-    const pcase_t cases[] = {attention_cases[3], attention_cases[5], mla_cases[1]};
-    run_cases(cases, 3, NAN);
+    static const char *const picked[] = {"ps5_mixed_dv32", "ps16_decode_gqa4_d128", "ps24_d256_prefill",
+                                         "ps16_odd_d5_dv7_gqa3", "mla_r512_p64", "mla_odd_r13_p3"};
+    pcase_t cases[6];
+    size_t n = 0;
+    for (size_t i = 0; i < 6; i++) {
+        for (size_t j = 0; j < sizeof attention_cases / sizeof *attention_cases; j++)
+            if (!strcmp(attention_cases[j].name, picked[i]))
+                cases[n++] = attention_cases[j];
+        for (size_t j = 0; j < sizeof mla_cases / sizeof *mla_cases; j++)
+            if (!strcmp(mla_cases[j].name, picked[i]))
+                cases[n++] = mla_cases[j];
+    }
+    assert_int_equal(n, 6);
+    run_cases(cases, n, NAN);
 }
 
 /* ---- split workspaces ------------------------------------------------------------------------------- */
 
 static const pcase_t split_cases[] = {
     /* decode, long histories and a short one (most of its splits empty) */
-    {"split_decode", 16, 4, {{1000, 1, DEC}, {300, 1, DEC}, {5, 1, DEC}, {20, 0, NONE}}, {8, 2, 64, 64, 0}, 1.5, 0},
-    {"split_mixed", 5, 3, {{60, 8, PRE}, {37, 5, ARB}, {0, 1, DEC}}, {4, 4, 32, 48, 0}, 1.5, 1},
-    {"split_mla", 64, 2, {{700, 1, DEC}, {100, 2, PRE}}, {8, 1, 128, 128, 32}, 1.0, 0},
+    {"split_decode", 16, 4, {{1000, 1, DEC}, {300, 1, DEC}, {5, 1, DEC}, {20, 0, NONE}}, {8, 2, 64, 64, 0}, 1.5, 0, 0},
+    {"split_mixed", 5, 3, {{60, 8, PRE}, {37, 5, ARB}, {0, 1, DEC}}, {4, 4, 32, 48, 0}, 1.5, 1, 0},
+    {"split_mla", 64, 2, {{700, 1, DEC}, {100, 2, PRE}}, {8, 1, 128, 128, 32}, 1.0, 0, 0},
+    {"split_mla_r512_p64", 64, 2, {{500, 1, DEC}, {90, 2, PRE}}, {16, 1, 512, 512, 64}, 1.0, 0, 0},
+    {"split_decode_gqa4_d128", 16, 3, {{700, 1, DEC}, {64, 1, DEC}, {257, 1, DEC}}, {32, 8, 128, 128, 0}, 1.5, 0, 0},
 };
 
 /* Each split count (2..32 fixed, 0 chosen by the plan) against the reference and against the
@@ -698,6 +754,7 @@ static void append_checked(rt_log_t *log, const char *what, rudnn_paged_plan_t p
     const rudnn_status_t st = rudnn_paged_append(plan, &rows_k->t, rows_v ? &rows_v->t : NULL, k_cache,
                                                  rows_v ? v_cache : NULL, k_out, rows_v ? v_out : NULL);
     const char *kernel = rudnn_last_kernel();
+    saw_kernel(kernel);
     rudnn_queue_synchronize(rt_queue);
     if (st) {
         rt_logf(log, "  %s: append returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
@@ -1053,6 +1110,92 @@ static void plan_reused_by_layers(void **state)
     rt_log_finish_free(log, "layer(s)");
 }
 
+/* NaN inputs (the header: a NaN in q, k or v reaches only the outputs of the rows whose scores or
+ * values it enters, NaN there): a NaN in q of one (query, head) makes that row NaN; in a key row,
+ * the rows of that KV head's query heads whose queries see the key (causal: position >= the
+ * key's); in a value element, that column of the rows that see it. Every other element equals the
+ * reference. Plain and with a split workspace of 3 (the NaN key sits in one split's range). */
+static void nan_inputs(void **state)
+{
+    (void)state;
+    const seqspec_t seqs[2] = {{40, 40, PRE}, {7, 1, DEC}};
+    sched_t sc;
+    sched_build(&sc, rt_hash("nan"), 4, 2, seqs, 1, 0);
+    rudnn_paged_plan_t plan = make_plan(&sc);
+    const shape_t sh = {4, 2, 16, 8, 0};
+    const int64_t Q = sc.s.queries, H = 4, Dv = 8, G = 2;
+    const int64_t nan_q = 2, nan_q_head = 3;     /* q[2, 3, 5] */
+    const int64_t key_tok = 30, key_head = 0;    /* k of sequence 0, token 30, KV head 0, feature 5 */
+    const int64_t val_tok = 3, val_head = 1, val_col = 4; /* v of sequence 1, token 3, KV head 1 */
+    rt_log_t *log = rt_log_new();
+    for (size_t di = 0; di < 3; di++) {
+        data_t d;
+        data_make(&d, &sc, &sh, dtypes[di], rt_hash("nan") + di, OOH);
+        const int64_t krow = pa_ref_row(&sc.s, 0, key_tok), vrow = pa_ref_row(&sc.s, 1, val_tok);
+        /* the reference sees the data as made (the NaN elements are never used for the elements
+         * it is compared on); the device gets the NaNs */
+        double smax = 0.0;
+        double *ref[2];
+        for (int causal = 0; causal < 2; causal++) {
+            ref[causal] = reference(&sc, &d, 0.5f, causal, &smax);
+        }
+        d.q[(nan_q * H + nan_q_head) * 16 + 5] = NAN;
+        d.k[(krow * 2 + key_head) * 16 + 5] = NAN;
+        d.v[(vrow * 2 + val_head) * Dv + val_col] = NAN;
+        rt_tensor_upload(&d.tq, d.q), rt_tensor_upload(&d.tk, d.k), rt_tensor_upload(&d.tv, d.v);
+        rudnn_paged_split_workspace_t ws = NULL;
+        rt_assert_status(rudnn_paged_split_workspace_create(rt_queue, Q, H, Dv, 3, &ws), RUDNN_STATUS_SUCCESS);
+        for (int causal = 0; causal < 2; causal++)
+            for (int split = 0; split < 2; split++) {
+                char what[96];
+                snprintf(what, sizeof what, "NaN inputs %s %s%s", rudnn_dtype_name(dtypes[di]),
+                         causal ? "causal" : "not causal", split ? " (3 splits)" : "");
+                rt_tensor_poison(&d.tout);
+                char kernel[64];
+                const rudnn_status_t st = call(plan, split ? ws : NULL, &d, NULL, NULL, NULL, 0.5f, causal, kernel);
+                if (st) {
+                    rt_logf(log, "  %s: returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
+                    log->failures++;
+                    continue;
+                }
+                int outside = 0;
+                float *out = read_out(&d, &outside, NULL);
+                int64_t missing = 0, extra = 0, off = 0, first = -1;
+                for (int64_t i = 0; i < Q; i++)
+                    for (int64_t h = 0; h < H; h++)
+                        for (int64_t c = 0; c < Dv; c++) {
+                            const int64_t at = (i * H + h) * Dv + c, seq = sc.sid[i];
+                            const int64_t seen = pa_ref_visible(&sc.s, i, causal);
+                            const int want_nan = (i == nan_q && h == nan_q_head) ||
+                                                 (seq == 0 && h / G == key_head && seen > key_tok) ||
+                                                 (seq == 1 && h / G == val_head && c == val_col && seen > val_tok);
+                            if (want_nan) {
+                                if (!isnan(out[at]))
+                                    missing++, first = first < 0 ? at : first;
+                            } else if (isnan(out[at])) {
+                                extra++, first = first < 0 ? at : first;
+                            } else if (!(fabs((double)out[at] - ref[causal][at]) <= tol_of(dtypes[di]))) {
+                                off++, first = first < 0 ? at : first;
+                            }
+                        }
+                if (missing || extra || off) {
+                    rt_logf(log, "  %s: %lld elements not NaN that a NaN enters, %lld NaN that none enters, %lld off "
+                            "the reference; first [query %lld, head %lld, col %lld] = %g\n", what, (long long)missing,
+                            (long long)extra, (long long)off, (long long)(first / (H * Dv)),
+                            (long long)(first / Dv % H), (long long)(first % Dv), out[first]);
+                    log->failures++;
+                }
+                free(out);
+            }
+        rudnn_paged_split_workspace_destroy(ws);
+        free(ref[0]), free(ref[1]);
+        data_free(&d);
+    }
+    rudnn_paged_plan_destroy(plan);
+    sched_free(&sc);
+    rt_log_finish_free(log, "case(s)");
+}
+
 /* A step without queries (Q 0): the calls succeed and write nothing; an append returns the caches
  * as they are. */
 static void no_queries(void **state)
@@ -1093,6 +1236,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(attention_all),
         cmocka_unit_test(mla_all),
         cmocka_unit_test(garbage_rows),
+        cmocka_unit_test(nan_inputs),
         cmocka_unit_test(split_workspaces),
         cmocka_unit_test(append_then_attend),
         cmocka_unit_test(append_copy_on_write),
@@ -1103,5 +1247,12 @@ int main(int argc, char **argv)
     rt_open_or_skip("paged_attention");
     rt_print_device("paged_attention");
     const int failed = cmocka_run_group_tests_name("paged_attention", tests, NULL, rt_group_teardown);
+    printf("paged_attention: largest error against the reference (tolerance): f32 %.3g (%.3g), f16 %.3g (%.3g), "
+           "bf16 %.3g (%.3g)\n", worst_seen[0], tol_of(RUDNN_F32), worst_seen[1], tol_of(RUDNN_F16), worst_seen[2],
+           tol_of(RUDNN_BF16));
+    printf("paged_attention: kernels run:");
+    for (int i = 0; i < kernels_count; i++)
+        printf(" %s", kernels_seen[i]);
+    printf("\n");
     return rt_exit_code(failed);
 }
