@@ -319,9 +319,271 @@ def gated_delta_seeds():
     return seeds
 
 
+def paged_attention_seeds():
+    # header (fuzz_paged_attention.c): op, dtype, page size / spare pages / rotation, N - 1 /
+    # padding / prefix sharing, lengths, more lengths / long history, queries per sequence, flags,
+    # heads, D, Dv, P, splits, -, foreign fill, fill
+    HOST, PLAN, ATT, MLA, ATT_WS, MLA_WS, SPLIT, APPEND = range(8)
+    CAUSAL, PAST, NO_V, SHARE_K, SHARE_V, ONE_BUFFER = (1 << i for i in range(6))
+    PS1, PS2, PS3, PS4, PS5, PS8, PS16, PS7 = range(8)  # page_size index
+    D1, D2, D3, D4, D8, D16, D32, D64, D128, D256, D1024 = range(11)  # D / Dv index
+    P1, P2, P3, P8, P16, P64, P256 = range(7)
+    S0, S2, S3, S4, S7, S8, S16, S32 = range(8)  # split count index
+    # 0x15: the buffers' fills are 0x80, 0x41, 0xc7, 0xa5, 0x00, ...: finite in every dtype, so
+    # the target checks the outputs' values
+    FINITE, NAN_FILL = 0x15, 0x13
+
+    def header(op, dtype=0, ps=PS3, spare=0, rot=0, n=2, pad=0, prefix=0, pad_repeat=0, lengths=0x0b,
+               more=0x01, nq=0x05, flags=0, hkv=1, g=1, d=D4, dv=D8, p=P3, splits=S2, fill=FINITE):
+        # defaults: page size 3, sequences of 3 + 4 and 2 tokens, one decode query each (at the
+        # last position), Hkv 1 and Hq 2, D 4, Dv 8, 2 splits
+        return [op, dtype, ps | spare << 3 | rot << 5, (n - 1) | pad << 2 | prefix << 4 | pad_repeat << 5,
+                lengths, more, nq, flags, (hkv - 1) | g << 2, d, dv, p, splits, 0, fill, fill]
+
+    slots = {HOST: 11, PLAN: 11, ATT: 17, MLA: 18, ATT_WS: 22, MLA_WS: 23, SPLIT: 20, APPEND: 19}
+    names = {HOST: "host_plan", PLAN: "plan", ATT: "attention", MLA: "mla", ATT_WS: "attention_ws",
+             MLA_WS: "mla_ws", SPLIT: "split", APPEND: "append"}
+
+    def edit(kind, index=0, pick=0, other=0, raw=None):
+        """A schedule entry edit: kind 0 an edge value (pick; raw), 1 a step, 2 entry `other`."""
+        if raw is not None:
+            return slot(0x80, kind, index, 0x80, raw=raw)
+        return slot(0x80, kind, index, pick, extra=(0, other, 0, 0))
+
+    def i64(pick=None, raw=None):
+        return slot(0x80, 0, 0, 0x80, raw=raw) if raw is not None else slot(0x80, 0, 0, pick)
+
+    choice = lambda k: slot(0x80, k - 1)  # fz_object_choice's variant k (1..)
+    # indices of fz_common's dims table and of the target's edit tables
+    I64_0, I64_1, I64_MINUS_1, I64_INT32_MAX, I64_INT32_MAX_1, I64_2_62, I64_65536, I64_1025, I64_1024 = \
+        0, 1, 5, 9, 10, 15, 17, 19, 20
+    E_MINUS_1, E_0, E_1, E_INT32_MAX, E_INT32_MAX_1, E_INT64_MAX, E_64 = 0, 1, 2, 5, 6, 7, 9
+    S_PLUS_1, S_MINUS_1, S_PLUS_2, S_STEP = 0, 1, 2, 4
+
+    seeds = {}
+    valid = {
+        "decode": header(0),
+        "f16-prefill-causal": header(0, dtype=1, ps=PS1, nq=0x0f, flags=CAUSAL, lengths=0x0f, more=0x03),
+        "bf16-mixed-gqa8": header(0, dtype=2, ps=PS4, n=4, nq=0x1d, flags=CAUSAL, hkv=2, g=3, d=D8, dv=D4,
+                                  lengths=0xe7, more=0x05),
+        "empty-history-past": header(0, lengths=0x03, more=0x00, nq=0x09, flags=PAST | CAUSAL),
+        "long-600-page-16-splits-chosen": header(0, ps=PS16, n=1, lengths=1, more=0x30, nq=0x01, d=D1, dv=D1,
+                                                 p=P1, splits=S0),
+        "long-256-page-5-splits-32": header(0, dtype=1, ps=PS5, n=2, lengths=0x05, more=0x20, nq=0x07, d=D2,
+                                            dv=D3, splits=S32, flags=CAUSAL),
+        "padding-prefix-sharing": header(0, ps=PS2, n=3, pad=3, prefix=1, lengths=0x3b, more=0x02, nq=0x15),
+        "padding-repeats": header(0, dtype=2, ps=PS7, n=2, pad=2, pad_repeat=1, rot=5, spare=3),
+        "d1024": header(0, ps=PS1, n=1, lengths=1, more=0, nq=1, hkv=1, g=0, d=D1024, dv=D1024, p=P256),
+        "queries-zero": header(0, nq=0),
+        "nan-fill": header(0, dtype=1, fill=NAN_FILL, flags=CAUSAL),
+    }
+    for name, h in valid.items():
+        for op in (ATT, MLA, ATT_WS, MLA_WS, SPLIT, APPEND):
+            seeds[f"{names[op]}-{name}"] = seed([op] + h[1:], slots[op])
+    for name in ("decode", "padding-prefix-sharing", "long-600-page-16-splits-chosen"):
+        for op in (HOST, PLAN):
+            seeds[f"{names[op]}-{name}"] = seed([op] + valid[name][1:], slots[op])
+
+    # the schedule's rules, on the host plan alone and through an attention call
+    # sequences of 3, 6 and 3 tokens in pages of 2, one padding entry a table (tables[2], [6],
+    # [9]), one query each at positions 2, 5, 2
+    base = header(0, ps=PS2, n=3, pad=1, lengths=0x3b, more=0x02, nq=0x15)
+    schedule = {
+        "page-size-zero": {0: i64(I64_0)},
+        "page-size-minus-1": {0: i64(I64_MINUS_1)},
+        "page-size-int32-max-1": {0: i64(I64_INT32_MAX_1)},
+        "page-size-int32-max": {0: i64(I64_INT32_MAX)},
+        "pages-zero": {1: i64(I64_0)},
+        "pages-int32-max": {1: i64(I64_INT32_MAX)},
+        "pages-int32-max-1": {1: i64(I64_INT32_MAX_1)},
+        "pages-one-short": {1: i64(raw=6)},
+        "sequences-zero": {2: i64(I64_0)},
+        "sequences-int32-max": {2: i64(I64_INT32_MAX)},
+        "sequences-2-62": {2: i64(I64_2_62)},
+        "sequences-one-fewer": {2: i64(raw=2)},
+        "queries-minus-1": {3: i64(I64_MINUS_1)},
+        "queries-int32-max": {3: i64(I64_INT32_MAX)},
+        "queries-zero": {3: i64(I64_0)},
+        "length-negative": {4: edit(0, 1, E_MINUS_1)},
+        "length-int32-max-1": {4: edit(0, 0, E_INT32_MAX_1)},
+        "length-into-padding": {4: edit(1, 2, S_STEP)},
+        "length-past-table": {4: edit(0, 1, raw=20)},
+        "offset-0-is-1": {5: edit(0, 0, E_1)},
+        "offsets-decreasing": {5: edit(2, 2, other=0)},
+        "offset-n-int32-max-1": {5: edit(0, 3, E_INT32_MAX_1)},
+        "offset-n-int64-max": {5: edit(0, 3, E_INT64_MAX)},
+        "table-page-minus-1": {6: edit(0, 1, E_MINUS_1)},
+        "table-page-past-pages": {6: edit(1, 0, S_STEP)},
+        "table-page-repeated": {6: edit(2, 1, other=0)},
+        "table-padding-edited": {6: edit(0, 6, E_INT32_MAX)},
+        "sequence-id-unknown": {7: edit(0, 2, E_64)},
+        "sequence-id-negative": {7: edit(0, 0, E_MINUS_1)},
+        "sequence-ids-unsorted": {7: edit(2, 0, other=2)},
+        "position-past-length": {8: edit(1, 0, S_PLUS_2)},
+        "position-negative": {8: edit(0, 1, E_MINUS_1)},
+        "position-int64-max": {8: edit(0, 2, E_INT64_MAX)},
+        "position-at-length": {8: edit(1, 2, S_PLUS_1)},
+        "position-back": {8: edit(1, 0, S_MINUS_1)},
+        "lengths-null": {9: choice(1)},
+        "table-offsets-null": {9: choice(2)},
+        "tables-null": {9: choice(3)},
+        "sequence-ids-null": {9: choice(4)},
+        "positions-null": {9: choice(5)},
+        "schedule-null": {9: choice(6)},
+        "plan-out-null": {9: choice(7)},
+    }
+    for name, changes in schedule.items():
+        seeds[f"host_plan-{name}"] = seed([HOST] + base[1:], slots[HOST], changes)
+        seeds[f"attention-{name}"] = seed([ATT] + base[1:], slots[ATT], changes)
+    seeds["host_plan-tables-null-no-history"] = seed(header(HOST, lengths=0, more=0), slots[HOST], {9: choice(3)})
+    seeds["host_plan-ids-null-no-queries"] = seed(header(HOST, nq=0), slots[HOST], {9: choice(4)})
+    plans = {"queue-null": 1, "queue-other-context": 2, "host-null": 3, "out-null": 4, "queue-destroyed": 5}
+    for name, k in plans.items():
+        for op in (PLAN, ATT, MLA_WS, SPLIT, APPEND):
+            seeds[f"{names[op]}-plan-{name}"] = seed(header(op), slots[op], {10: choice(k)})
+
+    # attention's and MLA's tensors, scale and causal
+    att = header(ATT, hkv=2, g=2)
+    tensor_errors = {
+        "q-null": {11: mutation(NULL)},
+        "q-heads-zero": {11: mutation(DIM, index=1, pick=0)},
+        "k-cache-dtype-bf16": {12: mutation(DTYPE, pick=2)},
+        "k-cache-pages-other": {12: mutation(DIM, index=0, raw=8)},
+        "k-cache-hkv-3": {12: mutation(DIM, index=2, raw=3)},
+        "v-cache-foreign": {13: mutation(FOREIGN)},
+        "v-cache-stride": {13: mutation(STRIDE, index=1, pick=2)},
+        "out-overlaps-q": {14: mutation(OVERLAP)},
+        "out-on-q": {14: mutation(ALIAS, index=0)},
+        "out-offset-misaligned": {14: mutation(OFFSET, pick=0)},
+        "out-offset-one-element": {14: mutation(OFFSET, pick=13)},
+        "scale-nan": {15: slot(0x80, 0, 0, 3)},
+        "scale-zero": {15: slot(0x80, 0, 0, 0)},
+        "scale-minus-1": {15: slot(0x80, 0, 0, 2)},
+        "scale-inf": {15: slot(0x80, 0, 0, 5)},
+        "scale-flt-max": {15: slot(0x80, 0, 0, 9)},
+        "causal-int-min": {16: slot(0x80, 1, 0, 6)},
+    }
+    for name, changes in tensor_errors.items():
+        seeds[f"attention-{name}"] = seed(att, slots[ATT], changes)
+        seeds[f"attention_ws-{name}"] = seed([ATT_WS] + att[1:], slots[ATT_WS],
+                                             {k + 5: v for k, v in changes.items()})
+    mla = header(MLA, g=3, d=D16, p=P8)
+    mla_errors = {
+        "qp-null": {12: mutation(NULL)},
+        "qp-heads-other": {12: mutation(DIM, index=1, raw=3)},
+        "latent-two-heads": {13: mutation(DIM, index=2, raw=2)},
+        "kp-foreign": {14: mutation(FOREIGN)},
+        "kp-p-other": {14: mutation(DIM, index=3, raw=9)},
+        "out-overlaps-latent": {15: mutation(OVERLAP, index=2)},
+        "scale-denormal": {16: slot(0x80, 0, 0, 7)},
+    }
+    for name, changes in mla_errors.items():
+        seeds[f"mla-{name}"] = seed(mla, slots[MLA], changes)
+        seeds[f"mla_ws-{name}"] = seed([MLA_WS] + mla[1:], slots[MLA_WS], {k + 5: v for k, v in changes.items()})
+    # one past each width limit, on one query, one head and one page that fit a buffer
+    wide = header(0, ps=PS1, n=1, lengths=1, more=0, nq=1, hkv=1, g=0, d=D1024, dv=D1024, p=P256)
+    for op, name, changes in ((ATT, "q-d-1025", {11: mutation(DIM, index=2, raw=1025)}),
+                              (ATT, "v-cache-dv-1025", {13: mutation(DIM, index=3, raw=1025)}),
+                              (ATT, "k-cache-d-1025", {12: mutation(DIM, index=3, raw=1025)}),
+                              (MLA, "q-r-1025", {11: mutation(DIM, index=2, raw=1025)}),
+                              (MLA, "qp-p-257", {12: mutation(DIM, index=2, raw=257)}),
+                              (MLA, "kp-p-257", {14: mutation(DIM, index=3, raw=257)})):
+        seeds[f"{names[op]}-{name}"] = seed([op] + wide[1:], slots[op], changes)
+
+    # split workspaces: variants, shapes, counts (slots 11..15), then split_count (16..19)
+    ws_errors = {
+        "workspace-none": {11: choice(1)},
+        "workspace-other-context": {11: choice(2)},
+        "workspace-other-queue": {11: choice(3)},
+        "workspace-out-null": {11: choice(4)},
+        "workspace-queue-null": {11: choice(5)},
+        "workspace-queries-other": {12: i64(raw=3)},
+        "workspace-queries-zero": {12: i64(I64_0)},
+        "workspace-heads-other": {13: i64(raw=2)},
+        "workspace-value-dim-1025": {14: i64(I64_1025)},
+        "workspace-value-dim-other": {14: i64(raw=4)},
+        "splits-1": {15: slot(0x80, 1, 0, 1)},
+        "splits-33": {15: slot(0x80, 1, 0, 0x80, raw=33)},
+        "splits-minus-1": {15: slot(0x80, 1, 0, 4)},
+        "splits-int-max": {15: slot(0x80, 1, 0, 7)},
+        "splits-32": {15: slot(0x80, 1, 0, 0x80, raw=32)},
+        "splits-0": {15: slot(0x80, 1, 0, 0)},
+        # 2 x 65536 queries x 1024 heads x (8 + 2) x 4 bytes: far past 64 MiB (BAD_PARAM); with
+        # splits 0 the count is capped instead
+        "huge-fixed-splits": {12: i64(I64_65536), 13: i64(I64_1024)},
+        "huge-splits-0": {12: i64(I64_65536), 13: i64(I64_1024), 15: slot(0x80, 1, 0, 0)},
+        # 4097 x 4 x (1024 + 2) x 4 bytes = 64.2 MiB a split: splits 0 gets one
+        "just-past-64-mib-splits-0": {12: i64(raw=4097), 13: i64(raw=4), 14: i64(I64_1024),
+                                      15: slot(0x80, 1, 0, 0)},
+        "just-under-64-mib-splits-0": {12: i64(raw=1024), 13: i64(raw=4), 14: i64(I64_1024),
+                                       15: slot(0x80, 1, 0, 0)},
+    }
+    for name, changes in ws_errors.items():
+        for op in (ATT_WS, MLA_WS, SPLIT):
+            seeds[f"{names[op]}-{name}"] = seed(header(op, hkv=2, g=2), slots[op], changes)
+    split_errors = {
+        "count-workspace-null": {16: choice(1)},
+        "count-heads-q-other": {17: i64(raw=2)},
+        "count-heads-kv-zero": {18: i64(I64_0)},
+        "count-heads-kv-past-heads-q": {18: i64(raw=9)},
+        "count-heads-kv-not-dividing": {18: i64(raw=3)},
+        "count-splits-null": {19: choice(1)},
+    }
+    for name, changes in split_errors.items():
+        seeds[f"split-{name}"] = seed(header(SPLIT, hkv=2, g=2), slots[SPLIT], changes)
+    seeds["split-long-splits-0-gqa8"] = seed(header(SPLIT, ps=PS16, n=1, lengths=1, more=0x30, nq=1, hkv=1,
+                                                    g=3, splits=S0), slots[SPLIT])
+
+    # append: copy on write, one buffer for both caches, no v, the schedule's append faults
+    app = header(APPEND, hkv=2, d=D4, dv=D3)
+    append_cases = {
+        "shared-k": (header(APPEND, flags=SHARE_K), {}),
+        "shared-k-and-v": (header(APPEND, dtype=1, flags=SHARE_K | SHARE_V), {}),
+        "one-buffer": (header(APPEND, dtype=2, flags=ONE_BUFFER), {}),
+        "one-buffer-shared": (header(APPEND, flags=ONE_BUFFER | SHARE_V), {}),
+        "no-v-shared": (header(APPEND, flags=NO_V | SHARE_K), {}),
+        "shared-queries-zero": (header(APPEND, nq=0, flags=SHARE_K), {}),
+        "shared-by-slot": (app, {12: choice(3)}),
+        "v-dropped": (app, {11: choice(1)}),
+        "v-null-only": (app, {14: mutation(NULL)}),
+        "v-cache-null-only": (app, {16: mutation(NULL)}),
+        "k-cache-out-null": (app, {17: choice(1)}),
+        "v-cache-out-null": (app, {18: choice(1)}),
+        "k-dtype-f16": (app, {13: mutation(DTYPE, pick=1)}),
+        "v-heads-other": (app, {14: mutation(DIM, index=1, raw=1)}),
+        "k-cache-pages-other": (app, {15: mutation(DIM, index=0, raw=3)}),
+        "v-cache-on-k-cache": (app, {16: mutation(ALIAS, index=2)}),
+        "k-cache-overlaps-k": (app, {15: mutation(OVERLAP, index=0)}),
+        "v-cache-foreign": (app, {16: mutation(FOREIGN)}),
+        "k-cache-stride": (app, {15: mutation(STRIDE, index=2, pick=2)}),
+        # positions at the length: no cache row (the length must count the appended tokens)
+        "position-at-length": (header(APPEND, flags=PAST), {}),
+        # sequences 0 and 1 of 2 tokens in pages of 4 share their first page: both write row 1
+        "two-queries-one-row": (header(APPEND, ps=PS4, prefix=1, lengths=0x0a, more=0), {}),
+        "prefill-shared": (header(APPEND, ps=PS2, n=3, nq=0x3f, lengths=0x3f, more=0x07, flags=SHARE_K | SHARE_V), {}),
+        "nan-fill": (header(APPEND, dtype=1, fill=NAN_FILL), {}),
+    }
+    for name, (h, changes) in append_cases.items():
+        seeds[f"append-{name}"] = seed(h, slots[APPEND], changes)
+
+    # a plan on the other context's queue with every tensor there: accepted (q, k and v overlap
+    # in one buffer: inputs may; v_cache at 4096 in k_cache's buffer)
+    other = {10: choice(2), 11: mutation(FOREIGN), 12: mutation(FOREIGN), 13: mutation(FOREIGN),
+             14: mutation(FOREIGN, index=1)}
+    seeds["attention-other-context"] = seed(header(ATT), slots[ATT], other)
+    seeds["mla-other-context"] = seed(header(MLA), slots[MLA], {**other, 14: mutation(FOREIGN),
+                                                                15: mutation(FOREIGN, index=1)})
+    app_other = {10: choice(2), 13: mutation(FOREIGN), 14: mutation(FOREIGN), 15: mutation(FOREIGN, index=1),
+                 16: slot(0x80, 11, 1, 0x80, extra=(0, 0, FOREIGN, OFFSET), raw=4096)}
+    seeds["append-other-context"] = seed(header(APPEND), slots[APPEND], app_other)
+    seeds["append-other-context-shared"] = seed(header(APPEND, flags=SHARE_K | SHARE_V), slots[APPEND], app_other)
+    return seeds
+
+
 if __name__ == "__main__":
     write("norm", norm_seeds())
     write("moe", moe_seeds())
     write("attention", attention_seeds())
     write("ffn", ffn_seeds())
     write("gated_delta", gated_delta_seeds())
+    write("paged_attention", paged_attention_seeds())
