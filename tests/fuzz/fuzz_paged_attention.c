@@ -224,7 +224,8 @@ static edit_t next_edit(fz_call_t *c, int64_t n, int64_t step)
     edit_t e = {0, 0, 0, 0, 0};
     if (s.mode < 0x80 || n <= 0)
         return e;
-    const int64_t steps[7] = {1, -1, 2, -2, step, -step, step + 1};
+    /* wrapping: step is any positive count (an edited page count up to INT64_MAX) */
+    const int64_t steps[7] = {1, -1, 2, -2, step, (int64_t)(0 - (uint64_t)step), (int64_t)((uint64_t)step + 1)};
     e.on = 1;
     e.kind = s.kind % 3;
     e.index = s.index % n;
