@@ -5,7 +5,7 @@
  *                            PA_GEN_KEYS keys (a warp scores a key, lanes over D), FP32 online
  *                            softmax in base 2, threads over the output columns;
  *   paged_attention.merge    splits > 1: out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s
- *                            over the splits with l_s > 0 (zeros when none);
+ *                            over the splits with l_s != 0 (zeros when none);
  *   paged_attention.append   each query's k (and v) row into its position's cache row.
  * The tensor-core kernels (CUDA, sm_80+, F16/BF16) are paged_attention_mma.cu (attention, D and
  * Dv <= 256) and paged_attention_mla.cu (MLA, R 512, P 64); pa_choose takes them where they fit.
@@ -93,11 +93,10 @@ __global__ void RDG_LAUNCH_BOUNDS(PA_GEN_THREADS, 1) gen_kernel(const PaDev d)
             for (int jj = 0; jj < nk; jj++)
                 mt = fmaxf(mt, sc[jj]);
             const float m_new = fmaxf(m, mt);
-            const bool none = m_new == -INFINITY; /* never exp2(-inf - -inf) */
             if (tid < nk)
-                pr[tid] = none ? 0.0f : exp2f(sc[tid] - m_new);
+                pr[tid] = pa_weight(sc[tid], m_new);
             __syncthreads();
-            const float alpha = none ? 1.0f : exp2f(m - m_new);
+            const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m - m_new); /* never exp2(-inf - -inf) */
             float sum = 0.0f;
             for (int jj = 0; jj < nk; jj++)
                 sum += pr[jj];
@@ -132,7 +131,8 @@ __global__ void RDG_LAUNCH_BOUNDS(PA_GEN_THREADS, 1) gen_kernel(const PaDev d)
 /* ------------------------------------------------------------------------------- merge */
 
 /* One CTA per output row (query, head) in a grid-stride loop: the splits' weights e^(m_s - M) / L
- * in shared memory (0 for an empty split, whose acc is never read), threads over the columns. */
+ * in shared memory (0 for an empty split, whose acc is never read), threads over the columns. An
+ * empty split has l = 0 ("l > 0" would also drop a NaN l, which must reach the output). */
 template <int DT>
 __global__ void RDG_LAUNCH_BOUNDS(PA_MERGE_THREADS, 1) merge_kernel(const PaDev d)
 {
@@ -143,18 +143,18 @@ __global__ void RDG_LAUNCH_BOUNDS(PA_MERGE_THREADS, 1) merge_kernel(const PaDev 
         const int i = (int)(r / d.heads_q), h = (int)(r % d.heads_q);
         float M = -INFINITY;
         for (int s = 0; s < S; s++)
-            if (*pa_ws_ml(d, s, i, h, 1) > 0.0f)
+            if (*pa_ws_ml(d, s, i, h, 1) != 0.0f)
                 M = fmaxf(M, *pa_ws_ml(d, s, i, h, 0));
         float L = 0.0f;
         for (int s = 0; s < S; s++) {
             const float l = *pa_ws_ml(d, s, i, h, 1);
-            if (l > 0.0f)
+            if (l != 0.0f)
                 L = fmaf(expf(*pa_ws_ml(d, s, i, h, 0) - M), l, L);
         }
         __syncthreads(); /* the previous row's readers of wt are done */
         if (tid < S) {
             const float l = *pa_ws_ml(d, tid, i, h, 1);
-            wt[tid] = l > 0.0f && L > 0.0f ? expf(*pa_ws_ml(d, tid, i, h, 0) - M) / L : 0.0f;
+            wt[tid] = l != 0.0f && L != 0.0f ? expf(*pa_ws_ml(d, tid, i, h, 0) - M) / L : 0.0f;
         }
         __syncthreads();
         for (int c = tid; c < Dv; c += (int)blockDim.x) {

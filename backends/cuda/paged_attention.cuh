@@ -64,7 +64,7 @@ struct PaDev {
 };
 
 /* A CTA row of the tensor-core kernels: its query i, query head h, and the keys it sees in the
- * CTA's split, [k0, lim) (lim 0: no row). */
+ * CTA's split, [k0, lim) (lim 0: no row, or none of the split's keys: pa_lim). */
 struct PaRow {
     int32_t i, h, lim, pad;
 };
@@ -116,6 +116,13 @@ __device__ __forceinline__ int pa_hi(const PaDev &d, int i)
     return d.causal ? min(len, d.query_pos[i] + 1) : len;
 }
 
+/* A tensor-core row's limit for query i in the split [k0, k1) (PaRow). */
+__device__ __forceinline__ int pa_lim(const PaDev &d, int i, int k0, int k1)
+{
+    const int lim = min(pa_hi(d, i), k1);
+    return lim > k0 ? lim : 0;
+}
+
 /* The keys [*k0, *k1) of split `split` of a key range [0, n) (hal/paged_attention.h). */
 __device__ __forceinline__ void pa_split_range(const PaDev &d, int n, int split, int *k0, int *k1)
 {
@@ -154,6 +161,44 @@ __device__ __forceinline__ uint32_t pa_pack2(float lo, float hi)
         return (uint32_t)rdg_f32_to_f16(lo) | (uint32_t)rdg_f32_to_f16(hi) << 16;
 }
 
+/* A score's weight exp2(x - m) against its row's running maximum m. Where the row has no finite
+ * maximum yet (its scores so far masked, -inf, or NaN, which fmaxf skips): 0 for a masked score,
+ * NaN for a NaN one (a NaN in q or k must reach the row's output, not read as "no key"). */
+__device__ __forceinline__ float pa_weight(float x, float m)
+{
+    return m == -INFINITY ? (x != x ? x : 0.0f) : exp2f(x - m);
+}
+
+/* A 16-bit value of the dtype as float. */
+template <int DT>
+__device__ __forceinline__ float pa_half(uint16_t x)
+{
+    return DT == RUDNN_BF16 ? rdg_bf16_to_f32(x) : rdg_f16_to_f32(x);
+}
+
+#if !RDG_HIP
+/* The warp's vote: rows 0 .. 15 of a staged tile (pitch bytes) hold only finite values in their
+ * first `chunks` 16-byte chunks. The tensor-core kernels ask it before a P V step where some row
+ * sees only part of the step's keys: a non-finite value there would reach that row as 0 x NaN. */
+template <int DT>
+__device__ __forceinline__ bool pa_finite16(const unsigned char *rows, int pitch, int chunks, int lane)
+{
+    const uint32_t e = DT == RUDNN_BF16 ? 0x7f807f80u : 0x7c007c00u; /* the exponents of a pair */
+    bool bad = false;
+    for (int x = lane; x < 16 * chunks; x += 32) {
+        const int r = x / chunks, c = x - r * chunks;
+        const uint4 w = *(const uint4 *)(rows + r * pitch + c * 16);
+        const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t m = u[i] & e;
+            bad |= (m & 0xffffu) == (e & 0xffffu) || (m >> 16) == (e >> 16);
+        }
+    }
+    return !__any_sync(0xffffffffu, bad);
+}
+#endif
+
 /* Element c of row (query i, head h) of a CTA's result: acc / l into out (zeros where l is 0), or with splits
  * the partial acc; pa_put_ml: the partial m (from the base-2 max m2) and l. */
 template <int DT>
@@ -162,7 +207,7 @@ __device__ __forceinline__ void pa_put(const PaDev &d, int split, int i, int h, 
     if (d.splits > 1)
         pa_ws_acc(d, split, i, h)[c] = acc;
     else
-        Elem<DT>::st(d.out, ((int64_t)i * d.heads_q + h) * d.dv + c, l > 0.0f ? acc / l : 0.0f);
+        Elem<DT>::st(d.out, ((int64_t)i * d.heads_q + h) * d.dv + c, l != 0.0f ? acc / l : 0.0f); /* NaN l: NaN */
 }
 __device__ __forceinline__ void pa_put_ml(const PaDev &d, int split, int i, int h, float m2, float l)
 {

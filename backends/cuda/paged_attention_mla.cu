@@ -12,7 +12,9 @@
  *   - softmax: 256 / rows threads a row add the partials, mask (the row's limit), and keep the
  *     row's online softmax (base 2); P goes to shared memory in the dtype, alpha beside it;
  *   - O += P V: the 16 x 512 (or 64 x 512) accumulator is split by columns, 64 a warp, each warp
- *     reading P of all rows and its 64 columns of the latent tile.
+ *     reading P of all rows and its 64 columns of the latent tile; a step whose keys some row sees
+ *     only in part, with a non-finite latent value there, runs on the SIMT cores with each row's
+ *     own mask (as in paged_attention_mma.cu).
  * Three barriers a tile (landed, S partials, P). Shared memory (MlaShape offsets): Q [rows][1168]
  * | MmaRow [rows] | S partials [KG][rows][TK + 8] FP32 | P [rows][TK + 8] dtype | alpha, m, l
  * [rows] | ring [stages][TK][1168]. The 1168-byte pitch (73 units of 16) puts the 8 rows of an
@@ -83,8 +85,8 @@ __device__ __forceinline__ void mla_stage(const PaDev &d, const int32_t *table, 
 
 /* The CTA's Q rows (q then qp, raw; zeros past nrows) and their PaRow. */
 template <int RM>
-__device__ __forceinline__ void mla_load_rows(const PaDev &d, const rudnn_paged_block_t &b, int rc, int nrows, int k1,
-                                              unsigned char *q_sm, PaRow *rows)
+__device__ __forceinline__ void mla_load_rows(const PaDev &d, const rudnn_paged_block_t &b, int rc, int nrows, int k0,
+                                              int k1, unsigned char *q_sm, PaRow *rows)
 {
     const int tid = (int)threadIdx.x, H = d.heads_q;
     for (int e = tid; e < RM * CHUNKS; e += NT) {
@@ -104,7 +106,7 @@ __device__ __forceinline__ void mla_load_rows(const PaDev &d, const rudnn_paged_
             const int br = rc * RM + tid, qi = br / H;
             rw.i = b.q0 + qi;
             rw.h = br - qi * H;
-            rw.lim = min(pa_hi(d, rw.i), k1);
+            rw.lim = pa_lim(d, rw.i, k0, k1);
         }
         rows[tid] = rw;
     }
@@ -122,7 +124,8 @@ __device__ __forceinline__ void mla_scores(const unsigned char *q_sm, const unsi
         return;
     const uint32_t qa = rdg_smem_addr(q_sm) + (uint32_t)((r0 + (lane % 8) + 8 * ((lane / 8) % 2)) * PITCH +
                                                          16 * (lane / 16));
-    const uint32_t ka = rdg_smem_addr(slot) + (uint32_t)(((lane % 8) + 8 * (lane / 16)) * PITCH + 16 * ((lane / 8) % 2));
+    const uint32_t ka = rdg_smem_addr(slot) +
+                        (uint32_t)(((lane % 8) + 8 * (lane / 16)) * PITCH + 16 * ((lane / 8) % 2));
     float sc[Gr::MW][TK / 8][4];
 #pragma unroll
     for (int mi = 0; mi < Gr::MW; mi++)
@@ -191,13 +194,12 @@ struct MlaSoftmax {
         for (int o = 1; o < Gr::TPR; o <<= 1)
             mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
         const float m_new = fmaxf(m, mt);
-        const bool none = m_new == -INFINITY; /* never exp2(-inf - -inf) */
-        const float alpha = none ? 1.0f : exp2f(m - m_new);
+        const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m - m_new); /* never exp2(-inf - -inf) */
         float sum = 0.0f;
         uint32_t *prow = (uint32_t *)(p_sm + row * PP) + k0 / 2;
 #pragma unroll
         for (int u = 0; u < Gr::KPT; u += 2) {
-            const float p0 = none ? 0.0f : exp2f(x[u] - m_new), p1 = none ? 0.0f : exp2f(x[u + 1] - m_new);
+            const float p0 = pa_weight(x[u], m_new), p1 = pa_weight(x[u + 1], m_new);
             sum += p0 + p1;
             prow[u / 2] = pa_pack2<DT>(p0, p1);
         }
@@ -227,8 +229,11 @@ struct MlaOut {
                     acc[mi][n][e] = 0.0f;
     }
 
+    /* j0 the tile's first key, k1 the CTA's end, cmin the rows' smallest nonzero limit (keys from
+     * it on are not seen by every row). */
     __device__ __forceinline__ void tile(const unsigned char *p_sm, const float *al, const unsigned char *slot,
-                                         int nrows, int warp, int lane)
+                                         const PaRow *rows, int64_t j0, int k1, int cmin, int nrows, int warp,
+                                         int lane)
     {
         const int g = lane / 4;
 #pragma unroll
@@ -244,11 +249,20 @@ struct MlaOut {
                 }
             }
         }
-        const uint32_t pa = rdg_smem_addr(p_sm) + (uint32_t)(((lane % 8) + 8 * ((lane / 8) % 2)) * PP + 16 * (lane / 16));
+        const uint32_t pa = rdg_smem_addr(p_sm) +
+                            (uint32_t)(((lane % 8) + 8 * ((lane / 8) % 2)) * PP + 16 * (lane / 16));
         const uint32_t va = rdg_smem_addr(slot) + (uint32_t)(((lane % 8) + 8 * ((lane / 8) % 2)) * PITCH +
                                                              16 * (lane / 16) + warp * CW * 2);
 #pragma unroll
         for (int kq = 0; kq < TK / 16; kq++) {
+            /* where some row sees only part of the step's keys and the warp's columns of them hold a
+             * non-finite value, the step on the SIMT cores (the MMA would give that row 0 x NaN) */
+            const int64_t ks = j0 + 16 * kq, ke = ks + 16 < k1 ? ks + 16 : k1;
+            const unsigned char *vk = slot + kq * 16 * PITCH + warp * CW * 2;
+            if (cmin < ke && !pa_finite16<DT>(vk, PITCH, CW / 8, lane)) {
+                pv_masked(p_sm, vk, rows, ks, 16 * kq, nrows, lane);
+                continue;
+            }
             uint32_t af[MT][4];
 #pragma unroll
             for (int mi = 0; mi < MT; mi++)
@@ -266,6 +280,34 @@ struct MlaOut {
                     }
             }
         }
+    }
+
+    /* acc += P V over 16 keys (ks the first, column k0 of P; vk their rows at the warp's columns),
+     * each row only over the keys it sees. */
+    __device__ __forceinline__ void pv_masked(const unsigned char *p_sm, const unsigned char *vk, const PaRow *rows,
+                                              int64_t ks, int k0, int nrows, int lane)
+    {
+        const int g = lane / 4, t = lane % 4;
+#pragma unroll
+        for (int mi = 0; mi < MT; mi++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int r = 16 * mi + g + 8 * h;
+                if (16 * mi >= nrows)
+                    continue;
+                const int64_t left = rows[r].lim - ks;
+                const int seen = left < 0 ? 0 : left > 16 ? 16 : (int)left;
+                const uint16_t *prow = (const uint16_t *)(p_sm + r * PP) + k0;
+                for (int kk = 0; kk < seen; kk++) {
+                    const float p = pa_half<DT>(prow[kk]);
+                    const uint16_t *vr = (const uint16_t *)(vk + kk * PITCH);
+#pragma unroll
+                    for (int n = 0; n < CW / 8; n++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++)
+                            acc[mi][n][2 * h + e] = fmaf(p, pa_half<DT>(vr[8 * n + 2 * t + e]), acc[mi][n][2 * h + e]);
+                }
+            }
     }
 
     /* The warp's columns of rows below nrows: to out (divided by l), or the split's partials. */
@@ -290,7 +332,7 @@ struct MlaOut {
                     if (warp == 0 && t == 0)
                         pa_put_ml(d, split, rw.i, rw.h, fm[r], fl[r]);
                 } else {
-                    const float inv = fl[r] > 0.0f ? 1.0f / fl[r] : 0.0f;
+                    const float inv = fl[r] != 0.0f ? 1.0f / fl[r] : 0.0f;
                     uint32_t *o = (uint32_t *)((uint16_t *)d.out + ((int64_t)rw.i * d.heads_q + rw.h) * MLA_R + c0);
 #pragma unroll
                     for (int n = 0; n < CW / 8; n++)
@@ -334,10 +376,16 @@ __global__ void RDG_LAUNCH_BOUNDS(NT, 1) mla_kernel(const PaDev d, const MlaShap
                 mla_stage(d, table, k0 + (int64_t)t * TK, k1, ring + (t % s.stages) * stage_bytes);
             rdg_copy_async_commit();
         }
-        mla_load_rows<RM>(d, b, rc, nrows, k1, q_sm, rows);
+        mla_load_rows<RM>(d, b, rc, nrows, k0, k1, q_sm, rows);
         __syncthreads();
 
         const int lim = rows[tid / Gr::TPR].lim;
+        int cmin = k1; /* the rows' smallest nonzero limit, in every lane */
+        for (int r = lane; r < RM; r += 32)
+            cmin = rows[r].lim > 0 ? min(cmin, rows[r].lim) : cmin;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1)
+            cmin = min(cmin, __shfl_xor_sync(0xffffffffu, cmin, o));
         MlaSoftmax<DT, MT> sm;
         MlaOut<DT, MT> out;
         out.init();
@@ -353,7 +401,7 @@ __global__ void RDG_LAUNCH_BOUNDS(NT, 1) mla_kernel(const PaDev d, const MlaShap
             __syncthreads(); /* the partials are in */
             sm.tile(sp, p_sm, al, lim, k0 + (int64_t)t * TK, d.scale_log2);
             __syncthreads(); /* P and alpha are in */
-            out.tile(p_sm, al, slot, nrows, warp, lane);
+            out.tile(p_sm, al, slot, rows, k0 + (int64_t)t * TK, k1, cmin, nrows, warp, lane);
         }
         rdg_copy_async_wait_n(0);
         if (tid % Gr::TPR == 0) {

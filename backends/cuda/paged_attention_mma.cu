@@ -13,7 +13,10 @@
  *   - S = Q K^T and O += P V on m16n8k16 from ldmatrix fragments; the scores in base 2 (scale *
  *     log2 e folded in), masked per row at its own limit (causal: min(len, pos + 1); the split's
  *     end), online softmax per row in FP32; P rounded to the dtype for P V (as FlashAttention and
- *     cuDNN do).
+ *     cuDNN do). A P V step whose 16 keys some row sees only in part (causal diagonals) first has
+ *     the warp check V there for non-finite values, and if it finds one runs on the SIMT cores
+ *     with each row's own mask: the MMA would hand that row 0 x NaN (the contract: a NaN reaches
+ *     only the rows it enters).
  * Two shapes of a CTA (mma_config chooses, the one place: prefill where G > 16, or where its
  * blocks of up to 64 / G queries number at most 1 / PA_PRE_BLOCK_RATIO of decode's of 16 / G):
  *   - decode: one m16 tile of rows; PA_DEC_KEY_WARPS warps split each 64-key tile (16 keys each),
@@ -48,6 +51,7 @@ struct MmaShape {
     int dk16, dv16;                      /* D, Dv rounded up to 16 */
     int kpitch, vpitch, qpitch;          /* bytes a staged K row, V row, Q row */
     int off_rows, off_k, off_v;          /* shared-memory byte offsets (file comment) */
+    int dv;                              /* Dv: V's columns that hold data (the pad does not) */
     int stage_k, stage_v;                /* bytes of one K tile, one V tile */
 };
 
@@ -96,8 +100,10 @@ struct MmaWarp {
     float m[2], l[2];
     int lim[2];
     int wlim; /* the largest limit of the warp's rows: tiles from it on are skipped */
+    int wmin; /* the smallest nonzero one: keys from it on are not seen by every row */
+    int k1;   /* the CTA's last key + 1 (every limit is at most this) */
 
-    __device__ __forceinline__ void init(const PaRow *rows, int r0, int lane)
+    __device__ __forceinline__ void init(const PaRow *rows, int r0, int cta_k1, int lane)
     {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -105,10 +111,14 @@ struct MmaWarp {
             m[h] = -INFINITY;
             l[h] = 0.0f;
         }
+        k1 = cta_k1;
         wlim = max(lim[0], lim[1]);
+        wmin = min(lim[0] > 0 ? lim[0] : k1, lim[1] > 0 ? lim[1] : k1);
 #pragma unroll
-        for (int o = 4; o < 32; o <<= 1)
+        for (int o = 4; o < 32; o <<= 1) {
             wlim = max(wlim, __shfl_xor_sync(0xffffffffu, wlim, o));
+            wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+        }
 #pragma unroll
         for (int n = 0; n < DMAX / 8; n++)
 #pragma unroll
@@ -177,14 +187,13 @@ struct MmaWarp {
             mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
             mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
             const float m_new = fmaxf(m[h], mt);
-            const bool none = m_new == -INFINITY; /* never exp2(-inf - -inf) */
-            const float alpha = none ? 1.0f : exp2f(m[h] - m_new);
+            const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new); /* never exp2(-inf - -inf) */
             float sum = 0.0f;
 #pragma unroll
             for (int n = 0; n < KW / 8; n++)
 #pragma unroll
                 for (int e = 2 * h; e < 2 * h + 2; e++) {
-                    const float p = none ? 0.0f : exp2f(sc[n][e] - m_new);
+                    const float p = pa_weight(sc[n][e], m_new);
                     sc[n][e] = p;
                     sum += p;
                 }
@@ -198,9 +207,16 @@ struct MmaWarp {
         }
 
         /* acc += P V by k16 steps of keys: P as the A fragment (rows g, g + 8; keys 2 t .. and
-         * 8 + 2 t ..), V by ldmatrix.trans, 16 output columns (two n8 tiles) an ldmatrix */
+         * 8 + 2 t ..), V by ldmatrix.trans, 16 output columns (two n8 tiles) an ldmatrix; where
+         * some row sees only part of the step's keys and V holds a non-finite value there, the
+         * step on the SIMT cores (pv_masked) */
 #pragma unroll
         for (int kq = 0; kq < KW / 16; kq++) {
+            const int64_t ks = jw + 16 * kq, ke = ks + 16 < k1 ? ks + 16 : k1;
+            if (wmin < ke && !pa_finite16<DT>(v_sm + kq * 16 * s.vpitch, s.vpitch, s.dv / 8, lane)) {
+                pv_masked(s, sc[2 * kq], sc[2 * kq + 1], v_sm + kq * 16 * s.vpitch, 16 * kq, rel, lane);
+                continue;
+            }
             uint32_t pa[4];
             pa[0] = pa_pack2<DT>(sc[2 * kq][0], sc[2 * kq][1]);
             pa[1] = pa_pack2<DT>(sc[2 * kq][2], sc[2 * kq][3]);
@@ -214,6 +230,32 @@ struct MmaWarp {
                     mma16816<DT>(acc[2 * np], pa, bv[0], bv[1]);
                     mma16816<DT>(acc[2 * np + 1], pa, bv[2], bv[3]);
                 }
+            }
+        }
+    }
+
+    /* acc += P V over 16 keys (their rows at v_sm, key k0 of the warp's tile part first) on the
+     * SIMT cores, each row only over the keys it sees: lo and hi are the P fragments of keys
+     * 0 .. 7 and 8 .. 15 (lane (g, t): keys 2 t, 2 t + 1), fetched from the quad a key at a time. */
+    __device__ __forceinline__ void pv_masked(const MmaShape &s, const float (&lo)[4], const float (&hi)[4],
+                                              const unsigned char *v_sm, int k0, const int (&rel)[2], int lane)
+    {
+        const int t = lane % 4;
+#pragma unroll 1
+        for (int kk = 0; kk < 16; kk++) {
+            const uint16_t *vr = (const uint16_t *)(v_sm + kk * s.vpitch);
+            const int src = (lane & ~3) | ((kk % 8) / 2);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float mine = kk < 8 ? (kk % 2 ? lo[2 * h + 1] : lo[2 * h]) : (kk % 2 ? hi[2 * h + 1] : hi[2 * h]);
+                const float p = __shfl_sync(0xffffffffu, mine, src);
+                if (k0 + kk < rel[h])
+#pragma unroll
+                    for (int n = 0; n < DMAX / 8; n++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++)
+                            if (8 * n + 2 * t + e < s.dv)
+                                acc[n][2 * h + e] = fmaf(p, pa_half<DT>(vr[8 * n + 2 * t + e]), acc[n][2 * h + e]);
             }
         }
     }
@@ -248,7 +290,7 @@ struct MmaWarp {
                 if (t == 0)
                     pa_put_ml(d, split, rw.i, rw.h, m[h], l[h]);
             } else {
-                const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+                const float inv = l[h] != 0.0f ? 1.0f / l[h] : 0.0f;
                 uint32_t *o = (uint32_t *)((uint16_t *)d.out + ((int64_t)rw.i * d.heads_q + rw.h) * d.dv);
 #pragma unroll
                 for (int n = 0; n < DMAX / 8; n++)
@@ -282,7 +324,7 @@ struct MmaWarp {
 /* The CTA's Q rows (raw dtype bits; zeros past nrows and past D) and their PaRow. */
 template <int RC>
 __device__ __forceinline__ void mma_load_rows(const PaDev &d, const MmaShape &s, const rudnn_paged_block_t &b, int hk,
-                                              int rc, int nrows, int k1, unsigned char *q_sm, PaRow *rows)
+                                              int rc, int nrows, int k0, int k1, unsigned char *q_sm, PaRow *rows)
 {
     const int tid = (int)threadIdx.x, nt = (int)blockDim.x, G = d.group, cpr = s.dk16 / 8;
     for (int e = tid; e < RC * cpr; e += nt) {
@@ -301,7 +343,7 @@ __device__ __forceinline__ void mma_load_rows(const PaDev &d, const MmaShape &s,
             const int br = rc * RC + tid, qi = br / G;
             rw.i = b.q0 + qi;
             rw.h = hk * G + (br - qi * G);
-            rw.lim = min(pa_hi(d, rw.i), k1);
+            rw.lim = pa_lim(d, rw.i, k0, k1);
         }
         rows[tid] = rw;
     }
@@ -385,14 +427,14 @@ __global__ void RDG_LAUNCH_BOUNDS(WR *WK * 32, PA_CTAS_PER_SM) mma_kernel(const 
                 stage(t);
             rdg_copy_async_commit();
         }
-        mma_load_rows<RC>(d, s, b, hk, rc, nrows, k1, q_sm, rows);
+        mma_load_rows<RC>(d, s, b, hk, rc, nrows, k0, k1, q_sm, rows);
         if (s.dk16 > d.d) /* K's pad columns (never copied into): one 16-byte chunk at D of every ring row */
             for (int r = tid; r < s.stages * TK; r += NT)
                 *(uint4 *)(k_ring + r * s.kpitch + d.d * 2) = make_uint4(0u, 0u, 0u, 0u);
         __syncthreads();
 
         MmaWarp<DT, DMAX, KW> st;
-        st.init(rows, 16 * wr, lane);
+        st.init(rows, 16 * wr, k1, lane);
         for (int t = 0; t < ntiles; t++) {
             rdg_copy_async_wait_n(s.stages - 2);
             __syncthreads(); /* tile t is in for every thread; tile t - 1's readers are done */
@@ -484,6 +526,7 @@ const char *mma_config(const rdg_devinfo_t *dev, const rudnn_paged_args_t *a, co
     c->prefill = G > 16 || l.block_count[kind_pre] * PA_PRE_BLOCK_RATIO <= l.block_count[kind_dec];
     c->kind = c->prefill ? kind_pre : kind_dec;
     const int wr = c->prefill ? PA_PRE_ROW_WARPS : 1, wk = c->prefill ? 1 : PA_DEC_KEY_WARPS;
+    s.dv = (int)a->value_dim;
     s.dk16 = (int)((a->head_dim + 15) / 16 * 16);
     s.dv16 = (int)((a->value_dim + 15) / 16 * 16);
     const int dmax = s.dk16 > s.dv16 ? s.dk16 : s.dv16;
