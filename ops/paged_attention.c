@@ -18,11 +18,16 @@
 #define OP_SPLIT_WS "rudnn_paged_split_workspace_create"
 #define OP_SPLIT_COUNT "rudnn_paged_split_count"
 
-/* The split choice (decode with few (query block, KV head) items and long histories): enough
- * items for two waves of the device's compute units, each split at least this many keys so that
- * the partials' write and merge stay small next to the keys read. */
-#define PAGED_SPLIT_WAVES 2
-#define PAGED_SPLIT_MIN_KEYS 128
+/* The split choice (decode with few (query block, KV head) items and long histories). Each item
+ * streams its keys at a rate of its own, so the call takes as long as the waves of items the
+ * device holds at once (PAGED_SPLIT_RESIDENT an SM: the CUDA decode kernel's CTAs an SM): a last
+ * wave only part full leaves SMs idle. Splits of at least PAGED_SPLIT_MIN_KEYS keys each (the
+ * partials' write and merge small next to the keys read). */
+#define PAGED_SPLIT_RESIDENT 2
+#define PAGED_SPLIT_MIN_KEYS 64
+/* Counts whose waves are this close to the fullest count's count as full: the smallest is taken
+ * (fewer partials to merge). */
+#define PAGED_SPLIT_FILL_SLACK 0.03
 /* The query block kind the choice counts items in (runs of 16 queries, hal/paged_attention.h):
  * decode has one block per query, prefill one per 16 queries. */
 #define PAGED_SPLIT_COUNT_KIND 4
@@ -142,10 +147,10 @@ static rudnn_status_t check_scale(const char *op, float scale)
 
 /* A cache [pages, page_size, heads, dim] of the plan's pages and page size. */
 static rudnn_status_t check_cache(const char *op, const char *arg, const rudnn_tensor_t *t, const rudnn_paged_plan_t p,
-                                  int64_t heads, int64_t dim, const char *why)
+                                  int64_t heads, int64_t dim, const char *layout, const char *why)
 {
     const int64_t w[4] = {p->layout.cache_pages, p->layout.page_size, heads, dim};
-    return check_shape(op, arg, t, w, 4, "PSHD", why);
+    return check_shape(op, arg, t, w, 4, layout, why);
 }
 
 /* The tensors of one call: attention (qp, kp NULL) or MLA (v NULL). */
@@ -177,19 +182,20 @@ static rudnn_status_t validate(const char *op, rudnn_paged_plan_t p, const paged
             P = t->qp->dims[2];
         TRY(check_shape(op, "qp", t->qp, (int64_t[]){Q, H, -1}, 3, "QHP", "([Q, H] of q)"));
         TRY(check_dim(op, "qp", "P (dim 2)", P, RUDNN_PAGED_MLA_MAX_ROPE_DIM));
-        TRY(check_cache(op, "latent_cache", t->k, p, 1, D, "(the plan's pages and page_size, one head, R of q)"));
-        TRY(check_cache(op, "kp_cache", t->kp, p, 1, P, "(the plan's pages and page_size, one head, P of qp)"));
+        TRY(check_cache(op, "latent_cache", t->k, p, 1, D, "PSHR",
+                        "(the plan's pages and page_size, one head, R of q)"));
+        TRY(check_cache(op, "kp_cache", t->kp, p, 1, P, "PSHP", "(the plan's pages and page_size, one head, P of qp)"));
     } else {
         if (t->k->rank == 4)
             Hkv = t->k->dims[2];
-        TRY(check_cache(op, "k_cache", t->k, p, -1, D, "(the plan's pages and page_size, D of q)"));
+        TRY(check_cache(op, "k_cache", t->k, p, -1, D, "PSHD", "(the plan's pages and page_size, D of q)"));
         TRY(check_dim(op, "k_cache", "Hkv (dim 2)", Hkv, H));
         if (H % Hkv)
             return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: q has %lld heads, not a multiple of k_cache's "
                                    "%lld heads (dim 2)", op, (long long)H, (long long)Hkv);
         if (t->v->rank == 4)
             Dv = t->v->dims[3];
-        TRY(check_cache(op, "v_cache", t->v, p, Hkv, -1, "(the plan's pages and page_size, Hkv of k_cache)"));
+        TRY(check_cache(op, "v_cache", t->v, p, Hkv, -1, "PSHV", "(the plan's pages and page_size, Hkv of k_cache)"));
         TRY(check_dim(op, "v_cache", "Dv (dim 3)", Dv, RUDNN_PAGED_MAX_HEAD_DIM));
     }
     TRY(check_shape(op, "out", t->out, (int64_t[]){Q, H, Dv}, 3, "QHV",
@@ -219,14 +225,30 @@ static double split_bytes(int64_t queries, int64_t heads, int64_t value_dim, int
 }
 
 /* The plan's choice for splits 0 (the file's constants), at most cap. */
+/* How full the waves of n items are, over `slots` items at once. */
+static double wave_fill(int64_t n, int64_t slots)
+{
+    const int64_t waves = (n + slots - 1) / slots;
+    return (double)n / (double)(waves * slots);
+}
+
 static int choose_splits(const rudnn_paged_plan_t p, int64_t heads_kv, int cap)
 {
     const int64_t items = p->layout.block_count[PAGED_SPLIT_COUNT_KIND] * heads_kv;
-    const int64_t want = items > 0 ? ((int64_t)PAGED_SPLIT_WAVES * p->compute_units + items - 1) / items : 1;
-    const int64_t by_keys = p->layout.max_len / PAGED_SPLIT_MIN_KEYS;
-    int64_t s = want < by_keys ? want : by_keys;
-    s = s < cap ? s : cap;
-    return s < 1 ? 1 : (int)s;
+    const int64_t slots = (int64_t)PAGED_SPLIT_RESIDENT * p->compute_units;
+    int64_t most = p->layout.max_len / PAGED_SPLIT_MIN_KEYS;
+    most = most < cap ? most : cap;
+    if (items < 1 || items >= slots || most < 2)
+        return 1; /* enough items already, or too few keys to split */
+    double best = 0.0;
+    for (int64_t s = 1; s <= most; s++) {
+        const double f = wave_fill(items * s, slots);
+        best = f > best ? f : best;
+    }
+    for (int64_t s = 1; s <= most; s++)
+        if (wave_fill(items * s, slots) >= best - PAGED_SPLIT_FILL_SLACK)
+            return (int)s;
+    return 1;
 }
 
 static rudnn_status_t check_workspace(const char *op, rudnn_paged_plan_t p, rudnn_paged_split_workspace_t ws,
@@ -316,6 +338,9 @@ rudnn_status_t rudnn_paged_split_count(rudnn_paged_plan_t p, rudnn_paged_split_w
     TRY(rudnn_paged_check_plan(op, p));
     TRY(rudnn_check_arg(op, "splits", splits));
     TRY(check_dim(op, "the call", "heads_kv", heads_kv, heads_q));
+    if (heads_q % heads_kv)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: heads_q = %lld is not a multiple of heads_kv = %lld", op,
+                               (long long)heads_q, (long long)heads_kv);
     rudnn_paged_args_t a = {.heads_q = heads_q, .value_dim = ws ? ws->value_dim : 0};
     TRY(check_workspace(op, p, ws, &a));
     *splits = splits_of(p, ws, heads_kv);

@@ -32,6 +32,14 @@ static rudnn_status_t check_sizes(const rudnn_paged_schedule_t *s)
     return RUDNN_STATUS_SUCCESS;
 }
 
+static int cmp_i64_pair(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    if (x[0] != y[0])
+        return x[0] < y[0] ? -1 : 1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
 /* Lengths, table offsets and each history's pages: in range and distinct. Counts the history
  * entries (those the device image keeps) into *used. */
 static rudnn_status_t check_tables(const rudnn_paged_schedule_t *s, int64_t *used)
@@ -52,7 +60,7 @@ static rudnn_status_t check_tables(const rudnn_paged_schedule_t *s, int64_t *use
                                    (long long)hi, (long long)i, (long long)lo);
         const int64_t need = (len + ps - 1) / ps;
         if (hi - lo < need)
-            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: sequence %lld has a page table of %lld pages, "
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: sequence %lld has a page table of %lld entries, "
                                    "shorter than ceil(length %lld / page_size %lld) = %lld", OP, (long long)i,
                                    (long long)(hi - lo), (long long)len, (long long)ps, (long long)need);
         *used += need;
@@ -63,12 +71,17 @@ static rudnn_status_t check_tables(const rudnn_paged_schedule_t *s, int64_t *use
     if (*used)
         TRY(rudnn_check_arg(OP, "schedule.tables", s->tables));
 
-    /* a page repeated within one history: stamp each page with the last sequence that used it */
-    int64_t *stamp = rudnn_host_malloc((size_t)s->pages * sizeof *stamp);
-    if (!stamp)
+    /* Pages in range, and none repeated within one history: each history's entries are sorted
+     * (page, entry) so that a repeat sits next to its first use. Scratch grows with the longest
+     * history, not with the cache's page count. */
+    int64_t longest = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t need = (s->lengths[i] + ps - 1) / ps;
+        longest = need > longest ? need : longest;
+    }
+    int64_t *sorted = longest ? rudnn_host_malloc((size_t)longest * 2 * sizeof *sorted) : NULL;
+    if (longest && !sorted)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory for the page check", OP);
-    for (int64_t p = 0; p < s->pages; p++)
-        stamp[p] = -1;
     rudnn_status_t st = RUDNN_STATUS_SUCCESS;
     for (int64_t i = 0; i < n && !st; i++) {
         const int64_t need = (s->lengths[i] + ps - 1) / ps;
@@ -79,15 +92,21 @@ static rudnn_status_t check_tables(const rudnn_paged_schedule_t *s, int64_t *use
                 st = rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: sequence %lld, table entry %lld (tables[%lld]) "
                                      "= %d is outside the cache's pages [0, %lld)", OP, (long long)i, (long long)e,
                                      (long long)at, (int)page, (long long)s->pages);
-            else if (stamp[page] == i)
-                st = rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: sequence %lld, table entry %lld (tables[%lld]) "
-                                     "repeats page %d within one history", OP, (long long)i, (long long)e,
-                                     (long long)at, (int)page);
-            else
-                stamp[page] = i;
+            sorted[2 * e] = page, sorted[2 * e + 1] = e;
         }
+        if (st || need < 2)
+            continue;
+        qsort(sorted, (size_t)need, 2 * sizeof *sorted, cmp_i64_pair);
+        for (int64_t k = 1; k < need && !st; k++)
+            if (sorted[2 * k] == sorted[2 * k - 2]) {
+                const int64_t e = sorted[2 * k + 1];
+                st = rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: sequence %lld, table entry %lld (tables[%lld]) "
+                                     "repeats page %d (entry %lld) within one history", OP, (long long)i,
+                                     (long long)e, (long long)(s->table_offsets[i] + e), (int)sorted[2 * k],
+                                     (long long)sorted[2 * k - 1]);
+            }
     }
-    free(stamp);
+    free(sorted);
     return st;
 }
 
@@ -110,14 +129,6 @@ static rudnn_status_t check_queries(const rudnn_paged_schedule_t *s)
                                    (long long)s->lengths[sid]);
     }
     return RUDNN_STATUS_SUCCESS;
-}
-
-static int cmp_i64_pair(const void *a, const void *b)
-{
-    const int64_t *x = a, *y = b;
-    if (x[0] != y[0])
-        return x[0] < y[0] ? -1 : 1;
-    return (x[1] > y[1]) - (x[1] < y[1]);
 }
 
 /* What an append of this schedule would do wrong, if anything: a query with no cache row
@@ -200,7 +211,8 @@ static void build_image(const rudnn_paged_schedule_t *s, rudnn_paged_host_plan_t
         const int64_t need = (s->lengths[i] + s->page_size - 1) / s->page_size;
         seq_len[i] = (int32_t)s->lengths[i];
         seq_table[i] = (int32_t)e;
-        memcpy(pages + e, s->tables + s->table_offsets[i], (size_t)need * sizeof *pages);
+        if (need)
+            memcpy(pages + e, s->tables + s->table_offsets[i], (size_t)need * sizeof *pages);
         e += need;
         seq_query[i] = (int32_t)q;
         while (q < s->queries && s->sequence_ids[q] == i)

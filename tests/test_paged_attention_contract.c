@@ -214,6 +214,11 @@ static void host_plan_rules(void **state)
     edit_init(&e), e.tab[2] = 4, expect_host_accept(&e.s);
     /* one page in two sequences' histories (a shared prefix) is fine */
     edit_init(&e), e.tab[3] = 4, expect_host_accept(&e.s);
+    /* the repeat check costs by the history, not by the cache: the largest page count is fine */
+    edit_init(&e), e.s.pages = INT32_MAX, expect_host_accept(&e.s);
+    /* no history reads a page: tables may be NULL */
+    edit_init(&e), e.len[0] = e.len[1] = 0, e.pos[0] = e.pos[1] = e.pos[2] = 0, e.s.tables = NULL;
+    expect_host_accept(&e.s);
 
     /* queries */
     edit_init(&e), e.pos[2] = 4; /* sequence 1 has length 3 */
@@ -747,6 +752,12 @@ static void split_workspace_use(void **state)
     expect_message(OP_COUNT, "workspace", NULL, NULL);
     rt_assert_status(rudnn_paged_split_count(F.plan, F.ws, 4, 2, NULL), RUDNN_STATUS_BAD_PARAM);
     expect_message(OP_COUNT, "splits", NULL, NULL);
+    assert_int_equal(n, -7);
+    /* query heads not a multiple of the KV heads, KV heads above the query heads */
+    rt_assert_status(rudnn_paged_split_count(F.plan, F.ws, 4, 3, &n), RUDNN_STATUS_BAD_SHAPE);
+    expect_message(OP_COUNT, "heads_q = 4", "multiple of heads_kv = 3", NULL);
+    rt_assert_status(rudnn_paged_split_count(F.plan, F.ws, 4, 8, &n), RUDNN_STATUS_BAD_SHAPE);
+    expect_message(OP_COUNT, "heads_kv", "1..4", NULL);
     assert_int_equal(n, -7);
     rt_assert_status(rudnn_paged_split_count(F.plan, F.ws, 4, 2, &n), RUDNN_STATUS_SUCCESS);
     assert_int_equal(n, 2);

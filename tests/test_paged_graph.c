@@ -25,25 +25,27 @@ static const int64_t seq_ids[Q] = {0, 1, 2, 2, 2, 2};
 static const int64_t positions[Q] = {36, 0, 126, 127, 128, 129};
 
 typedef struct bufs {
-    rt_tensor_t q, qp, k, v, lat, kp, out, out_ws, out_mla, knew, vnew;
+    rt_tensor_t q, q_mla, qp, k, v, lat, kp, out, out_ws, out_mla, knew, vnew;
 } bufs_t;
 
 static void make(bufs_t *b, rudnn_dtype_t dt)
 {
     const int64_t dq[3] = {Q, HQ, D}, dk[4] = {PAGES, PS, HKV, D}, dqp[3] = {Q, HQ, P}, dlat[4] = {PAGES, PS, 1, R},
                   dkp[4] = {PAGES, PS, 1, P}, dom[3] = {Q, HQ, R}, dnew[3] = {Q, HKV, D};
+    /* MLA's q is [Q, H, R]: R (the latent width) differs from attention's D on purpose */
     rt_tensor_create(&b->q, dt, 3, dq, 0, 0);
     rt_tensor_create(&b->k, dt, 4, dk, 0, 0);
     rt_tensor_create(&b->v, dt, 4, dk, 0, 0);
     rt_tensor_create(&b->out, dt, 3, dq, 0, 0);
     rt_tensor_create(&b->out_ws, dt, 3, dq, 0, 0);
+    rt_tensor_create(&b->q_mla, dt, 3, dom, 0, 0);
     rt_tensor_create(&b->qp, dt, 3, dqp, 0, 0);
     rt_tensor_create(&b->lat, dt, 4, dlat, 0, 0);
     rt_tensor_create(&b->kp, dt, 4, dkp, 0, 0);
     rt_tensor_create(&b->out_mla, dt, 3, dom, 0, 0);
     rt_tensor_create(&b->knew, dt, 3, dnew, 0, 0);
     rt_tensor_create(&b->vnew, dt, 3, dnew, 0, 0);
-    rt_tensor_t *in[] = {&b->q, &b->k, &b->v, &b->qp, &b->lat, &b->kp, &b->knew, &b->vnew};
+    rt_tensor_t *in[] = {&b->q, &b->q_mla, &b->k, &b->v, &b->qp, &b->lat, &b->kp, &b->knew, &b->vnew};
     rt_rng_t rng;
     rt_rng_seed(&rng, 11);
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
@@ -52,7 +54,7 @@ static void make(bufs_t *b, rudnn_dtype_t dt)
 
 static void destroy(bufs_t *b)
 {
-    rt_tensor_t *all[] = {&b->q, &b->qp, &b->k, &b->v, &b->lat, &b->kp, &b->out, &b->out_ws, &b->out_mla,
+    rt_tensor_t *all[] = {&b->q, &b->q_mla, &b->qp, &b->k, &b->v, &b->lat, &b->kp, &b->out, &b->out_ws, &b->out_mla,
                           &b->knew, &b->vnew};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         rt_tensor_destroy(all[i]);
@@ -70,7 +72,7 @@ static void step(rudnn_paged_plan_t plan, rudnn_paged_split_workspace_t ws, bufs
     rt_assert_status(rudnn_paged_attention_with_workspace(plan, ws, &b->q.t, &b->k.t, &b->v.t, 0.125f, 1,
                                                           &b->out_ws.t),
                      RUDNN_STATUS_SUCCESS);
-    rt_assert_status(rudnn_paged_mla(plan, &b->q.t, &b->qp.t, &b->lat.t, &b->kp.t, 0.1f, 0, &b->out_mla.t),
+    rt_assert_status(rudnn_paged_mla(plan, &b->q_mla.t, &b->qp.t, &b->lat.t, &b->kp.t, 0.1f, 0, &b->out_mla.t),
                      RUDNN_STATUS_SUCCESS);
 }
 

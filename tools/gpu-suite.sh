@@ -50,6 +50,8 @@
 #   CUDA_ARCH=90a        value of the CUDA SM option (-Dnvcc_arch)
 #   MESON_ARGS="..."     extra meson setup arguments
 #   MESON_TEST_ARGS="..." extra meson test arguments (e.g. "--suite cuda")
+#   NINJA_TARGETS="..."  what the build stage builds (default: everything), e.g. the A/B variants'
+#                        "backends/cuda/librudnn-cuda.so bench/rudnn-bench-paged"
 #   BENCH_ARGS="..."     extra rudnn-bench / torch_norm.py arguments (e.g. "--reps 20")
 #   BENCH_DTYPES=f32,bf16
 #   BENCH_BACKEND=cuda   the backend rudnn-bench(-moe, -attention) times and compare*.py read
@@ -80,6 +82,7 @@ DEBROOT=${DEBROOT:-/tmp/debroot}
 CUDA_ARCH=${CUDA_ARCH:-90a}
 MESON_ARGS=${MESON_ARGS:-}
 MESON_TEST_ARGS=${MESON_TEST_ARGS:-}
+NINJA_TARGETS=${NINJA_TARGETS:-}
 BENCH_ARGS=${BENCH_ARGS:-}
 BENCH_DTYPES=${BENCH_DTYPES:-f32,bf16}
 BENCH_BACKEND=${BENCH_BACKEND:-cuda}
@@ -104,7 +107,7 @@ SANITIZE_SHARDS_gated_delta=${SANITIZE_SHARDS_gated_delta-all_cases empty_sequen
 SANITIZE_SKIP_gated_delta=${SANITIZE_SKIP_gated_delta-long_sequence}
 # paged_attention: a shard per test of tests/test_paged_attention.c (keep in step with its list), run side
 # by side under the slower tools; its cases are small, so nothing is skipped
-SANITIZE_SHARDS_paged_attention=${SANITIZE_SHARDS_paged_attention-attention_all mla_all garbage_rows split_workspaces *append* plan_reused_by_layers no_queries}
+SANITIZE_SHARDS_paged_attention=${SANITIZE_SHARDS_paged_attention-attention_all mla_all garbage_rows nan_inputs split_workspaces *append* plan_reused_by_layers no_queries}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
@@ -269,7 +272,8 @@ stage_build() {
   else
     meson setup "$BUILD" "${args[@]}" || return 1
   fi
-  ninja -C "$BUILD"
+  # shellcheck disable=SC2086
+  ninja -C "$BUILD" $NINJA_TARGETS
   local rc=$?
   mkdir -p "$OUT/meson-logs"
   cp -f "$BUILD"/meson-logs/meson-log.txt "$OUT/meson-logs/" 2>/dev/null || true

@@ -136,7 +136,9 @@ RUDNN_API rudnn_status_t rudnn_paged_mla_with_workspace(rudnn_paged_plan_t plan,
  * rudnn_buffer_retain) is not modified: the append copies that buffer into a new one, writes the
  * copy, and returns the tensors to keep using in *k_cache_out / *v_cache_out (the same buffer
  * when it was not shared; a new buffer the caller owns and destroys when it was; k and v caches
- * in one shared buffer share one copy). Pages shared between sequences' prefixes inside one cache
+ * in one shared buffer share one copy). A buffer is new exactly where k_cache_out->buffer (or
+ * v_cache_out->buffer) differs from the one passed in; an append of zero queries writes and copies
+ * nothing and returns the caller's tensors. Pages shared between sequences' prefixes inside one cache
  * are the scheduler's to copy before an append writes them (rudnn cannot see that sharing). */
 RUDNN_API rudnn_status_t rudnn_paged_append(rudnn_paged_plan_t plan, const rudnn_tensor_t *k, const rudnn_tensor_t *v,
                                             const rudnn_tensor_t *k_cache, const rudnn_tensor_t *v_cache,

@@ -24,7 +24,7 @@
  * Slots after the header, one each:
  *   0 page_size, 1 pages, 2 sequences, 3 queries (fz_i64; a count past the harness's arrays that
  *   the op would read up to is left intended: a count past a caller's array is the caller's bug,
- *   not the op's; pages past PAGES_CAP become PAGES_CAP, see PAGES_CAP); 4 lengths, 5
+ *   not the op's); 4 lengths, 5
  *   table_offsets, 6 tables, 7 sequence_ids, 8 positions (one entry each: an edge value, the
  *   intended one plus a step, or another entry's value); 9 which argument is NULL (none, an
  *   array, the schedule, the host plan's out pointer); 10 the device plan (on the main queue,
@@ -79,9 +79,6 @@ enum { OP_HOST_PLAN, OP_PLAN, OP_ATTENTION, OP_MLA, OP_ATTENTION_WS, OP_MLA_WS, 
 #define MAX_SEQ 64         /* entries of lengths (table_offsets: MAX_SEQ + 1) passed */
 #define MAX_Q 64           /* entries of sequence_ids and positions passed */
 #define MAX_TABLE 1024     /* entries of tables passed */
-/* The host plan's page check takes 8 bytes and a step per cache page (ops/paged_schedule.c):
- * pages near INT32_MAX would make every such input a 16 GiB allocation. */
-#define PAGES_CAP ((int64_t)1 << 16)
 
 enum {
     F_CAUSAL = 1,
@@ -267,8 +264,6 @@ static void edit_schedule(fz_call_t *c, const problem_t *p, sched_t *s, int *nul
     *s = p->s;
     s->page_size = fz_i64(c, s->page_size);
     s->pages = fz_i64(c, s->pages);
-    if (s->pages > PAGES_CAP && s->pages <= INT32_MAX)
-        s->pages = PAGES_CAP;
     s->n = bounded_count(c, s->n, MAX_SEQ);
     s->q = bounded_count(c, s->q, MAX_Q);
     const int64_t n = s->n >= 1 && s->n <= MAX_SEQ ? s->n : p->s.n;
@@ -367,12 +362,7 @@ static int make_plans(run_t *r, int op)
         sc.lengths = NULL;
     if (nul == NUL_OFFSETS)
         sc.table_offsets = NULL;
-    /* Workaround, reported: tables NULL is valid where no history reads a page, but build_image
-     * (ops/paged_schedule.c) then adds offsets to the NULL pointer and memcpy's from it (UB). */
-    int history = 0;
-    for (int64_t i = 0; i < MAX_SEQ && i < arg.n; i++)
-        history |= arg.lengths[i] != 0;
-    if (nul == NUL_TABLES && history)
+    if (nul == NUL_TABLES)
         sc.tables = NULL;
     if (nul == NUL_SIDS)
         sc.sequence_ids = NULL;
