@@ -177,7 +177,9 @@ struct MmaWarp {
             for (int e = 0; e < 4; e++)
                 sc[n][e] = 8 * n + 2 * t + e % 2 < rel[e / 2] ? sc[n][e] * scale_log2 : -INFINITY;
 
-        /* online softmax per row: the quad's maximum, p in place, acc rescaled */
+        /* online softmax per row: the quad's maximum, p in place, acc rescaled (skipped by the warp
+         * where no row's maximum moved: after the first tiles, almost always) */
+        float alpha[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             float mt = -INFINITY;
@@ -187,7 +189,7 @@ struct MmaWarp {
             mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
             mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
             const float m_new = fmaxf(m[h], mt);
-            const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new); /* never exp2(-inf - -inf) */
+            alpha[h] = m_new == -INFINITY ? 1.0f : exp2f(m[h] - m_new); /* never exp2(-inf - -inf) */
             float sum = 0.0f;
 #pragma unroll
             for (int n = 0; n < KW / 8; n++)
@@ -197,14 +199,15 @@ struct MmaWarp {
                     sc[n][e] = p;
                     sum += p;
                 }
-            l[h] = l[h] * alpha + sum;
+            l[h] = l[h] * alpha[h] + sum;
             m[h] = m_new;
-#pragma unroll
-            for (int n = 0; n < DMAX / 8; n++) {
-                acc[n][2 * h] *= alpha;
-                acc[n][2 * h + 1] *= alpha;
-            }
         }
+        if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f))
+#pragma unroll
+            for (int n = 0; n < DMAX / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    acc[n][e] *= alpha[e / 2];
 
         /* acc += P V by k16 steps of keys: P as the A fragment (rows g, g + 8; keys 2 t .. and
          * 8 + 2 t ..), V by ldmatrix.trans, 16 output columns (two n8 tiles) an ldmatrix; where
