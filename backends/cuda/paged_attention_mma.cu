@@ -68,8 +68,10 @@ struct MmaConfig {
 /* ---------------------------------------------------------------------------- device helpers */
 
 /* Stages keys j0 .. j0 + TK - 1 of KV head hk (keys at or past k1 zero-filled) into a K and a V
- * slot. Thread -> (16-byte chunk c of the widest row, rows tid / CPR + RPP n): one page lookup a
- * row serves its K and its V chunk. */
+ * slot. Thread -> (16-byte chunk c of the widest row, rows r0 + RPP n): one division places its
+ * first row in a page; later rows step by RPP, adding to byte offsets within the page, and only a
+ * row that enters another page reads the table and multiplies. The division and the 64-bit
+ * products of every row were most of the decode kernel's instructions (issue-bound). */
 template <int DMAX, int NT, int TK>
 __device__ __forceinline__ void mma_stage(const PaDev &d, const MmaShape &s, const int32_t *table, int hk,
                                           int64_t j0, int k1, unsigned char *ks, unsigned char *vs)
@@ -78,15 +80,46 @@ __device__ __forceinline__ void mma_stage(const PaDev &d, const MmaShape &s, con
     static_assert(NT % CPR == 0 && TK % RPP == 0, "whole rows a pass");
     const int tid = (int)threadIdx.x, c = tid % CPR, r0 = tid / CPR;
     const bool kc = c < d.d / 8, vc = c < d.dv / 8;
+    /* bytes a cache row of K and of V (page_size rows a page); head hk's chunk c within a row */
+    const int64_t krow = (int64_t)d.heads_kv * d.d * 2, vrow = (int64_t)d.heads_kv * d.dv * 2;
+    const char *kb = (const char *)d.k + ((int64_t)hk * d.d * 2 + c * 16);
+    const char *vb = (const char *)d.v + ((int64_t)hk * d.dv * 2 + c * 16);
+    const uint32_t ps = (uint32_t)d.page_size;
+    const uint32_t j = (uint32_t)j0 + (uint32_t)r0; /* keys are below 2^31 */
+    uint32_t pi = pa_div(d.ps, j), slot = j - pi * ps;
+    const char *kp = kb, *vp = vb; /* the row's page (row 0, a valid address, past k1) */
+    int64_t ko = 0, vo = 0;        /* the row's offset in it */
+    const int64_t left = k1 - j0; /* rows r below this hold keys */
+    auto enter = [&](int r) { /* a new page for row r (past k1: none, no table read) */
+        if (r < left) {
+            const int64_t first = (int64_t)table[pi] * ps;
+            kp = kb + first * krow, vp = vb + first * vrow;
+            ko = slot * krow, vo = slot * vrow;
+        } else {
+            kp = kb, vp = vb, ko = 0, vo = 0;
+        }
+    };
+    enter(r0);
 #pragma unroll
     for (int n = 0; n < TK / RPP; n++) {
         const int r = r0 + n * RPP;
-        const bool ok = j0 + r < k1;
-        const int64_t kh = (ok ? pa_row(d, table, (int)(j0 + r)) : 0) * d.heads_kv + hk; /* row 0: a valid address */
+        const bool ok = r < left;
         if (kc)
-            rdg_copy16_async_zfill(ks + r * s.kpitch + c * 16, (const char *)d.k + kh * d.d * 2 + c * 16, ok);
+            rdg_copy16_async_zfill(ks + r * s.kpitch + c * 16, kp + ko, ok);
         if (vc)
-            rdg_copy16_async_zfill(vs + r * s.vpitch + c * 16, (const char *)d.v + kh * d.dv * 2 + c * 16, ok);
+            rdg_copy16_async_zfill(vs + r * s.vpitch + c * 16, vp + vo, ok);
+        if (n + 1 < TK / RPP) {
+            slot += RPP;
+            if (slot < ps) {
+                ko += RPP * krow, vo += RPP * vrow;
+            } else {
+                do { /* once where page_size >= RPP */
+                    slot -= ps;
+                    pi++;
+                } while (slot >= ps);
+                enter(r + RPP);
+            }
+        }
     }
 }
 
@@ -416,8 +449,7 @@ __global__ void RDG_LAUNCH_BOUNDS(WR *WK * 32, PA_CTAS_PER_SM) mma_kernel(const 
         const int ntiles = k1 > k0 ? (int)(((int64_t)k1 - k0 + TK - 1) / TK) : 0;
         const int32_t *table = d.pages + d.seq_table[b.seq];
 
-        auto stage = [&](int t) {
-            const int slot = t % s.stages;
+        auto stage = [&](int t, int slot) {
             mma_stage<DMAX, NT, TK>(d, s, table, hk, k0 + (int64_t)t * TK, k1, k_ring + slot * s.stage_k,
                                     v_ring + slot * s.stage_v);
         };
@@ -427,7 +459,7 @@ __global__ void RDG_LAUNCH_BOUNDS(WR *WK * 32, PA_CTAS_PER_SM) mma_kernel(const 
          * t has landed" */
         for (int t = 0; t < s.stages - 1; t++) {
             if (t < ntiles)
-                stage(t);
+                stage(t, t);
             rdg_copy_async_commit();
         }
         mma_load_rows<RC>(d, s, b, hk, rc, nrows, k0, k1, q_sm, rows);
@@ -438,13 +470,12 @@ __global__ void RDG_LAUNCH_BOUNDS(WR *WK * 32, PA_CTAS_PER_SM) mma_kernel(const 
 
         MmaWarp<DT, DMAX, KW> st;
         st.init(rows, 16 * wr, k1, lane);
-        for (int t = 0; t < ntiles; t++) {
+        for (int t = 0, slot = 0; t < ntiles; t++, slot = slot + 1 < s.stages ? slot + 1 : 0) {
             rdg_copy_async_wait_n(s.stages - 2);
             __syncthreads(); /* tile t is in for every thread; tile t - 1's readers are done */
             if (t + s.stages - 1 < ntiles)
-                stage(t + s.stages - 1); /* into tile t - 1's slot */
+                stage(t + s.stages - 1, slot ? slot - 1 : s.stages - 1); /* into tile t - 1's slot */
             rdg_copy_async_commit();
-            const int slot = t % s.stages;
             const int64_t jw = k0 + (int64_t)t * TK + wk * KW;
             if (jw < st.wlim)
                 st.tile(s, q_sm + 16 * wr * s.qpitch, k_ring + slot * s.stage_k + wk * KW * s.kpitch,
