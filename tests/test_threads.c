@@ -112,7 +112,7 @@ static void run_rounds(worker_t *w)
             if (w->pinned[i])
                 switch_kernel(w, w->pinned[i], r);
         ok = tw_norm_round(&w->t) && tw_moe_round(&w->t, x, RUDNN_MOE_SCALAR, NULL) &&
-             tw_attention_round(&w->t);
+             tw_attention_round(&w->t) && tw_paged_attention_round(&w->t);
     }
     if (x == &own)
         tw_experts_destroy(&own);

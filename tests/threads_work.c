@@ -9,6 +9,7 @@
 #include "reference/attention_ref.h"
 #include "reference/moe_ref.h"
 #include "reference/norm_ref.h"
+#include "reference/paged_attention_ref.h"
 
 /* ---- calls, tensors ---------------------------------------------------------------------------- */
 
@@ -496,4 +497,99 @@ int tw_attention_round(tw_thread_t *t)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         tw_tensor_destroy(all[i]);
     return ok;
+}
+
+/* ---- paged attention --------------------------------------------------------------------------- */
+
+/* Two sequences (lengths 7 and 3, the last token of each appended this step) on 6 pages of 4
+ * tokens in a shuffled order: decode queries at the appended positions, causal. */
+enum { TP_PS = 4, TP_PAGES = 6, TP_Q = 2, TP_HQ = 4, TP_HKV = 2, TP_D = 8 };
+enum { TP_ROW = TP_HKV * TP_D, TP_CACHE = TP_PAGES * TP_PS * TP_ROW };
+
+int tw_paged_attention_round(tw_thread_t *t)
+{
+    static const int64_t lengths[2] = {7, 3}, offsets[3] = {0, 2, 3}, ids[TP_Q] = {0, 1}, pos[TP_Q] = {6, 2};
+    static const int32_t tables[3] = {5, 1, 3};
+    const rudnn_paged_schedule_t sc = {TP_PS, TP_PAGES, 2, lengths, offsets, tables, TP_Q, ids, pos};
+    const rudnn_dtype_t dt = t->dtype;
+    float q[TP_Q * TP_HQ * TP_D], kc[TP_CACHE], vc[TP_CACHE], kn[TP_Q * TP_ROW], vn[TP_Q * TP_ROW];
+    float got[TP_Q * TP_HQ * TP_D];
+    double qd[TP_Q * TP_HQ * TP_D], kd[TP_CACHE], vd[TP_CACHE], ref[TP_Q * TP_HQ * TP_D];
+    fill(t, dt, q, TP_Q * TP_HQ * TP_D, -1.0, 1.0);
+    fill(t, dt, kc, TP_CACHE, -1.0, 1.0);
+    fill(t, dt, vc, TP_CACHE, -1.0, 1.0);
+    fill(t, dt, kn, TP_Q * TP_ROW, -1.0, 1.0);
+    fill(t, dt, vn, TP_Q * TP_ROW, -1.0, 1.0);
+
+    /* the reference: the new rows written into host copies of the caches first */
+    for (int i = 0; i < TP_Q * TP_HQ * TP_D; i++)
+        qd[i] = q[i];
+    for (int i = 0; i < TP_CACHE; i++)
+        kd[i] = kc[i], vd[i] = vc[i];
+    double knd[TP_Q * TP_ROW], vnd[TP_Q * TP_ROW];
+    for (int i = 0; i < TP_Q * TP_ROW; i++)
+        knd[i] = kn[i], vnd[i] = vn[i];
+    int ok = pa_ref_append(&sc, TP_ROW, sizeof(double), knd, kd) == 0 &&
+             pa_ref_append(&sc, TP_ROW, sizeof(double), vnd, vd) == 0 &&
+             pa_ref_attention(&sc, TP_HQ, TP_HKV, TP_D, TP_D, qd, kd, vd, 0.35, 1, ref) == 0;
+    if (!ok) {
+        rt_logf(t->log, "  %s: the paged-attention reference refused its own schedule\n", t->label);
+        t->log->failures++;
+        return 0;
+    }
+
+    rudnn_paged_host_plan_t host = NULL;
+    rudnn_paged_plan_t plan = NULL;
+    rudnn_paged_split_workspace_t ws = NULL;
+    rudnn_status_t st = rudnn_paged_host_plan_create(&sc, &host);
+    if (!tw_ok(t, "paged_host_plan_create", st))
+        return 0;
+    st = rudnn_paged_plan_create(t->queue, host, &plan);
+    rudnn_paged_host_plan_destroy(host);
+    if (!tw_ok(t, "paged_plan_create", st))
+        return 0;
+    tw_tensor_t Q = {0}, K = {0}, V = {0}, KN = {0}, VN = {0}, O = {0};
+    ok = tw_tensor_create(t, &Q, dt, 2, TP_Q * TP_HQ, TP_D) && tw_tensor_create(t, &O, dt, 2, TP_Q * TP_HQ, TP_D) &&
+         tw_tensor_create(t, &K, dt, 2, TP_CACHE / TP_D, TP_D) &&
+         tw_tensor_create(t, &V, dt, 2, TP_CACHE / TP_D, TP_D) &&
+         tw_tensor_create(t, &KN, dt, 2, TP_Q * TP_HKV, TP_D) && tw_tensor_create(t, &VN, dt, 2, TP_Q * TP_HKV, TP_D);
+    ok = ok && tw_put(t, &Q, q) && tw_put(t, &K, kc) && tw_put(t, &V, vc) && tw_put(t, &KN, kn) && tw_put(t, &VN, vn);
+    const int64_t dq[3] = {TP_Q, TP_HQ, TP_D}, dc[4] = {TP_PAGES, TP_PS, TP_HKV, TP_D}, dn[3] = {TP_Q, TP_HKV, TP_D};
+    rudnn_tensor_t tq, tk, tv, tkn, tvn, to, k_out, v_out;
+    ok = ok && tw_ok(t, "tensor_init", rudnn_tensor_init(&tq, Q.buf, 0, dt, 3, dq)) &&
+         tw_ok(t, "tensor_init", rudnn_tensor_init(&tk, K.buf, 0, dt, 4, dc)) &&
+         tw_ok(t, "tensor_init", rudnn_tensor_init(&tv, V.buf, 0, dt, 4, dc)) &&
+         tw_ok(t, "tensor_init", rudnn_tensor_init(&tkn, KN.buf, 0, dt, 3, dn)) &&
+         tw_ok(t, "tensor_init", rudnn_tensor_init(&tvn, VN.buf, 0, dt, 3, dn)) &&
+         tw_ok(t, "tensor_init", rudnn_tensor_init(&to, O.buf, 0, dt, 3, dq));
+    /* a backend without paged kernels answers NOT_SUPPORTED (test_paged_attention checks that) */
+    int skip = 0;
+    if (ok) {
+        st = rudnn_paged_append(plan, &tkn, &tvn, &tk, &tv, &k_out, &v_out);
+        skip = st == RUDNN_STATUS_NOT_SUPPORTED;
+        ok = !skip && tw_ok(t, "paged_append", st);
+    }
+    ok = ok && tw_ok(t, "paged_split_workspace_create",
+                     rudnn_paged_split_workspace_create(t->queue, TP_Q, TP_HQ, TP_D, 0, &ws));
+    /* |v| <= 1: out's error is the dtype's rounding (test_paged_attention's tolerances) */
+    const double tol = dt == RUDNN_F32 ? 2e-5 : dt == RUDNN_F16 ? 3e-3 : 2e-2;
+    for (int form = 0; ok && form < 2; form++) {
+        ok = tw_ok(t, form ? "paged_attention_with_workspace" : "paged_attention",
+                   form ? rudnn_paged_attention_with_workspace(plan, ws, &tq, &k_out, &v_out, 0.35f, 1, &to)
+                        : rudnn_paged_attention(plan, &tq, &k_out, &v_out, 0.35f, 1, &to)) &&
+             kernel_starts(t, "paged attention", "paged_attention.") && tw_get(t, &to, got);
+        for (int i = 0; ok && i < TP_Q * TP_HQ * TP_D; i++)
+            if (!(fabs(got[i] - ref[i]) <= tol)) {
+                rt_logf(t->log, "  %s: paged attention (%s): out[%d] = %.8g, expected %.8g\n", t->label,
+                        form ? "split" : "plain", i, (double)got[i], ref[i]);
+                t->log->failures++;
+                ok = 0;
+            }
+    }
+    rudnn_paged_split_workspace_destroy(ws);
+    rudnn_paged_plan_destroy(plan);
+    tw_tensor_t *all[] = {&Q, &K, &V, &KN, &VN, &O};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tw_tensor_destroy(all[i]);
+    return ok || skip;
 }

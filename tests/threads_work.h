@@ -78,4 +78,8 @@ int tw_moe_round(tw_thread_t *t, const tw_experts_t *x, rudnn_moe_strategy_t str
  * in t->dtype; a backend without attention kernels has nothing to run. */
 int tw_attention_round(tw_thread_t *t);
 
+/* paged attention (a host plan, a device plan on t->queue, an append, plain and split calls) on
+ * fresh data in t->dtype against the FP64 reference; a backend without its kernels skips it. */
+int tw_paged_attention_round(tw_thread_t *t);
+
 #endif
