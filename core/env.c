@@ -43,6 +43,14 @@ static void read_env(void)
         if (*end == '\0')
             env.fault_alloc = v;
     }
+    /* testing aid: force the segments of the chunked gated delta rule's state pass */
+    const char *segs = nonempty("RUDNN_GDR_SEGMENTS");
+    if (segs) {
+        char *end = NULL;
+        long v = strtol(segs, &end, 10);
+        if (*end == '\0' && v >= 1 && v <= 64)
+            env.gdr_segments = (int)v;
+    }
     /* read by the first context_create, before any allocation of the process */
     rudnn_fault_arm_from_env(env.fault_alloc);
     const char *cache = nonempty("RUDNN_CACHE_DIR");

@@ -134,6 +134,8 @@ typedef struct rudnn_env {
     int autotune_off;             /* RUDNN_AUTOTUNE=off */
     const char *autotune_unknown; /* RUDNN_AUTOTUNE set to neither "on" nor "off", else NULL */
     uint64_t fault_alloc;       /* RUDNN_FAULT_ALLOC (testing aid, rudnn/debug.h) or 0 */
+    int gdr_segments;           /* RUDNN_GDR_SEGMENTS (testing aid: the chunked gated delta rule's
+                                   state-pass segments, 1..64) or 0 (chosen by the plan) */
 } rudnn_env_t;
 const rudnn_env_t *rudnn_env(void);
 

@@ -13,6 +13,14 @@
 #define OP_CHUNK "rudnn_chunk_gated_delta_rule"
 #define OP_RECURRENT "rudnn_gated_delta_rule"
 
+/* Context parallelism of the chunked state pass (plan.segments): a segment beyond the first costs a
+ * pass from a zero state plus a K x K transition over its chunks, so a sequence is cut only where its
+ * chunks outnumber the chunks each compute unit would get (all chunks of all heads over the units:
+ * the state pass's critical path when the work spreads evenly), and never below
+ * GDR_SEGMENT_MIN_CHUNKS chunks a segment. */
+#define GDR_SEGMENT_MIN_CHUNKS 8
+#define GDR_SEGMENT_MAX 64
+
 enum { N_INPUTS = 6 };
 static const char *const input_names[N_INPUTS + 2] = {"query", "key", "value", "beta", "log_decay",
                                                       "initial_state", "output", "final_state"};
@@ -151,6 +159,18 @@ static rudnn_status_t check_chunk_size(const char *op, rudnn_queue_t queue, int6
                            (unsigned long long)limit);
 }
 
+/* Segments of the state pass: the longest sequence cut into pieces of the even share's length. */
+static int64_t choose_segments(int64_t head_chunks, int64_t longest_chunks, int64_t units)
+{
+    if (units < 1)
+        units = 1;
+    int64_t share = (head_chunks + units - 1) / units;
+    if (share < GDR_SEGMENT_MIN_CHUNKS)
+        share = GDR_SEGMENT_MIN_CHUNKS;
+    const int64_t s = longest_chunks / share;
+    return s < 1 ? 1 : s > GDR_SEGMENT_MAX ? GDR_SEGMENT_MAX : s;
+}
+
 typedef struct gdr_call {
     rudnn_gated_delta_plan_t plan;
     int empty;           /* nothing to compute: no heads, no sequences */
@@ -253,13 +273,22 @@ static rudnn_status_t validate(const char *op, rudnn_queue_t queue, const rudnn_
     strides3(out->output, p->o_stride), strides3(in->beta, p->beta_stride);
     strides3(in->log_decay, p->decay_stride);
     p->state_in_rows = rows_in, p->state_out_rows = rows_out;
+    p->segments = 1;
     if (chunk) {
+        int64_t longest = 0;
         if (vl)
-            for (int64_t i = 0; i < vl->sequences; i++)
-                p->chunks += (vl->cu_seqlens[i + 1] - vl->cu_seqlens[i] + chunk - 1) / chunk;
+            for (int64_t i = 0; i < vl->sequences; i++) {
+                const int64_t n = (vl->cu_seqlens[i + 1] - vl->cu_seqlens[i] + chunk - 1) / chunk;
+                p->chunks += n;
+                longest = n > longest ? n : longest;
+            }
         else
-            p->chunks = B * ((T + chunk - 1) / chunk);
+            p->chunks = B * ((T + chunk - 1) / chunk), longest = (T + chunk - 1) / chunk;
         p->seq_chunks = vl ? 0 : (T + chunk - 1) / chunk;
+        rudnn_device_info_t info;
+        TRY(rudnn_context_device_info(queue->context, &info));
+        p->segments = rudnn_env()->gdr_segments ? rudnn_env()->gdr_segments
+                                                : choose_segments(p->chunks * H, longest, info.compute_units);
         if (p->chunks > INT32_MAX)
             return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: %lld chunks of %lld tokens: more than %d chunks a "
                                    "call are not supported (split the call)", op, (long long)p->chunks,

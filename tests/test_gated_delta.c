@@ -591,12 +591,18 @@ static void prefill_then_decode(void **state)
 }
 
 /* T 8192, one sequence, B = H = 1, small K and V, log_decay around -0.01 (a memory of ~100 tokens):
- * no drift past the tolerance, chunked (C 64) and recurrent. */
+ * no drift past the tolerance, chunked (C 64) and recurrent. Then T 4096 with K 128, V 64 and a
+ * memory of ~500 tokens, chunked in F16 and BF16: on CUDA the tensor-core path, whose state pass
+ * the plan cuts into segments here (few heads, 64 chunks), so the carried states and the K x K
+ * transitions (K != V) are checked against the reference. */
 static void long_sequence(void **state)
 {
     (void)state;
     const gcase_t c = {"long", 1, 1, 8192, 16, 16, 64, -0.01, 0, 0, 0, 0, {0}, 0, 0};
+    const gcase_t tc = {"long_tc", 1, 2, 4096, 128, 64, 64, -0.002, 0, 0, 0, 0, {0}, 0, 0};
     rt_log_t *log = rt_log_new();
+    log->failures += run_case(log, &tc, RUDNN_BF16, 1, 0) != 0;
+    log->failures += run_case(log, &tc, RUDNN_F16, 1, 1) != 0;
     log->failures += run_case(log, &c, RUDNN_F32, 1, 0) != 0;
     log->failures += run_case(log, &c, RUDNN_F32, 0, 1) != 0;
     log->failures += run_case(log, &c, RUDNN_BF16, 1, 1) != 0;

@@ -1,16 +1,19 @@
 /* The chunked gated delta rule on tensor cores (CUDA sm_80+, F16/BF16, chunks of 64, K and V of
- * 64 or 128): the WY form of hal/gated_delta.h in three launches, mma.sync m16n8k16 with FP32
- * accumulators, 16-bit operands staged by cp.async and read by ldmatrix.
+ * 64 or 128): the WY form of hal/gated_delta.h in two launches (four where the state pass is cut
+ * into segments), mma.sync m16n8k16 with FP32 accumulators, 16-bit operands staged by cp.async and
+ * read by ldmatrix.
  *   gated_delta.tc_prep   per (chunk, head), parallel: gamma; Lm from the Gram matrix K K^T;
  *                         T = (I + Lm)^-1 in FP32 by 16 x 16 blocks; W = T diag(beta e^gamma) K and
  *                         U = T diag(beta) V in the dtype (the FP32 T scaled before its rounding).
- *   gated_delta.tc_state  per (sequence, head, GDR_TC_STATE_COLS value columns), serial along the
- *                         chunks: the state S [K, cols] in FP32 accumulators; per chunk it is rounded to the dtype
- *                         once, stored as the chunk's snapshot and used for Delta = U - W S (written
- *                         over U), then S = e^gamma_last S + K^T (e^(gamma_last - gamma) Delta).
- *                         The next chunk's W, K, U stream in (cp.async, two stages) meanwhile.
- *   gated_delta.tc_out    per (chunk, head), parallel: O = scale (e^gamma Q S_snapshot + P Delta),
- *                         P = (Q K^T) e^(gamma_i - gamma_j) below and on the diagonal.
+ *   gated_delta.tc_state  per (segment, head, sequence), serial along the segment's chunks: the
+ *                         whole state S [K, V] in FP32 accumulators of 16 warps; per chunk S is
+ *                         rounded to the dtype once, Delta = U - W S, the output
+ *                         O = scale (e^gamma Q S + P Delta) with P = (Q K^T) e^(gamma_i - gamma_j)
+ *                         on and below the diagonal, then
+ *                         S = e^gamma_last S + K^T (e^(gamma_last - gamma) Delta).
+ *   gated_delta.tc_segment, tc_carry  where plan.segments > 1 (few sequences and heads): each segment
+ *                         but the first from zero and its transition from I, side by side, then the
+ *                         true entering states segment by segment (see the state pass below).
  * Padding rows of the last chunk are zero-filled (K, V, beta 0; decay 0), so they add nothing and
  * are never stored. */
 #include <atomic>
@@ -19,25 +22,22 @@
 #include "elem.cuh"
 #include "gated_delta.cuh"
 #include "mma_sync.cuh"
-#include "gated_delta_tuning.h"
 
 namespace {
 
 constexpr int CH = 64;      /* chunk rows (the only chunk size of this path) */
 constexpr int THREADS = 128; /* 4 warps, 16 chunk rows each */
-static_assert(GDR_TC_STATE_COLS % 16 == 0 && GDR_TC_STATE_COLS_FEW % 16 == 0, "tc_state: pairs of n8 tiles");
 constexpr int PAD = 8;      /* 16 bytes of padding a staged row: ldmatrix rows in distinct banks */
 constexpr int INV_BLK = 16; /* diagonal blocks of the triangular inverse */
 static_assert(CH % INV_BLK == 0 && CH <= THREADS, "a thread a column of the diagonal blocks");
 
-/* The scratch record of one (chunk, head), bytes: W [CH][KD], U / Delta [CH][VD], the state
- * snapshot [KD][VD] in the dtype, gamma [CH] FP32. */
+/* The scratch record of one (chunk, head), bytes: W [CH][KD], U [CH][VD] in the dtype, gamma [CH]
+ * FP32. */
 template <int KD, int VD>
 struct Rec {
     static constexpr size_t w = 0;
     static constexpr size_t u = w + (size_t)CH * KD * 2;
-    static constexpr size_t s = u + (size_t)CH * VD * 2;
-    static constexpr size_t gamma = s + (size_t)KD * VD * 2;
+    static constexpr size_t gamma = u + (size_t)CH * VD * 2;
     static constexpr size_t bytes = gamma + CH * 4;
 };
 
@@ -61,11 +61,11 @@ __device__ __forceinline__ uint16_t to16(float x)
 
 /* Rows [0, CH) of WIDTH 16-bit elements from src (row r at src + r * stride elements; rows >= valid
  * zero-filled) into dst with a pitch of WIDTH + PAD elements. */
-template <int WIDTH>
+template <int WIDTH, int NTHREADS = THREADS>
 __device__ __forceinline__ void stage(uint16_t *dst, const uint16_t *src, int64_t stride, int64_t valid, int rows)
 {
     constexpr int PER_ROW = WIDTH / 8;
-    for (int e = threadIdx.x; e < rows * PER_ROW; e += THREADS) {
+    for (int e = threadIdx.x; e < rows * PER_ROW; e += NTHREADS) {
         const int r = e / PER_ROW, c = e % PER_ROW;
         const bool ok = r < valid;
         rdg_copy16_async_zfill(dst + r * (WIDTH + PAD) + c * 8, src + (ok ? r : 0) * stride + c * 8, ok);
@@ -120,17 +120,22 @@ template <int KD, int VD>
 struct PrepSmem {
     static constexpr size_t ks = 0;
     static constexpr size_t vs = ks + (size_t)CH * (KD + PAD) * 2;
+    /* Lm, then (once the inverse is done) Tw and Tu over its bytes: 3 blocks an SM */
     static constexpr size_t lm = vs + (size_t)CH * (VD + PAD) * 2;
-    static constexpr size_t tf = lm + (size_t)CH * (CH + 1) * 4;
-    static constexpr size_t tw = tf + (size_t)CH * (CH + 1) * 4;
-    static constexpr size_t tu = tw + (size_t)CH * (CH + PAD) * 2;
-    static constexpr size_t gam = tu + (size_t)CH * (CH + PAD) * 2;
+    static constexpr size_t lm_bytes = (size_t)CH * (CH + 1) * 4 > (size_t)2 * CH * (CH + PAD) * 2
+                                           ? (size_t)CH * (CH + 1) * 4
+                                           : (size_t)2 * CH * (CH + PAD) * 2;
+    static constexpr size_t tw = lm, tu = lm + (size_t)CH * (CH + PAD) * 2;
+    static constexpr size_t tf = lm + lm_bytes;
+    static constexpr size_t msum = tf + (size_t)CH * (CH + 1) * 4; /* the inverse's block sums */
+    static constexpr size_t gam = msum + (size_t)(CH / INV_BLK - 1) * INV_BLK * INV_BLK * 4;
     static constexpr size_t bet = gam + CH * 4;
-    static constexpr size_t bytes = bet + CH * 4;
+    static constexpr size_t colw = bet + CH * 4; /* beta_j e^gamma_j: W's column factors */
+    static constexpr size_t bytes = colw + CH * 4;
 };
 
 template <int DT, int KD, int VD>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, 3)
     tc_prep_kernel(const rudnn_gated_delta_plan_t p, const uint16_t *__restrict__ k, const uint16_t *__restrict__ v,
                    const void *__restrict__ beta, const float *__restrict__ decay, const void *__restrict__ table,
                    unsigned char *__restrict__ scratch)
@@ -141,7 +146,7 @@ __global__ void __launch_bounds__(THREADS)
     uint16_t *Ks = (uint16_t *)(sm + M::ks), *Vs = (uint16_t *)(sm + M::vs);
     float *Lm = (float *)(sm + M::lm), *Tf = (float *)(sm + M::tf);
     uint16_t *Tw = (uint16_t *)(sm + M::tw), *Tu = (uint16_t *)(sm + M::tu);
-    float *gam = (float *)(sm + M::gam), *bet = (float *)(sm + M::bet);
+    float *gam = (float *)(sm + M::gam), *bet = (float *)(sm + M::bet), *colw = (float *)(sm + M::colw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int64_t c = blockIdx.x, h = blockIdx.y;
     const SeqInfo si = seq_info(p, table, seq_of_chunk(p, table, c));
@@ -158,9 +163,20 @@ __global__ void __launch_bounds__(THREADS)
         gam[i] = i < L ? decay[tok(p.decay_stride, b, h, t0 + i)] : 0.0f;
     }
     __syncthreads();
-    if (threadIdx.x == 0) /* running sums: 64 adds */
-        for (int i = 1; i < CH; i++)
-            gam[i] += gam[i - 1];
+    static_assert(CH == 64, "the running sum: two entries a lane of one warp");
+    if (warp == 0) { /* running sums of the decays: an inclusive scan over the lanes' pairs */
+        const float a = gam[2 * lane], pair = a + gam[2 * lane + 1];
+        float run = pair;
+#pragma unroll
+        for (int off = 1; off < 32; off *= 2) {
+            const float y = __shfl_up_sync(0xffffffffu, run, off);
+            run += lane >= off ? y : 0.0f;
+        }
+        gam[2 * lane] = run - pair + a, gam[2 * lane + 1] = run;
+        __syncwarp();
+        colw[2 * lane] = bet[2 * lane] * __expf(gam[2 * lane]);
+        colw[2 * lane + 1] = bet[2 * lane + 1] * __expf(gam[2 * lane + 1]);
+    }
     rdg_copy_async_wait_n(0);
     __syncthreads();
 
@@ -173,13 +189,13 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int i = warp * 16 + g + (e / 2) * 8, j = nt * 8 + 2 * t + (e % 2);
-                Lm[i * (CH + 1) + j] = j < i ? bet[i] * expf(gam[i] - gam[j]) * acc[nt][e] : 0.0f;
+                Lm[i * (CH + 1) + j] = j < i ? bet[i] * __expf(gam[i] - gam[j]) * acc[nt][e] : 0.0f;
             }
     }
     __syncthreads();
     /* T = (I + Lm)^-1 by blocks of 16: the diagonal blocks by forward substitution (a thread a
      * column: column j of a unit lower inverse needs only its own earlier rows), then block row by
-     * block row T_ij = -T_ii sum_{j <= k < i} Lm_ik T_kj; Tw's bytes hold the sums meanwhile */
+     * block row T_ij = -T_ii sum_{j <= k < i} Lm_ik T_kj */
     if (threadIdx.x < CH) { /* the column in registers: its 16 rows, each a dot of loads in flight */
         const int j = threadIdx.x, b0 = (j / INV_BLK) * INV_BLK, c = j - b0;
         for (int i = 0; i < b0; i++)
@@ -199,8 +215,7 @@ __global__ void __launch_bounds__(THREADS)
     __syncthreads();
     /* block row bi: a thread owns rows r0, r0 + 8 and column c of every block j < bi, so its sums run
      * side by side (T's blocks above the diagonal are 0: every sum may start at row 0) */
-    float *Msum = (float *)Tw; /* [block j][16][16] */
-    static_assert((CH / INV_BLK - 1) * INV_BLK * INV_BLK * 4 <= CH * (CH + PAD) * 2, "the sums fit Tw");
+    float *Msum = (float *)(sm + M::msum); /* [block j][16][16] */
     static_assert(THREADS == 8 * INV_BLK, "a thread: two rows of a block");
     const int r0 = threadIdx.x / INV_BLK, cc = threadIdx.x % INV_BLK;
 #pragma unroll
@@ -243,7 +258,7 @@ __global__ void __launch_bounds__(THREADS)
     for (int e = threadIdx.x; e < CH * CH; e += THREADS) {
         const int i = e / CH, j = e % CH;
         const float tij = Tf[i * (CH + 1) + j];
-        Tw[i * (CH + PAD) + j] = to16<DT>(tij * bet[j] * expf(gam[j]));
+        Tw[i * (CH + PAD) + j] = to16<DT>(tij * colw[j]);
         Tu[i * (CH + PAD) + j] = to16<DT>(tij * bet[j]);
     }
     if (threadIdx.x < CH)
@@ -274,115 +289,207 @@ __global__ void __launch_bounds__(THREADS)
     }
 }
 
-/* ---- tc_state -------------------------------------------------------------------------------- */
+/* ---- the state pass: tc_state, and its segments ---------------------------------------------- */
 
-template <int KD, int VD, int BV>
-struct StateSmem {
-    static constexpr size_t ws = 0; /* per stage: W, K, U slice, gamma */
+/* A sequence's chunks cut into plan.segments (ceil(n / segments) chunks each; the empty ones last).
+ * Segment j > 0 of a cut pass first runs from a zero state (tc_segment: S_local_j) and from I over
+ * the same chunks (its transition M_j, as a state of K columns with U = 0); tc_carry then walks the
+ * segments, S_(j+1) = M_j S_j + S_local_j; tc_state runs every segment from its true state. */
+enum Pass { PASS_STATE, PASS_LOCAL, PASS_TRANSITION };
+constexpr int PASS_THREADS = 512; /* 16 warps: 4 quarters of the rows x PASS_COL_SPLIT of the columns */
+constexpr int PASS_COL_SPLIT = PASS_THREADS / 32 / 4;
+
+__device__ __forceinline__ void segment_range(int64_t n, int64_t segs, int64_t j, int64_t &begin, int64_t &end)
+{
+    const int64_t len = (n + segs - 1) / segs;
+    begin = min(j * len, n), end = min(begin + len, n);
+}
+
+/* Segments holding chunks (a prefix of them). */
+__device__ __forceinline__ int64_t live_segments(int64_t n, int64_t segs)
+{
+    const int64_t len = (n + segs - 1) / segs;
+    return len ? (n + len - 1) / len : 0;
+}
+
+/* Scratch after the chunk records (a cut pass only), bytes: X [sequence][segment][head][K][V] F32, the
+ * entering states (S_local_j until tc_carry makes them true), then M [sequence][segment][head][K][K] F32. */
+__host__ __device__ __forceinline__ size_t rec_bytes(const rudnn_gated_delta_plan_t &p)
+{
+    return (size_t)2 * (size_t)(CH * p.key_dim + CH * p.value_dim) + CH * 4;
+}
+
+__host__ __device__ __forceinline__ size_t carry_x(const rudnn_gated_delta_plan_t &p)
+{
+    return ((size_t)p.chunks * (size_t)p.heads * rec_bytes(p) + 255) / 256 * 256;
+}
+
+__host__ __device__ __forceinline__ size_t carry_m(const rudnn_gated_delta_plan_t &p)
+{
+    return carry_x(p) + (size_t)p.sequences * (size_t)p.segments * (size_t)p.heads * (size_t)(p.key_dim * p.value_dim) * 4;
+}
+
+/* OUT: the pass that also writes the output (tc_state): Q staged, Delta unscaled and P kept. */
+template <int KD, int NC, bool OUT>
+struct PassSmem {
+    static constexpr size_t ws = 0; /* per stage: W, K, U, Q, gamma */
     static constexpr size_t ks = ws + (size_t)CH * (KD + PAD) * 2;
     static constexpr size_t us = ks + (size_t)CH * (KD + PAD) * 2;
-    static constexpr size_t gam = us + (size_t)CH * (BV + PAD) * 2;
+    static constexpr size_t qs = us + (size_t)CH * (NC + PAD) * 2;
+    static constexpr size_t gam = qs + (OUT ? (size_t)CH * (KD + PAD) * 2 : 0);
     static constexpr size_t stage = gam + CH * 4;
-    static constexpr size_t sb = 2 * stage; /* S in the dtype [KD][BV] */
-    static constexpr size_t db = sb + (size_t)KD * (BV + PAD) * 2; /* scaled Delta [CH][BV] */
-    static constexpr size_t bytes = db + (size_t)CH * (BV + PAD) * 2;
+    static constexpr size_t sb = 2 * stage; /* S in the dtype [KD][NC] */
+    static constexpr size_t db = sb + (size_t)KD * (NC + PAD) * 2; /* scaled Delta [CH][NC] */
+    static constexpr size_t du = db + (size_t)CH * (NC + PAD) * 2; /* Delta [CH][NC] */
+    static constexpr size_t pb = du + (OUT ? (size_t)CH * (NC + PAD) * 2 : 0); /* P [CH][CH] */
+    static constexpr size_t bytes = pb + (OUT ? (size_t)CH * (CH + PAD) * 2 : 0);
 };
 
-template <int DT, int KD, int VD, int BV>
-__global__ void __launch_bounds__(THREADS)
-    tc_state_kernel(const rudnn_gated_delta_plan_t p, const uint16_t *__restrict__ k,
-                    const float *__restrict__ s_in, const void *__restrict__ table, unsigned char *__restrict__ scratch,
-                    float *__restrict__ s_out)
+/* A block per (segment, head, sequence) holds the whole state [K][NC] in FP32 accumulators of 16
+ * warps (NC = V, or K for a transition). Per chunk: S rounded to the dtype once (the operand),
+ * Delta = U - W S, then S = e^gamma_last S + K^T (e^(gamma_last - gamma) Delta); tc_state also writes
+ * the chunk's output O = scale (e^gamma Q S + P Delta), P = (Q K^T) e^(gamma_i - gamma_j) on and below
+ * the diagonal, with the S that entered the chunk, so that no state or Delta goes through memory.
+ * The next chunk's W, K, U (and Q) stream in (cp.async, two stages) meanwhile. */
+template <int DT, int KD, int VD, int PASS>
+__global__ void __launch_bounds__(PASS_THREADS, 1)
+    tc_pass_kernel(const rudnn_gated_delta_plan_t p, const uint16_t *__restrict__ q, const uint16_t *__restrict__ k,
+                   const float *__restrict__ s_in, const void *__restrict__ table,
+                   const unsigned char *__restrict__ scratch_in, float *__restrict__ carry_base,
+                   void *__restrict__ out, float *__restrict__ s_out)
 {
+    constexpr int NC = PASS == PASS_TRANSITION ? KD : VD;
+    constexpr bool OUT = PASS == PASS_STATE;
     using R = Rec<KD, VD>;
-    using M = StateSmem<KD, VD, BV>;
-    constexpr int MT = KD / 64; /* m16 tiles of state rows a warp owns (KD / 4 rows) */
-    constexpr int NT = BV / 8;
+    using M = PassSmem<KD, NC, OUT>;
+    constexpr int MT = KD / 64; /* m16 tiles of the warp's KD / 4 state rows */
+    constexpr int NT = NC / (8 * PASS_COL_SPLIT); /* n8 tiles of the warp's columns */
+    static_assert(NT % 2 == 0, "pairs of n8 tiles");
     extern __shared__ __align__(16) unsigned char sm[];
     uint16_t *Sb = (uint16_t *)(sm + M::sb), *Db = (uint16_t *)(sm + M::db);
+    uint16_t *Du = (uint16_t *)(sm + M::du), *Pb = (uint16_t *)(sm + M::pb);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int64_t h = blockIdx.y, c0 = (int64_t)blockIdx.x * BV;
-    const SeqInfo si = seq_info(p, table, blockIdx.z);
-    const int64_t b = si.batch, nch = si.chunks;
-    const float *src = state_at(s_in, p, si.row, h);
-    float *dst = (float *)state_at(s_out, p, si.row, h);
+    const int wq = warp / 4, wr = warp % 4, wc0 = wq * (NC / PASS_COL_SPLIT);
+    static_assert(PASS_COL_SPLIT * 16 == CH, "P: a warp's 16 rows x 16 columns"); /* the warp's row quarter, first column */
+    const int64_t h = blockIdx.y, s = blockIdx.z, segs = p.segments;
+    const int64_t j = blockIdx.x + (PASS == PASS_TRANSITION ? 1 : 0);
+    const SeqInfo si = seq_info(p, table, s);
+    const int64_t live = live_segments(si.chunks, segs);
+    const int64_t writer = live > 0 ? live - 1 : 0; /* the segment that ends the sequence */
+    if (PASS == PASS_STATE ? j > writer : j >= writer)
+        return;
+    int64_t cb, ce;
+    segment_range(si.chunks, segs, j, cb, ce);
+    const int64_t b = si.batch;
+    float *xs = carry_base, *ms = carry_base + (carry_m(p) - carry_x(p)) / 4;
+    const size_t st_elems = (size_t)KD * VD;
 
+    /* the entering state */
+    const float *src = PASS == PASS_TRANSITION ? nullptr
+                       : j == 0                ? state_at(s_in, p, si.row, h)
+                       : PASS == PASS_LOCAL    ? nullptr
+                                               : xs + ((s * segs + j) * p.heads + h) * st_elems;
     float S[MT][NT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int r = warp * (KD / 4) + mt * 16 + g + (e / 2) * 8, col = nt * 8 + 2 * t + (e % 2);
-                S[mt][nt][e] = src[r * VD + c0 + col];
+            for (int half = 0; half < 2; half++) {
+                const int r = wr * (KD / 4) + mt * 16 + g + half * 8, col = wc0 + nt * 8 + 2 * t;
+                float2 v = make_float2(0.0f, 0.0f);
+                if (PASS == PASS_TRANSITION)
+                    v = make_float2(r == col ? 1.0f : 0.0f, r == col + 1 ? 1.0f : 0.0f);
+                else if (src)
+                    v = *(const float2 *)(src + r * NC + col);
+                S[mt][nt][2 * half] = v.x, S[mt][nt][2 * half + 1] = v.y;
             }
 
     auto issue = [&](int64_t ci) {
-        unsigned char *st = sm + (ci % 2) * M::stage;
+        unsigned char *st = sm + ((ci - cb) % 2) * M::stage;
         const int64_t c = si.chunk_first + ci, t0 = si.start + ci * CH;
         const int64_t L = min((int64_t)CH, si.start + si.length - t0);
-        const unsigned char *rec = scratch + (c * p.heads + h) * R::bytes;
-        stage<KD>((uint16_t *)(st + M::ws), (const uint16_t *)(rec + R::w), KD, CH, CH);
-        stage<KD>((uint16_t *)(st + M::ks), k + tok(p.k_stride, b, h, t0), p.k_stride[2], L, CH);
-        stage<BV>((uint16_t *)(st + M::us), (const uint16_t *)(rec + R::u) + c0, VD, CH, CH);
-        for (int e = threadIdx.x; e < CH / 4; e += THREADS)
+        const unsigned char *rec = scratch_in + (c * p.heads + h) * R::bytes;
+        stage<KD, PASS_THREADS>((uint16_t *)(st + M::ws), (const uint16_t *)(rec + R::w), KD, CH, CH);
+        stage<KD, PASS_THREADS>((uint16_t *)(st + M::ks), k + tok(p.k_stride, b, h, t0), p.k_stride[2], L, CH);
+        if (PASS != PASS_TRANSITION)
+            stage<NC, PASS_THREADS>((uint16_t *)(st + M::us), (const uint16_t *)(rec + R::u), VD, CH, CH);
+        if (OUT)
+            stage<KD, PASS_THREADS>((uint16_t *)(st + M::qs), q + tok(p.q_stride, b, h, t0), p.q_stride[2], L, CH);
+        for (int e = threadIdx.x; e < CH / 4; e += PASS_THREADS)
             rdg_copy16_async_zfill(st + M::gam + e * 16, rec + R::gamma + e * 16, true);
         rdg_copy_async_commit();
     };
 
-    if (nch > 0)
-        issue(0);
-    for (int64_t ci = 0; ci < nch; ci++) {
-        const bool more = ci + 1 < nch;
-        if (more)
+    if (cb < ce)
+        issue(cb);
+    for (int64_t ci = cb; ci < ce; ci++) {
+        rdg_copy_async_wait_n(0);
+        __syncthreads(); /* the stage has landed; the last chunk's reads of the other stage and Db are done */
+        if (ci + 1 < ce)
             issue(ci + 1);
-        rdg_copy_async_wait_n(more ? 1 : 0);
-        __syncthreads();
-        const unsigned char *st = sm + (ci % 2) * M::stage;
+        const unsigned char *st = sm + ((ci - cb) % 2) * M::stage;
         const uint16_t *Ws = (const uint16_t *)(st + M::ws), *Ks = (const uint16_t *)(st + M::ks);
-        const uint16_t *Us = (const uint16_t *)(st + M::us);
+        const uint16_t *Us = (const uint16_t *)(st + M::us), *Qs = (const uint16_t *)(st + M::qs);
         const float *gam = (const float *)(st + M::gam);
-        const int64_t c = si.chunk_first + ci, t0 = si.start + ci * CH;
+        const int64_t t0 = si.start + ci * CH;
         const int L = (int)min((int64_t)CH, si.start + si.length - t0);
-        unsigned char *rec = scratch + (c * p.heads + h) * R::bytes;
 
-        /* the state entering the chunk, in the dtype: operand and snapshot */
-        uint16_t *snap = (uint16_t *)(rec + R::s);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int half = 0; half < 2; half++) {
-                    const int r = warp * (KD / 4) + mt * 16 + g + half * 8, col = nt * 8 + 2 * t;
-                    const uint32_t pair = pack2<DT>(S[mt][nt][2 * half], S[mt][nt][2 * half + 1]);
-                    *(uint32_t *)(Sb + r * (BV + PAD) + col) = pair;
-                    *(uint32_t *)(snap + r * VD + c0 + col) = pair;
+                    const int r = wr * (KD / 4) + mt * 16 + g + half * 8, col = wc0 + nt * 8 + 2 * t;
+                    *(uint32_t *)(Sb + r * (NC + PAD) + col) = pack2<DT>(S[mt][nt][2 * half], S[mt][nt][2 * half + 1]);
                 }
         __syncthreads();
-        /* Delta = U - W S over the warp's 16 chunk rows; written over U; e^(gl - gamma) Delta to Db */
+        /* Delta = U - W S (and tc_state: Q S, P) for the warp's 16 chunk rows and NC / PASS_COL_SPLIT
+         * columns */
         const float gl = gam[L - 1];
+        float qsacc[OUT ? NT : 1][4] = {};
         {
             float acc[NT][4] = {};
-            mma_ab<DT, NT, KD / 16>(acc, Ws + warp * 16 * (KD + PAD), KD + PAD, Sb, BV + PAD);
-            uint16_t *u = (uint16_t *)(rec + R::u);
+            mma_ab<DT, NT, KD / 16>(acc, Ws + wr * 16 * (KD + PAD), KD + PAD, Sb + wc0, NC + PAD);
+            if constexpr (OUT)
+                mma_ab<DT, NT, KD / 16>(qsacc, Qs + wr * 16 * (KD + PAD), KD + PAD, Sb + wc0, NC + PAD);
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++)
+            for (int half = 0; half < 2; half++) {
+                const int i = wr * 16 + g + half * 8;
+                const float f = i < L ? __expf(gl - gam[i]) : 0.0f;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const int col = wc0 + nt * 8 + 2 * t;
+                    float u0 = 0.0f, u1 = 0.0f;
+                    if (PASS != PASS_TRANSITION) {
+                        const uint32_t up = *(const uint32_t *)(Us + i * (NC + PAD) + col);
+                        u0 = Elem<DT>::ld(&up, 0), u1 = Elem<DT>::ld(&up, 1);
+                    }
+                    const float d0 = i < L ? u0 - acc[nt][2 * half] : 0.0f;
+                    const float d1 = i < L ? u1 - acc[nt][2 * half + 1] : 0.0f;
+                    if (OUT)
+                        *(uint32_t *)(Du + i * (NC + PAD) + col) = pack2<DT>(d0, d1);
+                    *(uint32_t *)(Db + i * (NC + PAD) + col) = pack2<DT>(d0 * f, d1 * f);
+                }
+            }
+        }
+        if constexpr (OUT) { /* P: the warp's 16 rows x 16 columns */
+            float pacc[2][4] = {};
+            mma_abt<DT, 2, KD / 16>(pacc, Qs + wr * 16 * (KD + PAD), KD + PAD, Ks + wq * 16 * (KD + PAD), KD + PAD);
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
 #pragma unroll
                 for (int half = 0; half < 2; half++) {
-                    const int i = warp * 16 + g + half * 8, col = nt * 8 + 2 * t;
-                    const uint32_t up = *(const uint32_t *)(Us + i * (BV + PAD) + col);
-                    const float d0 = i < L ? Elem<DT>::ld(&up, 0) - acc[nt][2 * half] : 0.0f;
-                    const float d1 = i < L ? Elem<DT>::ld(&up, 1) - acc[nt][2 * half + 1] : 0.0f;
-                    *(uint32_t *)(u + i * VD + c0 + col) = pack2<DT>(d0, d1);
-                    const float f = i < L ? expf(gl - gam[i]) : 0.0f;
-                    *(uint32_t *)(Db + i * (BV + PAD) + col) = pack2<DT>(d0 * f, d1 * f);
+                    const int i = wr * 16 + g + half * 8, j = wq * 16 + nt * 8 + 2 * t;
+                    const float p0 = j <= i ? pacc[nt][2 * half] * __expf(gam[i] - gam[j]) : 0.0f;
+                    const float p1 = j + 1 <= i ? pacc[nt][2 * half + 1] * __expf(gam[i] - gam[j + 1]) : 0.0f;
+                    *(uint32_t *)(Pb + i * (CH + PAD) + j) = pack2<DT>(p0, p1);
                 }
         }
         __syncthreads();
         /* S = e^gl S + K^T Db: A = K^T from the staged K rows (ldmatrix.trans) */
-        const float decay_all = expf(gl);
+        const float decay_all = __expf(gl);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
@@ -390,7 +497,7 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     S[mt][nt][e] *= decay_all;
-            const int m0 = warp * (KD / 4) + mt * 16;
+            const int m0 = wr * (KD / 4) + mt * 16;
 #pragma unroll
             for (int kk = 0; kk < CH / 16; kk++) {
                 uint32_t af[4];
@@ -400,98 +507,113 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
                 for (int np = 0; np < NT / 2; np++) {
                     uint32_t bf[4];
-                    rdg_ldsm_x4_trans(rdg_smem_addr(Db + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * (BV + PAD) +
-                                                    np * 16 + (lane / 16) * 8),
+                    rdg_ldsm_x4_trans(rdg_smem_addr(Db + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * (NC + PAD) +
+                                                    wc0 + np * 16 + (lane / 16) * 8),
                                       bf);
                     mma16816<DT>(S[mt][2 * np], af, bf[0], bf[1]);
                     mma16816<DT>(S[mt][2 * np + 1], af, bf[2], bf[3]);
                 }
             }
         }
-        __syncthreads(); /* the stage is refilled and Sb, Db rewritten by the next chunk */
+        if constexpr (OUT) { /* O = scale (e^gamma Q S + P Delta): the warp's rows and columns */
+            const float e_lo = __expf(gam[wr * 16 + g]), e_hi = __expf(gam[wr * 16 + g + 8]);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                qsacc[nt][0] *= e_lo, qsacc[nt][1] *= e_lo, qsacc[nt][2] *= e_hi, qsacc[nt][3] *= e_hi;
+            mma_ab<DT, NT, CH / 16>(qsacc, Pb + wr * 16 * (CH + PAD), CH + PAD, Du + wc0, NC + PAD);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int half = 0; half < 2; half++) {
+                    const int i = wr * 16 + g + half * 8, col = wc0 + nt * 8 + 2 * t;
+                    if (i < L) {
+                        const int64_t o = tok(p.o_stride, b, h, t0 + i) + col;
+                        Elem<DT>::st(out, o, p.query_scale * qsacc[nt][2 * half]);
+                        Elem<DT>::st(out, o + 1, p.query_scale * qsacc[nt][2 * half + 1]);
+                    }
+                }
+        }
     }
+    /* the leaving state: the sequence's final state, S_local_j into X[j + 1], or M_j */
+    float *dst = PASS == PASS_STATE        ? (j == writer ? (float *)state_at(s_out, p, si.row, h) : nullptr)
+                 : PASS == PASS_LOCAL      ? xs + ((s * segs + j + 1) * p.heads + h) * st_elems
+                                           : ms + ((s * segs + j) * p.heads + h) * (size_t)KD * KD;
+    if (!dst)
+        return;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int r = warp * (KD / 4) + mt * 16 + g + (e / 2) * 8, col = nt * 8 + 2 * t + (e % 2);
-                dst[r * VD + c0 + col] = S[mt][nt][e];
+            for (int half = 0; half < 2; half++) {
+                const int r = wr * (KD / 4) + mt * 16 + g + half * 8, col = wc0 + nt * 8 + 2 * t;
+                *(float2 *)(dst + r * NC + col) = make_float2(S[mt][nt][2 * half], S[mt][nt][2 * half + 1]);
             }
 }
 
-/* ---- tc_out ---------------------------------------------------------------------------------- */
+/* tc_carry: a block per (carry_cols(K) value columns, head, sequence) walks the live segments,
+ * X[j + 1] = M_j X[j] + X[j + 1] for j = 1 .. live - 2 (X[1] left true by segment 0's tc_segment), in
+ * FP32. M_j streams into shared memory (cp.async, two stages: M_(j+1) lands during step j); a thread
+ * owns one row and 4 columns, and a warp's 32 rows read the same columns of X[j] (broadcasts). */
+constexpr int CARRY_THREADS = 256;
+__host__ __device__ constexpr int carry_cols(int kd) { return 4 * (CARRY_THREADS / kd); }
+__host__ __device__ constexpr int carry_pitch(int kd) { return kd + 4; } /* float4 rows, no conflicts */
+__host__ __device__ constexpr size_t carry_smem(int kd)
+{
+    return (size_t)2 * kd * carry_pitch(kd) * 4 + (size_t)kd * carry_cols(kd) * 4;
+}
 
 template <int KD, int VD>
-struct OutSmem {
-    static constexpr size_t qs = 0;
-    static constexpr size_t ks = qs + (size_t)CH * (KD + PAD) * 2;
-    static constexpr size_t ss = ks + (size_t)CH * (KD + PAD) * 2;
-    static constexpr size_t ds = ss + (size_t)KD * (VD + PAD) * 2;
-    static constexpr size_t pb = ds + (size_t)CH * (VD + PAD) * 2;
-    static constexpr size_t gam = pb + (size_t)CH * (CH + PAD) * 2;
-    static constexpr size_t bytes = gam + CH * 4;
-};
-
-template <int DT, int KD, int VD>
-__global__ void __launch_bounds__(THREADS)
-    tc_out_kernel(const rudnn_gated_delta_plan_t p, const uint16_t *__restrict__ q, const uint16_t *__restrict__ k,
-                  const void *__restrict__ table, const unsigned char *__restrict__ scratch, void *__restrict__ out)
+__global__ void __launch_bounds__(CARRY_THREADS)
+    tc_carry_kernel(const rudnn_gated_delta_plan_t p, const void *__restrict__ table, float *__restrict__ xs,
+                    const float *__restrict__ ms)
 {
-    using R = Rec<KD, VD>;
-    using M = OutSmem<KD, VD>;
+    constexpr int CARRY_COLS = carry_cols(KD), MP = carry_pitch(KD);
+    static_assert(CARRY_THREADS % KD == 0 && VD % CARRY_COLS == 0, "tc_carry: rows and columns split evenly");
     extern __shared__ __align__(16) unsigned char sm[];
-    uint16_t *Qs = (uint16_t *)(sm + M::qs), *Ks = (uint16_t *)(sm + M::ks), *Ss = (uint16_t *)(sm + M::ss);
-    uint16_t *Ds = (uint16_t *)(sm + M::ds), *Pb = (uint16_t *)(sm + M::pb);
-    float *gam = (float *)(sm + M::gam);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int64_t c = blockIdx.x, h = blockIdx.y;
-    const SeqInfo si = seq_info(p, table, seq_of_chunk(p, table, c));
-    const int64_t t0 = si.start + (c - si.chunk_first) * CH, b = si.batch;
-    const int64_t L = min((int64_t)CH, si.start + si.length - t0);
-    const unsigned char *rec = scratch + (c * p.heads + h) * R::bytes;
-
-    stage<KD>(Qs, q + tok(p.q_stride, b, h, t0), p.q_stride[2], L, CH);
-    stage<KD>(Ks, k + tok(p.k_stride, b, h, t0), p.k_stride[2], L, CH);
-    stage<VD>(Ss, (const uint16_t *)(rec + R::s), VD, KD, KD);
-    stage<VD>(Ds, (const uint16_t *)(rec + R::u), VD, CH, CH);
-    for (int e = threadIdx.x; e < CH / 4; e += THREADS)
-        rdg_copy16_async_zfill(sm + M::gam + e * 16, rec + R::gamma + e * 16, true);
-    rdg_copy_async_commit();
-    rdg_copy_async_wait_n(0);
-    __syncthreads();
-
-    /* P = (Q K^T) e^(gamma_i - gamma_j), j <= i: the warp's 16 rows */
-    {
-        float acc[CH / 8][4] = {};
-        mma_abt<DT, CH / 8, KD / 16>(acc, Qs + warp * 16 * (KD + PAD), KD + PAD, Ks, KD + PAD);
+    float *mst = (float *)sm;                       /* [2][KD][MP] */
+    float(*xc)[CARRY_COLS] = (float(*)[CARRY_COLS])(mst + 2 * KD * MP); /* [KD][CARRY_COLS] */
+    const int64_t c0 = (int64_t)blockIdx.x * CARRY_COLS, h = blockIdx.y, s = blockIdx.z, segs = p.segments;
+    const SeqInfo si = seq_info(p, table, s);
+    const int64_t live = live_segments(si.chunks, segs);
+    if (live < 3)
+        return;
+    const int r = threadIdx.x % KD, cg = (threadIdx.x / KD) * 4;
+    auto x_at = [&](int64_t jj) { return xs + ((s * segs + jj) * p.heads + h) * (size_t)KD * VD; };
+    auto issue = [&](int64_t jj) {
+        const float *m = ms + ((s * segs + jj) * p.heads + h) * (size_t)KD * KD;
+        float *dst = mst + (jj % 2) * KD * MP;
+        for (int e = threadIdx.x; e < KD * KD / 4; e += CARRY_THREADS)
+            rdg_copy16_async_zfill(dst + (e / (KD / 4)) * MP + (e % (KD / 4)) * 4, m + 4 * e, true);
+        rdg_copy_async_commit();
+    };
+    issue(1);
+    for (int e = threadIdx.x; e < KD * CARRY_COLS; e += CARRY_THREADS)
+        xc[e / CARRY_COLS][e % CARRY_COLS] = x_at(1)[(e / CARRY_COLS) * VD + c0 + e % CARRY_COLS];
+    for (int64_t jj = 1; jj + 1 < live; jj++) {
+        const bool more = jj + 2 < live;
+        if (more)
+            issue(jj + 1);
+        rdg_copy_async_wait_n(more ? 1 : 0);
+        __syncthreads(); /* M_jj has landed; X[jj]'s columns are in xc */
+        const float4 *mrow = (const float4 *)(mst + (jj % 2) * KD * MP + r * MP);
+        float *next = x_at(jj + 1) + r * VD + c0 + cg;
+        float acc[4] = {next[0], next[1], next[2], next[3]};
+#pragma unroll 8
+        for (int k4 = 0; k4 < KD / 4; k4++) {
+            const float4 mv = mrow[k4];
+            const float m4[4] = {mv.x, mv.y, mv.z, mv.w};
 #pragma unroll
-        for (int nt = 0; nt < CH / 8; nt++)
-#pragma unroll
-            for (int half = 0; half < 2; half++) {
-                const int i = warp * 16 + g + half * 8, j = nt * 8 + 2 * t;
-                const float p0 = j <= i ? acc[nt][2 * half] * expf(gam[i] - gam[j]) : 0.0f;
-                const float p1 = j + 1 <= i ? acc[nt][2 * half + 1] * expf(gam[i] - gam[j + 1]) : 0.0f;
-                *(uint32_t *)(Pb + i * (CH + PAD) + j) = pack2<DT>(p0, p1);
+            for (int q = 0; q < 4; q++) {
+                const float4 x = *(const float4 *)&xc[4 * k4 + q][cg];
+                acc[0] += m4[q] * x.x, acc[1] += m4[q] * x.y, acc[2] += m4[q] * x.z, acc[3] += m4[q] * x.w;
             }
-    }
-    __syncwarp(); /* a warp reads back only its own rows of P */
-    float acc[VD / 8][4] = {};
-    mma_ab<DT, VD / 8, KD / 16>(acc, Qs + warp * 16 * (KD + PAD), KD + PAD, Ss, VD + PAD);
-    const float e_lo = expf(gam[warp * 16 + g]), e_hi = expf(gam[warp * 16 + g + 8]);
-#pragma unroll
-    for (int nt = 0; nt < VD / 8; nt++)
-        acc[nt][0] *= e_lo, acc[nt][1] *= e_lo, acc[nt][2] *= e_hi, acc[nt][3] *= e_hi;
-    mma_ab<DT, VD / 8, CH / 16>(acc, Pb + warp * 16 * (CH + PAD), CH + PAD, Ds, VD + PAD);
-#pragma unroll
-    for (int nt = 0; nt < VD / 8; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int i = warp * 16 + g + (e / 2) * 8, col = nt * 8 + 2 * t + (e % 2);
-            if (i < L)
-                Elem<DT>::st(out, tok(p.o_stride, b, h, t0 + i) + col, p.query_scale * acc[nt][e]);
         }
+        __syncthreads(); /* every read of X[jj] and of this stage done */
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            next[c] = acc[c], xc[r][cg + c] = acc[c];
+    }
 }
 
 /* ---- host ------------------------------------------------------------------------------------ */
@@ -509,43 +631,50 @@ rudnn_status_t allow_smem(const void *fn, std::atomic<int> *raised, int dev, siz
     return RUDNN_STATUS_SUCCESS;
 }
 
-template <int DT, int KD, int VD, int BV>
-rudnn_status_t launch_state(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
+template <int DT, int KD, int VD, int PASS>
+rudnn_status_t launch_pass(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o,
+                           int64_t blocks, const char *name)
 {
     static std::atomic<int> raised[64];
-    const size_t bytes = StateSmem<KD, VD, BV>::bytes;
-    TRY(allow_smem((const void *)tc_state_kernel<DT, KD, VD, BV>, raised, q->dev.index, bytes));
-    rdg_note_kernel("gated_delta.tc_state");
-    tc_state_kernel<DT, KD, VD, BV><<<dim3(VD / BV, (unsigned)p->heads, (unsigned)p->sequences), THREADS, bytes,
-                                      q->stream>>>(*p, (const uint16_t *)rdg_at(o->key),
-                                                   (const float *)rdg_at(o->initial_state), rdg_at(o->table),
-                                                   (unsigned char *)rdg_at(o->scratch), (float *)rdg_at(o->final_state));
-    return rdg_launched("gated_delta.tc_state");
+    const size_t bytes = PassSmem<KD, PASS == PASS_TRANSITION ? KD : VD, PASS == PASS_STATE>::bytes;
+    TRY(allow_smem((const void *)tc_pass_kernel<DT, KD, VD, PASS>, raised, q->dev.index, bytes));
+    rdg_note_kernel(name);
+    tc_pass_kernel<DT, KD, VD, PASS><<<dim3((unsigned)blocks, (unsigned)p->heads, (unsigned)p->sequences),
+                                       PASS_THREADS, bytes, q->stream>>>(
+        *p, (const uint16_t *)rdg_at(o->query), (const uint16_t *)rdg_at(o->key),
+        (const float *)rdg_at(o->initial_state), rdg_at(o->table), (const unsigned char *)rdg_at(o->scratch),
+        (float *)((unsigned char *)rdg_at(o->scratch) + carry_x(*p)), rdg_at(o->output),
+        (float *)rdg_at(o->final_state));
+    return rdg_launched(name);
 }
 
 template <int DT, int KD, int VD>
 rudnn_status_t launch(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
 {
-    static std::atomic<int> raised[2][64];
-    TRY(allow_smem((const void *)tc_prep_kernel<DT, KD, VD>, raised[0], q->dev.index, PrepSmem<KD, VD>::bytes));
-    TRY(allow_smem((const void *)tc_out_kernel<DT, KD, VD>, raised[1], q->dev.index, OutSmem<KD, VD>::bytes));
+    static std::atomic<int> raised[64];
+    TRY(allow_smem((const void *)tc_prep_kernel<DT, KD, VD>, raised, q->dev.index, PrepSmem<KD, VD>::bytes));
     unsigned char *scratch = (unsigned char *)rdg_at(o->scratch);
-    const uint16_t *qp = (const uint16_t *)rdg_at(o->query), *kp = (const uint16_t *)rdg_at(o->key);
+    const uint16_t *kp = (const uint16_t *)rdg_at(o->key);
     rdg_note_kernel("gated_delta.tc_prep");
     tc_prep_kernel<DT, KD, VD><<<dim3((unsigned)p->chunks, (unsigned)p->heads), THREADS, PrepSmem<KD, VD>::bytes,
                                  q->stream>>>(*p, kp, (const uint16_t *)rdg_at(o->value), rdg_at(o->beta),
                                               (const float *)rdg_at(o->log_decay), rdg_at(o->table), scratch);
     TRY(rdg_launched("gated_delta.tc_prep"));
-    /* the serial kernel: narrower column blocks where the wide ones would leave SMs idle */
-    const int64_t wide_blocks = p->heads * p->sequences * (VD / GDR_TC_STATE_COLS);
-    if (wide_blocks < (int64_t)q->dev.sm_count)
-        TRY((launch_state<DT, KD, VD, GDR_TC_STATE_COLS_FEW>(q, p, o)));
-    else
-        TRY((launch_state<DT, KD, VD, GDR_TC_STATE_COLS>(q, p, o)));
-    rdg_note_kernel("gated_delta.tc_out");
-    tc_out_kernel<DT, KD, VD><<<dim3((unsigned)p->chunks, (unsigned)p->heads), THREADS, OutSmem<KD, VD>::bytes,
-                                q->stream>>>(*p, qp, kp, rdg_at(o->table), scratch, rdg_at(o->output));
-    return rdg_launched("gated_delta.tc_out");
+    const int64_t segs = p->segments;
+    if (segs > 1) { /* the segments from zero and their transitions, then the true entering states */
+        TRY((launch_pass<DT, KD, VD, PASS_LOCAL>(q, p, o, segs - 1, "gated_delta.tc_segment")));
+        if (segs > 2) {
+            TRY((launch_pass<DT, KD, VD, PASS_TRANSITION>(q, p, o, segs - 2, "gated_delta.tc_segment")));
+            static std::atomic<int> carry_raised[64];
+            TRY(allow_smem((const void *)tc_carry_kernel<KD, VD>, carry_raised, q->dev.index, carry_smem(KD)));
+            rdg_note_kernel("gated_delta.tc_carry");
+            tc_carry_kernel<KD, VD><<<dim3(VD / carry_cols(KD), (unsigned)p->heads, (unsigned)p->sequences),
+                                      CARRY_THREADS, carry_smem(KD), q->stream>>>(
+                *p, rdg_at(o->table), (float *)(scratch + carry_x(*p)), (const float *)(scratch + carry_m(*p)));
+            TRY(rdg_launched("gated_delta.tc_carry"));
+        }
+    }
+    return launch_pass<DT, KD, VD, PASS_STATE>(q, p, o, segs > 1 ? segs : 1, "gated_delta.tc_state");
 }
 
 template <int DT>
@@ -567,16 +696,17 @@ int rdg_gdr_tc_plan_fits(const rdg_devinfo_t *dev, const rudnn_gated_delta_plan_
 {
     return dev->arch >= 80 && (p->dtype == RUDNN_F16 || p->dtype == RUDNN_BF16) && p->chunk_size == CH &&
            (p->key_dim == 64 || p->key_dim == 128) && (p->value_dim == 64 || p->value_dim == 128) &&
-           OutSmem<128, 128>::bytes <= dev->smem_optin &&
-           StateSmem<128, 128, GDR_TC_STATE_COLS_FEW>::bytes <= dev->smem_optin &&
-           StateSmem<128, 128, GDR_TC_STATE_COLS>::bytes <= dev->smem_optin &&
+           p->segments <= 65535 && PassSmem<128, 128, true>::bytes <= dev->smem_optin &&
+           carry_smem(128) <= dev->smem_optin &&
            PrepSmem<128, 128>::bytes <= dev->smem_optin;
 }
 
 size_t rdg_gdr_tc_scratch(const rudnn_gated_delta_plan_t *p)
 {
-    const size_t rec = (size_t)2 * (CH * p->key_dim + CH * p->value_dim + p->key_dim * p->value_dim) + CH * 4;
-    return (size_t)p->chunks * (size_t)p->heads * rec;
+    if (p->segments <= 1)
+        return (size_t)p->chunks * (size_t)p->heads * rec_bytes(*p);
+    return carry_m(*p) + (size_t)p->sequences * (size_t)p->segments * (size_t)p->heads *
+                             (size_t)(p->key_dim * p->key_dim) * 4;
 }
 
 int rdg_gdr_tc_fits(const rdg_devinfo_t *dev, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)

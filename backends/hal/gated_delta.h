@@ -57,6 +57,13 @@ typedef struct rudnn_gated_delta_plan {
     /* States: contiguous [rows, H, K, V] F32. */
     int64_t state_in_rows;
     int64_t state_out_rows;
+    /* Chunked: segments each sequence's chunks are cut into for the state pass (ceil(chunks / segments)
+     * chunks each, empty ones at the end), worked side by side where few sequences and heads would leave
+     * the device idle; 1 = one serial pass. Segment j > 0 first runs from a zero state (and its
+     * transition, the product of the chunks' (e^gamma_last I - K~^T W), from I); a short serial pass
+     * then carries the true entering states: S_(j+1) = M_j S_j + S_local_j. A hint: a backend may run
+     * one serial pass instead (the scratch it asks for is its own). */
+    int64_t segments;
 } rudnn_gated_delta_plan_t;
 
 typedef struct rudnn_gated_delta_operands {
