@@ -22,6 +22,7 @@
 #include "elem.cuh"
 #include "gated_delta.cuh"
 #include "mma_sync.cuh"
+#include "gated_delta_tuning.h"
 
 namespace {
 
@@ -296,7 +297,7 @@ __global__ void __launch_bounds__(THREADS, 3)
  * the same chunks (its transition M_j, as a state of K columns with U = 0); tc_carry then walks the
  * segments, S_(j+1) = M_j S_j + S_local_j; tc_state runs every segment from its true state. */
 enum Pass { PASS_STATE, PASS_LOCAL, PASS_TRANSITION };
-constexpr int PASS_THREADS = 512; /* 16 warps: 4 quarters of the rows x PASS_COL_SPLIT of the columns */
+constexpr int PASS_THREADS = 32 * GDR_TC_PASS_WARPS; /* 4 quarters of the rows x PASS_COL_SPLIT of the columns */
 constexpr int PASS_COL_SPLIT = PASS_THREADS / 32 / 4;
 
 __device__ __forceinline__ void segment_range(int64_t n, int64_t segs, int64_t j, int64_t &begin, int64_t &end)
@@ -326,7 +327,8 @@ __host__ __device__ __forceinline__ size_t carry_x(const rudnn_gated_delta_plan_
 
 __host__ __device__ __forceinline__ size_t carry_m(const rudnn_gated_delta_plan_t &p)
 {
-    return carry_x(p) + (size_t)p.sequences * (size_t)p.segments * (size_t)p.heads * (size_t)(p.key_dim * p.value_dim) * 4;
+    return carry_x(p) +
+           (size_t)p.sequences * (size_t)p.segments * (size_t)p.heads * (size_t)(p.key_dim * p.value_dim) * 4;
 }
 
 /* OUT: the pass that also writes the output (tc_state): Q staged, Delta unscaled and P kept. */
@@ -345,9 +347,9 @@ struct PassSmem {
     static constexpr size_t bytes = pb + (OUT ? (size_t)CH * (CH + PAD) * 2 : 0);
 };
 
-/* A block per (segment, head, sequence) holds the whole state [K][NC] in FP32 accumulators of 16
- * warps (NC = V, or K for a transition). Per chunk: S rounded to the dtype once (the operand),
- * Delta = U - W S, then S = e^gamma_last S + K^T (e^(gamma_last - gamma) Delta); tc_state also writes
+/* A block per (segment, head, sequence) holds the whole state [K][NC] in FP32 accumulators of
+ * GDR_TC_PASS_WARPS warps (NC = V, or K for a transition). Per chunk: S rounded to the dtype once
+ * (the operand), Delta = U - W S, then S = e^gamma_last S + K^T (e^(gamma_last - gamma) Delta); tc_state also writes
  * the chunk's output O = scale (e^gamma Q S + P Delta), P = (Q K^T) e^(gamma_i - gamma_j) on and below
  * the diagonal, with the S that entered the chunk, so that no state or Delta goes through memory.
  * The next chunk's W, K, U (and Q) stream in (cp.async, two stages) meanwhile. */
@@ -369,8 +371,9 @@ __global__ void __launch_bounds__(PASS_THREADS, 1)
     uint16_t *Sb = (uint16_t *)(sm + M::sb), *Db = (uint16_t *)(sm + M::db);
     uint16_t *Du = (uint16_t *)(sm + M::du), *Pb = (uint16_t *)(sm + M::pb);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    /* the warp's column group and row quarter, its first column */
     const int wq = warp / 4, wr = warp % 4, wc0 = wq * (NC / PASS_COL_SPLIT);
-    static_assert(PASS_COL_SPLIT * 16 == CH, "P: a warp's 16 rows x 16 columns"); /* the warp's row quarter, first column */
+    static_assert(PASS_COL_SPLIT * 16 == CH, "P: a warp's 16 rows x 16 columns");
     const int64_t h = blockIdx.y, s = blockIdx.z, segs = p.segments;
     const int64_t j = blockIdx.x + (PASS == PASS_TRANSITION ? 1 : 0);
     const SeqInfo si = seq_info(p, table, s);
@@ -555,7 +558,7 @@ __global__ void __launch_bounds__(PASS_THREADS, 1)
  * X[j + 1] = M_j X[j] + X[j + 1] for j = 1 .. live - 2 (X[1] left true by segment 0's tc_segment), in
  * FP32. M_j streams into shared memory (cp.async, two stages: M_(j+1) lands during step j); a thread
  * owns one row and 4 columns, and a warp's 32 rows read the same columns of X[j] (broadcasts). */
-constexpr int CARRY_THREADS = 256;
+constexpr int CARRY_THREADS = GDR_TC_CARRY_THREADS;
 __host__ __device__ constexpr int carry_cols(int kd) { return 4 * (CARRY_THREADS / kd); }
 __host__ __device__ constexpr int carry_pitch(int kd) { return kd + 4; } /* float4 rows, no conflicts */
 __host__ __device__ constexpr size_t carry_smem(int kd)
