@@ -17,9 +17,12 @@
  * pass from a zero state plus a K x K transition over its chunks, so a sequence is cut only where its
  * chunks outnumber the chunks each compute unit would get (all chunks of all heads over the units:
  * the state pass's critical path when the work spreads evenly), and never below
- * GDR_SEGMENT_MIN_CHUNKS chunks a segment. */
+ * GDR_SEGMENT_MIN_CHUNKS chunks a segment. Every sequence of the call gets the same count (and the
+ * scratch for its carried states), so the chains, sequences x heads x segments, stay within
+ * GDR_SEGMENT_CHAINS_PER_UNIT a compute unit: many short sequences beside one long one are not cut. */
 #define GDR_SEGMENT_MIN_CHUNKS 8
 #define GDR_SEGMENT_MAX 64
+#define GDR_SEGMENT_CHAINS_PER_UNIT 2
 
 enum { N_INPUTS = 6 };
 static const char *const input_names[N_INPUTS + 2] = {"query", "key", "value", "beta", "log_decay",
@@ -160,14 +163,16 @@ static rudnn_status_t check_chunk_size(const char *op, rudnn_queue_t queue, int6
 }
 
 /* Segments of the state pass: the longest sequence cut into pieces of the even share's length. */
-static int64_t choose_segments(int64_t head_chunks, int64_t longest_chunks, int64_t units)
+static int64_t choose_segments(int64_t head_chunks, int64_t longest_chunks, int64_t chains, int64_t units)
 {
     if (units < 1)
         units = 1;
     int64_t share = (head_chunks + units - 1) / units;
     if (share < GDR_SEGMENT_MIN_CHUNKS)
         share = GDR_SEGMENT_MIN_CHUNKS;
-    const int64_t s = longest_chunks / share;
+    int64_t s = longest_chunks / share;
+    const int64_t by_chains = chains > 0 ? GDR_SEGMENT_CHAINS_PER_UNIT * units / chains : 1;
+    s = s > by_chains ? by_chains : s;
     return s < 1 ? 1 : s > GDR_SEGMENT_MAX ? GDR_SEGMENT_MAX : s;
 }
 
@@ -285,14 +290,16 @@ static rudnn_status_t validate(const char *op, rudnn_queue_t queue, const rudnn_
         else
             p->chunks = B * ((T + chunk - 1) / chunk), longest = (T + chunk - 1) / chunk;
         p->seq_chunks = vl ? 0 : (T + chunk - 1) / chunk;
-        rudnn_device_info_t info;
-        TRY(rudnn_context_device_info(queue->context, &info));
-        p->segments = rudnn_env()->gdr_segments ? rudnn_env()->gdr_segments
-                                                : choose_segments(p->chunks * H, longest, info.compute_units);
         if (p->chunks > INT32_MAX)
             return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: %lld chunks of %lld tokens: more than %d chunks a "
                                    "call are not supported (split the call)", op, (long long)p->chunks,
                                    (long long)chunk, INT32_MAX);
+        rudnn_device_info_t info;
+        TRY(rudnn_context_device_info(queue->context, &info));
+        /* chunks x heads and sequences x heads: below 2^62, as every tensor's elements are */
+        p->segments = rudnn_env()->gdr_segments ? rudnn_env()->gdr_segments
+                                                : choose_segments(p->chunks * H, longest, p->sequences * H,
+                                                                  info.compute_units);
     }
     c->empty = H == 0 || p->sequences == 0;
     c->copy_state_only = !vl && T == 0;
