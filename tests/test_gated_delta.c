@@ -26,7 +26,9 @@
  * log_decay in [B, T, H] storage viewed [B, H, T]; varlen with lengths 0, 1 and longer packed
  * along T, shuffled state rows of pools P_in != P_out, NULL state_indices, every sequence empty;
  * T = 0 (final_state = initial_state, the output's buffer untouched); prefill (chunked) then decode
- * token by token passing final_state back, equal to one run; one sequence of T 8192.
+ * token by token passing final_state back, equal to one run; one sequence of T 8192, and one of
+ * T 4096 with K 128, V 64 (on CUDA the tensor-core path with its state pass cut into segments;
+ * gated_delta-cuda-segments runs every case again with 3 segments forced).
  * Every call must report a "gated_delta." kernel, leave every input buffer byte-identical (the
  * initial state is never written), write every output token it owns and no other (output tokens
  * past cu_seqlens[N] keep their sentinel, state rows no sequence names keep their bytes), and no
