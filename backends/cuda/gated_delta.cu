@@ -1,7 +1,9 @@
 /* The gated delta rule on CUDA and HIP (hal/gated_delta.h): FP32 state and arithmetic on the
  * SIMT cores, inputs of any float dtype.
  *   gated_delta.recurrent    a block per (sequence, head, 32 value columns); 4 warps split the
- *                            key rows, a thread keeps its column's rows of S in registers;
+ *                            key rows, a thread keeps its column's rows of S in registers; for
+ *                            few tokens a sequence (decode) a thread keeps 4 columns of 8 rows
+ *                            instead (16-byte state accesses, more threads an SM; recurrent4);
  *   gated_delta.chunk_prep   a block per (chunk, head): gamma, Lm, T = (I + Lm)^-1 (in shared
  *                            memory: the contract's 4 (C^2 + C) bytes), W, U and Pm to the scratch;
  *   gated_delta.chunk_state  a block per (sequence, head, 32 value columns) walking its chunks in
@@ -14,12 +16,23 @@
 #include "rdg_internal.h"
 #include "elem.cuh"
 #include "gated_delta.cuh"
+#include "gated_delta_tuning.h"
 
 namespace {
 
 constexpr int REC_COLS = 32;    /* value columns a recurrent block owns (a warp's lanes) */
 constexpr int REC_PARTS = 4;    /* warps splitting the key rows */
 constexpr int REC_MIN_BLOCKS = 5; /* blocks an SM up to K 128: the state streams once, bytes in flight */
+/* recurrent4: a 32-thread group is REC4_GCOLS column groups x REC4_GPARTS row parts */
+constexpr int REC4_W = 4;       /* value columns a thread: one float4 of each state row it keeps */
+constexpr int REC4_GCOLS = 8;   /* a group's 8 float4s of a row: 128 contiguous bytes */
+constexpr int REC4_GPARTS = 4;  /* row parts of a group, summed with shuffles */
+constexpr int REC4_GROUP = REC4_GCOLS * REC4_GPARTS;
+constexpr int REC4_COLS = REC4_W * REC4_GCOLS;      /* value columns a block */
+constexpr int REC4_ROWS = GDR_REC4_ROWS;            /* key rows a thread */
+constexpr int REC4_GROWS = REC4_GPARTS * REC4_ROWS; /* key rows a group */
+constexpr int REC4_MAX_GROUPS = (RUDNN_GATED_DELTA_MAX_DIM + REC4_GROWS - 1) / REC4_GROWS;
+constexpr int REC4_MIN_BLOCKS = 4; /* of the largest block (K 256): 64 registers, K 128 blocks fit 8 an SM */
 constexpr int PREP_THREADS = 256;
 constexpr int STATE_COLS = 32;  /* value columns a chunk_state block owns */
 constexpr int STATE_THREADS = 256;
@@ -115,9 +128,185 @@ void launch_recurrent(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const r
         (const float *)rdg_at(o->initial_state), rdg_at(o->table), rdg_at(o->output), (float *)rdg_at(o->final_state));
 }
 
+/* recurrent4: acc[c] += w * column c of x */
+__device__ __forceinline__ void axpy4(float acc[REC4_W], float w, const float4 x)
+{
+    acc[0] += x.x * w, acc[1] += x.y * w, acc[2] += x.z * w, acc[3] += x.w * w;
+}
+
+__device__ __forceinline__ void add4(float acc[REC4_W], const float4 x)
+{
+    acc[0] += x.x, acc[1] += x.y, acc[2] += x.z, acc[3] += x.w;
+}
+
+/* recurrent4: the output of token t, staged in os, stored by a thread a column (coalesced) */
+template <int DT>
+__device__ __forceinline__ void rec4_out(const rudnn_gated_delta_plan_t &p, void *out, const float *os, int64_t b,
+                                         int64_t h, int64_t t, int col0)
+{
+    const int c = threadIdx.x;
+    if (c < REC4_COLS && col0 + c < p.value_dim)
+        Elem<DT>::st(out, tok(p.o_stride, b, h, t) + col0 + c, os[c]);
+}
+
+/* The recurrence for few tokens a sequence: the state streams through once, so what counts is bytes
+ * in flight and threads an SM. A thread keeps a float4 (4 value columns) of REC4_ROWS consecutive key
+ * rows and issues all its 16-byte loads before the first token; a block is the (sequence, head,
+ * 32 columns) of recurrent_kernel, ceil(K / REC4_GROWS) groups of 32 threads. k.S and q.S are summed
+ * over a group's 4 row parts with shuffles, then over the groups through shared memory. What else a
+ * token needs (q, k, k.q, v, g, beta) is staged in shared memory by a few threads, and its output
+ * leaves from there, by the first 32 threads, at the next token: little beside the state's 32
+ * registers stays live, and a thread fits 64. Needs V % 4 == 0 and 16-byte aligned states
+ * (recurrent4_fits); any K, any number of tokens. */
+template <int DT>
+__global__ void __launch_bounds__(REC4_GROUP *REC4_MAX_GROUPS, REC4_MIN_BLOCKS)
+    recurrent4_kernel(const rudnn_gated_delta_plan_t p, const void *__restrict__ q, const void *__restrict__ k,
+                      const void *__restrict__ v, const void *__restrict__ beta, const float *__restrict__ decay,
+                      const float *__restrict__ s_in, const void *__restrict__ table, void *__restrict__ out,
+                      float *__restrict__ s_out)
+{
+    static_assert(REC4_ROWS % 4 == 0, "rows a thread: float4 reads of q and k");
+    /* q and k of the token, zeros past K up to the block's rows: a thread's rows are contiguous */
+    __shared__ __align__(16) float qs[REC4_MAX_GROUPS * REC4_GROWS], ks[REC4_MAX_GROUPS * REC4_GROWS];
+    __shared__ __align__(16) float vs[REC4_COLS], os[REC4_COLS]; /* v and the output of the block's columns */
+    __shared__ float4 redk[REC4_MAX_GROUPS][REC4_GCOLS], redq[REC4_MAX_GROUPS][REC4_GCOLS];
+    __shared__ float redkq[REC4_MAX_GROUPS], gb[2]; /* k.q by group; exp(log_decay), beta */
+    const int tid = threadIdx.x, cg = tid % REC4_GCOLS, part = tid / REC4_GCOLS;
+    const int sub = part % REC4_GPARTS, grp = part / REC4_GPARTS;
+    const int groups = blockDim.x / REC4_GROUP, rows = groups * REC4_GROWS;
+    const int64_t h = blockIdx.y, s = blockIdx.z;
+    const int K = (int)p.key_dim, V = (int)p.value_dim;
+    const int col0 = blockIdx.x * REC4_COLS, col = col0 + cg * REC4_W, r0 = part * REC4_ROWS;
+    const bool live = col < V; /* V % 4 == 0: all 4 columns */
+    const SeqInfo si = seq_info(p, table, s);
+    const float *src = state_at(s_in, p, si.row, h) + col;
+
+    float4 S[REC4_ROWS]; /* rows r0 .. r0 + REC4_ROWS - 1, columns col .. col + 3 */
+#pragma unroll
+    for (int i = 0; i < REC4_ROWS; i++)
+        S[i] = live && r0 + i < K ? *(const float4 *)(src + (r0 + i) * V) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float4 *k4 = (const float4 *)(ks + r0), *q4 = (const float4 *)(qs + r0);
+    for (int64_t t = si.start; t < si.start + si.length; t++) {
+        if (t > si.start) {
+            __syncthreads(); /* the last token's reads of the staged values and sums are done */
+            rec4_out<DT>(p, out, os, si.batch, h, t - 1, col0);
+        }
+        const int64_t qo = tok(p.q_stride, si.batch, h, t), ko = tok(p.k_stride, si.batch, h, t);
+        float kq = 0.0f;
+        for (int r = tid; r < rows; r += blockDim.x) {
+            const float qr = r < K ? Elem<DT>::ld(q, qo + r) : 0.0f, kr = r < K ? Elem<DT>::ld(k, ko + r) : 0.0f;
+            qs[r] = qr, ks[r] = kr;
+            kq += kr * qr;
+        }
+#pragma unroll
+        for (int m = REC4_GROUP / 2; m > 0; m /= 2)
+            kq += RDG_SHFL_XOR(kq, m);
+        if (tid % REC4_GROUP == 0)
+            redkq[grp] = kq;
+        if (tid < REC4_COLS)
+            vs[tid] = col0 + tid < V ? Elem<DT>::ld(v, tok(p.v_stride, si.batch, h, t) + col0 + tid) : 0.0f;
+        if (tid == 0) {
+            gb[0] = expf(decay[tok(p.decay_stride, si.batch, h, t)]);
+            gb[1] = Elem<DT>::ld(beta, tok(p.beta_stride, si.batch, h, t));
+        }
+        __syncthreads();
+        const float g = gb[0];
+        float dk[REC4_W] = {}, dq[REC4_W] = {};
+#pragma unroll
+        for (int i4 = 0; i4 < REC4_ROWS / 4; i4++) {
+            const float4 kk = k4[i4], qq = q4[i4];
+            const float kr[4] = {kk.x, kk.y, kk.z, kk.w}, qr[4] = {qq.x, qq.y, qq.z, qq.w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float4 &x = S[4 * i4 + e];
+                x.x *= g, x.y *= g, x.z *= g, x.w *= g;
+                axpy4(dk, kr[e], x);
+                axpy4(dq, qr[e], x);
+            }
+        }
+        /* over the group's row parts (lane bits 3 and 4): every part gets the group's sums */
+#pragma unroll
+        for (int m = REC4_GCOLS; m < REC4_GROUP; m *= 2) {
+#pragma unroll
+            for (int c = 0; c < REC4_W; c++) {
+                dk[c] += RDG_SHFL_XOR(dk[c], m);
+                dq[c] += RDG_SHFL_XOR(dq[c], m);
+            }
+        }
+        if (sub == 0) {
+            redk[grp][cg] = make_float4(dk[0], dk[1], dk[2], dk[3]);
+            redq[grp][cg] = make_float4(dq[0], dq[1], dq[2], dq[3]);
+        }
+        __syncthreads();
+        float kv[REC4_W] = {}, qv[REC4_W] = {}, kqs = 0.0f;
+#pragma unroll 1
+        for (int j = 0; j < groups; j++) {
+            add4(kv, redk[j][cg]);
+            add4(qv, redq[j][cg]);
+            kqs += redkq[j];
+        }
+        const float b = gb[1];
+        const float4 vt = ((const float4 *)vs)[cg];
+        const float delta[REC4_W] = {b * (vt.x - kv[0]), b * (vt.y - kv[1]), b * (vt.z - kv[2]), b * (vt.w - kv[3])};
+        if (part == 0) {
+            const float sc = p.query_scale;
+            ((float4 *)os)[cg] = make_float4(sc * (qv[0] + kqs * delta[0]), sc * (qv[1] + kqs * delta[1]),
+                                             sc * (qv[2] + kqs * delta[2]), sc * (qv[3] + kqs * delta[3]));
+        }
+#pragma unroll
+        for (int i4 = 0; i4 < REC4_ROWS / 4; i4++) {
+            const float4 kk = k4[i4];
+            const float kr[4] = {kk.x, kk.y, kk.z, kk.w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float4 &x = S[4 * i4 + e];
+                x.x += kr[e] * delta[0], x.y += kr[e] * delta[1];
+                x.z += kr[e] * delta[2], x.w += kr[e] * delta[3];
+            }
+        }
+    }
+    if (si.length > 0) {
+        __syncthreads();
+        rec4_out<DT>(p, out, os, si.batch, h, si.start + si.length - 1, col0);
+    }
+    /* rows past K (and dead columns) by a count, not the loads' predicates: those, kept live for
+     * the stores, cost registers */
+    float *dst = (float *)state_at(s_out, p, si.row, h) + col;
+    const int nrows = live ? min(K - r0, REC4_ROWS) : 0;
+#pragma unroll
+    for (int i = 0; i < REC4_ROWS; i++) {
+        if (i >= nrows)
+            break;
+        *(float4 *)(dst + (r0 + i) * V) = S[i];
+    }
+}
+
+template <int DT>
+void launch_recurrent4(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
+{
+    const int groups = (int)rdg_ceil_div(p->key_dim, REC4_GROWS);
+    const dim3 grid((unsigned)rdg_ceil_div(p->value_dim, REC4_COLS), (unsigned)p->heads, (unsigned)p->sequences);
+    recurrent4_kernel<DT><<<grid, REC4_GROUP * groups, 0, q->stream>>>(
+        *p, rdg_at(o->query), rdg_at(o->key), rdg_at(o->value), rdg_at(o->beta), (const float *)rdg_at(o->log_decay),
+        (const float *)rdg_at(o->initial_state), rdg_at(o->table), rdg_at(o->output), (float *)rdg_at(o->final_state));
+}
+
+/* Decode-shaped calls take recurrent4: few tokens a sequence (varlen: on average, the lengths are on
+ * the device) and float4 rows of both states. */
+bool recurrent4_fits(const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
+{
+    const int64_t tokens = p->varlen ? rdg_ceil_div(p->seq_len, p->sequences) : p->seq_len;
+    const uintptr_t in = (uintptr_t)rdg_at(o->initial_state), fin = (uintptr_t)rdg_at(o->final_state);
+    return p->value_dim % REC4_W == 0 && tokens <= GDR_REC4_MAX_TOKENS && (in | fin) % 16 == 0;
+}
+
 template <int DT>
 void recurrent_rows(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
 {
+    if (recurrent4_fits(p, o)) {
+        launch_recurrent4<DT>(q, p, o);
+        return;
+    }
     const int64_t rows = rdg_ceil_div(p->key_dim, REC_PARTS);
     if (rows <= 4)
         launch_recurrent<DT, 4>(q, p, o);
