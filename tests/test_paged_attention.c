@@ -494,6 +494,12 @@ static const pcase_t attention_cases[] = {
     {"ps7_d128_dv64_gqa4", 7, 3, {{20, 20, PRE}, {45, 1, DEC}, {8, 3, ARB}}, {8, 2, 128, 64, 0}, 1.5, 1, 0},
     {"empty_histories", 16, 3, {{0, 1, DEC}, {0, 2, ARB}, {0, 0, NONE}}, {2, 1, 64, 64, 0}, 1.5, 0, 0},
     {"sharp_scores", 16, 2, {{40, 4, ARB}, {25, 1, DEC}}, {2, 1, 64, 64, 0}, 100.0, 0, 0},
+    /* prefill-heavy plans (CUDA sm_90a: the wgmma prefill): several key tiles of 128, diagonals,
+     * a decode sequence among them, Dv != D, a page size not a power of two, shuffled positions */
+    {"ps16_prefill_d128_gqa4", 16, 3, {{300, 260, PRE}, {131, 131, PRE}, {90, 1, DEC}}, {8, 2, 128, 128, 0}, 1.5, 0,
+     0},
+    {"ps7_prefill_d128_dv64_arb", 7, 2, {{200, 150, ARB}, {45, 45, PRE}}, {4, 1, 128, 64, 0}, 1.5, 1, 0},
+    {"ps1_prefill_d64", 1, 1, {{70, 70, PRE}}, {2, 1, 64, 64, 0}, 1.5, 0, 0},
 };
 
 static const pcase_t mla_cases[] = {
@@ -555,8 +561,9 @@ static void garbage_rows(void **state)
 {
     (void)state;
     static const char *const picked[] = {"ps5_mixed_dv32", "ps16_decode_gqa4_d128", "ps24_d256_prefill",
-                                         "ps16_odd_d5_dv7_gqa3", "mla_r512_p64", "mla_odd_r13_p3"};
-    pcase_t cases[6];
+                                         "ps16_odd_d5_dv7_gqa3", "ps7_prefill_d128_dv64_arb", "mla_r512_p64",
+                                         "mla_odd_r13_p3"};
+    pcase_t cases[7];
     size_t n = 0;
     for (size_t i = 0; i < 6; i++) {
         for (size_t j = 0; j < sizeof attention_cases / sizeof *attention_cases; j++)

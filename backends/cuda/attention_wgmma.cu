@@ -37,6 +37,7 @@
 #include "attention_tuning.h"
 #include "mbarrier.cuh"
 #include "wgmma.cuh"
+#include "wgmma_softmax.cuh"
 
 namespace {
 
@@ -73,13 +74,6 @@ struct WgTile {
 
 #if RDG_HAS_WGMMA
 constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
-
-__device__ __forceinline__ float fast_exp2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 /* tanh to about 2^-11 relative: below the 16-bit rounding of P that follows */
 __device__ __forceinline__ float fast_tanh(float x)
@@ -276,41 +270,11 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
                 }
             }
             const float f = raw ? scale_log2 : 1.0f;
-            float mx[2] = {-INFINITY, -INFINITY}, m_use[2];
-#pragma unroll
-            for (int i = 0; i < BN / 2; i++)
-                mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], sc[i]);
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                mx[r] = fmaxf(m[r], mx[r] * f);
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                m_use[r] = mx[r] == -INFINITY ? 0.0f : mx[r]; /* nothing seen yet: p = 0, not NaN */
-                alpha[r] = fast_exp2(m[r] - m_use[r]);        /* m = -inf at first: 0 */
-                m[r] = mx[r];
-                l[r] *= alpha[r];
-            }
-#pragma unroll
-            for (int i = 0; i < BN / 2; i++) {
-                const int r = (i % 4) / 2;
-                sc[i] = fast_exp2(fmaf(sc[i], f, -m_use[r]));
-                l[r] += sc[i];
-            }
+            wg_softmax<BN>(sc, m, l, alpha, f);
         };
         /* O *= alpha, and P to the A fragments of the next P V: P's m64n16 accumulator blocks are
          * those fragments (rows r0 / r0 + 8, columns 2 quad and 8 + 2 quad) */
-        auto rescale_pack = [&]() {
-#pragma unroll
-            for (int i = 0; i < NV / 2; i++)
-                o[i] *= alpha[(i % 4) / 2];
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++) {
-                pa[kk][0] = pack2(DT, sc[8 * kk + 0], sc[8 * kk + 1]);
-                pa[kk][1] = pack2(DT, sc[8 * kk + 2], sc[8 * kk + 3]);
-                pa[kk][2] = pack2(DT, sc[8 * kk + 4], sc[8 * kk + 5]);
-                pa[kk][3] = pack2(DT, sc[8 * kk + 6], sc[8 * kk + 7]);
-            }
-        };
+        auto rescale_pack = [&]() { wg_rescale_pack<DT, BN, NV>(o, alpha, sc, pa); };
 
         /* the CTA's key tiles this warpgroup's rows see: the first wg_n (att_hi grows with the row,
          * so the later ones are invisible to all of them: causal's diagonal past its last row) */

@@ -233,17 +233,19 @@ rudnn_status_t run_generic(rdg_queue_t *q, const rudnn_paged_args_t *a, const ru
     return d.splits > 1 ? pa_run_merge(q, a, d) : RUDNN_STATUS_SUCCESS;
 }
 
-enum PaKernel { PA_KERNEL_GENERIC, PA_KERNEL_MMA, PA_KERNEL_MLA };
+enum PaKernel { PA_KERNEL_GENERIC, PA_KERNEL_MMA, PA_KERNEL_MLA, PA_KERNEL_WGMMA };
 
-/* The kernel of a call, the one place it is chosen: the tensor-core kernel of attention or MLA
- * where it takes the shape (CUDA; rdg_pa_mma_why / rdg_pa_mla_why say what each needs), else the
- * generic one. */
+/* The kernel of a call, the one place it is chosen: for attention the wgmma prefill, else the
+ * mma.sync kernel, for MLA its tensor-core kernel, each where it takes the shape (CUDA; their
+ * *_why functions say what each needs), else the generic one. */
 PaKernel pa_choose(const rdg_devinfo_t *dev, const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o)
 {
 #if !RDG_HIP
     char why[192];
     if (a->mla)
         return rdg_pa_mla_why(dev, a, o, why, sizeof why) ? PA_KERNEL_GENERIC : PA_KERNEL_MLA;
+    if (!rdg_pa_wgmma_why(dev, a, o, why, sizeof why))
+        return PA_KERNEL_WGMMA;
     return rdg_pa_mma_why(dev, a, o, why, sizeof why) ? PA_KERNEL_GENERIC : PA_KERNEL_MMA;
 #else
     (void)dev, (void)a, (void)o;
@@ -259,6 +261,7 @@ rudnn_status_t pa_attend(void *queue, const rudnn_paged_args_t *a, const rudnn_p
 #if !RDG_HIP
     case PA_KERNEL_MMA: return rdg_pa_mma_run(q, a, o);
     case PA_KERNEL_MLA: return rdg_pa_mla_run(q, a, o);
+    case PA_KERNEL_WGMMA: return rdg_pa_wgmma_run(q, a, o);
 #endif
     default: return run_generic(q, a, o);
     }

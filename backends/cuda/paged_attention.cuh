@@ -15,6 +15,7 @@
 #define PA_MMA_DECODE_NAME "paged_attention.mma_decode"
 #define PA_MMA_PREFILL_NAME "paged_attention.mma_prefill"
 #define PA_MLA_NAME "paged_attention.mla_mma"
+#define PA_WGMMA_PREFILL_NAME "paged_attention.wgmma_prefill"
 
 /* Query heads the tensor-core kernels take: a block's rows (128 queries x heads) stay in int. */
 #define PA_MMA_MAX_HEADS 65536
@@ -98,6 +99,11 @@ rudnn_status_t rdg_pa_mma_run(rdg_queue_t *q, const rudnn_paged_args_t *a, const
 const char *rdg_pa_mla_why(const rdg_devinfo_t *dev, const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o,
                            char *why, size_t cap);
 rudnn_status_t rdg_pa_mla_run(rdg_queue_t *q, const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o);
+/* paged_attention_wgmma.cu (CUDA only, sm_90a): the same for the wgmma prefill (packed prefill,
+ * D and Dv <= 128, one split). */
+const char *rdg_pa_wgmma_why(const rdg_devinfo_t *dev, const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o,
+                             char *why, size_t cap);
+rudnn_status_t rdg_pa_wgmma_run(rdg_queue_t *q, const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o);
 #endif
 
 namespace {

@@ -76,4 +76,34 @@
 #define PA_MLA_INFLIGHT_PER_SM (96u * 1024u)
 #endif
 
+/* ---- wgmma prefill (paged_attention_wgmma.cu): sm_90a, F16/BF16, D and Dv <= 128 ---- */
+/* Keys a tile: S is 64 x 128 a warpgroup (64 registers a thread), attention_wgmma.cu's tile. */
+#ifndef PA_WG_BN
+#define PA_WG_BN 128
+#endif
+/* K/V stages: two of 64 KiB beside Q's 32 KiB (three fit in 227 KiB at D 128). */
+#ifndef PA_WG_STAGES
+#define PA_WG_STAGES 2
+#endif
+/* setmaxnreg of the producer (cp.async gathers, a table entry read a tile ahead, the next item's
+ * row limits) and consumer warpgroups: 128 x 56 + 256 x 224 = the 384 x 168 the launch gives the
+ * CTA; with 40 or 24 the producer spills (ptxas -v). */
+#ifndef PA_WG_PRODUCER_REGS
+#define PA_WG_PRODUCER_REGS 56
+#endif
+#ifndef PA_WG_CONSUMER_REGS
+#define PA_WG_CONSUMER_REGS 224
+#endif
+/* 1: a consumer fences the async proxy after each full barrier (the stages are written by
+ * cp.async, the generic proxy, and read by wgmma); 0: not (FlashAttention-3's paged cp.async
+ * path does not). For A/B only. */
+#ifndef PA_WG_CONSUMER_FENCE
+#define PA_WG_CONSUMER_FENCE 1
+#endif
+/* The wgmma prefill takes a plan whose blocks of 128 queries hold this many or more on average
+ * (fewer: decode-like, mma_decode reads each page once for all the heads of a KV head). */
+#ifndef PA_WG_MIN_QUERIES
+#define PA_WG_MIN_QUERIES 16
+#endif
+
 #endif
