@@ -31,6 +31,9 @@
 /* The query block kind the choice counts items in (runs of 16 queries, hal/paged_attention.h):
  * decode has one block per query, prefill one per 16 queries. */
 #define PAGED_SPLIT_COUNT_KIND 4
+/* Query heads of one item at most: a block's item count is max(Hkv, ceil(Hq / this)) (MLA's one
+ * latent head: H 128 is two CTAs of 64 rows a query on CUDA, two items). */
+#define PAGED_SPLIT_ITEM_HEADS 64
 
 struct rudnn_paged_split_workspace {
     rudnn_queue_t queue; /* held */
@@ -39,6 +42,7 @@ struct rudnn_paged_split_workspace {
     int splits;   /* the caller's, or 0: chosen per call up to capacity */
     int capacity; /* the most splits its memory holds */
     size_t bytes;
+    size_t tickets; /* byte offset of its Q x H uint32 merge counters (0: none) */
 };
 
 /* ---- the device plan ------------------------------------------------------------------------- */
@@ -224,6 +228,13 @@ static double split_bytes(int64_t queries, int64_t heads, int64_t value_dim, int
     return (double)splits * (double)queries * (double)heads * ((double)value_dim + 2) * sizeof(float);
 }
 
+/* Bytes of the merge counters (one uint32 per output row at most: a row group of one call has at
+ * least one row). */
+static double ticket_bytes(int64_t queries, int64_t heads)
+{
+    return (double)queries * (double)heads * sizeof(uint32_t);
+}
+
 /* The plan's choice for splits 0 (the file's constants), at most cap. */
 /* How full the waves of n items are, over `slots` items at once. */
 static double wave_fill(int64_t n, int64_t slots)
@@ -232,9 +243,10 @@ static double wave_fill(int64_t n, int64_t slots)
     return (double)n / (double)(waves * slots);
 }
 
-static int choose_splits(const rudnn_paged_plan_t p, int64_t heads_kv, int cap)
+static int choose_splits(const rudnn_paged_plan_t p, int64_t heads_q, int64_t heads_kv, int cap)
 {
-    const int64_t items = p->layout.block_count[PAGED_SPLIT_COUNT_KIND] * heads_kv;
+    const int64_t chunks = (heads_q + PAGED_SPLIT_ITEM_HEADS - 1) / PAGED_SPLIT_ITEM_HEADS;
+    const int64_t items = p->layout.block_count[PAGED_SPLIT_COUNT_KIND] * (heads_kv > chunks ? heads_kv : chunks);
     const int64_t slots = (int64_t)PAGED_SPLIT_RESIDENT * p->compute_units;
     int64_t most = p->layout.max_len / PAGED_SPLIT_MIN_KEYS;
     most = most < cap ? most : cap;
@@ -266,9 +278,9 @@ static rudnn_status_t check_workspace(const char *op, rudnn_paged_plan_t p, rudn
     return RUDNN_STATUS_SUCCESS;
 }
 
-static int splits_of(rudnn_paged_plan_t p, rudnn_paged_split_workspace_t ws, int64_t heads_kv)
+static int splits_of(rudnn_paged_plan_t p, rudnn_paged_split_workspace_t ws, int64_t heads_q, int64_t heads_kv)
 {
-    return ws->splits ? ws->splits : choose_splits(p, heads_kv, ws->capacity);
+    return ws->splits ? ws->splits : choose_splits(p, heads_q, heads_kv, ws->capacity);
 }
 
 rudnn_status_t rudnn_paged_split_workspace_create(rudnn_queue_t queue, int64_t queries, int64_t heads,
@@ -303,7 +315,22 @@ rudnn_status_t rudnn_paged_split_workspace_create(rudnn_queue_t queue, int64_t q
     if (!w)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", op);
     w->bytes = capacity > 1 ? (size_t)split_bytes(queries, heads, value_dim, capacity) : 16;
+    /* The merge counters after the partials, where the whole stays within the limit (the limit's
+     * figure and message are the partials' alone, as the header documents; at the limit exactly
+     * there are none, and the merge runs as a kernel of its own). Zeroed once here; each call
+     * leaves them zero. */
+    const double tb = ticket_bytes(queries, heads);
+    if (capacity > 1 && (double)w->bytes + tb <= max) {
+        w->tickets = w->bytes;
+        w->bytes += (size_t)tb;
+    }
     rudnn_status_t st = rudnn_buffer_create(queue->context, w->bytes, &w->mem);
+    if (!st && w->tickets) {
+        st = queue->context->backend->mem_fill(queue->handle, (rudnn_mem_ref_t){w->mem->mem, w->tickets}, 0,
+                                               w->bytes - w->tickets);
+        if (st)
+            rudnn_buffer_destroy(w->mem);
+    }
     if (st) {
         rudnn_error_prefix(op);
         free(w);
@@ -343,7 +370,7 @@ rudnn_status_t rudnn_paged_split_count(rudnn_paged_plan_t p, rudnn_paged_split_w
                                (long long)heads_q, (long long)heads_kv);
     rudnn_paged_args_t a = {.heads_q = heads_q, .value_dim = ws ? ws->value_dim : 0};
     TRY(check_workspace(op, p, ws, &a));
-    *splits = splits_of(p, ws, heads_kv);
+    *splits = splits_of(p, ws, heads_q, heads_kv);
     return RUDNN_STATUS_SUCCESS;
 }
 
@@ -356,7 +383,7 @@ static rudnn_status_t run(const char *op, rudnn_paged_plan_t p, rudnn_paged_spli
     TRY(validate(op, p, t, mla, scale, causal, &a));
     if (ws) {
         TRY(check_workspace(op, p, ws, &a));
-        a.splits = splits_of(p, ws, a.heads_kv);
+        a.splits = splits_of(p, ws, a.heads_q, a.heads_kv);
     }
     if (a.layout.queries == 0)
         return RUDNN_STATUS_SUCCESS;
@@ -369,8 +396,11 @@ static rudnn_status_t run(const char *op, rudnn_paged_plan_t p, rudnn_paged_spli
     o.plan = (rudnn_mem_ref_t){p->image->mem, 0};
     o.q = rudnn_mem_of(t->q), o.qp = rudnn_mem_of(t->qp), o.k = rudnn_mem_of(t->k), o.kp = rudnn_mem_of(t->kp);
     o.v = rudnn_mem_of(t->v), o.out = rudnn_mem_of(t->out);
-    if (a.splits > 1)
+    if (a.splits > 1) {
         o.workspace = (rudnn_mem_ref_t){ws->mem->mem, 0};
+        if (ws->tickets)
+            o.tickets = (rudnn_mem_ref_t){ws->mem->mem, ws->tickets};
+    }
     return rudnn_kernel_status(op, k->attend(p->queue->handle, &a, &o));
 }
 

@@ -24,16 +24,17 @@
  * prefill sequences, queries at arbitrary positions in any order, at the sequence's length,
  * sequences without queries, empty histories, shuffled physical pages, a page shared by two
  * sequences' histories, table entries past each history holding -1, out-of-range ids or repeats);
- * GQA 1, 2, 3, 4, 8; D 5, 64, 128, 256, Dv != D (7, 32, 64, 48); MLA with R 512 and P 64, R 13
- * and P 3, and others; causal and not; every case for F32, F16 and BF16. Split workspaces with
- * 2..32 splits and 0 (auto) against the reference and the unsplit result; append (prefill then
- * decode, shuffled positions, k with v, k alone) then attend equals attention over the cache
- * built in one go, byte for byte; copy on write with retained buffers (separate and shared k/v
+ * GQA 1, 2, 3, 4, 8; D 5, 64, 128, 256, Dv != D (7, 32, 64, 48); MLA with R 512 and P 64 (H 8
+ * .. 128), R 13 and P 3, and others; causal and not; every case for F32, F16 and BF16. Split
+ * workspaces with 2..32 splits and 0 (auto) against the reference and the unsplit result;
+ * append (prefill then decode, shuffled positions, k with v, k alone) then attend equals
+ * attention over the cache built in one go, byte for byte; copy on write with retained buffers (separate and shared k/v
  * buffers); one plan reused by several layers with different caches and a shared workspace; a
  * step without queries; NaN in q, a key and a value element reaching exactly the outputs it
- * enters (plain and split). Tensors sit 16-byte aligned in their buffers (a misaligned case
- * too), so that backends' vectorised and tensor-core paths are reached; the suite prints the
- * kernels it saw run and the largest error per dtype. Every call must report a "paged_attention." kernel, leave every input
+ * enters (plain and split; MLA at H 128 too, a NaN key that one query's causal mask hides).
+ * Tensors sit 16-byte aligned in their buffers (a misaligned case too), so that backends'
+ * vectorised and tensor-core paths are reached; the suite prints the kernels it saw run and the
+ * largest error per dtype. Every call must report a "paged_attention." kernel, leave every input
  * buffer byte-identical, write every output element, and no byte of the output's buffer outside
  * the tensor.
  *
@@ -509,6 +510,10 @@ static const pcase_t mla_cases[] = {
     {"mla_r512_p64_h32", 64, 2, {{150, 1, DEC}, {100, 3, ARB}}, {32, 1, 512, 512, 64}, 1.0, 0, 0},
     {"mla_ps1_h16", 1, 2, {{9, 1, DEC}, {5, 3, ARB}}, {16, 1, 64, 64, 16}, 1.0, 0, 0},
     {"mla_ps16_prefill", 16, 1, {{40, 40, PRE}}, {4, 1, 32, 32, 8}, 1.0, 0, 0},
+    /* DeepSeek's decode heads (H 128: the wgmma kernel's 64-head row blocks), one and two tokens,
+     * an empty history; H 64 at page 16 (several pages a 64-key tile), a shared page */
+    {"mla_r512_p64_h128", 64, 3, {{300, 2, PRE}, {129, 1, DEC}, {0, 1, DEC}}, {128, 1, 512, 512, 64}, 1.0, 0, 0},
+    {"mla_r512_p64_h64_ps16", 16, 2, {{77, 2, ARB}, {200, 1, DEC}}, {64, 1, 512, 512, 64}, 1.0, 1, 0},
 };
 
 static float scale_of(const pcase_t *c) { return (float)(c->sharp / sqrt((double)(c->sh.D + c->sh.P))); }
@@ -562,10 +567,11 @@ static void garbage_rows(void **state)
     (void)state;
     static const char *const picked[] = {"ps5_mixed_dv32", "ps16_decode_gqa4_d128", "ps24_d256_prefill",
                                          "ps16_odd_d5_dv7_gqa3", "ps7_prefill_d128_dv64_arb", "mla_r512_p64",
-                                         "mla_odd_r13_p3"};
-    pcase_t cases[7];
+                                         "mla_odd_r13_p3", "mla_r512_p64_h128", "mla_r512_p64_h64_ps16"};
+    enum { PICKED = sizeof picked / sizeof *picked };
+    pcase_t cases[PICKED];
     size_t n = 0;
-    for (size_t i = 0; i < 6; i++) {
+    for (size_t i = 0; i < PICKED; i++) {
         for (size_t j = 0; j < sizeof attention_cases / sizeof *attention_cases; j++)
             if (!strcmp(attention_cases[j].name, picked[i]))
                 cases[n++] = attention_cases[j];
@@ -573,7 +579,7 @@ static void garbage_rows(void **state)
             if (!strcmp(mla_cases[j].name, picked[i]))
                 cases[n++] = mla_cases[j];
     }
-    assert_int_equal(n, 6);
+    assert_int_equal(n, PICKED);
     run_cases(cases, n, NAN);
 }
 
@@ -585,6 +591,7 @@ static const pcase_t split_cases[] = {
     {"split_mixed", 5, 3, {{60, 8, PRE}, {37, 5, ARB}, {0, 1, DEC}}, {4, 4, 32, 48, 0}, 1.5, 1, 0},
     {"split_mla", 64, 2, {{700, 1, DEC}, {100, 2, PRE}}, {8, 1, 128, 128, 32}, 1.0, 0, 0},
     {"split_mla_r512_p64", 64, 2, {{500, 1, DEC}, {90, 2, PRE}}, {16, 1, 512, 512, 64}, 1.0, 0, 0},
+    {"split_mla_r512_p64_h128", 64, 2, {{700, 1, DEC}, {90, 2, ARB}}, {128, 1, 512, 512, 64}, 1.0, 0, 0},
     {"split_decode_gqa4_d128", 16, 3, {{700, 1, DEC}, {64, 1, DEC}, {257, 1, DEC}}, {32, 8, 128, 128, 0}, 1.5, 0, 0},
 };
 
@@ -1203,6 +1210,91 @@ static void nan_inputs(void **state)
     rt_log_finish_free(log, "case(s)");
 }
 
+/* NaN inputs of MLA at H 128 (R 512, P 64, page 64): a NaN in q of one (query, head) makes that
+ * row NaN; in a latent element of a key, the scores (and that value column) of every head of the
+ * queries that see the key: their whole rows; in a rope key element likewise. The latent NaN sits
+ * on the last key of a two-query sequence, which under causal masking only the second query sees
+ * (a kernel that multiplies the masked keys' values by P = 0 would spread it to the first). Plain
+ * and with a split workspace of 3. */
+static void nan_inputs_mla(void **state)
+{
+    (void)state;
+    const seqspec_t seqs[2] = {{150, 2, PRE}, {70, 1, DEC}};
+    sched_t sc;
+    sched_build(&sc, rt_hash("nan_mla"), 64, 2, seqs, 1, 0);
+    rudnn_paged_plan_t plan = make_plan(&sc);
+    const int64_t H = 128, R = 512, P = 64;
+    const shape_t sh = {H, 1, R, R, P};
+    const int64_t Q = sc.s.queries;
+    const int64_t nan_q = 0, nan_q_head = 70;                 /* q[0, 70, 5] */
+    const int64_t lat_tok = 149, lat_col = 300;                /* latent of sequence 0, its last key */
+    const int64_t rope_tok = 10, rope_col = 3;                 /* kp of sequence 1, token 10 */
+    const float scale = (float)(1.0 / sqrt((double)(R + P)));
+    rt_log_t *log = rt_log_new();
+    for (size_t di = 0; di < 3; di++) {
+        data_t d;
+        data_make(&d, &sc, &sh, dtypes[di], rt_hash("nan_mla") + di, OOH);
+        const int64_t lrow = pa_ref_row(&sc.s, 0, lat_tok), prow = pa_ref_row(&sc.s, 1, rope_tok);
+        double smax = 0.0;
+        double *ref[2];
+        for (int causal = 0; causal < 2; causal++)
+            ref[causal] = reference(&sc, &d, scale, causal, &smax);
+        d.q[(nan_q * H + nan_q_head) * R + 5] = NAN;
+        d.k[lrow * R + lat_col] = NAN;
+        d.kp[prow * P + rope_col] = NAN;
+        rt_tensor_upload(&d.tq, d.q), rt_tensor_upload(&d.tk, d.k), rt_tensor_upload(&d.tkp, d.kp);
+        rudnn_paged_split_workspace_t ws = NULL;
+        rt_assert_status(rudnn_paged_split_workspace_create(rt_queue, Q, H, R, 3, &ws), RUDNN_STATUS_SUCCESS);
+        for (int causal = 0; causal < 2; causal++)
+            for (int split = 0; split < 2; split++) {
+                char what[96];
+                snprintf(what, sizeof what, "MLA NaN inputs %s %s%s", rudnn_dtype_name(dtypes[di]),
+                         causal ? "causal" : "not causal", split ? " (3 splits)" : "");
+                rt_tensor_poison(&d.tout);
+                char kernel[64];
+                const rudnn_status_t st = call(plan, split ? ws : NULL, &d, NULL, NULL, NULL, scale, causal, kernel);
+                if (st) {
+                    rt_logf(log, "  %s: returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
+                    log->failures++;
+                    continue;
+                }
+                int outside = 0;
+                float *out = read_out(&d, &outside, NULL);
+                int64_t missing = 0, extra = 0, off = 0, first = -1;
+                for (int64_t i = 0; i < Q; i++)
+                    for (int64_t h = 0; h < H; h++)
+                        for (int64_t c = 0; c < R; c++) {
+                            const int64_t at = (i * H + h) * R + c, seq = sc.sid[i];
+                            const int64_t seen = pa_ref_visible(&sc.s, i, causal);
+                            const int want_nan = (i == nan_q && h == nan_q_head) || (seq == 0 && seen > lat_tok) ||
+                                                 (seq == 1 && seen > rope_tok);
+                            if (want_nan) {
+                                if (!isnan(out[at]))
+                                    missing++, first = first < 0 ? at : first;
+                            } else if (isnan(out[at])) {
+                                extra++, first = first < 0 ? at : first;
+                            } else if (!(fabs((double)out[at] - ref[causal][at]) <= tol_of(dtypes[di]))) {
+                                off++, first = first < 0 ? at : first;
+                            }
+                        }
+                if (missing || extra || off) {
+                    rt_logf(log, "  %s (%s): %lld elements not NaN that a NaN enters, %lld NaN that none enters, "
+                            "%lld off the reference; first [query %lld, head %lld, col %lld] = %g\n", what, kernel,
+                            (long long)missing, (long long)extra, (long long)off, (long long)(first / (H * R)),
+                            (long long)(first / R % H), (long long)(first % R), out[first]);
+                    log->failures++;
+                }
+                free(out);
+            }
+        rudnn_paged_split_workspace_destroy(ws);
+        free(ref[0]), free(ref[1]);
+        data_free(&d);
+    }
+    rudnn_paged_plan_destroy(plan);
+    sched_free(&sc);
+    rt_log_finish_free(log, "case(s)");
+}
+
 /* A step without queries (Q 0): the calls succeed and write nothing; an append returns the caches
  * as they are. */
 static void no_queries(void **state)
@@ -1244,6 +1336,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(mla_all),
         cmocka_unit_test(garbage_rows),
         cmocka_unit_test(nan_inputs),
+        cmocka_unit_test(nan_inputs_mla),
         cmocka_unit_test(split_workspaces),
         cmocka_unit_test(append_then_attend),
         cmocka_unit_test(append_copy_on_write),

@@ -107,7 +107,7 @@ SANITIZE_SHARDS_gated_delta=${SANITIZE_SHARDS_gated_delta-all_cases empty_sequen
 SANITIZE_SKIP_gated_delta=${SANITIZE_SKIP_gated_delta-long_sequence}
 # paged_attention: a shard per test of tests/test_paged_attention.c (keep in step with its list), run side
 # by side under the slower tools; its cases are small, so nothing is skipped
-SANITIZE_SHARDS_paged_attention=${SANITIZE_SHARDS_paged_attention-attention_all mla_all garbage_rows nan_inputs split_workspaces *append* plan_reused_by_layers no_queries}
+SANITIZE_SHARDS_paged_attention=${SANITIZE_SHARDS_paged_attention-attention_all mla_all garbage_rows nan_inputs* split_workspaces *append* plan_reused_by_layers no_queries}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac

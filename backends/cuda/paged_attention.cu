@@ -5,7 +5,8 @@
  *                            PA_GEN_KEYS keys (a warp scores a key, lanes over D), FP32 online
  *                            softmax in base 2, threads over the output columns;
  *   paged_attention.merge    splits > 1: out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s
- *                            over the splits with l_s != 0 (zeros when none);
+ *                            over the splits with l_s != 0 (zeros when none); pa_merge_row, which
+ *                            the tensor-core decode kernel also runs itself (fused merge);
  *   paged_attention.append   each query's k (and v) row into its position's cache row.
  * The tensor-core kernels (CUDA, sm_80+, F16/BF16) are paged_attention_mma.cu (attention, D and
  * Dv <= 256) and paged_attention_mla.cu (MLA, R 512, P 64); pa_choose takes them where they fit.
@@ -23,7 +24,8 @@
 #include "paged_attention_tuning.h"
 
 static_assert(PA_GEN_KEYS <= PA_GEN_THREADS, "generic: a thread a key's probability");
-static_assert(RUDNN_PAGED_MAX_SPLITS <= PA_MERGE_THREADS, "merge: a thread a split's weight");
+static_assert(RUDNN_PAGED_MAX_SPLITS <= 32, "merge: a lane a split's weight");
+static_assert(PA_MERGE_THREADS % 64 == 0, "merge: whole warps (and HIP wavefronts)");
 
 namespace {
 
@@ -130,48 +132,18 @@ __global__ void RDG_LAUNCH_BOUNDS(PA_GEN_THREADS, 1) gen_kernel(const PaDev d)
 
 /* ------------------------------------------------------------------------------- merge */
 
-/* One CTA per output row (query, head) in a grid-stride loop. Warp 0 reads the splits' (m, l) a
- * lane each and reduces them with shuffles into the weights e^(m_s - M) / L in shared memory (0 for
- * an empty split, whose acc is never read); then threads over the columns, the splits unrolled so
- * that their loads are in flight together (a loop of dependent loads a split took ~10 us at 32
- * splits). An empty split has l = 0 ("l > 0" would also drop a NaN l, which must reach the output). */
+/* A warp per unit (output row, 4 x warp columns), units in a grid-stride loop (pa_merge_row). */
 template <int DT>
 __global__ void RDG_LAUNCH_BOUNDS(PA_MERGE_THREADS, 1) merge_kernel(const PaDev d)
 {
-    __shared__ float wt[RUDNN_PAGED_MAX_SPLITS];
-    const int tid = (int)threadIdx.x, S = d.splits, Dv = d.dv;
-    const int64_t nrows = (int64_t)d.queries * d.heads_q;
-    for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
-        const int i = (int)(r / d.heads_q), h = (int)(r % d.heads_q);
-        __syncthreads(); /* the previous row's readers of wt are done */
-        if (tid < RDG_WARP) {
-            const bool in = tid < S;
-            const float m = in ? *pa_ws_ml(d, tid, i, h, 0) : -INFINITY;
-            const float l = in ? *pa_ws_ml(d, tid, i, h, 1) : 0.0f;
-            const bool live = l != 0.0f;
-            float M = live ? m : -INFINITY;
-#pragma unroll
-            for (int o = RDG_WARP / 2; o > 0; o >>= 1)
-                M = fmaxf(M, RDG_SHFL_XOR(M, o));
-            const float e = live ? expf(m - M) : 0.0f;
-            float L = e * l;
-#pragma unroll
-            for (int o = RDG_WARP / 2; o > 0; o >>= 1)
-                L += RDG_SHFL_XOR(L, o);
-            if (in)
-                wt[tid] = live && L != 0.0f ? e / L : 0.0f;
-        }
-        __syncthreads();
-        for (int c = tid; c < Dv; c += (int)blockDim.x) {
-            float o = 0.0f;
-#pragma unroll 8
-            for (int s = 0; s < S; s++) {
-                const float w = wt[s];
-                if (w != 0.0f)
-                    o = fmaf(w, pa_ws_acc(d, s, i, h)[c], o);
-            }
-            Elem<DT>::st(d.out, r * Dv + c, o);
-        }
+    constexpr int WPB = PA_MERGE_THREADS / RDG_WARP, CW = 4 * RDG_WARP;
+    const int lane = (int)threadIdx.x % RDG_WARP, warp = (int)threadIdx.x / RDG_WARP;
+    const int chunks = (d.dv + CW - 1) / CW;
+    const int64_t units = (int64_t)d.queries * d.heads_q * chunks;
+    for (int64_t u = (int64_t)blockIdx.x * WPB + warp; u < units; u += (int64_t)gridDim.x * WPB) {
+        const int ch = (int)(u % chunks);
+        const int64_t r = u / chunks;
+        pa_merge_row<DT>(d, (int)(r / d.heads_q), (int)(r % d.heads_q), ch * CW + 4 * lane, lane);
     }
 }
 
@@ -233,17 +205,20 @@ rudnn_status_t run_generic(rdg_queue_t *q, const rudnn_paged_args_t *a, const ru
     return d.splits > 1 ? pa_run_merge(q, a, d) : RUDNN_STATUS_SUCCESS;
 }
 
-enum PaKernel { PA_KERNEL_GENERIC, PA_KERNEL_MMA, PA_KERNEL_MLA, PA_KERNEL_WGMMA };
+enum PaKernel { PA_KERNEL_GENERIC, PA_KERNEL_MMA, PA_KERNEL_MLA, PA_KERNEL_WGMMA, PA_KERNEL_MLA_WGMMA };
 
-/* The kernel of a call, the one place it is chosen: for attention the wgmma prefill, else the
- * mma.sync kernel, for MLA its tensor-core kernel, each where it takes the shape (CUDA; their
+/* The kernel of a call, the one place it is chosen: the wgmma kernel (attention: prefill; MLA:
+ * heads a multiple of 64), else the mma.sync one, each where it takes the shape (CUDA; their
  * *_why functions say what each needs), else the generic one. */
 PaKernel pa_choose(const rdg_devinfo_t *dev, const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o)
 {
 #if !RDG_HIP
     char why[192];
-    if (a->mla)
+    if (a->mla) {
+        if (!rdg_pa_mla_wgmma_why(dev, a, o, why, sizeof why))
+            return PA_KERNEL_MLA_WGMMA;
         return rdg_pa_mla_why(dev, a, o, why, sizeof why) ? PA_KERNEL_GENERIC : PA_KERNEL_MLA;
+    }
     if (!rdg_pa_wgmma_why(dev, a, o, why, sizeof why))
         return PA_KERNEL_WGMMA;
     return rdg_pa_mma_why(dev, a, o, why, sizeof why) ? PA_KERNEL_GENERIC : PA_KERNEL_MMA;
@@ -262,6 +237,7 @@ rudnn_status_t pa_attend(void *queue, const rudnn_paged_args_t *a, const rudnn_p
     case PA_KERNEL_MMA: return rdg_pa_mma_run(q, a, o);
     case PA_KERNEL_MLA: return rdg_pa_mla_run(q, a, o);
     case PA_KERNEL_WGMMA: return rdg_pa_wgmma_run(q, a, o);
+    case PA_KERNEL_MLA_WGMMA: return rdg_pa_mla_wgmma_run(q, a, o);
 #endif
     default: return run_generic(q, a, o);
     }
@@ -387,8 +363,10 @@ rudnn_status_t pa_launched(const char *name, int64_t grid, int threads, size_t s
 
 rudnn_status_t pa_run_merge(rdg_queue_t *q, const rudnn_paged_args_t *a, const PaDev &d)
 {
-    const int64_t rows = (int64_t)d.queries * d.heads_q;
-    const int64_t grid = rows < PA_MAX_GRID ? rows : PA_MAX_GRID;
+    /* units counted with 32-lane warps (a 64-lane HIP wavefront's CTAs find fewer; the kernel loops) */
+    const int64_t wpb = PA_MERGE_THREADS / 32, cw = 4 * 32;
+    const int64_t units = (int64_t)d.queries * d.heads_q * ((d.dv + cw - 1) / cw);
+    const int64_t ctas = (units + wpb - 1) / wpb, grid = ctas < PA_MAX_GRID ? ctas : PA_MAX_GRID;
     const dim3 g((unsigned)grid), t(PA_MERGE_THREADS);
     rdg_note_kernel(PA_MERGE_NAME);
     switch (a->dtype) {

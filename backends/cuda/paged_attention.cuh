@@ -1,12 +1,13 @@
 /* What the CUDA/HIP paged-attention sources share: paged_attention.cu (the family's table, the
  * generic, merge and append kernels, the kernel choice) and the CUDA-only tensor-core kernels
- * paged_attention_mma.cu (attention) and paged_attention_mla.cu (MLA). The kernels' argument
- * block, the page-table walk, the split range, and the launchers' declarations. Include after
- * rdg_internal.h. */
+ * paged_attention_mma.cu (attention), paged_attention_mla.cu and paged_attention_mla_wgmma.cu
+ * (MLA). The kernels' argument block, the page-table walk, the split range, and the launchers'
+ * declarations. Include after rdg_internal.h. */
 #ifndef RUDNN_PAGED_ATTENTION_CUH
 #define RUDNN_PAGED_ATTENTION_CUH
 
 #include "elem.cuh"
+#include "paged_attention_tuning.h"
 
 #define PA_OP "paged_attention"
 #define PA_GENERIC_NAME "paged_attention.generic"
@@ -16,6 +17,7 @@
 #define PA_MMA_PREFILL_NAME "paged_attention.mma_prefill"
 #define PA_MLA_NAME "paged_attention.mla_mma"
 #define PA_WGMMA_PREFILL_NAME "paged_attention.wgmma_prefill"
+#define PA_MLA_WGMMA_NAME "paged_attention.mla_wgmma"
 
 /* Query heads the tensor-core kernels take: a block's rows (128 queries x heads) stay in int. */
 #define PA_MMA_MAX_HEADS 65536
@@ -58,6 +60,8 @@ struct PaDev {
     const void *q, *qp, *k, *kp, *v; /* MLA: k the latent cache (and the value), kp the rope keys */
     void *out;
     float *ws; /* splits > 1: acc [splits][Q][Hq][Dv], then m, then l [splits][Q][Hq] */
+    uint32_t *tickets; /* fused merge (the decode kernel's last CTA of a row group merges): the
+                          group counters (hal/paged_attention.h); NULL: the merge kernel runs */
     int64_t nblocks;
     int32_t queries, heads_q, heads_kv, group, d, dv, p, splits, causal, page_size;
     PaDiv ps;
@@ -104,6 +108,11 @@ rudnn_status_t rdg_pa_mla_run(rdg_queue_t *q, const rudnn_paged_args_t *a, const
 const char *rdg_pa_wgmma_why(const rdg_devinfo_t *dev, const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o,
                              char *why, size_t cap);
 rudnn_status_t rdg_pa_wgmma_run(rdg_queue_t *q, const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o);
+/* paged_attention_mla_wgmma.cu (CUDA only, sm_90a): the same for MLA on Hopper's warpgroup MMA
+ * (R 512, P 64, heads a multiple of 64). */
+const char *rdg_pa_mla_wgmma_why(const rdg_devinfo_t *dev, const rudnn_paged_args_t *a,
+                                 const rudnn_paged_operands_t *o, char *why, size_t cap);
+rudnn_status_t rdg_pa_mla_wgmma_run(rdg_queue_t *q, const rudnn_paged_args_t *a, const rudnn_paged_operands_t *o);
 #endif
 
 namespace {
@@ -155,6 +164,86 @@ __device__ __forceinline__ float *pa_ws_ml(const PaDev &d, int split, int i, int
 {
     const int64_t rows = (int64_t)d.splits * d.queries * d.heads_q;
     return d.ws + rows * d.dv + which * rows + ((int64_t)split * d.queries + i) * d.heads_q + h;
+}
+
+#if RDG_HIP
+#define PA_LDCG(p) (*(p))
+#else
+#define PA_LDCG(p) __ldcg(p)
+#endif
+
+/* Four FP32 partials from p (n of them: fewer past Dv, none at n <= 0) through L2 (ld.cg: they were
+ * written by other CTAs, possibly of this launch, and L1 is not coherent). vec: p 16-byte aligned. */
+__device__ __forceinline__ float4 pa_ld4(const float *p, int n, bool vec)
+{
+    if (vec && n >= 4)
+        return PA_LDCG((const float4 *)p);
+    float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (n > 0)
+        x.x = PA_LDCG(p);
+    if (n > 1)
+        x.y = PA_LDCG(p + 1);
+    if (n > 2)
+        x.z = PA_LDCG(p + 2);
+    return x;
+}
+
+/* The split merge of output row (query i, head h), columns c .. c + 3 (the lane's; none past Dv),
+ * by one warp (every lane calls it, splits <= 32): out = sum_s w_s acc_s with w_s = e^(m_s - M) /
+ * L over the splits with l_s != 0 (hal/paged_attention.h). Lane s reads split s's (m, l) and the
+ * shuffles reduce them; the acc loads of the first PA_MERGE_BATCH splits are issued before that,
+ * and every batch's together: one L2 round trip a batch, none behind the weights. An empty split's
+ * acc (stale or never written) is loaded but dropped by a select, never multiplied. */
+template <int DT>
+__device__ __forceinline__ void pa_merge_row(const PaDev &d, int i, int h, int c, int lane)
+{
+    constexpr int B = PA_MERGE_BATCH;
+    const int S = d.splits, n = d.dv - c;
+    const bool vec = d.dv % 4 == 0;
+    const bool in = lane < S;
+    const float m = in ? PA_LDCG(pa_ws_ml(d, lane, i, h, 0)) : -INFINITY;
+    const float l = in ? PA_LDCG(pa_ws_ml(d, lane, i, h, 1)) : 0.0f;
+    float4 x[B];
+    auto load = [&](int s0) {
+#pragma unroll
+        for (int j = 0; j < B; j++)
+            x[j] = s0 + j < S ? pa_ld4(pa_ws_acc(d, s0 + j, i, h) + c, n, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    };
+    load(0);
+    const bool live = l != 0.0f; /* "l > 0" would drop a NaN l, which must reach the output */
+    float M = live ? m : -INFINITY;
+#pragma unroll
+    for (int o = RDG_WARP / 2; o > 0; o >>= 1)
+        M = fmaxf(M, RDG_SHFL_XOR(M, o));
+    const float e = live ? expf(m - M) : 0.0f;
+    float L = e * l;
+#pragma unroll
+    for (int o = RDG_WARP / 2; o > 0; o >>= 1)
+        L += RDG_SHFL_XOR(L, o);
+    const float wl = live && L != 0.0f ? e / L : 0.0f;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s0 = 0;;) {
+#pragma unroll
+        for (int j = 0; j < B; j++) {
+            const float w = RDG_SHFL(wl, (s0 + j) % RDG_WARP);
+            if (s0 + j < S && w != 0.0f) { /* uniform over the warp */
+                o.x = fmaf(w, x[j].x, o.x);
+                o.y = fmaf(w, x[j].y, o.y);
+                o.z = fmaf(w, x[j].z, o.z);
+                o.w = fmaf(w, x[j].w, o.w);
+            }
+        }
+        s0 += B;
+        if (s0 >= S)
+            break;
+        load(s0);
+    }
+    const int64_t at = ((int64_t)i * d.heads_q + h) * d.dv + c;
+    const float v[4] = {o.x, o.y, o.z, o.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (k < n)
+            Elem<DT>::st(d.out, at + k, v[k]);
 }
 
 /* (lo, hi) -> two dtype values packed, lo in bits 0..15, round to nearest even (P for P V). */

@@ -67,19 +67,50 @@ struct MlaGrid {
 };
 
 /* Keys j0 .. j0 + TK - 1 (at or past k1 zero-filled) into a ring slot: each row's latent
- * chunks then its rope chunks. */
+ * chunks then its rope chunks. Latent: thread -> (chunk c, rows r0 + RPP n), one division placing
+ * its first row in a page, later rows stepping within it (a table read only where a row enters
+ * another page: paged_attention_mma.cu's mma_stage); rope: one row a thread. A division and a
+ * table read per 16-byte chunk made staging most of the kernel's instructions. */
 __device__ __forceinline__ void mla_stage(const PaDev &d, const int32_t *table, int64_t j0, int k1, unsigned char *slot)
 {
-    static_assert(TK * CHUNKS % NT == 0, "whole chunks a thread");
+    constexpr int RPP = NT / R_CHUNKS, P_CHUNKS = CHUNKS - R_CHUNKS;
+    static_assert(NT % R_CHUNKS == 0 && TK % RPP == 0 && NT / P_CHUNKS >= TK, "whole latent rows a pass, rope in one");
     const int tid = (int)threadIdx.x;
+    const int64_t left = k1 - j0; /* rows r below this hold keys */
+    const uint32_t ps = (uint32_t)d.page_size;
+    {
+        const int c = tid % R_CHUNKS, r0 = tid / R_CHUNKS;
+        const char *base = (const char *)d.k + c * 16;
+        uint32_t pi = pa_div(d.ps, (uint32_t)j0 + r0), sl = (uint32_t)j0 + r0 - pi * ps;
+        const char *src = base;
+        auto enter = [&](int r) { /* row r's address (past k1: the base, never read) */
+            src = r < left ? base + ((int64_t)table[pi] * ps + sl) * (MLA_R * 2) : base;
+        };
+        enter(r0);
 #pragma unroll
-    for (int n = 0; n < TK * CHUNKS / NT; n++) {
-        const int e = tid + n * NT, r = e / CHUNKS, c = e - r * CHUNKS;
-        const bool ok = j0 + r < k1;
+        for (int n = 0; n < TK / RPP; n++) {
+            const int r = r0 + n * RPP;
+            rdg_copy16_async_zfill(slot + r * PITCH + c * 16, src, r < left);
+            if (n + 1 < TK / RPP) {
+                sl += RPP;
+                if (sl < ps && r + RPP < left) {
+                    src += RPP * (MLA_R * 2);
+                } else {
+                    while (sl >= ps) { /* once where page_size >= RPP */
+                        sl -= ps;
+                        pi++;
+                    }
+                    enter(r + RPP);
+                }
+            }
+        }
+    }
+    if (tid < TK * P_CHUNKS) {
+        const int c = tid % P_CHUNKS, r = tid / P_CHUNKS;
+        const bool ok = r < left;
         const int64_t row = ok ? pa_row(d, table, (int)(j0 + r)) : 0;
-        const char *src = c < R_CHUNKS ? (const char *)d.k + row * (MLA_R * 2) + c * 16
-                                       : (const char *)d.kp + row * (MLA_P * 2) + (c - R_CHUNKS) * 16;
-        rdg_copy16_async_zfill(slot + r * PITCH + c * 16, src, ok);
+        rdg_copy16_async_zfill(slot + r * PITCH + (R_CHUNKS + c) * 16,
+                               (const char *)d.kp + row * (MLA_P * 2) + c * 16, ok);
     }
 }
 

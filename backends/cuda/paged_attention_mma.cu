@@ -27,7 +27,9 @@
  * | V ring [stages][TK][vpitch]. Pitches are the row padded to 16 elements plus 16 bytes: an odd
  * number of 16-byte units, so the 8 rows of an ldmatrix fall in distinct banks. K's pad columns
  * D .. D16 are zeroed (they meet Q's zero pad); V's pad feeds only columns never stored. The decode
- * merge reuses the rings: acc [warps][rows][Dv] | m, l, weight [warps][rows] | L [rows]. */
+ * merge reuses the rings: acc [warps][rows][Dv] | m, l, weight [warps][rows] | L [rows].
+ * Split decode with workspace counters (PA_FUSED_MERGE) merges the splits in the same launch: the
+ * last CTA of a (query block, row chunk, KV head) group to count in merges (mma_ticket_merge). */
 #include <stdio.h>
 #include <string.h>
 
@@ -120,6 +122,134 @@ __device__ __forceinline__ void mma_stage(const PaDev &d, const MmaShape &s, con
                 enter(r + RPP);
             }
         }
+    }
+}
+
+#if PA_STAGE_BLOCKED
+/* 16 bytes global -> shared (a shared-window address), zeros where !ok (src-size 0: nothing read). */
+__device__ __forceinline__ void mma_cp16(uint32_t dst, const void *src, bool ok)
+{
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0)
+                 : "memory");
+}
+
+/* RB rows of one page (pitch bytes apart in shared memory, step bytes in the cache) from src, the
+ * first nok of them (the rest zero-filled). Full blocks take the path without a predicate: an
+ * add to each address and the copy, 4 instructions a row. */
+template <int RB>
+__device__ __forceinline__ void mma_cp_rows(uint32_t dst, int pitch, const char *src, int64_t step, int nok)
+{
+    if (nok == RB) {
+#pragma unroll
+        for (int n = 0; n < RB; n++, dst += pitch, src += step)
+            mma_cp16(dst, src, true);
+    } else {
+#pragma unroll
+        for (int n = 0; n < RB; n++, dst += pitch, src += step)
+            mma_cp16(dst, src, n < nok);
+    }
+}
+
+/* The blocked staging's map: thread -> 16-byte chunk c of the widest row, rows RB b .. RB b + RB - 1
+ * (b = thread / CPR). A tile's first key is a multiple of 16 (whole 16-key split chunks, TK a
+ * multiple of 16) and RB divides 16, so where page_size % RB == 0 a thread's rows lie in one page:
+ * one table entry a tile, read a tile ahead (mma_stage_page) off the dependent path. */
+template <int DMAX, int NT, int TK>
+struct StageMap {
+    static constexpr int CPR = DMAX / 8, RPP = NT / CPR, RB = TK / RPP;
+    static_assert(NT % CPR == 0 && TK % RPP == 0 && 16 % RB == 0, "whole rows a pass, blocks inside 16 keys");
+};
+
+/* The page id of the thread's first row of the tile at key j0 (0 where it holds no key). */
+template <int DMAX, int NT, int TK>
+__device__ __forceinline__ int32_t mma_stage_page(const PaDev &d, const int32_t *table, int64_t j0, int k1)
+{
+    using M = StageMap<DMAX, NT, TK>;
+    const int64_t j = j0 + (int64_t)((int)threadIdx.x / M::CPR) * M::RB;
+    return j < k1 ? table[pa_div(d.ps, (uint32_t)j)] : 0;
+}
+
+/* mma_stage with the blocked map: page, the thread's page (mma_stage_page) where page_size % RB ==
+ * 0; else a walk row by row, the table read at each page it enters. Past k1 the source stays
+ * inside a page of the cache (zero-filled, never read). */
+template <int DMAX, int NT, int TK>
+__device__ __forceinline__ void mma_stage_blocked(const PaDev &d, const MmaShape &s, const int32_t *table, int hk,
+                                                  int64_t j0, int k1, unsigned char *ks, unsigned char *vs,
+                                                  int32_t page)
+{
+    using M = StageMap<DMAX, NT, TK>;
+    constexpr int RB = M::RB;
+    const int tid = (int)threadIdx.x, c = tid % M::CPR, r0 = tid / M::CPR * RB;
+    const bool kc = c < d.d / 8, vc = c < d.dv / 8;
+    const int64_t krow = (int64_t)d.heads_kv * d.d * 2, vrow = (int64_t)d.heads_kv * d.dv * 2;
+    const char *kb = (const char *)d.k + ((int64_t)hk * d.d * 2 + c * 16);
+    const char *vb = (const char *)d.v + ((int64_t)hk * d.dv * 2 + c * 16);
+    const uint32_t ps = (uint32_t)d.page_size;
+    const uint32_t j = (uint32_t)j0 + (uint32_t)r0;
+    uint32_t pi = pa_div(d.ps, j), slot = j - pi * ps;
+    const int64_t left = k1 - j0;
+    const uint32_t kd = rdg_smem_addr(ks + r0 * s.kpitch + c * 16), vd = rdg_smem_addr(vs + r0 * s.vpitch + c * 16);
+    if (ps % RB == 0) {
+        const int64_t row = r0 < left ? (int64_t)page * ps + slot : slot;
+        const int nok = left - r0 <= 0 ? 0 : left - r0 >= RB ? RB : (int)(left - r0);
+        if (kc)
+            mma_cp_rows<RB>(kd, s.kpitch, kb + row * krow, krow, nok);
+        if (vc)
+            mma_cp_rows<RB>(vd, s.vpitch, vb + row * vrow, vrow, nok);
+        return;
+    }
+    const char *ka, *va;
+    auto enter = [&](int r) {
+        const int64_t row = r < left ? (int64_t)table[pi] * ps + slot : slot;
+        ka = kb + row * krow, va = vb + row * vrow;
+    };
+    enter(r0);
+#pragma unroll
+    for (int n = 0; n < RB; n++) {
+        const bool ok = r0 + n < left;
+        if (kc)
+            mma_cp16(kd + n * s.kpitch, ka, ok);
+        if (vc)
+            mma_cp16(vd + n * s.vpitch, va, ok);
+        if (n + 1 < RB) {
+            if (++slot < ps) {
+                ka += krow, va += vrow;
+            } else {
+                slot = 0;
+                pi++;
+                enter(r0 + n + 1);
+            }
+        }
+    }
+}
+#endif
+
+/* The fused merge's end of a split CTA (d.tickets): its partials (written) counted in on the
+ * group's counter; the CTA that draws the last ticket merges the group's rows over every split
+ * into out, a warp an (output row, 128 columns) unit, and resets the counter. flag: an int of
+ * shared memory free here. */
+template <int DT, int NW>
+__device__ __forceinline__ void mma_ticket_merge(const PaDev &d, const PaRow *rows, int nrows, int64_t group,
+                                                 int *flag, int warp, int lane)
+{
+    __threadfence(); /* this thread's partials reach the device before the ticket */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const uint32_t t = atomicAdd(d.tickets + group, 1u);
+        const int last = t == (uint32_t)d.splits - 1;
+        if (last) {
+            d.tickets[group] = 0; /* every split counted: zero for the next call (and graph replays) */
+            __threadfence();      /* the others' partials, fenced before their tickets, seen from here on */
+        }
+        *flag = last;
+    }
+    __syncthreads();
+    if (!*flag)
+        return;
+    const int chunks = (d.dv + 127) / 128;
+    for (int u = warp; u < nrows * chunks; u += NW) {
+        const int r = u / chunks, ch = u - r * chunks;
+        pa_merge_row<DT>(d, rows[r].i, rows[r].h, ch * 128 + 4 * lane, lane);
     }
 }
 
@@ -449,17 +579,29 @@ __global__ void RDG_LAUNCH_BOUNDS(WR *WK * 32, PA_CTAS_PER_SM) mma_kernel(const 
         const int ntiles = k1 > k0 ? (int)(((int64_t)k1 - k0 + TK - 1) / TK) : 0;
         const int32_t *table = d.pages + d.seq_table[b.seq];
 
-        auto stage = [&](int t, int slot) {
+#if PA_STAGE_BLOCKED
+        const bool one_page = d.page_size % StageMap<DMAX, NT, TK>::RB == 0;
+        auto page_of = [&](int t) -> int32_t {
+            return one_page && t < ntiles ? mma_stage_page<DMAX, NT, TK>(d, table, k0 + (int64_t)t * TK, k1) : 0;
+        };
+        auto stage = [&](int t, int slot, int32_t page) {
+            mma_stage_blocked<DMAX, NT, TK>(d, s, table, hk, k0 + (int64_t)t * TK, k1, k_ring + slot * s.stage_k,
+                                            v_ring + slot * s.stage_v, page);
+        };
+#else
+        auto page_of = [&](int) -> int32_t { return 0; };
+        auto stage = [&](int t, int slot, int32_t) {
             mma_stage<DMAX, NT, TK>(d, s, table, hk, k0 + (int64_t)t * TK, k1, k_ring + slot * s.stage_k,
                                     v_ring + slot * s.stage_v);
         };
+#endif
         __syncthreads(); /* the previous item's readers of shared memory are done */
         /* the ring: tiles 0 .. stages - 2 in flight before the first is computed (and while the
          * rows load); one group a tile (empty ones too), so that "stages - 2 pending" means "tile
          * t has landed" */
         for (int t = 0; t < s.stages - 1; t++) {
             if (t < ntiles)
-                stage(t, t);
+                stage(t, t, page_of(t));
             rdg_copy_async_commit();
         }
         mma_load_rows<RC>(d, s, b, hk, rc, nrows, k0, k1, q_sm, rows);
@@ -470,12 +612,14 @@ __global__ void RDG_LAUNCH_BOUNDS(WR *WK * 32, PA_CTAS_PER_SM) mma_kernel(const 
 
         MmaWarp<DT, DMAX, KW> st;
         st.init(rows, 16 * wr, k1, lane);
+        int32_t page = page_of(s.stages - 1); /* the next staging's page, read a tile ahead */
         for (int t = 0, slot = 0; t < ntiles; t++, slot = slot + 1 < s.stages ? slot + 1 : 0) {
             rdg_copy_async_wait_n(s.stages - 2);
             __syncthreads(); /* tile t is in for every thread; tile t - 1's readers are done */
             if (t + s.stages - 1 < ntiles)
-                stage(t + s.stages - 1, slot ? slot - 1 : s.stages - 1); /* into tile t - 1's slot */
+                stage(t + s.stages - 1, slot ? slot - 1 : s.stages - 1, page); /* into tile t - 1's slot */
             rdg_copy_async_commit();
+            page = page_of(t + s.stages); /* lands while tile t is computed */
             const int64_t jw = k0 + (int64_t)t * TK + wk * KW;
             if (jw < st.wlim)
                 st.tile(s, q_sm + 16 * wr * s.qpitch, k_ring + slot * s.stage_k + wk * KW * s.kpitch,
@@ -485,8 +629,12 @@ __global__ void RDG_LAUNCH_BOUNDS(WR *WK * 32, PA_CTAS_PER_SM) mma_kernel(const 
         __syncthreads(); /* the rings are free for the merge */
         if constexpr (WK == 1)
             st.store(d, rows, 16 * wr, nrows, split, lane);
-        else
+        else {
             mma_merge<DT, DMAX, RC, WK, KW>(d, rows, st, k_ring, nrows, split, wr, wk, lane);
+            if (d.tickets) /* group: the item less its split */
+                mma_ticket_merge<DT, WR * WK>(d, rows, nrows, ((rest / d.splits) * s.chunks + rc) * d.heads_kv + hk,
+                                              (int *)k_ring, warp, lane);
+        }
     }
 }
 
@@ -608,15 +756,22 @@ rudnn_status_t rdg_pa_mma_run(rdg_queue_t *q, const rudnn_paged_args_t *a, const
     char why[192];
     if (mma_config(&q->dev, a, o, &c, why, sizeof why))
         return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, PA_OP ": %s: %s", RUDNN_GPU_BACKEND_NAME, why);
-    const PaDev d = pa_make_dev(a, o, c.kind);
+    PaDev d = pa_make_dev(a, o, c.kind);
+    /* decode's split CTAs merge themselves where the workspace has counters (at least one per row
+     * group: a group holds a row, so groups <= Q x Hq) */
+    const int64_t groups = a->heads_kv * c.s.chunks * a->layout.block_count[c.kind];
+    const int64_t grid = c.items < PA_MAX_GRID ? c.items : PA_MAX_GRID;
+    const bool fused = PA_FUSED_MERGE && !c.prefill && d.splits > 1 && o->tickets.mem && grid > 0 &&
+                       groups <= a->layout.queries * a->heads_q;
+    if (fused)
+        d.tickets = (uint32_t *)rdg_at(o->tickets);
     const mma_fn fn = a->dtype == RUDNN_F16 ? mma_kernel_dt<RUDNN_F16>(c) : mma_kernel_dt<RUDNN_BF16>(c);
     TRY(pa_allow_smem(q, (const void *)fn, c.smem));
-    const int64_t grid = c.items < PA_MAX_GRID ? c.items : PA_MAX_GRID;
     const char *name = c.prefill ? PA_MMA_PREFILL_NAME : PA_MMA_DECODE_NAME;
     if (grid > 0) {
         rdg_note_kernel(name);
         fn<<<dim3((unsigned)grid), dim3((unsigned)c.threads), c.smem, q->stream>>>(d, c.s);
         TRY(pa_launched(name, grid, c.threads, c.smem));
     }
-    return d.splits > 1 ? pa_run_merge(q, a, d) : RUDNN_STATUS_SUCCESS;
+    return d.splits > 1 && !fused ? pa_run_merge(q, a, d) : RUDNN_STATUS_SUCCESS;
 }

@@ -15,8 +15,19 @@
 /* CTAs a launch at most (every paged kernel loops over its work items past it): far inside
  * gridDim.x's 2^31 - 1 whatever the batch. */
 #define PA_MAX_GRID (1 << 20)
-/* Merge kernel threads (one CTA per output row, threads over Dv). */
+/* Merge kernel threads: a warp an (output row, 128 columns) unit (pa_merge_row), 4 a CTA; also
+ * the append kernel's. */
 #define PA_MERGE_THREADS 128
+/* Splits whose partials a merging lane loads at once (16 float4 = 64 registers): 32 splits in two
+ * L2 round trips. */
+#ifndef PA_MERGE_BATCH
+#define PA_MERGE_BATCH 16
+#endif
+/* 1: the decode kernel merges its splits itself (the last CTA of a row group to finish, by a
+ * counter in the split workspace); 0: the merge kernel after it (the old path, for A/B). */
+#ifndef PA_FUSED_MERGE
+#define PA_FUSED_MERGE 1
+#endif
 
 /* ---- mma (paged_attention_mma.cu): mma.sync m16n8k16, F16/BF16, D and Dv <= 256 ---- */
 /* decode: 4 warps split each 64-key tile (16 keys each, the k of one P V MMA) over one m16 tile of
@@ -51,6 +62,12 @@
 /* CTAs an SM aimed for: two, so one CTA's loads run through the other's barriers and epilogue. */
 #ifndef PA_CTAS_PER_SM
 #define PA_CTAS_PER_SM 2
+#endif
+/* 1: each staging thread takes RB = TK / (threads / 16-byte chunks a row) consecutive rows of a
+ * tile (one page where page_size % RB == 0: one table entry a tile, read a tile ahead) and walks
+ * them by additions; 0: rows RPP apart, the page found by stepping (the old path, for A/B). */
+#ifndef PA_STAGE_BLOCKED
+#define PA_STAGE_BLOCKED 1
 #endif
 /* Ring stages at most (cp.async.wait_group takes an immediate: 0 .. this - 2). */
 #define PA_MAX_STAGES 8
@@ -105,5 +122,11 @@
 #ifndef PA_WG_MIN_QUERIES
 #define PA_WG_MIN_QUERIES 16
 #endif
+/* ---- mla_wgmma (paged_attention_mla_wgmma.cu): MLA with R 512, P 64 on sm_90a wgmma ---- */
+/* Registers a thread after setmaxnreg: the two consumer warpgroups hold the 64 x 256 FP32 output
+ * accumulator (128 registers) and the 64 x 32 scores (16); the producer warpgroup (one thread
+ * issuing TMA) gives its share to them: 2 x 128 x 240 + 128 x 24 = 64512 of 65536. */
+#define PA_MLA_WG_CONSUMER_REGS 240
+#define PA_MLA_WG_PRODUCER_REGS 24
 
 #endif

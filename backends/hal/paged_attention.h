@@ -82,6 +82,11 @@ typedef struct rudnn_paged_operands {
     rudnn_mem_ref_t v;         /* [pages, page_size, Hkv, Dv]; MLA: mem NULL (value = latent) */
     rudnn_mem_ref_t out;       /* [Q, Hq, Dv] */
     rudnn_mem_ref_t workspace; /* splits > 1: the partials (above); else mem NULL */
+    /* splits > 1, optional (mem NULL: none): Q * Hq uint32 counters, zero between calls, at a
+     * fixed place of the workspace (past the partials of its most splits), so that the CTAs of
+     * one output row group can count their splits' partials in and the last one merge them
+     * (it resets its counter to 0: the next call, or a graph replay, starts from zero). */
+    rudnn_mem_ref_t tickets;
 } rudnn_paged_operands_t;
 
 typedef struct rudnn_paged_append_args {
