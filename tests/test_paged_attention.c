@@ -1124,6 +1124,78 @@ static void plan_reused_by_layers(void **state)
     rt_log_finish_free(log, "layer(s)");
 }
 
+/* Where a NaN input must reach: output element (query i, head h, column c) of sequence seq, whose
+ * query sees `seen` keys. */
+typedef int (*nan_want_fn)(const void *ctx, int64_t i, int64_t h, int64_t c, int64_t seq, int64_t seen);
+
+/* One call of a NaN-input test (plain, or with ws) checked element by element: NaN exactly where
+ * want says, the reference (ref, Q x H x dv) elsewhere. */
+static void nan_check(rt_log_t *log, const char *what, const sched_t *sc, rudnn_paged_plan_t plan,
+                      rudnn_paged_split_workspace_t ws, data_t *d, float scale, int causal, const double *ref,
+                      int64_t H, int64_t dv, double tol, nan_want_fn want, const void *ctx)
+{
+    rt_tensor_poison(&d->tout);
+    char kernel[64];
+    const rudnn_status_t st = call(plan, ws, d, NULL, NULL, NULL, scale, causal, kernel);
+    if (st) {
+        rt_logf(log, "  %s: returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
+        log->failures++;
+        return;
+    }
+    int outside = 0;
+    float *out = read_out(d, &outside, NULL);
+    int64_t missing = 0, extra = 0, off = 0, first = -1;
+    for (int64_t i = 0; i < sc->s.queries; i++) {
+        const int64_t seq = sc->sid[i], seen = pa_ref_visible(&sc->s, i, causal);
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t c = 0; c < dv; c++) {
+                const int64_t at = (i * H + h) * dv + c;
+                if (want(ctx, i, h, c, seq, seen)) {
+                    if (!isnan(out[at]))
+                        missing++, first = first < 0 ? at : first;
+                } else if (isnan(out[at])) {
+                    extra++, first = first < 0 ? at : first;
+                } else if (!(fabs((double)out[at] - ref[at]) <= tol)) {
+                    off++, first = first < 0 ? at : first;
+                }
+            }
+    }
+    if (missing || extra || off) {
+        rt_logf(log, "  %s (%s): %lld elements not NaN that a NaN enters, %lld NaN that none enters, %lld off the "
+                "reference; first [query %lld, head %lld, col %lld] = %g\n", what, kernel, (long long)missing,
+                (long long)extra, (long long)off, (long long)(first / (H * dv)), (long long)(first / dv % H),
+                (long long)(first % dv), out[first]);
+        log->failures++;
+    }
+    free(out);
+}
+
+/* nan_inputs' NaN elements: q[q, q_head, 5]; k of sequence 0, token key_tok, KV head key_head; v of
+ * sequence 1, token val_tok, KV head val_head, column val_col (G query heads a KV head). */
+typedef struct nan_att {
+    int64_t q, q_head, key_tok, key_head, val_tok, val_head, val_col, G;
+} nan_att_t;
+
+static int nan_want_attention(const void *ctx, int64_t i, int64_t h, int64_t c, int64_t seq, int64_t seen)
+{
+    const nan_att_t *n = ctx;
+    return (i == n->q && h == n->q_head) || (seq == 0 && h / n->G == n->key_head && seen > n->key_tok) ||
+           (seq == 1 && h / n->G == n->val_head && c == n->val_col && seen > n->val_tok);
+}
+
+/* nan_inputs_mla's: q[q, q_head, 5]; the latent of sequence 0's key lat_tok (every column of the
+ * rows that see it: the score); kp of sequence 1's key rope_tok likewise. */
+typedef struct nan_mla {
+    int64_t q, q_head, lat_tok, rope_tok;
+} nan_mla_t;
+
+static int nan_want_mla(const void *ctx, int64_t i, int64_t h, int64_t c, int64_t seq, int64_t seen)
+{
+    const nan_mla_t *n = ctx;
+    (void)c;
+    return (i == n->q && h == n->q_head) || (seq == 0 && seen > n->lat_tok) || (seq == 1 && seen > n->rope_tok);
+}
+
 /* NaN inputs (the header: a NaN in q, k or v reaches only the outputs of the rows whose scores or
  * values it enters, NaN there): a NaN in q of one (query, head) makes that row NaN; in a key row,
  * the rows of that KV head's query heads whose queries see the key (causal: position >= the
@@ -1137,15 +1209,14 @@ static void nan_inputs(void **state)
     sched_build(&sc, rt_hash("nan"), 4, 2, seqs, 1, 0);
     rudnn_paged_plan_t plan = make_plan(&sc);
     const shape_t sh = {4, 2, 16, 8, 0};
-    const int64_t Q = sc.s.queries, H = 4, Dv = 8, G = 2;
-    const int64_t nan_q = 2, nan_q_head = 3;     /* q[2, 3, 5] */
-    const int64_t key_tok = 30, key_head = 0;    /* k of sequence 0, token 30, KV head 0, feature 5 */
-    const int64_t val_tok = 3, val_head = 1, val_col = 4; /* v of sequence 1, token 3, KV head 1 */
+    const int64_t Q = sc.s.queries, H = 4, Dv = 8;
+    const nan_att_t spot = {.q = 2, .q_head = 3, .key_tok = 30, .key_head = 0, .val_tok = 3, .val_head = 1,
+                            .val_col = 4, .G = 2};
     rt_log_t *log = rt_log_new();
     for (size_t di = 0; di < 3; di++) {
         data_t d;
         data_make(&d, &sc, &sh, dtypes[di], rt_hash("nan") + di, OOH);
-        const int64_t krow = pa_ref_row(&sc.s, 0, key_tok), vrow = pa_ref_row(&sc.s, 1, val_tok);
+        const int64_t krow = pa_ref_row(&sc.s, 0, spot.key_tok), vrow = pa_ref_row(&sc.s, 1, spot.val_tok);
         /* the reference sees the data as made (the NaN elements are never used for the elements
          * it is compared on); the device gets the NaNs */
         double smax = 0.0;
@@ -1153,9 +1224,9 @@ static void nan_inputs(void **state)
         for (int causal = 0; causal < 2; causal++) {
             ref[causal] = reference(&sc, &d, 0.5f, causal, &smax);
         }
-        d.q[(nan_q * H + nan_q_head) * 16 + 5] = NAN;
-        d.k[(krow * 2 + key_head) * 16 + 5] = NAN;
-        d.v[(vrow * 2 + val_head) * Dv + val_col] = NAN;
+        d.q[(spot.q * H + spot.q_head) * 16 + 5] = NAN;
+        d.k[(krow * 2 + spot.key_head) * 16 + 5] = NAN;
+        d.v[(vrow * 2 + spot.val_head) * Dv + spot.val_col] = NAN;
         rt_tensor_upload(&d.tq, d.q), rt_tensor_upload(&d.tk, d.k), rt_tensor_upload(&d.tv, d.v);
         rudnn_paged_split_workspace_t ws = NULL;
         rt_assert_status(rudnn_paged_split_workspace_create(rt_queue, Q, H, Dv, 3, &ws), RUDNN_STATUS_SUCCESS);
@@ -1164,42 +1235,8 @@ static void nan_inputs(void **state)
                 char what[96];
                 snprintf(what, sizeof what, "NaN inputs %s %s%s", rudnn_dtype_name(dtypes[di]),
                          causal ? "causal" : "not causal", split ? " (3 splits)" : "");
-                rt_tensor_poison(&d.tout);
-                char kernel[64];
-                const rudnn_status_t st = call(plan, split ? ws : NULL, &d, NULL, NULL, NULL, 0.5f, causal, kernel);
-                if (st) {
-                    rt_logf(log, "  %s: returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
-                    log->failures++;
-                    continue;
-                }
-                int outside = 0;
-                float *out = read_out(&d, &outside, NULL);
-                int64_t missing = 0, extra = 0, off = 0, first = -1;
-                for (int64_t i = 0; i < Q; i++)
-                    for (int64_t h = 0; h < H; h++)
-                        for (int64_t c = 0; c < Dv; c++) {
-                            const int64_t at = (i * H + h) * Dv + c, seq = sc.sid[i];
-                            const int64_t seen = pa_ref_visible(&sc.s, i, causal);
-                            const int want_nan = (i == nan_q && h == nan_q_head) ||
-                                                 (seq == 0 && h / G == key_head && seen > key_tok) ||
-                                                 (seq == 1 && h / G == val_head && c == val_col && seen > val_tok);
-                            if (want_nan) {
-                                if (!isnan(out[at]))
-                                    missing++, first = first < 0 ? at : first;
-                            } else if (isnan(out[at])) {
-                                extra++, first = first < 0 ? at : first;
-                            } else if (!(fabs((double)out[at] - ref[causal][at]) <= tol_of(dtypes[di]))) {
-                                off++, first = first < 0 ? at : first;
-                            }
-                        }
-                if (missing || extra || off) {
-                    rt_logf(log, "  %s: %lld elements not NaN that a NaN enters, %lld NaN that none enters, %lld off "
-                            "the reference; first [query %lld, head %lld, col %lld] = %g\n", what, (long long)missing,
-                            (long long)extra, (long long)off, (long long)(first / (H * Dv)),
-                            (long long)(first / Dv % H), (long long)(first % Dv), out[first]);
-                    log->failures++;
-                }
-                free(out);
+                nan_check(log, what, &sc, plan, split ? ws : NULL, &d, 0.5f, causal, ref[causal], H, Dv,
+                          tol_of(dtypes[di]), nan_want_attention, &spot);
             }
         rudnn_paged_split_workspace_destroy(ws);
         free(ref[0]), free(ref[1]);
@@ -1226,20 +1263,19 @@ static void nan_inputs_mla(void **state)
     const int64_t H = 128, R = 512, P = 64;
     const shape_t sh = {H, 1, R, R, P};
     const int64_t Q = sc.s.queries;
-    const int64_t nan_q = 0, nan_q_head = 70;                 /* q[0, 70, 5] */
-    const int64_t lat_tok = 149, lat_col = 300;                /* latent of sequence 0, its last key */
-    const int64_t rope_tok = 10, rope_col = 3;                 /* kp of sequence 1, token 10 */
+    const nan_mla_t spot = {.q = 0, .q_head = 70, .lat_tok = 149 /* sequence 0's last key */, .rope_tok = 10};
+    const int64_t lat_col = 300, rope_col = 3;
     const float scale = (float)(1.0 / sqrt((double)(R + P)));
     rt_log_t *log = rt_log_new();
     for (size_t di = 0; di < 3; di++) {
         data_t d;
         data_make(&d, &sc, &sh, dtypes[di], rt_hash("nan_mla") + di, OOH);
-        const int64_t lrow = pa_ref_row(&sc.s, 0, lat_tok), prow = pa_ref_row(&sc.s, 1, rope_tok);
+        const int64_t lrow = pa_ref_row(&sc.s, 0, spot.lat_tok), prow = pa_ref_row(&sc.s, 1, spot.rope_tok);
         double smax = 0.0;
         double *ref[2];
         for (int causal = 0; causal < 2; causal++)
             ref[causal] = reference(&sc, &d, scale, causal, &smax);
-        d.q[(nan_q * H + nan_q_head) * R + 5] = NAN;
+        d.q[(spot.q * H + spot.q_head) * R + 5] = NAN;
         d.k[lrow * R + lat_col] = NAN;
         d.kp[prow * P + rope_col] = NAN;
         rt_tensor_upload(&d.tq, d.q), rt_tensor_upload(&d.tk, d.k), rt_tensor_upload(&d.tkp, d.kp);
@@ -1250,41 +1286,8 @@ static void nan_inputs_mla(void **state)
                 char what[96];
                 snprintf(what, sizeof what, "MLA NaN inputs %s %s%s", rudnn_dtype_name(dtypes[di]),
                          causal ? "causal" : "not causal", split ? " (3 splits)" : "");
-                rt_tensor_poison(&d.tout);
-                char kernel[64];
-                const rudnn_status_t st = call(plan, split ? ws : NULL, &d, NULL, NULL, NULL, scale, causal, kernel);
-                if (st) {
-                    rt_logf(log, "  %s: returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
-                    log->failures++;
-                    continue;
-                }
-                int outside = 0;
-                float *out = read_out(&d, &outside, NULL);
-                int64_t missing = 0, extra = 0, off = 0, first = -1;
-                for (int64_t i = 0; i < Q; i++)
-                    for (int64_t h = 0; h < H; h++)
-                        for (int64_t c = 0; c < R; c++) {
-                            const int64_t at = (i * H + h) * R + c, seq = sc.sid[i];
-                            const int64_t seen = pa_ref_visible(&sc.s, i, causal);
-                            const int want_nan = (i == nan_q && h == nan_q_head) || (seq == 0 && seen > lat_tok) ||
-                                                 (seq == 1 && seen > rope_tok);
-                            if (want_nan) {
-                                if (!isnan(out[at]))
-                                    missing++, first = first < 0 ? at : first;
-                            } else if (isnan(out[at])) {
-                                extra++, first = first < 0 ? at : first;
-                            } else if (!(fabs((double)out[at] - ref[causal][at]) <= tol_of(dtypes[di]))) {
-                                off++, first = first < 0 ? at : first;
-                            }
-                        }
-                if (missing || extra || off) {
-                    rt_logf(log, "  %s (%s): %lld elements not NaN that a NaN enters, %lld NaN that none enters, "
-                            "%lld off the reference; first [query %lld, head %lld, col %lld] = %g\n", what, kernel,
-                            (long long)missing, (long long)extra, (long long)off, (long long)(first / (H * R)),
-                            (long long)(first / R % H), (long long)(first % R), out[first]);
-                    log->failures++;
-                }
-                free(out);
+                nan_check(log, what, &sc, plan, split ? ws : NULL, &d, scale, causal, ref[causal], H, R,
+                          tol_of(dtypes[di]), nan_want_mla, &spot);
             }
         rudnn_paged_split_workspace_destroy(ws);
         free(ref[0]), free(ref[1]);
