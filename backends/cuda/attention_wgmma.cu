@@ -36,6 +36,7 @@
 #include "attention.cuh"
 #include "attention_tuning.h"
 #include "mbarrier.cuh"
+#include "tensor_map.h"
 #include "wgmma.cuh"
 #include "wgmma_softmax.cuh"
 
@@ -474,11 +475,7 @@ bool encode_operand(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, Map
     cuuint32_t box[4] = {64, 1, 1, 1};
     box[perm->slot[0]] = (cuuint32_t)rows; /* the rows run along s, wherever its stride put it */
     box[perm->slot[1]] = (cuuint32_t)hrows; /* and hrows heads of them (packed GQA; else 1) */
-    const cuuint32_t estrides[4] = {1, 1, 1, 1};
-    return enc(map, dt == RUDNN_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
-               const_cast<void *>(base), dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return rdg_encode_map16(enc, map, base, dt, 4, dims, strides, box);
 }
 
 /* The query tile of plan (WgTile; h_inner comes from Q's map): the one place it is chosen. Three

@@ -223,13 +223,26 @@ __device__ __forceinline__ void rdg_copy16_async(void *smem, const void *gmem)
 #endif
 }
 
-/* rdg_copy16_async, zero-filled when !valid (gmem is then not read, but must be a mapped address). */
+#if !RDG_HIP
+/* rdg_copy16_async, zero-filled when !valid (gmem is then not read, but must be a mapped address);
+ * smem a shared-window address (CUDA only: what the wgmma kernels compute). */
+__device__ __forceinline__ void rdg_copy16_async_zfill(unsigned smem, const void *gmem, bool valid)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+#else
+    *(uint4 *)__cvta_shared_to_generic(smem) = valid ? *(const uint4 *)gmem : make_uint4(0u, 0u, 0u, 0u);
+#endif
+}
+#endif
+
+/* The same with smem a generic pointer. */
 __device__ __forceinline__ void rdg_copy16_async_zfill(void *smem, const void *gmem, bool valid)
 {
 #if !RDG_HIP && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0)
-                 : "memory");
+    rdg_copy16_async_zfill((unsigned)__cvta_generic_to_shared(smem), gmem, valid);
 #else
     *(uint4 *)smem = valid ? *(const uint4 *)gmem : make_uint4(0u, 0u, 0u, 0u);
 #endif

@@ -27,6 +27,7 @@
 #include "rdg_internal.h"
 #include "mbarrier.cuh"
 #include "moe_tc.cuh"
+#include "tensor_map.h"
 
 namespace {
 
@@ -183,11 +184,7 @@ bool encode_2d(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, const vo
     const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
     const cuuint64_t strides[1] = {(cuuint64_t)cols * 2};
     const cuuint32_t box[2] = {(cuuint32_t)TC_BK, (cuuint32_t)box_rows};
-    const cuuint32_t estrides[2] = {1, 1};
-    return enc(map, dt == RUDNN_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-               const_cast<void *>(base), dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return rdg_encode_map16(enc, map, base, dt, 2, dims, strides, box);
 }
 
 typedef void (*tma_fn)(CUtensorMap, CUtensorMap, CUtensorMap, const uint32_t *, uint16_t *, int, int64_t, int64_t,

@@ -124,11 +124,16 @@ __device__ __forceinline__ int64_t pa_row(const PaDev &d, const int32_t *table, 
     return (int64_t)table[pi] * d.page_size + ((uint32_t)j - pi * (uint32_t)d.page_size);
 }
 
+/* The keys [0, limit) query i of a history of len keys sees (query_pos is read only when causal). */
+__device__ __forceinline__ int pa_row_limit(const PaDev &d, int i, int len)
+{
+    return d.causal ? min(len, d.query_pos[i] + 1) : len;
+}
+
 /* Query i sees keys [0, hi). */
 __device__ __forceinline__ int pa_hi(const PaDev &d, int i)
 {
-    const int len = d.seq_len[d.query_seq[i]];
-    return d.causal ? min(len, d.query_pos[i] + 1) : len;
+    return pa_row_limit(d, i, d.seq_len[d.query_seq[i]]);
 }
 
 /* A tensor-core row's limit for query i in the split [k0, k1) (PaRow). */

@@ -49,7 +49,9 @@
 #include "mbarrier.cuh"
 #include "paged_attention.cuh"
 #include "paged_attention_tuning.h"
+#include "tensor_map.h"
 #include "wgmma.cuh"
+#include "wgmma_softmax.cuh"
 
 namespace {
 
@@ -75,13 +77,6 @@ static_assert(W_KSTEPS == 4 * W_CB, "S's k16 steps: four a 64-column block");
 static_assert(W_BM == 64 && W_BN == 64, "one m64 row block; a 64-key tile is the P tile's 64 columns");
 
 #if RDG_HAS_WGMMA
-
-__device__ __forceinline__ float w_exp2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 /* the two consumer warpgroups (named barrier 1; the producer never takes part) */
 __device__ __forceinline__ void w_consumer_sync()
@@ -241,7 +236,7 @@ mla_wg_kernel(const __grid_constant__ CUtensorMap tl, const __grid_constant__ CU
             for (int r = 0; r < 2; r++) {
                 const float m_new = fmaxf(m[r], fmaxf(smx[lr0 + 8 * r], smx[W_BM + lr0 + 8 * r]));
                 m_use[r] = m_new == -INFINITY ? 0.0f : m_new; /* nothing seen yet: p = 0, not NaN */
-                alpha[r] = w_exp2(m[r] - m_use[r]);           /* m = -inf at first: 0 */
+                alpha[r] = wg_exp2(m[r] - m_use[r]);          /* m = -inf at first: 0 */
                 m[r] = m_new;
                 l[r] *= alpha[r];
             }
@@ -250,7 +245,7 @@ mla_wg_kernel(const __grid_constant__ CUtensorMap tl, const __grid_constant__ CU
 #pragma unroll
             for (int i = 0; i < 16; i += 2) {
                 const int r = (i % 4) / 2;
-                const float p0 = w_exp2(sc[i] - m_use[r]), p1 = w_exp2(sc[i + 1] - m_use[r]);
+                const float p0 = wg_exp2(sc[i] - m_use[r]), p1 = wg_exp2(sc[i + 1] - m_use[r]);
                 l[r] += p0 + p1;
                 *(uint32_t *)(base + W_OFF_P + w_swz(lr0 + 8 * r, 4 * c + i / 4) + 4 * quad) = pack2(DT, p0, p1);
             }
@@ -342,11 +337,7 @@ bool mla_wg_encode(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, cons
     const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
     const cuuint64_t strides[1] = {(cuuint64_t)cols * 2};
     const cuuint32_t box[2] = {64, (cuuint32_t)box_rows};
-    const cuuint32_t estrides[2] = {1, 1};
-    return enc(map, dt == RUDNN_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-               const_cast<void *>(ptr), dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return rdg_encode_map16(enc, map, ptr, dt, 2, dims, strides, box);
 }
 
 /* Whether the kernel takes the call on dev, and its shape (the one place it is decided). */

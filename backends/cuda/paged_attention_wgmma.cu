@@ -102,9 +102,7 @@ __device__ __forceinline__ void gather_tile(const PaDev &d, const void *cache, i
 #pragma unroll
         for (int b = 0; b < NB; b++) {
             const bool ok = crow >= 0 && b * 64 + chunk * 8 < w;
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst + b * BN * ROW_BYTES),
-                         "l"(ok ? src + b * 128 : (const char *)cache), "r"(ok ? 16 : 0)
-                         : "memory");
+            rdg_copy16_async_zfill(dst + b * BN * ROW_BYTES, ok ? src + b * 128 : (const char *)cache, ok);
         }
     }
 }
@@ -171,7 +169,7 @@ __global__ void __launch_bounds__(THREADS, 1) pa_wgmma_kernel(const PaDev d, con
             const int ntiles = (n + BN - 1) / BN;
             const int32_t *table = d.pages + d.seq_table[blk.seq];
             const bool in = tid < blk.nq;
-            const int hi = !in ? 0 : d.causal ? min(len, d.query_pos[blk.q0 + tid] + 1) : len;
+            const int hi = in ? pa_row_limit(d, blk.q0 + tid, len) : 0;
             /* Q: rows are the block's queries (rows past nq zero-filled), 8 threads a row */
             mbar_wait(q_empty, (k & 1) ^ 1);
             {
@@ -185,9 +183,7 @@ __global__ void __launch_bounds__(THREADS, 1) pa_wgmma_kernel(const PaDev d, con
                         const bool ok = rin && b * 64 + chunk * 8 < d.d;
                         const uint32_t dst =
                             sq + (uint32_t)(b * BM * ROW_BYTES + r * ROW_BYTES) + (uint32_t)((chunk ^ (r % 8)) * 16);
-                        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
-                                     "l"(ok ? src + b * 128 : (const char *)d.q), "r"(ok ? 16 : 0)
-                                     : "memory");
+                        rdg_copy16_async_zfill(dst, ok ? src + b * 128 : (const char *)d.q, ok);
                     }
                 }
                 cp_async_arrive(q_full);
