@@ -136,6 +136,8 @@ def run(dt, m, n, k, groups, off, VB, NT, wk, splits, kc, STAGES=6, seed=0):
     Av = np.vectorize(dt.val)(A)
     ref = Av @ Wd
 
+    gs = gr // 16
+    assert groups == 1 or gs % wk == 0, 'the plan makes wk divide the group steps'
     MT = 8 * NT; WARPS = 4; wcn = WARPS // wk; COLS_W = 16 * VB; cols_cta = wcn * COLS_W
     STAGE = 128 * VB; rowbytes = n // 2; steps = k // 16
     sps = -(-steps // splits); splits = -(-steps // sps)
@@ -160,7 +162,8 @@ def run(dt, m, n, k, groups, off, VB, NT, wk, splits, kc, STAGES=6, seed=0):
             nsteps = (s1 - s0 - kw + wk - 1) // wk if s1 - s0 - kw > 0 else 0
             wstate.append(dict(wc=wc, kw=kw, col_w=col_w, nsteps=nsteps, done=0,
                                acc=[[[0.0] * 4 for _ in range(32)] for _ in range(VB * NT)],
-                               next_bound=16 * (s0 + kw), s2=None))
+                               grp=(s0 + kw) // gs,
+                               left=((((s0 + kw) // gs + 1) * gs - (s0 + kw) + wk - 1) // wk) if nsteps else 0))
         if nch > 0:
             stage_a(0)
         for ch in range(nch):
@@ -183,12 +186,13 @@ def run(dt, m, n, k, groups, off, VB, NT, wk, splits, kc, STAGES=6, seed=0):
                         r = 4 * (slot & 3) + (slot >> 2)
                         src = base + r * rowbytes + 16 * part
                         stage[cidx * 16:cidx * 16 + 16] = bmem[src:src + 16]
-                    row = 16 * s
-                    if row >= ws['next_bound']:
-                        grp = row // gr
-                        ws['grp'] = grp
-                        ws['next_bound'] = (grp + 1) * gr
+                    # the kernel's group countdown (no division a group)
+                    if ws['left'] == 0:
+                        ws['grp'] += 1
+                        ws['left'] = gs // wk
+                    ws['left'] -= 1
                     grp = ws['grp']
+                    assert grp == s // gs, 'group countdown off'
                     amat = [[None] * 4 for _ in range(32)]
                     frags = [[None] * 32 for _ in range(VB)]
                     bfr = [[None] * 32 for _ in range(NT)]
@@ -262,7 +266,13 @@ if __name__ == '__main__':
         (False, 11, 512, 128, 4, True, 8, 2, 1, 2, 32),
         (True, 20, 256, 256, 16, False, 4, 4, 1, 1, 64),
         (False, 40, 256, 256, 1, True, 4, 8, 2, 3, 128),
-        (True, 70, 256, 128, 8, False, 4, 8, 4, 1, 128),
+        (True, 70, 256, 128, 2, False, 4, 8, 4, 1, 128),
+        # splits starting inside a group (11 steps a split, 8 a group), the 8-token chunk of 1024 rows
+        (True, 5, 256, 512, 4, False, 8, 1, 2, 3, 1024),
+        (False, 16, 256, 1024, 8, True, 8, 2, 4, 5, 512),
+        # VB 16 (256 columns a warp: the kernel takes it, no plan chooses it now)
+        (True, 5, 512, 512, 4, False, 16, 1, 2, 3, 1024),
+        (False, 8, 1024, 256, 2, True, 16, 1, 1, 2, 1024),
     ]
     sel = int(sys.argv[1]) if len(sys.argv) > 1 else None
     bad = 0

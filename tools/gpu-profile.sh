@@ -29,6 +29,11 @@
 #             and L2 bytes, L1 hit rate, carve-out and shared-load bank conflicts
 #   norm-bulk layer_norm and rms_norm bf16 [16384, 8192] and [4096, 65536] (the bulk kernel,
 #             norm_bulk.cuh, rows of one CTA and over a cluster), with the metrics of norm-pair
+#   ffn-w4    one W4A16 FFN call (K1 8192, N1 28672, swiglu, group 128) at M 1 and M 16: every
+#             kernel of it (both GEMMs, split sums, activation) with stall reasons, the memory
+#             workload section and DRAM bytes: ncu-ffn-w4-m1.txt, ncu-ffn-w4-m16.txt
+#   ffn-w4-src  the first ffn.mma_w4 GEMM of the M 1 call per instruction: ncu-ffn-w4-src-sass.csv
+#             and -top.txt (counts per KiB step of a warp: --per 1)
 #   norm-16   the 16-bit rows below target: all four ops bf16 [4096, 65536], layer_norm bf16
 #             [16384, 8192], layer_norm and softmax bf16 [65536, 1024], with stall reasons
 #
@@ -157,6 +162,13 @@ for target in "$@"; do
         EXTRA_METRICS=$stall_metrics profile "norm-16-${c/:/-}" "$norm_kernels" 1 "$BUILD/bench/rudnn-bench" --backend=cuda \
           --op="${c%%:*}" --shape="${c#*:}" --dtype=bf16 --reps=1
       done ;;
+    ffn-w4)
+      for m in 1 16; do
+        EXTRA_METRICS="$stall_metrics,$mem" profile "ffn-w4-m$m" 'ffn' 6 --section MemoryWorkloadAnalysis \
+          "$BUILD/bench/rudnn-bench-ffn" --backend cuda --case "w4a16_g128_m$m" --reps 1
+      done ;;
+    ffn-w4-src) profile_src ffn-w4-src 'ffn_mma_w4' 1 "$BUILD/bench/rudnn-bench-ffn" --backend cuda \
+                  --case w4a16_g128_m1 --reps 1 ;;
     *) echo "gpu-profile.sh: unknown target '$target'" >&2; rc=2 ;;
   esac
 done

@@ -7,6 +7,7 @@
 #include "rdg_internal.h"
 #include "elem.cuh"
 #include "ffn_tuning.h"
+#include "pdl.cuh"
 
 namespace {
 
@@ -276,6 +277,8 @@ __device__ __forceinline__ void st4(void *p, int64_t i, int dt, const float v[4]
  * grid.x; the same arithmetic as ffn_act_kernel, with wide loads and no per-element division. */
 __global__ void ffn_act_vec4(rudnn_ffn_act_plan_t p, const void *h, const void *bias, void *out)
 {
+    rdg_pdl_trigger(); /* launched as a programmatic dependent (pdl.cuh) */
+    rdg_pdl_wait();
     const int gated = p.activation >= RUDNN_FFN_GEGLU;
     const int quads = (int)(p.k2 / 4);
     for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y)
@@ -423,8 +426,8 @@ rudnn_status_t ffn_act(void *queue, const rudnn_ffn_act_plan_t *p, rudnn_mem_ref
         const int64_t xb = rdg_ceil_div(p->k2 / 4, FFN_EW_THREADS);
         const dim3 grid((unsigned)(xb > 0 ? xb : 1), (unsigned)(p->rows < FFN_ACT_MAX_GRID_Y ? p->rows : FFN_ACT_MAX_GRID_Y));
         rdg_note_kernel("ffn.act_vec");
-        ffn_act_vec4<<<grid, FFN_EW_THREADS, 0, q->stream>>>(*p, rdg_at(h), rdg_at(bias), rdg_at(a));
-        return rdg_launched("ffn.act_vec");
+        return rdg_launch_pdl(q, FFN_PDL, "ffn.act_vec", ffn_act_vec4, grid, dim3(FFN_EW_THREADS), 0, *p,
+                              (const void *)rdg_at(h), (const void *)rdg_at(bias), rdg_at(a));
     }
     rdg_note_kernel("ffn.act");
     ffn_act_kernel<<<elementwise_blocks(q, p->rows * p->k2), FFN_EW_THREADS, 0, q->stream>>>(

@@ -36,6 +36,7 @@
 #include "rdg_internal.h"
 #include "ffn_tuning.h"
 #include "mma_sync.cuh"
+#include "pdl.cuh"
 
 namespace {
 
@@ -55,6 +56,7 @@ struct MmaArgs {
     int64_t n;
     int m, k;
     int group_rows;
+    int steps_per_group; /* a warp's k16 steps in a group (gs / wk) */
     int steps_per_split; /* k16 steps a split */
     int splits;
     int wk;      /* warps along k in a block */
@@ -209,10 +211,7 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
     static_assert(VB == 4 || VB == 8 || VB == 16, "VB: 4, 8 or 16 bytes a row a thread");
     extern __shared__ __align__(16) uint8_t smem[];
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    /* the split sum may be scheduled now: it waits for this grid's end (griddepcontrol.wait) */
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    rdg_pdl_trigger(); /* the split sum may be scheduled now: it waits for this grid's end */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gq = lane >> 2, tq = lane & 3;
     const int wk = g.wk, wcn = WARPS / wk;
@@ -233,11 +232,13 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
     uint16_t *abuf = (uint16_t *)(smem + SM::RING);
     const uint32_t ring_s = rdg_smem_addr(ring);
 
-    /* tokens past m read zeros */
-    for (int e = tid; e < 2 * (MT - mrows) * ast; e += THREADS) {
-        const int b = e / ((MT - mrows) * ast), r = e % ((MT - mrows) * ast);
-        abuf[(size_t)b * MT * ast + (size_t)mrows * ast + r] = 0;
-    }
+    /* tokens past m read zeros (ast is a multiple of 8: whole 16-byte words) */
+    for (int b = 0; b < 2; b++)
+        for (int r = mrows; r < MT; r++) {
+            uint4 *row = (uint4 *)(abuf + ((size_t)b * MT + r) * ast);
+            for (int c = tid; c < ast / 8; c += THREADS)
+                row[c] = make_uint4(0u, 0u, 0u, 0u);
+        }
 
     /* the activation rows of chunk ch into buffer ch & 1 (cp.async when aligned, else plain) */
     auto stage_a = [&](int ch) {
@@ -262,22 +263,21 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
     /* this warp's k16 steps: s0 + kw + wk i, i < nsteps */
     const int nsteps = s1 - s0 - kw > 0 ? (s1 - s0 - kw + wk - 1) / wk : 0;
     const int64_t step_bytes = 16 * (int64_t)wk * rowbytes;
-    const uint8_t *src = g.b + (int64_t)16 * (s0 + kw) * rowbytes + col_w / 2;
-    int64_t src_off[CPL];
-    uint32_t dst_off[CPL];
-#pragma unroll
-    for (int q = 0; q < CPL; q++) {
-        const int cidx = lane + 32 * q, slot = cidx / (VB / 2), part = cidx % (VB / 2);
-        const int r = 4 * (slot & 3) + (slot >> 2); /* slot i * 4 + t holds row 4 t + i */
-        src_off[q] = (int64_t)r * rowbytes + 16 * part;
-        dst_off[q] = (uint32_t)cidx * 16u;
-    }
+    /* lane copy q takes 16-byte piece cidx = lane + 32 q of the stage: slot cidx / (VB / 2) (slot
+     * i * 4 + t holds row 4 t + i), part cidx % (VB / 2); with 32 lanes covering whole rows' worth of
+     * slots, copy q is copy 0 of the row 16 / VB q further down (one pointer, no offsets held) */
+    static_assert(CPL == 1 || 32 % (VB / 2) == 0, "a lane's copies: one per row block");
+    const int slot0 = lane / (VB / 2), part0 = lane % (VB / 2);
+    const uint8_t *src = g.b + (int64_t)16 * (s0 + kw) * rowbytes + col_w / 2 +
+                         (int64_t)(4 * (slot0 & 3) + (slot0 >> 2)) * rowbytes + 16 * part0;
+    const int64_t qstride = (int64_t)(16 / VB) * rowbytes;
+    const uint32_t dst0 = ring_s + (uint32_t)lane * 16u;
     int issued = 0, slot_in = 0;
     auto issue = [&]() {
         if (issued < nsteps) {
 #pragma unroll
             for (int q = 0; q < CPL; q++)
-                cp16(ring_s + (uint32_t)(slot_in * STAGE) + dst_off[q], src + src_off[q]);
+                cp16(dst0 + (uint32_t)(slot_in * STAGE + 512 * q), src + q * qstride);
             src += step_bytes;
         }
         cp_commit();
@@ -285,9 +285,14 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
         slot_in = slot_in + 1 == STAGES ? 0 : slot_in + 1;
     };
 
-    /* scales (and offsets) of the columns col_w + 2 VB gq + c: the next group's loaded ahead */
-    const int gr = g.group_rows;
-    const int first_row = 16 * (s0 + kw);
+    /* scales (and offsets) of the columns col_w + 2 VB gq + c, the next group's loaded ahead. The
+     * warp's steps s0 + kw + wk i fall gs / wk to a group past the first (the plan makes wk divide
+     * gs where there are several groups; one group is never left), so a countdown finds the
+     * boundaries: no division a group. */
+    const int gs = g.group_rows / 16;
+    const int s_first = s0 + kw;
+    int grp = s_first / gs;
+    int left = nsteps > 0 ? ((grp + 1) * gs - s_first + wk - 1) / wk : 0; /* its steps left in grp */
     const int64_t col_t = col_w + 2 * VB * gq;
     /* column pairs (2i, 2i + 1) in one word each: one 32-bit load where the arrays allow it */
     uint32_t pre_s[VB], pre_o[OFF ? VB : 1];
@@ -307,11 +312,24 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
         if constexpr (OFF)
             load_pairs(g.offset + (int64_t)grp * g.n + col_t, pre_o);
     };
-    if (nsteps > 0)
-        prefetch(first_row / gr);
-    int next_bound = first_row;
     uint32_t s2[OFF ? 1 : 2 * VB];
     float sf[OFF ? 2 * VB : 1], of[OFF ? 2 * VB : 1];
+    /* the loaded group's values into the form the dequantization takes */
+    auto unpack = [&]() {
+#pragma unroll
+        for (int c = 0; c < 2 * VB; c++) {
+            const int sh = 16 * (c & 1);
+            if constexpr (OFF) {
+                const uint16_t sv = (uint16_t)(pre_s[c / 2] >> sh), ov = (uint16_t)(pre_o[c / 2] >> sh);
+                sf[c] = ADT == RUDNN_BF16 ? rdg_bf16_to_f32(sv) : rdg_f16_to_f32(sv);
+                of[c] = ADT == RUDNN_BF16 ? rdg_bf16_to_f32(ov) : rdg_f16_to_f32(ov);
+            } else {
+                s2[c] = prmt(pre_s[c / 2], 0u, (c & 1) ? 0x3232u : 0x1010u); /* the half twice */
+            }
+        }
+    };
+    if (nsteps > 0)
+        prefetch(grp);
 
     float acc[VB][NT][4];
 #pragma unroll
@@ -332,6 +350,11 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
     for (int p = 0; p < STAGES - 1; p++)
         issue();
     after_a = STAGES - 1;
+    if (nsteps > 0) {
+        unpack();
+        if ((grp + 1) * gs < s1)
+            prefetch(grp + 1);
+    }
 
     int slot_out = 0, done = 0;
     for (int ch = 0; ch < nch; ch++) {
@@ -371,27 +394,14 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
                 const uint2 v = *(const uint2 *)(ab + (size_t)(8 * nt + gq) * ast + (s - cs0) * 16 + 4 * tq);
                 bf[nt][0] = v.x, bf[nt][1] = v.y;
             }
-            const int row = 16 * s;
-            if (row >= next_bound) { /* a new group: its scales were loaded ahead */
-                const int grp = row / gr;
-#pragma unroll
-                for (int c = 0; c < 2 * VB; c++) {
-                    const int sh = 16 * (c & 1);
-                    if constexpr (OFF) {
-                        const uint16_t sv = (uint16_t)(pre_s[c / 2] >> sh), ov = (uint16_t)(pre_o[c / 2] >> sh);
-                        sf[c] = ADT == RUDNN_BF16 ? rdg_bf16_to_f32(sv) : rdg_f16_to_f32(sv);
-                        of[c] = ADT == RUDNN_BF16 ? rdg_bf16_to_f32(ov) : rdg_f16_to_f32(ov);
-                    } else {
-                        s2[c] = prmt(pre_s[c / 2], 0u, (c & 1) ? 0x3232u : 0x1010u); /* the half twice */
-                    }
-                }
-                next_bound = (grp + 1) * gr;
-                /* the group of this warp's first row at or past the boundary */
-                const int span = 16 * wk;
-                const int nr = first_row + (next_bound - first_row + span - 1) / span * span;
-                if (nr < 16 * s1)
-                    prefetch(nr / gr);
+            if (left == 0) { /* a new group: its scales were loaded ahead */
+                unpack();
+                grp++;
+                left = g.steps_per_group;
+                if ((grp + 1) * gs < s1)
+                    prefetch(grp + 1);
             }
+            left--;
 #pragma unroll
             for (int wd = 0; wd < WORDS; wd++) {
 #pragma unroll
@@ -460,14 +470,13 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
 }
 
 /* C = the splits' partials added in split order, stored as F32 or rounded once to F16 / BF16.
- * Launched as a programmatic dependent of ffn_mma_w4 (sm_90): it starts while that grid ends, and
- * griddepcontrol.wait holds it until that grid has finished and its partials are visible. */
+ * Launched as a programmatic dependent of ffn_mma_w4 (pdl.cuh): scheduled while that grid ends, it
+ * reads the partials once that grid has finished. */
 __global__ void ffn_mma_w4_reduce(const float *__restrict__ partial, void *__restrict__ c, int64_t mn, int splits,
                                   int c_dtype)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+    rdg_pdl_trigger();
+    rdg_pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn; i += (int64_t)gridDim.x * blockDim.x) {
         float v = partial[i];
         for (int s = 1; s < splits; s++)
@@ -495,13 +504,14 @@ struct Plan {
 void variant(int64_t m, bool off, Plan *pl)
 {
     if (m <= 8)
-        pl->vb = 8, pl->nt = 1, pl->minb = FFN_MMA_W4_BLOCKS_SM_SMALL, pl->kc = FFN_MMA_W4_KC;
+        pl->vb = 8, pl->nt = 1, pl->minb = FFN_MMA_W4_BLOCKS_SM_SMALL;
     else if (m <= 16)
-        pl->vb = 8, pl->nt = 2, pl->minb = FFN_MMA_W4_BLOCKS_SM_SMALL, pl->kc = FFN_MMA_W4_KC;
+        pl->vb = 8, pl->nt = 2, pl->minb = FFN_MMA_W4_BLOCKS_SM_SMALL;
     else if (m <= 32)
-        pl->vb = 4, pl->nt = 4, pl->minb = FFN_MMA_W4_BLOCKS_SM_SMALL, pl->kc = FFN_MMA_W4_KC;
+        pl->vb = 4, pl->nt = 4, pl->minb = FFN_MMA_W4_BLOCKS_SM_SMALL;
     else
-        pl->vb = 4, pl->nt = 8, pl->minb = FFN_MMA_W4_BLOCKS_SM_LARGE, pl->kc = FFN_MMA_W4_KC_LARGE;
+        pl->vb = 4, pl->nt = 8, pl->minb = FFN_MMA_W4_BLOCKS_SM_LARGE;
+    pl->kc = FFN_MMA_W4_CHUNK_ELEMS / (8 * pl->nt);
     if (off)
         pl->minb = FFN_MMA_W4_BLOCKS_SM_LARGE; /* the FP32 scales and offsets: 32 registers more */
     pl->tblocks = (int)rdg_ceil_div(m, 8 * pl->nt);
@@ -530,8 +540,8 @@ Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p)
     double best_cost = -1.0;
     for (int wk = 1; wk <= WARPS; wk *= 2) {
         const int64_t cols = (int64_t)(WARPS / wk) * 16 * best.vb;
-        if (p->n % cols != 0)
-            continue;
+        if (p->n % cols != 0 || (p->groups > 1 && p->k / p->groups / 16 % wk != 0))
+            continue; /* the column tiles, and the kernel's group countdown (see ffn_mma_w4) */
         const int64_t units = p->n / cols * best.tblocks;
         int64_t smax = steps / ((int64_t)wk * FFN_MMA_W4_MIN_STEPS);
         smax = smax < 1 ? 1 : smax > FFN_MMA_W4_MAX_SPLITS ? FFN_MMA_W4_MAX_SPLITS : smax;
@@ -581,6 +591,8 @@ rudnn_status_t launch_variant(rdg_queue_t *q, const Plan &pl, const MmaArgs &g)
             return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize)");
     }
     const dim3 grid((unsigned)pl.tblocks, (unsigned)pl.coltiles, (unsigned)pl.splits);
+    /* a plain launch: launched early (pdl.cuh), its blocks would land first on the SMs the previous
+     * kernel frees first, unevenly (M 1 .. 16 ran 1.03 .. 1.05x slower so) */
     fn<<<grid, THREADS, smem, q->stream>>>(g);
     return rdg_launched("ffn.mma_w4");
 }
@@ -660,6 +672,7 @@ rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, co
     g.m = (int)p->m;
     g.k = (int)p->k;
     g.group_rows = (int)(p->k / (p->groups > 0 ? p->groups : 1));
+    g.steps_per_group = g.group_rows / 16 / pl.wk;
     g.steps_per_split = pl.steps_per_split;
     g.splits = pl.splits;
     g.wk = pl.wk;
@@ -681,25 +694,6 @@ rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, co
     const int64_t mn = p->m * p->n;
     const int64_t want = rdg_ceil_div(mn, 256), cap = (int64_t)q->dev.sm_count * 8;
     const unsigned blocks = (unsigned)(want < cap ? want : cap);
-#if RDG_HOST_CLUSTERS && FFN_MMA_W4_PDL
-    if (q->dev.arch >= 90) {
-        cudaLaunchConfig_t cfg = cudaLaunchConfig_t();
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.gridDim = dim3(blocks);
-        cfg.blockDim = dim3(256);
-        cfg.dynamicSmemBytes = 0;
-        cfg.stream = q->stream;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        const cudaError_t err = cudaLaunchKernelEx(&cfg, ffn_mma_w4_reduce, (const float *)g.partial, c, mn,
-                                                   pl.splits, (int)p->c_dtype);
-        if (err != cudaSuccess)
-            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "LaunchKernelEx (ffn.mma_w4_reduce)");
-        return rdg_launched("ffn.mma_w4_reduce");
-    }
-#endif
-    ffn_mma_w4_reduce<<<blocks, 256, 0, q->stream>>>(g.partial, c, mn, pl.splits, p->c_dtype);
-    return rdg_launched("ffn.mma_w4_reduce");
+    return rdg_launch_pdl(q, FFN_PDL, "ffn.mma_w4_reduce", ffn_mma_w4_reduce, dim3(blocks), dim3(256), 0,
+                          (const float *)g.partial, c, mn, (int)pl.splits, (int)p->c_dtype);
 }

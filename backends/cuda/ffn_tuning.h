@@ -55,13 +55,10 @@
 #ifndef FFN_MMA_W4_BLOCKS_SM_LARGE
 #define FFN_MMA_W4_BLOCKS_SM_LARGE 2
 #endif
-/* rows of A a staged chunk (one block barrier each): 256 for up to 32 tokens (8.7 .. 35 KiB double
- * buffered), 128 for 64 tokens (37 KiB) */
-#ifndef FFN_MMA_W4_KC
-#define FFN_MMA_W4_KC 256
-#endif
-#ifndef FFN_MMA_W4_KC_LARGE
-#define FFN_MMA_W4_KC_LARGE 128
+/* elements of A a staged chunk holds (tokens of the block x rows of k; one block barrier a chunk):
+ * 1024 rows for 8 tokens .. 128 for 64, 33 .. 37 KiB double-buffered */
+#ifndef FFN_MMA_W4_CHUNK_ELEMS
+#define FFN_MMA_W4_CHUNK_ELEMS 8192
 #endif
 /* the fewest k16 steps a warp takes in a split (the ring's fill and the epilogue amortised), and the
  * most splits */
@@ -74,12 +71,13 @@
 #ifndef FFN_MMA_W4_WARPS_SM
 #define FFN_MMA_W4_WARPS_SM 8
 #endif
-/* issue slots an evenly loaded SM spends at full bandwidth, percent, by tokens a warp (estimates
- * from the PTX counts a k16 step: ~165 instructions a KiB of weights at <= 16 tokens against ~248
- * slots at 4.3 TB/s over 132 SMs at 1.98 GHz; 32 tokens add 16 mma a KiB; 64 are mma-bound):
- * the split choice accepts a busiest SM with 1 / (this) times the average work */
+/* issue slots an evenly loaded SM spends at full bandwidth, percent, by tokens a warp: the split
+ * choice accepts a busiest SM with 1 / (this) times the average work. <= 16 tokens: ncu measured
+ * the kernel issue-bound (~240 SASS instructions a KiB of weights, 2.5 issued a cycle an SM), so
+ * every SM's share counts (100 beat 70 by 1.08x at M 1..16); 32 tokens: 80 beat 100 (1.10x);
+ * 64 are mma-bound */
 #ifndef FFN_MMA_W4_ISSUE_PCT_16
-#define FFN_MMA_W4_ISSUE_PCT_16 70
+#define FFN_MMA_W4_ISSUE_PCT_16 100
 #endif
 #ifndef FFN_MMA_W4_ISSUE_PCT_32
 #define FFN_MMA_W4_ISSUE_PCT_32 80
@@ -92,10 +90,10 @@
 #ifndef FFN_MMA_W4_PARTIAL_COST
 #define FFN_MMA_W4_PARTIAL_COST 50
 #endif
-/* 1: the split sum is launched as a programmatic dependent (sm_90) so that its launch overlaps the
- * GEMM's last blocks instead of following its end */
-#ifndef FFN_MMA_W4_PDL
-#define FFN_MMA_W4_PDL 1
+/* 1: the int4 GEMM's split sum and the vectorised activation launch as programmatic dependents
+ * (pdl.cuh, sm_90): each is scheduled while the kernel before it ends instead of after */
+#ifndef FFN_PDL
+#define FFN_PDL 1
 #endif
 
 /* The element-wise epilogues: threads a block, and at most this many blocks an SM (grid-stride). */
