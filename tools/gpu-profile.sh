@@ -34,6 +34,10 @@
 #             workload section and DRAM bytes: ncu-ffn-w4-m1.txt, ncu-ffn-w4-m16.txt
 #   ffn-w4-src  the first ffn.mma_w4 GEMM of the M 1 call per instruction: ncu-ffn-w4-src-sass.csv
 #             and -top.txt (counts per KiB step of a warp: --per 1)
+#   att-d64   attention.wgmma_tma at B 8, H 16, S 2048, D 64 (issue 20), non-causal and causal:
+#             stall reasons, how long the SMs were active (the tail: average against maximum),
+#             L2 hit rate, DRAM bytes: ncu-att-d64.txt and ncu-att-d64-causal.txt
+#   att-d64-src  the causal kernel per instruction: ncu-att-d64-src-sass.csv and -top.txt
 #   norm-16   the 16-bit rows below target: all four ops bf16 [4096, 65536], layer_norm bf16
 #             [16384, 8192], layer_norm and softmax bf16 [65536, 1024], with stall reasons
 #
@@ -169,6 +173,14 @@ for target in "$@"; do
       done ;;
     ffn-w4-src) profile_src ffn-w4-src 'ffn_mma_w4' 1 "$BUILD/bench/rudnn-bench-ffn" --backend cuda \
                   --case w4a16_g128_m1 --reps 1 ;;
+    att-d64)
+      for c in prefill_b8_h16_s2048_d64 prefill_b8_h16_s2048_d64-causal; do
+        EXTRA_METRICS="$stall_metrics,$mem,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_elapsed.max,lts__t_sector_hit_rate.pct" \
+          profile "att-d64${c##*d64}" 'att_wgmma' 1 --section MemoryWorkloadAnalysis \
+          "$BUILD/bench/rudnn-bench-attention" --backend cuda --strategy flash_accelerated --case "${c/-/_}" --reps 1
+      done ;;
+    att-d64-src) profile_src att-d64-src 'att_wgmma' 1 "$BUILD/bench/rudnn-bench-attention" --backend cuda \
+                   --strategy flash_accelerated --case prefill_b8_h16_s2048_d64_causal --reps 1 ;;
     *) echo "gpu-profile.sh: unknown target '$target'" >&2; rc=2 ;;
   esac
 done

@@ -180,6 +180,7 @@ void rdg_att_make_args(const rudnn_attention_plan_t *plan, rudnn_mem_ref_t q, ru
     a->dv = (int)plan->head_dim_v;
     a->vec_q = vec_ok(a->q, plan->q_stride, plan->head_dim, elem);
     a->vec_kv = vec_ok(a->k, plan->k_stride, plan->head_dim, elem) && vec_ok(a->v, plan->v_stride, plan->head_dim_v, elem);
+    a->vec_out = vec_ok(a->out, plan->out_stride, plan->head_dim_v, elem);
     a->scale = plan->scale;
     a->softcap = plan->softcap;
 }

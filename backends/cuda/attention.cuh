@@ -28,6 +28,7 @@ struct rdg_att_args {
     int d, dv;
     int bias_dtype; /* RUDNN_F32, RUDNN_F16, RUDNN_BF16 or ATT_NO_BIAS */
     int vec_q, vec_kv; /* 1: q (k and v) rows may be read in 16-byte pieces (attention.cu) */
+    int vec_out;       /* 1: out rows may be written in 16-byte pieces */
     float scale, softcap;
 };
 

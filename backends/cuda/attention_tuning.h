@@ -35,7 +35,7 @@
 #define ATT_WG_PRODUCER_REGS 24
 /* wgmma_tma with D and Dv <= 64 and no per-element path: three consumer warpgroups (192 query
  * rows a CTA; FlashAttention-3's tile for head dim 64) from this Sq up, with their own register
- * budgets ((160 * 3 + 32) * 128 = 64 Ki; ptxas spills 36 bytes a thread at 160). At D 64 a key
+ * budgets ((160 * 3 + 32) * 128 = 64 Ki; no spills once the key ranges are held in 32 bits). At D 64 a key
  * tile is half the MMA work of D 128 for the same softmax: a third warpgroup's softmax hides
  * behind the others' MMAs (H200, bf16, B 8 H 16 S 2048: 1.28x faster than two, bench/RESULTS.md). */
 #ifndef ATT_WG3_MIN_SQ
@@ -58,6 +58,13 @@
  * for each product before the softmax. */
 #ifndef ATT_WG_OVERLAP
 #define ATT_WG_OVERLAP 1
+#endif
+/* wgmma_tma with three consumer warpgroups: 1 overlaps as above on the tiles every row of a
+ * warpgroup sees whole (a masked tile waits for its products: its checks and P do not fit in the
+ * 160 registers together). Fits without spills, but H200, bf16, D 64, same run: 7-8% slower
+ * (the other warpgroups' products already fill the tensor cores). */
+#ifndef ATT_WG3_OVERLAP
+#define ATT_WG3_OVERLAP 0
 #endif
 /* wgmma_tma packs the query heads of one K/V head into a CTA (K and V read once for all of them)
  * up to this Sq: decode and short chunks, where reading K and V is the cost (measured on decode
