@@ -8,6 +8,11 @@
  * (packed int4 counts half a byte a value; antiquant scales included) / time, and its fraction of
  * the copy bandwidth of the same run: what the weight-only cases at small M are judged by.
  * The BF16 cases run HIGH_PERFORMANCE (h rounded to BF16, as PyTorch's baseline) unless "_precise".
+ * Expert cases (MoeFFN, "experts" E > 0): m rows grouped by expert, m / E each (the same counts for
+ * both sides), on the DeepSeek-V3 expert shapes of rudnn-bench-moe (E 256, top-8, H 7168, I 2048:
+ * m = T * 8); each is followed by a line "op":"swiglu_experts" timing rudnn's own SwiGLU experts
+ * (rudnn_swiglu_experts_forward_grouped, BF16, Auto) on the same rows and counts in the same run:
+ * the baseline issue 22 names for MoeFFN.
  * A case that answers NOT_SUPPORTED prints "status":"NOT_SUPPORTED" and its message.
  *
  *   rudnn-bench-ffn [--backend NAME] [--reps N] [--case NAME[,NAME]] [--quick]
@@ -31,35 +36,46 @@ typedef struct ffn_case {
     rudnn_dtype_t x, w;
     int64_t group_rows; /* weight-only: 0 per channel, else scale groups of this many rows of K */
     rudnn_ffn_precision_t precision;
+    int64_t experts; /* 0: FFN; E: MoeFFN with m / E rows an expert */
 } ffn_case_t;
 
 static const ffn_case_t full_cases[] = {
     /* BF16: M 4096, K1 4096, swiglu K2 14336 (N1 28672); HIGH_PERFORMANCE rounds h to BF16 as PyTorch
      * does, HIGH_PRECISION keeps it FP32 */
-    {"bf16_m4096_swiglu", 4096, 4096, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE},
+    {"bf16_m4096_swiglu", 4096, 4096, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE, 0},
     {"bf16_m4096_swiglu_precise", 4096, 4096, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0,
-     RUDNN_FFN_HIGH_PRECISION},
+     RUDNN_FFN_HIGH_PRECISION, 0},
     /* W8A8: M 4096, K 4096, N 28672 */
-    {"w8a8_m4096_swiglu", 4096, 4096, 14336, RUDNN_FFN_SWIGLU, RUDNN_I8, RUDNN_I8, 0, RUDNN_FFN_HIGH_PRECISION},
+    {"w8a8_m4096_swiglu", 4096, 4096, 14336, RUDNN_FFN_SWIGLU, RUDNN_I8, RUDNN_I8, 0, RUDNN_FFN_HIGH_PRECISION, 0},
     /* W4A16 per group of 128 rows on a 70B-class FFN (K1 8192, N1 28672), and BF16 beside it */
-    {"w4a16_g128_m1", 1, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION},
-    {"w4a16_g128_m4", 4, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION},
-    {"w4a16_g128_m8", 8, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION},
-    {"w4a16_g128_m16", 16, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION},
-    {"w4a16_g128_m32", 32, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION},
-    {"w4a16_g128_m64", 64, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION},
-    {"w4a16_g128_m128", 128, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION},
-    {"w4a16_g128_m256", 256, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION},
-    {"bf16_k8192_m1", 1, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE},
-    {"bf16_k8192_m4", 4, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE},
-    {"bf16_k8192_m16", 16, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE},
-    {"bf16_k8192_m64", 64, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE},
-    {"bf16_k8192_m128", 128, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE},
-    {"bf16_k8192_m256", 256, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE},
+    {"w4a16_g128_m1", 1, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION, 0},
+    {"w4a16_g128_m4", 4, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION, 0},
+    {"w4a16_g128_m8", 8, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION, 0},
+    {"w4a16_g128_m16", 16, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION, 0},
+    {"w4a16_g128_m32", 32, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION, 0},
+    {"w4a16_g128_m64", 64, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION, 0},
+    {"w4a16_g128_m128", 128, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION, 0},
+    {"w4a16_g128_m256", 256, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128, RUDNN_FFN_HIGH_PRECISION, 0},
+    {"bf16_k8192_m1", 1, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE, 0},
+    {"bf16_k8192_m4", 4, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE, 0},
+    {"bf16_k8192_m16", 16, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE, 0},
+    {"bf16_k8192_m64", 64, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE, 0},
+    {"bf16_k8192_m128", 128, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE, 0},
+    {"bf16_k8192_m256", 256, 8192, 14336, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0, RUDNN_FFN_HIGH_PERFORMANCE, 0},
+    /* MoeFFN on DeepSeek-V3's experts (E 256, H 7168, I 2048), T 4096 and 128 tokens routed top-8 */
+    {"moe_dsv3_t4096_bf16", 4096 * 8, 7168, 2048, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0,
+     RUDNN_FFN_HIGH_PERFORMANCE, 256},
+    {"moe_dsv3_t4096_w4a16_g128", 4096 * 8, 7168, 2048, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128,
+     RUDNN_FFN_HIGH_PERFORMANCE, 256},
+    {"moe_dsv3_t128_bf16", 128 * 8, 7168, 2048, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_BF16, 0,
+     RUDNN_FFN_HIGH_PERFORMANCE, 256},
+    {"moe_dsv3_t128_w4a16_g128", 128 * 8, 7168, 2048, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 128,
+     RUDNN_FFN_HIGH_PERFORMANCE, 256},
 };
 static const ffn_case_t quick_cases[] = {
-    {"quick_f32_m64_silu", 64, 128, 256, RUDNN_FFN_SILU, RUDNN_F32, RUDNN_F32, 0, RUDNN_FFN_HIGH_PRECISION},
-    {"quick_w8a8_m64_swiglu", 64, 128, 128, RUDNN_FFN_SWIGLU, RUDNN_I8, RUDNN_I8, 0, RUDNN_FFN_HIGH_PRECISION},
+    {"quick_f32_m64_silu", 64, 128, 256, RUDNN_FFN_SILU, RUDNN_F32, RUDNN_F32, 0, RUDNN_FFN_HIGH_PRECISION, 0},
+    {"quick_w8a8_m64_swiglu", 64, 128, 128, RUDNN_FFN_SWIGLU, RUDNN_I8, RUDNN_I8, 0, RUDNN_FFN_HIGH_PRECISION, 0},
+    {"quick_moe_e4_w4a16_g32", 64, 128, 64, RUDNN_FFN_SWIGLU, RUDNN_BF16, RUDNN_I4, 32, RUDNN_FFN_HIGH_PERFORMANCE, 4},
 };
 
 #define CHECK(call)                                                                                              \
@@ -117,6 +133,57 @@ static void tensor(rudnn_tensor_t *t, rudnn_buffer_t b, rudnn_dtype_t dt, int ra
     CHECK(rudnn_tensor_init(t, b, 0, dt, rank, dims));
 }
 
+/* rudnn's SwiGLU experts (gate, up [E, I, H], down [E, H, I] in x's dtype, Auto) on the rows x grouped
+ * by counts: MoeFFN's baseline, one JSON line. */
+static void run_experts_baseline(run_t *r, const ffn_case_t *c, const rudnn_tensor_t *x, const rudnn_tensor_t *counts)
+{
+    const int64_t e = c->experts, h = c->k1, in = c->k2;
+    rudnn_buffer_t bg = random_buffer(r, c->x, (size_t)(e * in * h), 0.05f);
+    rudnn_buffer_t bu = random_buffer(r, c->x, (size_t)(e * in * h), 0.05f);
+    rudnn_buffer_t bd = random_buffer(r, c->x, (size_t)(e * h * in), 0.05f);
+    rudnn_buffer_t bo;
+    CHECK(rudnn_buffer_create(r->ctx, (size_t)(c->m * h) * rudnn_dtype_size(c->x), &bo));
+    rudnn_tensor_t gate, up, down, out;
+    tensor(&gate, bg, c->x, 3, e, in, h);
+    tensor(&up, bu, c->x, 3, e, in, h);
+    tensor(&down, bd, c->x, 3, e, h, in);
+    tensor(&out, bo, c->x, 2, c->m, h, 0);
+    rudnn_swiglu_experts_t ex;
+    CHECK(rudnn_swiglu_experts_create(r->ctx, &gate, &up, &down, &ex));
+    rudnn_status_t st = RUDNN_STATUS_SUCCESS;
+    for (int i = 0; i < WARMUP && !st; i++)
+        st = rudnn_swiglu_experts_forward_grouped(r->q, ex, x, counts, 0, RUDNN_MOE_AUTO, NULL, 0, &out);
+    printf("{\"op\":\"swiglu_experts\",\"case\":\"%s\",\"m\":%lld,\"experts\":%lld,\"h\":%lld,\"i\":%lld,\"x\":\"%s\","
+           "\"backend\":",
+           c->name, (long long)c->m, (long long)e, (long long)h, (long long)in, rudnn_dtype_name(c->x));
+    bench_json_string(r->dev.backend);
+    printf(",\"device\":");
+    bench_json_string(r->dev.name);
+    if (st) {
+        printf(",\"status\":\"%s\",\"message\":", rudnn_status_string(st));
+        bench_json_string(rudnn_last_error());
+        printf("}\n");
+    } else {
+        for (int i = 0; i < r->reps; i++) {
+            CHECK(rudnn_event_record(r->ev.start[i], r->q));
+            CHECK(rudnn_swiglu_experts_forward_grouped(r->q, ex, x, counts, 0, RUDNN_MOE_AUTO, NULL, 0, &out));
+            CHECK(rudnn_event_record(r->ev.end[i], r->q));
+        }
+        double median, minimum;
+        bench_stats(&r->ev, r->reps, &median, &minimum);
+        const double flops = 6.0 * (double)c->m * (double)h * (double)in;
+        const double wgbps = 3.0 * (double)(e * h * in) * rudnn_dtype_size(c->x) / (median * 1e6);
+        printf(",\"kernel\":");
+        bench_json_string(rudnn_last_kernel());
+        printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"tflops\":%.2f,\"weight_gbps\":%.1f,\"copy_gbps\":%.1f,"
+               "\"weight_copy_fraction\":%.3f,\"reps\":%d}\n",
+               median, minimum, flops / (median * 1e9), wgbps, r->copy_gbps, wgbps / r->copy_gbps, r->reps);
+    }
+    fflush(stdout);
+    rudnn_swiglu_experts_destroy(ex);
+    rudnn_buffer_destroy(bg), rudnn_buffer_destroy(bu), rudnn_buffer_destroy(bd), rudnn_buffer_destroy(bo);
+}
+
 static void run_case(run_t *r, const ffn_case_t *c)
 {
     const int gated = c->act >= RUDNN_FFN_GEGLU;
@@ -124,26 +191,54 @@ static void run_case(run_t *r, const ffn_case_t *c)
     const int quant = c->x == RUDNN_I8, wo = !quant && c->w != c->x;
     const rudnn_dtype_t ydt = quant ? RUDNN_F16 : c->x;
     rudnn_buffer_t bx = random_buffer(r, c->x, (size_t)(c->m * c->k1), 1.0f);
-    rudnn_buffer_t bw1 = random_buffer(r, c->w, (size_t)(c->k1 * n1), 0.05f);
-    rudnn_buffer_t bw2 = random_buffer(r, c->w, (size_t)(c->k2 * n2), 0.05f);
+    const int64_t ne = c->experts ? c->experts : 1; /* weight matrices */
+    rudnn_buffer_t bw1 = random_buffer(r, c->w, (size_t)(ne * c->k1 * n1), 0.05f);
+    rudnn_buffer_t bw2 = random_buffer(r, c->w, (size_t)(ne * c->k2 * n2), 0.05f);
     rudnn_buffer_t by;
     CHECK(rudnn_buffer_create(r->ctx, (size_t)(c->m * n2) * rudnn_dtype_size(ydt), &by));
     rudnn_tensor_t x, w1, w2, y, s1, s2, qs, qo, d1, d2;
     tensor(&x, bx, c->x, 2, c->m, c->k1, 0);
-    tensor(&w1, bw1, c->w, 2, c->k1, n1, 0);
-    tensor(&w2, bw2, c->w, 2, c->k2, n2, 0);
+    if (c->experts) {
+        tensor(&w1, bw1, c->w, 3, ne, c->k1, n1);
+        tensor(&w2, bw2, c->w, 3, ne, c->k2, n2);
+    } else {
+        tensor(&w1, bw1, c->w, 2, c->k1, n1, 0);
+        tensor(&w2, bw2, c->w, 2, c->k2, n2, 0);
+    }
     tensor(&y, by, ydt, 2, c->m, n2, 0);
     rudnn_ffn_args_t a = {.x = &x, .weight1 = &w1, .weight2 = &w2, .activation = c->act, .precision = c->precision};
+    /* MoeFFN: m / E rows an expert (the rest to the last) */
+    rudnn_buffer_t bcounts = NULL;
+    rudnn_tensor_t counts;
+    if (c->experts) {
+        int64_t *h = bench_xmalloc(PROG, (size_t)ne * sizeof *h);
+        for (int64_t e = 0; e < ne; e++)
+            h[e] = c->m / ne + (e == ne - 1 ? c->m % ne : 0);
+        CHECK(rudnn_buffer_create(r->ctx, (size_t)ne * sizeof *h, &bcounts));
+        tensor(&counts, bcounts, RUDNN_I64, 1, ne, 0, 0);
+        CHECK(rudnn_tensor_write(r->q, &counts, h, (size_t)ne * sizeof *h));
+        free(h);
+        a.expert_tokens = &counts;
+    }
     rudnn_buffer_t extra[6] = {0};
-    double weight_bytes = (double)(c->k1 * n1 + c->k2 * n2) * (c->w == RUDNN_I4 ? 0.5 : rudnn_dtype_size(c->w));
+    double weight_bytes = (double)ne * (double)(c->k1 * n1 + c->k2 * n2) * (c->w == RUDNN_I4 ? 0.5 : rudnn_dtype_size(c->w));
     if (wo) {
         const int64_t g1 = c->group_rows ? c->k1 / c->group_rows : 1, g2 = c->group_rows ? c->k2 / c->group_rows : 1;
-        extra[0] = random_buffer(r, c->x, (size_t)(g1 * n1), 0.01f);
-        extra[1] = random_buffer(r, c->x, (size_t)(g2 * n2), 0.01f);
-        tensor(&s1, extra[0], c->x, c->group_rows ? 2 : 1, c->group_rows ? g1 : n1, n1, 0);
-        tensor(&s2, extra[1], c->x, c->group_rows ? 2 : 1, c->group_rows ? g2 : n2, n2, 0);
+        extra[0] = random_buffer(r, c->x, (size_t)(ne * g1 * n1), 0.01f);
+        extra[1] = random_buffer(r, c->x, (size_t)(ne * g2 * n2), 0.01f);
+        /* [G, N] per group or [N] per channel, with a leading E for experts */
+        if (c->experts && c->group_rows) {
+            tensor(&s1, extra[0], c->x, 3, ne, g1, n1);
+            tensor(&s2, extra[1], c->x, 3, ne, g2, n2);
+        } else if (c->experts) {
+            tensor(&s1, extra[0], c->x, 2, ne, n1, 0);
+            tensor(&s2, extra[1], c->x, 2, ne, n2, 0);
+        } else {
+            tensor(&s1, extra[0], c->x, c->group_rows ? 2 : 1, c->group_rows ? g1 : n1, n1, 0);
+            tensor(&s2, extra[1], c->x, c->group_rows ? 2 : 1, c->group_rows ? g2 : n2, n2, 0);
+        }
         a.antiquant_scale1 = &s1, a.antiquant_scale2 = &s2;
-        weight_bytes += (double)(g1 * n1 + g2 * n2) * rudnn_dtype_size(c->x);
+        weight_bytes += (double)(ne * (g1 * n1 + g2 * n2)) * rudnn_dtype_size(c->x);
     }
     if (quant) {
         extra[2] = random_buffer(r, RUDNN_F32, (size_t)c->k2, 1.0f);
@@ -164,9 +259,9 @@ static void run_case(run_t *r, const ffn_case_t *c)
     for (int i = 0; i < WARMUP && !st; i++)
         st = rudnn_ffn(r->q, &a, ws, ws_bytes, &y);
     const double flops = 2.0 * (double)c->m * (double)(c->k1 * n1 + c->k2 * n2);
-    printf("{\"op\":\"ffn\",\"case\":\"%s\",\"m\":%lld,\"k1\":%lld,\"n1\":%lld,\"k2\":%lld,\"n2\":%lld,\"x\":\"%s\","
+    printf("{\"op\":\"ffn\",\"case\":\"%s\",\"experts\":%lld,\"m\":%lld,\"k1\":%lld,\"n1\":%lld,\"k2\":%lld,\"n2\":%lld,\"x\":\"%s\","
            "\"w\":\"%s\",\"group_rows\":%lld,\"backend\":",
-           c->name, (long long)c->m, (long long)c->k1, (long long)n1, (long long)c->k2, (long long)n2,
+           c->name, (long long)c->experts, (long long)c->m, (long long)c->k1, (long long)n1, (long long)c->k2, (long long)n2,
            rudnn_dtype_name(c->x), rudnn_dtype_name(c->w), (long long)c->group_rows);
     bench_json_string(r->dev.backend);
     printf(",\"device\":");
@@ -191,12 +286,22 @@ static void run_case(run_t *r, const ffn_case_t *c)
                median, minimum, flops / (median * 1e9), wgbps, r->copy_gbps, wgbps / r->copy_gbps, r->reps);
     }
     fflush(stdout);
+    /* the baseline in the same run (x and the counts shared; the MoeFFN weights freed first) */
+    if (c->experts && c->act == RUDNN_FFN_SWIGLU && c->x != RUDNN_I8) {
+        rudnn_buffer_destroy(bw1), rudnn_buffer_destroy(bw2);
+        bw1 = bw2 = NULL;
+        run_experts_baseline(r, c, &x, &counts);
+    }
+    if (bcounts)
+        rudnn_buffer_destroy(bcounts);
     if (ws)
         rudnn_buffer_destroy(ws);
     for (int i = 0; i < 6; i++)
         if (extra[i])
             rudnn_buffer_destroy(extra[i]);
-    rudnn_buffer_destroy(bx), rudnn_buffer_destroy(bw1), rudnn_buffer_destroy(bw2), rudnn_buffer_destroy(by);
+    if (bw1)
+        rudnn_buffer_destroy(bw1), rudnn_buffer_destroy(bw2);
+    rudnn_buffer_destroy(bx), rudnn_buffer_destroy(by);
 }
 
 int main(int argc, char **argv)
