@@ -133,6 +133,31 @@ static void tensor(rudnn_tensor_t *t, rudnn_buffer_t b, rudnn_dtype_t dt, int ra
     CHECK(rudnn_tensor_init(t, b, 0, dt, rank, dims));
 }
 
+/* The rest of a case's JSON line after its own fields: the device, then the status and message
+ * where st failed, else the kernel and the timing of the r->reps calls recorded in r->ev. */
+static void finish_line(run_t *r, rudnn_status_t st, double flops, double weight_bytes)
+{
+    printf(",\"backend\":");
+    bench_json_string(r->dev.backend);
+    printf(",\"device\":");
+    bench_json_string(r->dev.name);
+    if (st) {
+        printf(",\"status\":\"%s\",\"message\":", rudnn_status_string(st));
+        bench_json_string(rudnn_last_error());
+        printf("}\n");
+    } else {
+        double median, minimum;
+        bench_stats(&r->ev, r->reps, &median, &minimum);
+        const double wgbps = weight_bytes / (median * 1e6);
+        printf(",\"kernel\":");
+        bench_json_string(rudnn_last_kernel());
+        printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"tflops\":%.2f,\"weight_gbps\":%.1f,\"copy_gbps\":%.1f,"
+               "\"weight_copy_fraction\":%.3f,\"reps\":%d}\n",
+               median, minimum, flops / (median * 1e9), wgbps, r->copy_gbps, wgbps / r->copy_gbps, r->reps);
+    }
+    fflush(stdout);
+}
+
 /* rudnn's SwiGLU experts (gate, up [E, I, H], down [E, H, I] in x's dtype, Auto) on the rows x grouped
  * by counts: MoeFFN's baseline, one JSON line. */
 static void run_experts_baseline(run_t *r, const ffn_case_t *c, const rudnn_tensor_t *x, const rudnn_tensor_t *counts)
@@ -153,33 +178,15 @@ static void run_experts_baseline(run_t *r, const ffn_case_t *c, const rudnn_tens
     rudnn_status_t st = RUDNN_STATUS_SUCCESS;
     for (int i = 0; i < WARMUP && !st; i++)
         st = rudnn_swiglu_experts_forward_grouped(r->q, ex, x, counts, 0, RUDNN_MOE_AUTO, NULL, 0, &out);
-    printf("{\"op\":\"swiglu_experts\",\"case\":\"%s\",\"m\":%lld,\"experts\":%lld,\"h\":%lld,\"i\":%lld,\"x\":\"%s\","
-           "\"backend\":",
-           c->name, (long long)c->m, (long long)e, (long long)h, (long long)in, rudnn_dtype_name(c->x));
-    bench_json_string(r->dev.backend);
-    printf(",\"device\":");
-    bench_json_string(r->dev.name);
-    if (st) {
-        printf(",\"status\":\"%s\",\"message\":", rudnn_status_string(st));
-        bench_json_string(rudnn_last_error());
-        printf("}\n");
-    } else {
-        for (int i = 0; i < r->reps; i++) {
-            CHECK(rudnn_event_record(r->ev.start[i], r->q));
-            CHECK(rudnn_swiglu_experts_forward_grouped(r->q, ex, x, counts, 0, RUDNN_MOE_AUTO, NULL, 0, &out));
-            CHECK(rudnn_event_record(r->ev.end[i], r->q));
-        }
-        double median, minimum;
-        bench_stats(&r->ev, r->reps, &median, &minimum);
-        const double flops = 6.0 * (double)c->m * (double)h * (double)in;
-        const double wgbps = 3.0 * (double)(e * h * in) * rudnn_dtype_size(c->x) / (median * 1e6);
-        printf(",\"kernel\":");
-        bench_json_string(rudnn_last_kernel());
-        printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"tflops\":%.2f,\"weight_gbps\":%.1f,\"copy_gbps\":%.1f,"
-               "\"weight_copy_fraction\":%.3f,\"reps\":%d}\n",
-               median, minimum, flops / (median * 1e9), wgbps, r->copy_gbps, wgbps / r->copy_gbps, r->reps);
+    for (int i = 0; i < r->reps && !st; i++) {
+        CHECK(rudnn_event_record(r->ev.start[i], r->q));
+        CHECK(rudnn_swiglu_experts_forward_grouped(r->q, ex, x, counts, 0, RUDNN_MOE_AUTO, NULL, 0, &out));
+        CHECK(rudnn_event_record(r->ev.end[i], r->q));
     }
-    fflush(stdout);
+    printf("{\"op\":\"swiglu_experts\",\"case\":\"%s\",\"m\":%lld,\"experts\":%lld,\"h\":%lld,\"i\":%lld,\"x\":\"%s\"",
+           c->name, (long long)c->m, (long long)e, (long long)h, (long long)in, rudnn_dtype_name(c->x));
+    finish_line(r, st, 6.0 * (double)c->m * (double)h * (double)in,
+                3.0 * (double)(e * h * in) * rudnn_dtype_size(c->x));
     rudnn_swiglu_experts_destroy(ex);
     rudnn_buffer_destroy(bg), rudnn_buffer_destroy(bu), rudnn_buffer_destroy(bd), rudnn_buffer_destroy(bo);
 }
@@ -258,34 +265,16 @@ static void run_case(run_t *r, const ffn_case_t *c)
         CHECK(rudnn_buffer_create(r->ctx, ws_bytes ? ws_bytes : 1, &ws));
     for (int i = 0; i < WARMUP && !st; i++)
         st = rudnn_ffn(r->q, &a, ws, ws_bytes, &y);
-    const double flops = 2.0 * (double)c->m * (double)(c->k1 * n1 + c->k2 * n2);
+    for (int i = 0; i < r->reps && !st; i++) {
+        CHECK(rudnn_event_record(r->ev.start[i], r->q));
+        CHECK(rudnn_ffn(r->q, &a, ws, ws_bytes, &y));
+        CHECK(rudnn_event_record(r->ev.end[i], r->q));
+    }
     printf("{\"op\":\"ffn\",\"case\":\"%s\",\"experts\":%lld,\"m\":%lld,\"k1\":%lld,\"n1\":%lld,\"k2\":%lld,\"n2\":%lld,\"x\":\"%s\","
-           "\"w\":\"%s\",\"group_rows\":%lld,\"backend\":",
+           "\"w\":\"%s\",\"group_rows\":%lld",
            c->name, (long long)c->experts, (long long)c->m, (long long)c->k1, (long long)n1, (long long)c->k2, (long long)n2,
            rudnn_dtype_name(c->x), rudnn_dtype_name(c->w), (long long)c->group_rows);
-    bench_json_string(r->dev.backend);
-    printf(",\"device\":");
-    bench_json_string(r->dev.name);
-    if (st) {
-        printf(",\"status\":\"%s\",\"message\":", rudnn_status_string(st));
-        bench_json_string(rudnn_last_error());
-        printf("}\n");
-    } else {
-        for (int i = 0; i < r->reps; i++) {
-            CHECK(rudnn_event_record(r->ev.start[i], r->q));
-            CHECK(rudnn_ffn(r->q, &a, ws, ws_bytes, &y));
-            CHECK(rudnn_event_record(r->ev.end[i], r->q));
-        }
-        double median, minimum;
-        bench_stats(&r->ev, r->reps, &median, &minimum);
-        const double wgbps = weight_bytes / (median * 1e6);
-        printf(",\"kernel\":");
-        bench_json_string(rudnn_last_kernel());
-        printf(",\"median_ms\":%.6f,\"min_ms\":%.6f,\"tflops\":%.2f,\"weight_gbps\":%.1f,\"copy_gbps\":%.1f,"
-               "\"weight_copy_fraction\":%.3f,\"reps\":%d}\n",
-               median, minimum, flops / (median * 1e9), wgbps, r->copy_gbps, wgbps / r->copy_gbps, r->reps);
-    }
-    fflush(stdout);
+    finish_line(r, st, 2.0 * (double)c->m * (double)(c->k1 * n1 + c->k2 * n2), weight_bytes);
     /* the baseline in the same run (x and the counts shared; the MoeFFN weights freed first) */
     if (c->experts && c->act == RUDNN_FFN_SWIGLU && c->x != RUDNN_I8) {
         rudnn_buffer_destroy(bw1), rudnn_buffer_destroy(bw2);
