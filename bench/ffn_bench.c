@@ -100,28 +100,29 @@ static rudnn_buffer_t random_buffer(run_t *r, rudnn_dtype_t dt, size_t n, float 
     const size_t bytes = dt == RUDNN_I4 ? (n + 1) / 2 : n * rudnn_dtype_size(dt);
     rudnn_buffer_t b;
     CHECK(rudnn_buffer_create(r->ctx, bytes ? bytes : 1, &b));
-    const size_t chunk = (size_t)1 << 24;
+    /* one 16 MiB chunk of values, written over the buffer again and again: the MoeFFN cases' 22 GB
+     * of weights would take minutes to draw one by one on the host, and timing does not need them
+     * all distinct */
+    const size_t chunk = (size_t)1 << 24, first = bytes < chunk ? bytes : chunk;
     unsigned char *h = bench_xmalloc(PROG, chunk);
     uint64_t s = 0x9e3779b97f4a7c15ULL ^ n;
-    for (size_t at = 0; at < bytes; at += chunk) {
-        const size_t len = bytes - at < chunk ? bytes - at : chunk;
-        for (size_t i = 0; i < len; i += rudnn_dtype_size(dt) ? rudnn_dtype_size(dt) : 1) {
-            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-            const float u = ((float)(s >> 40) / (float)(1 << 24) * 2.0f - 1.0f) * scale;
-            if (dt == RUDNN_F32)
-                memcpy(h + i, &u, 4);
-            else if (dt == RUDNN_F16 || dt == RUDNN_BF16) {
-                uint16_t v = dt == RUDNN_F16 ? rudnn_f32_to_f16(u) : rudnn_f32_to_bf16(u);
-                memcpy(h + i, &v, 2);
-            } else if (dt == RUDNN_I32) {
-                int32_t v = (int32_t)(u * 100.0f);
-                memcpy(h + i, &v, 4);
-            } else {
-                h[i] = (unsigned char)(s >> 56); /* I8 / I4: any bits */
-            }
+    for (size_t i = 0; i < first; i += rudnn_dtype_size(dt) ? rudnn_dtype_size(dt) : 1) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        const float u = ((float)(s >> 40) / (float)(1 << 24) * 2.0f - 1.0f) * scale;
+        if (dt == RUDNN_F32)
+            memcpy(h + i, &u, 4);
+        else if (dt == RUDNN_F16 || dt == RUDNN_BF16) {
+            uint16_t v = dt == RUDNN_F16 ? rudnn_f32_to_f16(u) : rudnn_f32_to_bf16(u);
+            memcpy(h + i, &v, 2);
+        } else if (dt == RUDNN_I32) {
+            int32_t v = (int32_t)(u * 100.0f);
+            memcpy(h + i, &v, 4);
+        } else {
+            h[i] = (unsigned char)(s >> 56); /* I8 / I4: any bits */
         }
-        CHECK(rudnn_buffer_write(r->q, b, at, h, len));
     }
+    for (size_t at = 0; at < bytes; at += chunk)
+        CHECK(rudnn_buffer_write(r->q, b, at, h, bytes - at < chunk ? bytes - at : chunk));
     free(h);
     return b;
 }
