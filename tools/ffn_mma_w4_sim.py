@@ -71,6 +71,12 @@ def hfma2(dt, a, b, c):
 def nib_lo(dt, v):
     return lop3(v, 0x000f000f, 0x43084308 if dt.bf else 0x64086408, 0x6A)
 
+def raw_code(dt, v, hi):
+    # the kernel's raw_code: bf16 128 + (w + 8) from bits 0..3; f16 64 + (w + 8) from bits 4..7
+    if dt.bf:
+        return nib_lo(dt, (v >> 4) & M32 if hi else v)
+    return lop3(v if hi else (v << 4) & M32, 0x00f000f0, 0x54805480, 0x6A)
+
 def deq_lo(dt, t, s2):
     one = 0x3F803F80 if dt.bf else 0x3C003C00
     bias = 0xC308C308 if dt.bf else 0xE408E408
@@ -116,7 +122,12 @@ def mma(dt, acc, a, b):
         for i in range(4):
             acc[lane][i] = f32(acc[lane][i] + D[g + (8 if i >= 2 else 0), t * 2 + (i & 1)])
 
-def run(dt, m, n, k, groups, off, VB, NT, wk, splits, kc, STAGES=6, seed=0):
+def fmaf(a, b, c):
+    return f32(a * b + c)  # the product of two floats is exact in double
+
+def run(dt, m, n, k, groups, off, VB, NT, wk, splits, kc, STAGES=6, seed=0, fold=None):
+    # FFN_MMA_W4_FOLD (1): the kernel folds the groups' sums when NT == 1
+    fold = NT == 1 if fold is None else fold
     rng = np.random.default_rng(seed)
     W = rng.integers(-8, 8, size=(k, n))
     packed = np.zeros((k, n // 2), dtype=np.uint8)
@@ -132,7 +143,10 @@ def run(dt, m, n, k, groups, off, VB, NT, wk, splits, kc, STAGES=6, seed=0):
     for r in range(k):
         for c in range(n):
             o = dt.val(O[r // gr, c]) if off else 0.0
-            Wd[r, c] = dt.val(dt.rnd(f32(f32(W[r, c] + o) * dt.val(S[r // gr, c]))))
+            if fold:  # (w + o) s, unrounded: the fold scales FP32 sums
+                Wd[r, c] = (W[r, c] + o) * dt.val(S[r // gr, c])
+            else:
+                Wd[r, c] = dt.val(dt.rnd(f32(f32(W[r, c] + o) * dt.val(S[r // gr, c]))))
     Av = np.vectorize(dt.val)(A)
     ref = Av @ Wd
 
@@ -162,8 +176,27 @@ def run(dt, m, n, k, groups, off, VB, NT, wk, splits, kc, STAGES=6, seed=0):
             nsteps = (s1 - s0 - kw + wk - 1) // wk if s1 - s0 - kw > 0 else 0
             wstate.append(dict(wc=wc, kw=kw, col_w=col_w, nsteps=nsteps, done=0,
                                acc=[[[0.0] * 4 for _ in range(32)] for _ in range(VB * NT)],
+                               accg=[[[0.0] * 4 for _ in range(32)] for _ in range(VB * NT)],
+                               xg=[[[0.0] * 4 for _ in range(32)] for _ in range(NT)],
                                grp=(s0 + kw) // gs,
                                left=((((s0 + kw) // gs + 1) * gs - (s0 + kw) + wk - 1) // wk) if nsteps else 0))
+        bias = 136.0 if dt.bf else 72.0
+        def fold_group(ws):
+            # acc += s ((bias + w) x sums + (o - bias) x sums), per the kernel's fold()
+            grp = ws['grp']
+            for tile in range(VB * NT):
+                nt, j = tile // VB, tile % VB
+                for lane in range(32):
+                    gq = lane >> 2
+                    for i in range(4):
+                        col = ws['col_w'] + 2 * VB * gq + 2 * j + (i >> 1)
+                        sv = dt.val(S[grp, col])
+                        cb = (dt.val(O[grp, col]) if off else 0.0) - bias
+                        t = fmaf(cb, ws['xg'][nt][lane][i & 1], ws['accg'][tile][lane][i])
+                        ws['acc'][tile][lane][i] = fmaf(sv, t, ws['acc'][tile][lane][i])
+                        ws['accg'][tile][lane][i] = 0.0
+            for nt in range(NT):
+                ws['xg'][nt] = [[0.0] * 4 for _ in range(32)]
         if nch > 0:
             stage_a(0)
         for ch in range(nch):
@@ -188,6 +221,8 @@ def run(dt, m, n, k, groups, off, VB, NT, wk, splits, kc, STAGES=6, seed=0):
                         stage[cidx * 16:cidx * 16 + 16] = bmem[src:src + 16]
                     # the kernel's group countdown (no division a group)
                     if ws['left'] == 0:
+                        if fold:
+                            fold_group(ws)
                         ws['grp'] += 1
                         ws['left'] = gs // wk
                     ws['left'] -= 1
@@ -221,7 +256,9 @@ def run(dt, m, n, k, groups, off, VB, NT, wk, splits, kc, STAGES=6, seed=0):
                                 for e in range(2):
                                     j = 4 * wd + 2 * h + e
                                     v01 = p01 >> (8 * e); v23 = p23 >> (8 * e)
-                                    if off:
+                                    if fold:  # the raw codes
+                                        a = [raw_code(dt, v01, 0), raw_code(dt, v01, 1), raw_code(dt, v23, 0), raw_code(dt, v23, 1)]
+                                    elif off:
                                         a = [deq_off(dt, nib_lo(dt, v01), of[2 * j], sf[2 * j]),
                                              deq_off(dt, nib_lo(dt, v01 >> 4), of[2 * j + 1], sf[2 * j + 1]),
                                              deq_off(dt, nib_lo(dt, v23), of[2 * j], sf[2 * j]),
@@ -232,9 +269,17 @@ def run(dt, m, n, k, groups, off, VB, NT, wk, splits, kc, STAGES=6, seed=0):
                                     frags[j][lane] = a
                     for j in range(VB):
                         for nt in range(NT):
-                            mma(dt, ws['acc'][nt * VB + j], frags[j], bfr[nt])
+                            mma(dt, ws['accg' if fold else 'acc'][nt * VB + j], frags[j], bfr[nt])
+                    if fold:  # the tokens' sums: the all-ones product
+                        one2 = 0x3F803F80 if dt.bf else 0x3C003C00
+                        for nt in range(NT):
+                            mma(dt, ws['xg'][nt], [[one2] * 4 for _ in range(32)], bfr[nt])
                     ws['done'] += 1
                     s += wk
+        if fold:  # the last group
+            for ws in wstate:
+                if ws['nsteps'] > 0:
+                    fold_group(ws)
         # epilogue
         REGS = 4 * VB * NT
         ep = np.zeros(WARPS * REGS * 33)

@@ -43,6 +43,9 @@ namespace {
 constexpr int THREADS = FFN_MMA_W4_THREADS;
 constexpr int WARPS = THREADS / 32;
 constexpr int STAGES = FFN_MMA_W4_STAGES;
+/* 1: the weights enter the products as their raw codes (bias + w, exact), and each group's sums are
+ * scaled in FP32 at the group's end (see the header); 0: each weight is dequantized and rounded first */
+constexpr bool FOLD = FFN_MMA_W4_FOLD != 0;
 static_assert(WARPS == 4, "a block is 4 warps (wc x wk of 4 x 1, 2 x 2, 1 x 4)");
 static_assert(STAGES >= 2 && STAGES <= 8, "cp.async waits are written for 2 .. 8 stages");
 
@@ -162,6 +165,18 @@ __device__ __forceinline__ uint32_t deq_hi(uint32_t v, uint32_t s2)
     }
 }
 
+/* FOLD: the pair of codes bias + w, exact in A's dtype, of the low (HI 0) or high (HI 1) nibbles at
+ * bits 0..7 and 16..23 of v. BF16: the nibble at bits 0..3 under 128 (136 + w); F16: at bits 4..7
+ * under 64 (72 + w), a bias 14x smaller than 1024's, so that the FP32 group sums lose less to it. */
+template <int ADT, int HI>
+__device__ __forceinline__ uint32_t raw_code(uint32_t v)
+{
+    if constexpr (ADT == RUDNN_BF16)
+        return nib_lo<ADT>(HI ? v >> 4 : v);
+    else
+        return lop3_field<0x00f000f0u, 0x54805480u>(HI ? v : v << 4);
+}
+
 /* with offset: the pair t of nib_lo as round_A((w + o) s) in FP32 (o, s: the column's) */
 template <int ADT>
 __device__ __forceinline__ uint32_t deq_off(uint32_t t, float o, float s)
@@ -208,6 +223,8 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
     using SM = Smem<VB, NT>;
     constexpr int MT = SM::MT, STAGE = SM::STAGE, COLS_W = 16 * VB, WORDS = VB / 4;
     constexpr int CPL = STAGE / 16 / 32; /* 16-byte copies a lane a stage */
+    constexpr float MAGIC_BIAS = ADT == RUDNN_BF16 ? 136.0f : 72.0f; /* FOLD: raw_code's value less w */
+    constexpr bool FOLDV = FOLD && NT == 1; /* the group sums double the accumulators: 8 tokens only */
     static_assert(VB == 4 || VB == 8 || VB == 16, "VB: 4, 8 or 16 bytes a row a thread");
     extern __shared__ __align__(16) uint8_t smem[];
 
@@ -312,14 +329,24 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
         if constexpr (OFF)
             load_pairs(g.offset + (int64_t)grp * g.n + col_t, pre_o);
     };
-    uint32_t s2[OFF ? 1 : 2 * VB];
-    float sf[OFF ? 2 * VB : 1], of[OFF ? 2 * VB : 1];
-    /* the loaded group's values into the form the dequantization takes */
+    uint32_t s2[OFF || FOLDV ? 1 : 2 * VB];
+    float sf[OFF || FOLDV ? 2 * VB : 1], of[OFF || FOLDV ? 2 * VB : 1];
+    /* the loaded group's values into the form the dequantization (or the fold: of = offset - bias)
+     * takes */
     auto unpack = [&]() {
 #pragma unroll
         for (int c = 0; c < 2 * VB; c++) {
             const int sh = 16 * (c & 1);
-            if constexpr (OFF) {
+            if constexpr (FOLDV) {
+                const uint16_t sv = (uint16_t)(pre_s[c / 2] >> sh);
+                sf[c] = ADT == RUDNN_BF16 ? rdg_bf16_to_f32(sv) : rdg_f16_to_f32(sv);
+                float o = 0.0f;
+                if constexpr (OFF) {
+                    const uint16_t ov = (uint16_t)(pre_o[c / 2] >> sh);
+                    o = ADT == RUDNN_BF16 ? rdg_bf16_to_f32(ov) : rdg_f16_to_f32(ov);
+                }
+                of[c] = o - MAGIC_BIAS;
+            } else if constexpr (OFF) {
                 const uint16_t sv = (uint16_t)(pre_s[c / 2] >> sh), ov = (uint16_t)(pre_o[c / 2] >> sh);
                 sf[c] = ADT == RUDNN_BF16 ? rdg_bf16_to_f32(sv) : rdg_f16_to_f32(sv);
                 of[c] = ADT == RUDNN_BF16 ? rdg_bf16_to_f32(ov) : rdg_f16_to_f32(ov);
@@ -339,6 +366,38 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 acc[j][nt][i] = 0.0f;
+    /* FOLD: the group's sums of the raw codes (bias + w) and of the tokens (the all-ones product, in
+     * the accumulators' layout: token 2 tq + (i & 1) of tile nt), folded into acc at its end */
+    float accg[FOLDV ? VB : 1][NT][4], xg[NT][4];
+    auto zero_group = [&]() {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                xg[nt][i] = 0.0f;
+#pragma unroll
+                for (int j = 0; j < (FOLDV ? VB : 1); j++)
+                    accg[j][nt][i] = 0.0f;
+            }
+        }
+    };
+    /* acc += scale ((bias + w) x sums + (offset - bias) x sums), per column (fragment rows g: the
+     * even column 2 j, g + 8: the odd one) */
+    auto fold = [&]() {
+        if constexpr (FOLDV) {
+#pragma unroll
+            for (int j = 0; j < VB; j++)
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int c = 2 * j + (i >> 1);
+                        acc[j][nt][i] = fmaf(sf[c], fmaf(of[c], xg[nt][i & 1], accg[j][nt][i]), acc[j][nt][i]);
+                    }
+            zero_group();
+        }
+    };
+    zero_group();
 
     /* prologue: chunk 0 of the activations, STAGES - 1 steps of weights */
     const int nch = s1 > s0 ? (s1 - s0 + cs - 1) / cs : 0;
@@ -395,6 +454,7 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
                 bf[nt][0] = v.x, bf[nt][1] = v.y;
             }
             if (left == 0) { /* a new group: its scales were loaded ahead */
+                fold();
                 unpack();
                 grp++;
                 left = g.steps_per_group;
@@ -414,25 +474,44 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
                         const int j = 4 * wd + 2 * h + e;
                         const uint32_t v01 = p01 >> (8 * e), v23 = p23 >> (8 * e);
                         uint32_t a[4]; /* a0a1, a4a5: the even column (fragment row g); a2a3, a6a7: the odd */
-                        if constexpr (OFF) {
-                            a[0] = deq_off<ADT>(nib_lo<ADT>(v01), of[2 * j], sf[2 * j]);
-                            a[1] = deq_off<ADT>(nib_lo<ADT>(v01 >> 4), of[2 * j + 1], sf[2 * j + 1]);
-                            a[2] = deq_off<ADT>(nib_lo<ADT>(v23), of[2 * j], sf[2 * j]);
-                            a[3] = deq_off<ADT>(nib_lo<ADT>(v23 >> 4), of[2 * j + 1], sf[2 * j + 1]);
-                        } else {
-                            a[0] = deq_lo<ADT>(nib_lo<ADT>(v01), s2[2 * j]);
-                            a[1] = deq_hi<ADT>(v01, s2[2 * j + 1]);
-                            a[2] = deq_lo<ADT>(nib_lo<ADT>(v23), s2[2 * j]);
-                            a[3] = deq_hi<ADT>(v23, s2[2 * j + 1]);
-                        }
+                        if constexpr (FOLDV) { /* the raw codes bias + w, exact in A's dtype */
+                            a[0] = raw_code<ADT, 0>(v01);
+                            a[1] = raw_code<ADT, 1>(v01);
+                            a[2] = raw_code<ADT, 0>(v23);
+                            a[3] = raw_code<ADT, 1>(v23);
 #pragma unroll
-                        for (int nt = 0; nt < NT; nt++)
-                            mma16816<ADT>(acc[j][nt], a, bf[nt][0], bf[nt][1]);
+                            for (int nt = 0; nt < NT; nt++)
+                                mma16816<ADT>(accg[j][nt], a, bf[nt][0], bf[nt][1]);
+                        } else {
+                            if constexpr (OFF) {
+                                a[0] = deq_off<ADT>(nib_lo<ADT>(v01), of[2 * j], sf[2 * j]);
+                                a[1] = deq_off<ADT>(nib_lo<ADT>(v01 >> 4), of[2 * j + 1], sf[2 * j + 1]);
+                                a[2] = deq_off<ADT>(nib_lo<ADT>(v23), of[2 * j], sf[2 * j]);
+                                a[3] = deq_off<ADT>(nib_lo<ADT>(v23 >> 4), of[2 * j + 1], sf[2 * j + 1]);
+                            } else {
+                                a[0] = deq_lo<ADT>(nib_lo<ADT>(v01), s2[2 * j]);
+                                a[1] = deq_hi<ADT>(v01, s2[2 * j + 1]);
+                                a[2] = deq_lo<ADT>(nib_lo<ADT>(v23), s2[2 * j]);
+                                a[3] = deq_hi<ADT>(v23, s2[2 * j + 1]);
+                            }
+#pragma unroll
+                            for (int nt = 0; nt < NT; nt++)
+                                mma16816<ADT>(acc[j][nt], a, bf[nt][0], bf[nt][1]);
+                        }
                     }
                 }
             }
+            if constexpr (FOLDV) { /* the tokens' sums over the step's 16 rows */
+                constexpr uint32_t one2 = ADT == RUDNN_BF16 ? 0x3F803F80u : 0x3C003C00u;
+                const uint32_t ones[4] = {one2, one2, one2, one2};
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+                    mma16816<ADT>(xg[nt], ones, bf[nt][0], bf[nt][1]);
+            }
         }
     }
+    if (nsteps > 0)
+        fold(); /* the last group */
 
     /* ---- epilogue: the warps' sums in shared memory, added over wk in order, stored ---- */
     cp_wait<0>();
@@ -542,6 +621,8 @@ Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p)
         const int64_t cols = (int64_t)(WARPS / wk) * 16 * best.vb;
         if (p->n % cols != 0 || (p->groups > 1 && p->k / p->groups / 16 % wk != 0))
             continue; /* the column tiles, and the kernel's group countdown (see ffn_mma_w4) */
+        if (FOLD && best.nt == 1 && wk > 1 && p->groups > 1 && p->n % ((int64_t)WARPS * 16 * best.vb) == 0)
+            continue; /* a fold a group a warp: whole groups a warp where the columns allow it */
         const int64_t units = p->n / cols * best.tblocks;
         int64_t smax = steps / ((int64_t)wk * FFN_MMA_W4_MIN_STEPS);
         smax = smax < 1 ? 1 : smax > FFN_MMA_W4_MAX_SPLITS ? FFN_MMA_W4_MAX_SPLITS : smax;

@@ -60,6 +60,13 @@
 #ifndef FFN_MMA_W4_CHUNK_ELEMS
 #define FFN_MMA_W4_CHUNK_ELEMS 8192
 #endif
+/* 1: the int4 GEMM multiplies the raw codes (bias + w) and applies (w + offset) x scale to each
+ * group's FP32 sums (no rounding of the dequantized weight; ~70 fewer instructions a KiB); 0: each
+ * weight is dequantized and rounded to A's dtype before the product. H200, bf16, K 8192, N 28672,
+ * g128: M 1-8 4-5% faster with 1 (bench/RESULTS.md); M 16 and up never fold (two token blocks) */
+#ifndef FFN_MMA_W4_FOLD
+#define FFN_MMA_W4_FOLD 1
+#endif
 /* the fewest k16 steps a warp takes in a split (the ring's fill and the epilogue amortised), and the
  * most splits */
 #ifndef FFN_MMA_W4_MIN_STEPS

@@ -24,6 +24,10 @@
  *                                                 (FP32 arithmetic, rounded to A's dtype), then as
  *                                                 the float case; scale and offset [groups, n] in
  *                                                 A's dtype, group g = rows [g k / groups, ...).
+ *                                                 A kernel may skip round_a and apply (w + offset)
+ *                                                 scale to FP32 sums instead (CUDA's int4 tensor-
+ *                                                 core kernel at m <= 8: closer to the exact
+ *                                                 value; the suite's tolerances allow either).
  * I4 storage: two values a byte along n, the even column in the low nibble (rudnn_ffn_pack_int4). */
 typedef struct rudnn_ffn_gemm_plan {
     rudnn_dtype_t a_dtype;
