@@ -528,15 +528,21 @@ static rudnn_status_t plan_layout(const char *op, rudnn_queue_t queue, const rud
     if (y_empty(d))
         return RUDNN_STATUS_SUCCESS; /* no h, a or h2: total 0 */
     const rudnn_ffn_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, ffn);
-    rudnn_ffn_gemm_plan_t g[2];
-    gemm_plans(a, d, &g[0], &g[1], d->M);
     rudnn_status_t (*extra)(void *, const rudnn_ffn_gemm_plan_t *, size_t *) =
         k ? RUDNN_KERNEL_ENTRY(k, gemm_workspace) : NULL;
-    for (int i = 0; i < 2 && extra && d->K2 > 0; i++) { /* K2 = 0 runs no gemm */
-        size_t b = 0;
-        TRY(rudnn_kernel_status(op, extra(queue->context->device, &g[i], &b)));
-        if (b > l->scratch_bytes)
-            l->scratch_bytes = b;
+    /* the expert form runs each expert's rows, any count up to M (unknown until the call): the
+     * scratch of every power of two of rows below M as well (hal/ffn.h: m covers m / 2 < m' <= m) */
+    for (int64_t m = d->experts ? 1 : d->M;; m = m < d->M / 2 ? 2 * m : d->M) {
+        rudnn_ffn_gemm_plan_t g[2];
+        gemm_plans(a, d, &g[0], &g[1], m);
+        for (int i = 0; i < 2 && extra && d->K2 > 0; i++) { /* K2 = 0 runs no gemm */
+            size_t b = 0;
+            TRY(rudnn_kernel_status(op, extra(queue->context->device, &g[i], &b)));
+            if (b > l->scratch_bytes)
+                l->scratch_bytes = b;
+        }
+        if (m >= d->M)
+            break;
     }
     const size_t parts[3] = {bytes3(d->M, d->N1, rudnn_dtype_size(l->h_dtype)),
                              bytes3(d->M, d->K2, rudnn_dtype_size(l->a_dtype)),

@@ -75,8 +75,10 @@ typedef struct rudnn_ffn_out_plan {
 
 typedef struct rudnn_ffn_kernels {
     uint32_t struct_size; /* sizeof(rudnn_ffn_kernels_t) the plugin was built with */
-    /* Extra workspace bytes gemm needs for plan (beyond h, a and h2), given to it as scratch.
-     * NULL: none. Sets an error on failure. */
+    /* Extra workspace bytes gemm needs for plan (beyond h, a and h2), given to it as scratch;
+     * enough for any m' rows with m / 2 < m' <= m (ops/ffn.c asks every power of two up to M for
+     * the expert form, whose experts' rows are known only at the call). NULL: none. Sets an
+     * error on failure. */
     rudnn_status_t (*gemm_workspace)(void *device, const rudnn_ffn_gemm_plan_t *plan, size_t *bytes);
     /* scale / offset only for weight-only (offset.mem NULL without one); scratch of
      * gemm_workspace bytes (mem NULL when 0). Writes c only. */
