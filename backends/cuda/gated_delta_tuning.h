@@ -19,8 +19,8 @@
 /* The recurrent form's 4-column kernel (gated_delta.cu, recurrent4): state rows a thread keeps (4
  * floats each: 4 GDR_REC4_ROWS registers, all its state loads issued before the first use), and the
  * tokens a sequence up to which it is taken over the 1-column kernel (decode and short speculative
- * runs; the 1-column one is kept for long recurrent runs). Chosen for 64 registers and 128 bytes in
- * flight a thread, not timed yet. */
+ * runs; the 1-column one is kept for long recurrent runs). Rows: H200, decode B 64..256, H 16: 8
+ * is fastest (16 7.5% slower, 4 24% slower; bench/RESULTS.md); the token threshold is not timed. */
 #ifndef GDR_REC4_ROWS
 #define GDR_REC4_ROWS 8
 #endif
