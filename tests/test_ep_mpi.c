@@ -40,6 +40,9 @@ static int world_rank, world_size;
 static rudnn_comm_t comm_flat;  /* EP = MPI_COMM_WORLD */
 static rudnn_comm_t comm_grid;  /* EP x TP grid: EP = same world_rank % 2, TP = pairs (2p, 2p+1) */
 static rudnn_comm_t comm_small; /* EP = MPI_COMM_WORLD with a 2 MiB + 64 KiB staging buffer */
+/* --comm=nccl: the same groups over MPI, so that each case also runs on the MPI host path and the
+ * two must give the same bytes (issue 25) */
+static rudnn_comm_t mpi_flat, mpi_grid, mpi_small;
 
 static rt_log_t *g_log;
 static int g_body_done;
@@ -616,6 +619,70 @@ static void check_combine(fx_t *f, const ep_ref_combine_t *ref)
     free(rstd);
 }
 
+/* The MPI twin of a comm of this run (NULL outside --comm=nccl). */
+static rudnn_comm_t mpi_twin(rudnn_comm_t c)
+{
+    return c == comm_flat ? mpi_flat : c == comm_grid ? mpi_grid : c == comm_small ? mpi_small : NULL;
+}
+
+/* The whole buffers of the outputs (rows left as they were included), dispatch's or combine's. */
+enum { SNAP_DISPATCH = 5, SNAP_ALL = 8 };
+static void snapshot(fx_t *f, int n, uint8_t **bytes, size_t *sizes)
+{
+    const rt_tensor_t *t[SNAP_ALL] = {&f->expand_x, &f->assist, &f->etn, &f->erc, &f->trc, &f->y, &f->rstd, &f->xo};
+    for (int i = 0; i < SNAP_ALL; i++) {
+        bytes[i] = NULL, sizes[i] = 0;
+        if (i >= n || !t[i]->buffer)
+            continue;
+        sizes[i] = t[i]->buffer_bytes;
+        bytes[i] = rt_xmalloc(sizes[i]);
+        rt_assert_status(rudnn_buffer_read(rt_queue, t[i]->buffer, 0, bytes[i], sizes[i]), RUDNN_STATUS_SUCCESS);
+    }
+}
+
+/* --comm=nccl: dispatch and combine again over the MPI twin of f's comm, on the same inputs; every
+ * output buffer must hold the bytes the NCCL run left (got: snapshot(SNAP_ALL) of that run). */
+static int same_over_mpi(fx_t *f, uint8_t **got, const size_t *sizes)
+{
+    static const char *names[SNAP_ALL] = {"expand_x", "assist_info", "expert_token_nums", "ep_recv_counts",
+                                          "tp_recv_counts", "y", "rstd", "x"};
+    rudnn_comm_t twin = mpi_twin(f->comm);
+    int ok = twin != NULL;
+    if (!ok)
+        FAILF("no MPI twin of the case's comm\n");
+    if (all_ok(ok) && !f->excluded_me) {
+        rudnn_status_t st = rudnn_ep_dispatch(rt_queue, twin, &f->params, &f->din, &f->dout);
+        if (st != RUDNN_STATUS_SUCCESS) {
+            FAILF("MPI twin: rudnn_ep_dispatch: %s: %s\n", rudnn_status_string(st), rudnn_last_error());
+            ok = 0;
+        }
+    }
+    if (all_ok(ok) && !f->excluded_me) {
+        rudnn_status_t st = rudnn_ep_combine_add_rms_norm(rt_queue, twin, &f->params, &f->cin, f->ws, f->ws_bytes,
+                                                          &f->cout);
+        if (st != RUDNN_STATUS_SUCCESS) {
+            FAILF("MPI twin: rudnn_ep_combine_add_rms_norm: %s: %s\n", rudnn_status_string(st), rudnn_last_error());
+            ok = 0;
+        }
+    }
+    if (all_ok(ok) && !f->excluded_me) {
+        uint8_t *again[SNAP_ALL];
+        size_t again_sizes[SNAP_ALL];
+        snapshot(f, SNAP_ALL, again, again_sizes);
+        for (int i = 0; i < SNAP_ALL; i++) {
+            if (got[i] && again[i] && again_sizes[i] == sizes[i] && memcmp(got[i], again[i], sizes[i]) != 0) {
+                size_t at = 0;
+                while (got[i][at] == again[i][at])
+                    at++;
+                FAILF("%s: the NCCL and MPI runs differ (first at byte %zu of %zu)\n", names[i], at, sizes[i]);
+                ok = 0;
+            }
+            free(again[i]);
+        }
+    }
+    return ok;
+}
+
 static void test_case(void **state)
 {
     const ep_case_t *c = *state;
@@ -667,10 +734,21 @@ static void test_case(void **state)
         rudnn_status_t st =
             rudnn_ep_combine_add_rms_norm(rt_queue, f.comm, &f.params, &f.cin, f.ws, f.ws_bytes, &f.cout);
         unwatch();
-        if (st != RUDNN_STATUS_SUCCESS)
+        if (st != RUDNN_STATUS_SUCCESS) {
             FAILF("rudnn_ep_combine_add_rms_norm: %s: %s\n", rudnn_status_string(st), rudnn_last_error());
-        else
+            ok = 0;
+        } else {
             check_combine(&f, &rc);
+        }
+    }
+    if (mpi_flat && all_ok(ok)) { /* --comm=nccl: the MPI host path gives the same bytes */
+        uint8_t *got[SNAP_ALL] = {NULL};
+        size_t sizes[SNAP_ALL] = {0};
+        if (!f.excluded_me)
+            snapshot(&f, SNAP_ALL, got, sizes);
+        same_over_mpi(&f, got, sizes);
+        for (int i = 0; i < SNAP_ALL; i++)
+            free(got[i]);
     }
     ep_ref_dispatch_free(&rd);
     ep_ref_combine_free(&rc);
@@ -1319,10 +1397,16 @@ int main(int argc, char **argv)
     MPI_Comm world = MPI_COMM_WORLD, ep_half = MPI_COMM_NULL, tp_pair = MPI_COMM_NULL;
     rt_assert_status(create_comm(nccl, &world, NULL, COMM_BYTES, &comm_flat), RUDNN_STATUS_SUCCESS);
     rt_assert_status(create_comm(nccl, &world, NULL, SMALL_COMM_BYTES, &comm_small), RUDNN_STATUS_SUCCESS);
+    if (nccl) {
+        rt_assert_status(create_comm(0, &world, NULL, COMM_BYTES, &mpi_flat), RUDNN_STATUS_SUCCESS);
+        rt_assert_status(create_comm(0, &world, NULL, SMALL_COMM_BYTES, &mpi_small), RUDNN_STATUS_SUCCESS);
+    }
     if (world_size >= 4 && world_size % 2 == 0) {
         MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, world_rank, &ep_half);
         MPI_Comm_split(MPI_COMM_WORLD, world_rank / 2, world_rank, &tp_pair);
         rt_assert_status(create_comm(nccl, &ep_half, &tp_pair, COMM_BYTES, &comm_grid), RUDNN_STATUS_SUCCESS);
+        if (nccl)
+            rt_assert_status(create_comm(0, &ep_half, &tp_pair, COMM_BYTES, &mpi_grid), RUDNN_STATUS_SUCCESS);
         MPI_Comm_free(&ep_half);
         MPI_Comm_free(&tp_pair);
     }
@@ -1338,6 +1422,9 @@ int main(int argc, char **argv)
     rt_set_filters(argc, argv);
     int failed = _cmocka_run_group_tests(name, tests, ncase + nerr, NULL, NULL) + contract_failed;
     free(tests);
+    rudnn_comm_destroy(mpi_grid);
+    rudnn_comm_destroy(mpi_small);
+    rudnn_comm_destroy(mpi_flat);
     rudnn_comm_destroy(comm_grid);
     rudnn_comm_destroy(comm_small);
     rudnn_comm_destroy(comm_flat);

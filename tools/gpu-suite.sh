@@ -28,6 +28,11 @@
 #             varlen prefill, MLA decode in bf16; torch: SDPA cuDNN and FA2 over gathered pages)
 #             -> $OUT/paged-rudnn.jsonl, $OUT/paged-torch.jsonl, $OUT/compare-paged.md
 #   example   installs into a scratch DESTDIR and builds examples/ through pkg-config
+#   ep2       (only when named; two GPUs: kind nvidia-h200-x2) expert parallelism over NCCL, one
+#             process a GPU (RUDNN_DEVICE = the node-local rank): tests/test_ep_mpi --comm=nccl on 2
+#             ranks (each case also over MPI, byte for byte), compute-sanitizer memcheck on rank 0
+#             of a second run (EP2_SANITIZE_FILTER), rudnn-bench-ep-comm over NCCL and MPI beside
+#             bench/baselines/torch_ep.py -> $OUT/ep2-*.log, $OUT/ep2-*.jsonl, $OUT/compare-ep2.md
 #   sanitize  (only when named) the CUDA numeric suites under compute-sanitizer's memcheck,
 #             racecheck, synccheck and initcheck; fails on any report. The suites' largest cases
 #             (SANITIZE_SKIP, a cmocka glob: the same kernels on more rows) are left out, since
@@ -62,6 +67,10 @@
 #   PAGED_ARGS="..."     extra arguments of both rudnn-bench-paged and torch_paged.py (--reps N,
 #                        --case NAME[,NAME], --quick, --max-cache-gib G)
 #   TORCH_COMPILE=1      also time torch.compile(add + rms_norm) (0 to skip)
+#   EP2_ARGS="..."       extra arguments of both rudnn-bench-ep-comm and torch_ep.py (--bs, --k, --h,
+#                        --experts, --dtype, --reps)
+#   EP2_SANITIZE_FILTER='dispatch_combine/bf16/*'  the cases memcheck runs (a cmocka glob)
+#   EP2_TIMEOUT=900      seconds for each ep2 step
 #   SANITIZE_TOOLS="memcheck racecheck synccheck initcheck"
 #   SANITIZE_SUITES="norm moe attention ffn gated_delta paged_attention"
 #   SANITIZE_SKIP='*/large' (SANITIZE_SKIP_<suite> for one suite; attention: '*/long-*', gated_delta:
@@ -90,6 +99,9 @@ ATTENTION_ARGS=${ATTENTION_ARGS:-}
 FFN_ARGS=${FFN_ARGS:-}
 GDR_ARGS=${GDR_ARGS:-}
 PAGED_ARGS=${PAGED_ARGS:-}
+EP2_ARGS=${EP2_ARGS:-}
+EP2_SANITIZE_FILTER=${EP2_SANITIZE_FILTER:-dispatch_combine/bf16/*}
+EP2_TIMEOUT=${EP2_TIMEOUT:-900}
 TORCH_COMPILE=${TORCH_COMPILE:-1}
 SANITIZE_TOOLS=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
 SANITIZE_SUITES=${SANITIZE_SUITES:-norm moe attention ffn gated_delta paged_attention}
@@ -112,7 +124,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
 
-all_stages=(build test info bench baseline compare moe attention ffn gdr paged example sanitize)
+all_stages=(build test info bench baseline compare moe attention ffn gdr paged example ep2 sanitize)
 default_stages=(build test info bench baseline compare moe attention ffn gdr paged example)
 if (( $# == 0 )) || [[ "$*" == all ]]; then
   stages=("${default_stages[@]}")
@@ -429,6 +441,53 @@ stage_attention() {
   return "$rc"
 }
 
+# Expert parallelism on two GPUs (issue 25). Each rank's device is its node-local rank (Open MPI's
+# OMPI_COMM_WORLD_LOCAL_RANK); rows move between the GPUs over NCCL (NVLink), NVLink multicast left
+# off (NCCL_NVLS_ENABLE=0, the device tool's KINDS.md).
+stage_ep2() {
+  local gpus rc=0
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  if (( gpus < 2 )); then
+    echo "ep2: needs two GPUs, this machine has $gpus"
+    return 1
+  fi
+  export RUDNN_BACKEND=cuda RUDNN_BACKEND_PATH="$BUILD/backends/cuda:$BUILD/comm" NCCL_NVLS_ENABLE=0
+  local np=(--allow-run-as-root -x RUDNN_BACKEND -x RUDNN_BACKEND_PATH -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH)
+  # shellcheck disable=SC2016  # expanded by each rank's shell
+  local on_own_gpu=(bash -c 'export RUDNN_DEVICE=$OMPI_COMM_WORLD_LOCAL_RANK; exec "$@"' _)
+  log "ep2: tests/test_ep_mpi --comm=nccl on 2 ranks, a GPU each"
+  timeout "$EP2_TIMEOUT" mpirun "${np[@]}" -np 2 "${on_own_gpu[@]}" "$BUILD/tests/test_ep_mpi" --comm=nccl \
+    > "$OUT/ep2-test.log" 2>&1 || rc=1
+  tail -5 "$OUT/ep2-test.log"
+  # TP = 2 needs 4 ranks (EP 2 x TP 2): two a GPU, each its own NCCL "host" (RUDNN_TEST_NCCL_ONE_GPU:
+  # sockets, since NCCL refuses two ranks of one communicator on one GPU of one host)
+  log "ep2: the TP = 2 cases on 4 ranks, two a GPU"
+  # shellcheck disable=SC2016
+  RUDNN_TEST_NCCL_ONE_GPU=1 timeout "$EP2_TIMEOUT" mpirun "${np[@]}" -x RUDNN_TEST_NCCL_ONE_GPU -np 4 \
+    bash -c 'export RUDNN_DEVICE=$((OMPI_COMM_WORLD_LOCAL_RANK / 2)); exec "$@"' _ \
+    "$BUILD/tests/test_ep_mpi" --comm=nccl '*tp2*' > "$OUT/ep2-test-tp.log" 2>&1 || rc=1
+  tail -3 "$OUT/ep2-test-tp.log"
+  log "ep2: compute-sanitizer memcheck on rank 0 ($EP2_SANITIZE_FILTER)"
+  timeout "$EP2_TIMEOUT" mpirun "${np[@]}" \
+    -np 1 "${on_own_gpu[@]}" compute-sanitizer --tool memcheck --error-exitcode 3 \
+      "$BUILD/tests/test_ep_mpi" --comm=nccl "$EP2_SANITIZE_FILTER" : \
+    -np 1 "${on_own_gpu[@]}" "$BUILD/tests/test_ep_mpi" --comm=nccl "$EP2_SANITIZE_FILTER" \
+    > "$OUT/ep2-memcheck.log" 2>&1 || rc=1
+  grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/ep2-memcheck.log" | tail -4
+  log "ep2: rudnn-bench-ep-comm (NCCL, MPI) and bench/baselines/torch_ep.py"
+  : > "$OUT/ep2-rudnn.jsonl"
+  for comm in nccl mpi; do
+    # shellcheck disable=SC2086
+    timeout "$EP2_TIMEOUT" mpirun "${np[@]}" -np 2 "${on_own_gpu[@]}" "$BUILD/bench/rudnn-bench-ep-comm" \
+      --comm "$comm" $EP2_ARGS >> "$OUT/ep2-rudnn.jsonl" 2> "$OUT/ep2-rudnn-$comm.err" || rc=1
+  done
+  # shellcheck disable=SC2086
+  timeout "$EP2_TIMEOUT" mpirun "${np[@]}" -np 2 python3 bench/baselines/torch_ep.py $EP2_ARGS \
+    > "$OUT/ep2-torch.jsonl" 2> "$OUT/ep2-torch.err" || rc=1
+  python3 bench/compare_ep.py "$OUT/ep2-rudnn.jsonl" "$OUT/ep2-torch.jsonl" | tee "$OUT/compare-ep2.md" || rc=1
+  return "$rc"
+}
+
 stage_example() {
   local dest=/tmp/rudnn-destdir
   rm -rf "$dest"
@@ -571,6 +630,10 @@ fi
 if [[ " ${stages[*]} " == *" paged "* && -f $OUT/compare-paged.md ]]; then
   echo
   cat "$OUT/compare-paged.md"
+fi
+if [[ " ${stages[*]} " == *" ep2 "* && -f $OUT/compare-ep2.md ]]; then
+  echo
+  cat "$OUT/compare-ep2.md"
 fi
 if [[ " ${stages[*]} " == *" sanitize "* && -f $OUT/sanitize.md ]]; then
   echo
