@@ -61,7 +61,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from torch_timing import copy_gbps
+from torch_timing import copy_gbps, event_times
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 # the check's tolerance: one rounding to the dtype (twice its unit roundoff, to spare); in f32 the few
@@ -254,20 +254,9 @@ def check(layer, inp, a, rank, world, device):
 
 def rep_times(fn, reps, warmup, device):
     """fn's time per repetition in ms, the slowest rank's: (median, minimum)."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    dist.barrier()
-    times = []
-    for _ in range(reps):
-        # the ranks start together, as ep_comm_bench.c (a barrier blocks until its all-reduce is done)
-        dist.barrier()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
+    # the ranks start each repetition together, as ep_comm_bench.c (a barrier blocks until its
+    # all-reduce is done)
+    times = event_times(fn, reps, warmup, before=dist.barrier)
     t = torch.tensor(times, dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     t = t.tolist()

@@ -8,19 +8,28 @@ import statistics
 import torch
 
 
-def timed(fn, reps, warmup=3):
-    """fn() called `warmup` times, then `reps` times each between two CUDA events: (median, min) in ms."""
+def event_times(fn, reps, warmup=3, before=None):
+    """fn() called `warmup` times, then `reps` times each between two CUDA events (before(), when
+    given, runs ahead of each timed call, outside the events): the times in ms."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
+        if before is not None:
+            before()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b))
+    return times
+
+
+def timed(fn, reps, warmup=3):
+    """fn() called `warmup` times, then `reps` times each between two CUDA events: (median, min) in ms."""
+    times = event_times(fn, reps, warmup)
     return statistics.median(times), min(times)
 
 
