@@ -37,7 +37,9 @@
  *                            "mma_w4" cases in the shapes CUDA's int4 tensor-core kernel takes (N a
  *                            multiple of 256, groups of 16 .. 256 rows, aligned weights, M 1 .. 128,
  *                            K 1024 splitting k, x aligned and not, experts) and three it must not
- *                            (N 264, groups of 8 rows, unaligned weights); on CUDA sm_80+ the name
+ *                            (N 264, groups of 8 rows, unaligned weights); "dequant" cases past the
+ *                            few-rows kernels (CUDA: W' dequantized into the workspace, then
+ *                            cuBLAS); on CUDA sm_80+ the name
  *                            of the second GEMM's kernel is checked where it runs last (no bias2),
  *                            and two GPU-sized cases run there only (K2 14336 and 3584)
  *
@@ -288,6 +290,18 @@ static const tcase_t wo_cases[] = {
      .lead = {5}, .k1 = 256, .k2 = 256, .int4 = 1, .g1 = 32, .g2 = 2, .aligned = 1, .cuda_kernel = "ffn.mma_w4"},
     {.label = "mma_w4 misfit: unaligned weights, I4 per group (G 2, 2), M 4, K1 256, K2 256", .nlead = 1,
      .lead = {4}, .k1 = 256, .k2 = 256, .int4 = 1, .g1 = 2, .g2 = 2, .cuda_kernel = "!ffn.mma_w4"},
+    /* past the few-rows kernels (CUDA with cuBLAS: the weights dequantized into the workspace, then
+     * cuBLAS): int4 above the tensor-core kernel's 128 rows, int8 above 16, a row of W' not made of
+     * whole 16-byte pieces (N2 36), and experts of 150 and 20 rows in one call (the workspace holds
+     * both paths' scratch) */
+    {.label = "dequant: I4 per group (G 4, 2), offset, bias1, M 160, K1 256, K2 256", .nlead = 1, .lead = {160},
+     .k1 = 256, .k2 = 256, .bias = BIAS_1, .int4 = 1, .g1 = 4, .g2 = 2, .aoffset = 1, .aligned = 1,
+     .cuda_kernel = "ffn.dequant_cublas"},
+    {.label = "dequant: I8 per channel, offset, M 33, K1 36, K2 20", .nlead = 1, .lead = {33}, .k1 = 36, .k2 = 20,
+     .aoffset = 1, .cuda_kernel = "ffn.dequant_cublas"},
+    {.label = "dequant: experts, I4 per group (G 2, 2), bias, counts 150 0 20 of M 170", .nlead = 1, .lead = {170},
+     .k1 = 256, .k2 = 256, .bias = BIAS_BOTH, .experts = 3, .counts = {150, 0, 20}, .int4 = 1, .g1 = 2, .g2 = 2,
+     .aligned = 1},
 };
 
 /* ---- host tensors ------------------------------------------------------------------------------- */

@@ -167,6 +167,78 @@ rudnn_status_t launch_tiled(rdg_queue_t *q, const GemmArgs &g, const char *name)
     return rdg_launched(name);
 }
 
+/* ---- weight-only through cuBLAS -----------------------------------------------------------------
+ * Past the few-rows kernels (deq_gemm_fits) the weights are dequantized once into the
+ * scratch, W' [k, n] in A's dtype exactly as LoadB rounds them (hal/ffn.h), and cuBLAS multiplies:
+ * one pass over the weights, then the GEMM at the float path's speed. A block is one row of k
+ * (k < 65536: the grid's y), a thread FFN_DEQ_COLS consecutive columns. */
+#if !RDG_HIP && RDG_HAVE_CUBLAS
+constexpr int DEQ_COLS = FFN_DEQ_COLS, DEQ_THREADS = FFN_EW_THREADS;
+
+/* Whether gemm takes this path for plan p: weight-only rows that neither the few-rows kernel nor
+ * the int4 tensor-core kernel takes by the plan (so that the workspace can be sized from it; a
+ * tensor-core plan with unaligned weights keeps the tiled kernel). */
+int deq_gemm_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p)
+{
+    const int wo = (p->a_dtype == RUDNN_F16 || p->a_dtype == RUDNN_BF16) &&
+                   (p->b_dtype == RUDNN_I8 || p->b_dtype == RUDNN_I4);
+    return wo && p->m > 0 && !rdg_ffn_gemv_fits(p) && !rdg_ffn_mma_w4_plan_fits(dev, p);
+}
+
+template <int ADT, int BDT>
+__global__ void __launch_bounds__(DEQ_THREADS) ffn_dequant(GemmArgs g, uint16_t *__restrict__ w)
+{
+    const LoadB<ADT, BDT, float> load_b;
+    const int64_t r = blockIdx.y, c0 = ((int64_t)blockIdx.x * DEQ_THREADS + threadIdx.x) * DEQ_COLS;
+    if (c0 >= g.n)
+        return;
+    uint16_t v[DEQ_COLS];
+#pragma unroll
+    for (int j = 0; j < DEQ_COLS; j++) {
+        const float x = c0 + j < g.n ? load_b(g, r, c0 + j) : 0.0f; /* already rounded to A's dtype */
+        v[j] = ADT == RUDNN_BF16 ? rdg_f32_to_bf16(x) : rdg_f32_to_f16(x);
+    }
+    uint16_t *out = w + r * g.n + c0;
+    if (g.n % DEQ_COLS == 0) { /* rows of whole 16-byte pieces (the scratch is 256-byte aligned) */
+        static_assert(DEQ_COLS == 8, "one 16-byte store a thread");
+        *(uint4 *)out = make_uint4(v[0] | (uint32_t)v[1] << 16, v[2] | (uint32_t)v[3] << 16,
+                                   v[4] | (uint32_t)v[5] << 16, v[6] | (uint32_t)v[7] << 16);
+    } else {
+        for (int j = 0; j < DEQ_COLS && c0 + j < g.n; j++)
+            out[j] = v[j];
+    }
+}
+
+template <int ADT, int BDT>
+rudnn_status_t launch_dequant(rdg_queue_t *q, const GemmArgs &g, void *w)
+{
+    const dim3 grid((unsigned)rdg_ceil_div(rdg_ceil_div(g.n, DEQ_COLS), DEQ_THREADS), (unsigned)g.k);
+    ffn_dequant<ADT, BDT><<<grid, DEQ_THREADS, 0, q->stream>>>(g, (uint16_t *)w);
+    return rdg_launched("ffn.dequant");
+}
+
+rudnn_status_t ffn_gemm_dequant_cublas(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const GemmArgs &g, void *w)
+{
+    const int a = p->a_dtype, b = p->b_dtype;
+    if (a == RUDNN_F16 && b == RUDNN_I8)
+        TRY((launch_dequant<RUDNN_F16, RUDNN_I8>(q, g, w)));
+    else if (a == RUDNN_BF16 && b == RUDNN_I8)
+        TRY((launch_dequant<RUDNN_BF16, RUDNN_I8>(q, g, w)));
+    else if (a == RUDNN_F16 && b == RUDNN_I4)
+        TRY((launch_dequant<RUDNN_F16, RUDNN_I4>(q, g, w)));
+    else if (a == RUDNN_BF16 && b == RUDNN_I4)
+        TRY((launch_dequant<RUDNN_BF16, RUDNN_I4>(q, g, w)));
+    else
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm: no dequantization for dtypes %d x %d", a, b);
+    rudnn_ffn_gemm_plan_t f = *p; /* the same product on W' */
+    f.b_dtype = p->a_dtype;
+    f.groups = 0;
+    TRY(rdg_ffn_gemm_cublas(q, &f, g.a, w, g.c));
+    rdg_note_kernel("ffn.dequant_cublas");
+    return RUDNN_STATUS_SUCCESS;
+}
+#endif
+
 /* ---- epilogues ------------------------------------------------------------------------------- */
 
 __device__ __forceinline__ float act_scalar(int act, float x)
@@ -367,22 +439,34 @@ rudnn_status_t ffn_gemm_tiled_any(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p
     return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm: no kernel for dtypes %d x %d", a, b);
 }
 
-/* Scratch of gemm: the split-k partials of the few-rows weight-only kernel and of the int4
- * tensor-core kernel (both sized: whether the latter runs depends on the weights' alignment too),
- * the transposed int8 weights of the cuBLAS int8 path. */
+/* Scratch of gemm for any m' rows with m / 2 < m' <= m (hal/ffn.h): the split-k partials of the
+ * few-rows weight-only kernel and of the int4 tensor-core kernel (both sized: whether the latter
+ * runs depends on the weights' alignment too), the dequantized weights of the weight-only path
+ * past them (deq_gemm_fits, which grows with m: m itself decides), the transposed int8
+ * weights of the cuBLAS int8 path. */
 rudnn_status_t ffn_gemm_workspace(void *device, const rudnn_ffn_gemm_plan_t *p, size_t *bytes)
 {
-    *bytes = 0;
-    if (rdg_ffn_gemv_fits(p))
-        *bytes = rdg_ffn_gemv_scratch(rdg_devinfo_of(device), p);
+    const rdg_devinfo_t *dev = rdg_devinfo_of(device);
+    const int64_t lo = p->m / 2 + 1; /* the window's fewest rows */
+    size_t most = 0;
+    rudnn_ffn_gemm_plan_t at = *p;
+    at.m = p->m < FFN_GEMV_MAX_M ? p->m : FFN_GEMV_MAX_M;
+    if (lo <= at.m && rdg_ffn_gemv_fits(&at))
+        most = rdg_ffn_gemv_scratch(dev, &at);
 #if !RDG_HIP
-    const size_t mma = rdg_ffn_mma_w4_scratch(rdg_devinfo_of(device), p);
-    *bytes = mma > *bytes ? mma : *bytes;
+    at.m = p->m < FFN_MMA_W4_MAX_M ? p->m : FFN_MMA_W4_MAX_M;
+    const size_t mma = lo <= at.m ? rdg_ffn_mma_w4_scratch(dev, &at) : 0;
+    most = mma > most ? mma : most;
 #endif
 #if !RDG_HIP && RDG_HAVE_CUBLAS
+    if (deq_gemm_fits(dev, p)) {
+        const size_t w = (size_t)p->k * (size_t)p->n * 2; /* W' in F16 / BF16 */
+        most = w > most ? w : most;
+    }
     if (p->a_dtype == RUDNN_I8 && rdg_ffn_cublas_i8_fits(p))
-        *bytes = (size_t)p->k * (size_t)p->n;
+        most = (size_t)p->k * (size_t)p->n;
 #endif
+    *bytes = most;
     return RUDNN_STATUS_SUCCESS;
 }
 
@@ -390,8 +474,10 @@ rudnn_status_t ffn_gemm_workspace(void *device, const rudnn_ffn_gemm_plan_t *p, 
  * operands and for int8 with leading dims that are multiples of 4, the int4 tensor-core kernel
  * (CUDA, sm_80+) for BF16 / F16 x int4 of up to FFN_MMA_W4_MAX_M rows where it fits
  * (rdg_ffn_mma_w4_fits: n % 256, k and the groups' rows % 16, 16-byte aligned weights), the
- * few-rows kernel for the other weight-only GEMMs of up to FFN_GEMV_MAX_M rows, the tiled kernel
- * otherwise (larger weight-only GEMMs, HIP, cuBLAS not found). rudnn_last_kernel names what ran. */
+ * few-rows kernel for the other weight-only GEMMs of up to FFN_GEMV_MAX_M rows, past them the
+ * weights dequantized into the scratch and cuBLAS (deq_gemm_fits), the tiled kernel otherwise
+ * (HIP, cuBLAS not found, int4 tensor-core shapes with unaligned weights). rudnn_last_kernel names
+ * what ran. */
 rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_ref_t a, rudnn_mem_ref_t b,
                         rudnn_mem_ref_t scale, rudnn_mem_ref_t offset, rudnn_mem_ref_t scratch, rudnn_mem_ref_t c)
 {
@@ -414,6 +500,10 @@ rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_r
         return rdg_ffn_gemv(q, p, rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(scratch), rdg_at(c));
     GemmArgs g = {rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(c), p->m, p->n, p->k,
                   p->k / (p->groups > 0 ? p->groups : 1), p->c_dtype};
+#if !RDG_HIP && RDG_HAVE_CUBLAS
+    if (deq_gemm_fits(&q->dev, p) && scratch.mem && !rdg_cublas_unavailable())
+        return ffn_gemm_dequant_cublas(q, p, g, rdg_at(scratch));
+#endif
     return ffn_gemm_tiled_any(q, p, g);
 }
 

@@ -64,6 +64,11 @@
  * group's FP32 sums (no rounding of the dequantized weight; ~70 fewer instructions a KiB); 0: each
  * weight is dequantized and rounded to A's dtype before the product. H200, bf16, K 8192, N 28672,
  * g128: M 1-8 4-5% faster with 1 (bench/RESULTS.md); M 16 and up never fold (two token blocks) */
+/* the weight-only path past the few-rows kernels (dequantized weights into the workspace, then
+ * cuBLAS): consecutive columns a thread of the dequantization (one 16-byte store) */
+#ifndef FFN_DEQ_COLS
+#define FFN_DEQ_COLS 8
+#endif
 #ifndef FFN_MMA_W4_FOLD
 #define FFN_MMA_W4_FOLD 1
 #endif
