@@ -477,10 +477,11 @@ static int y_from_gemm(const rudnn_ffn_args_t *a, const ffn_dims_t *d)
 
 /* The workspace: h [M, N1] (F32, I32 or x's dtype), h2 [M, N2] (F32 or I32; none when the second gemm
  * writes y) and a [M, K2] (the second product's input dtype), each 256-byte aligned, then the gemms'
- * scratch. */
+ * scratch and (expert form) the experts' first rows for gemm_grouped. */
 typedef struct ffn_layout {
     rudnn_dtype_t acc, h_dtype, a_dtype; /* h2, h, a */
     size_t h1, a, h2, scratch;  /* byte offsets */
+    size_t offsets;             /* the expert form: U32 [E + 1] first rows (gemm_grouped) */
     size_t scratch_bytes, total;
 } ffn_layout_t;
 
@@ -547,10 +548,10 @@ static rudnn_status_t plan_layout(const char *op, rudnn_queue_t queue, const rud
     const size_t parts[3] = {bytes3(d->M, d->N1, rudnn_dtype_size(l->h_dtype)),
                              bytes3(d->M, d->K2, rudnn_dtype_size(l->a_dtype)),
                              y_from_gemm(a, d) ? 0 : bytes3(d->M, d->N2, 4)};
-    size_t *at[4] = {&l->h1, &l->a, &l->h2, &l->scratch};
+    size_t *at[5] = {&l->h1, &l->a, &l->h2, &l->scratch, &l->offsets};
     size_t total = 0;
-    for (int i = 0; i < 4; i++) {
-        const size_t n = i < 3 ? parts[i] : l->scratch_bytes;
+    for (int i = 0; i < 5; i++) {
+        const size_t n = i < 3 ? parts[i] : i == 3 ? l->scratch_bytes : d->experts ? (size_t)(d->E + 1) * 4 : 0;
         *at[i] = total;
         if (n == SIZE_MAX || up256(n) > SIZE_MAX - total)
             return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: the workspace for M = %lld rows (h [M, %lld], "
@@ -640,6 +641,64 @@ static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudn
                                           at_elem(y, r0 * d->N2)));
 }
 
+/* Whether the expert form runs as grouped products (hal/ffn.h gemm_grouped: one launch a product
+ * for all experts, the activation once over all rows): F16 / BF16 without quantization or bias
+ * (h in x's dtype or F32 by the precision, y written by the second product), operands 16-byte
+ * aligned, and the backend takes both. */
+static int grouped_fits(rudnn_queue_t queue, const rudnn_ffn_args_t *a, const ffn_dims_t *d, int64_t rows,
+                        const rudnn_tensor_t *y)
+{
+    const rudnn_ffn_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, ffn);
+    int (*fits)(void *, const rudnn_ffn_gemm_plan_t *, int64_t) = k ? RUDNN_KERNEL_ENTRY(k, gemm_grouped_fits) : NULL;
+    const int plain16 = d->sc == FFN_PLAIN && (a->x->dtype == RUDNN_F16 || a->x->dtype == RUDNN_BF16);
+    if (!fits || !RUDNN_KERNEL_ENTRY(k, gemm_grouped) || !d->experts || !plain16 || a->bias1 || !y_from_gemm(a, d) ||
+        d->K2 == 0 || rows > (int64_t)UINT32_MAX)
+        return 0;
+    const rudnn_tensor_t *t[4] = {a->x, a->weight1, a->weight2, y};
+    for (int i = 0; i < 4; i++)
+        if (rudnn_mem_of(t[i]).offset % 16)
+            return 0;
+    rudnn_ffn_gemm_plan_t g1, g2;
+    gemm_plans(a, d, &g1, &g2, rows);
+    void *dev = queue->context->device;
+    return fits(dev, &g1, d->E) && fits(dev, &g2, d->E);
+}
+
+/* The expert form as grouped products: the experts' first rows to the workspace, x W1 for all
+ * experts, the activation over all rows, a W2 into y (rows [0, starts[E])). */
+static rudnn_status_t run_grouped(const char *op, rudnn_queue_t queue, const rudnn_ffn_args_t *a,
+                                  const ffn_dims_t *d, const ffn_layout_t *l, void *ws, const int64_t *starts,
+                                  const rudnn_tensor_t *y)
+{
+    const rudnn_ffn_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, ffn);
+    void *qh = queue->handle;
+    const int64_t rows = starts[d->E];
+    uint32_t *first = rudnn_host_malloc((size_t)(d->E + 1) * sizeof(uint32_t));
+    if (!first)
+        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory (expert rows)", op);
+    for (int64_t e = 0; e <= d->E; e++)
+        first[e] = (uint32_t)starts[e];
+    const rudnn_mem_ref_t offsets = {ws, l->offsets};
+    rudnn_status_t st = rudnn_kernel_status(
+        op, queue->context->backend->mem_write(qh, offsets, first, (size_t)(d->E + 1) * sizeof(uint32_t)));
+    free(first);
+    TRY(st);
+    rudnn_ffn_gemm_plan_t g1, g2;
+    gemm_plans(a, d, &g1, &g2, rows);
+    const rudnn_mem_ref_t h1 = {ws, l->h1}, act = {ws, l->a};
+    TRY(rudnn_kernel_status(op, RUDNN_KERNEL_ENTRY(k, gemm_grouped)(qh, &g1, d->E, rudnn_mem_of(a->x),
+                                                                  rudnn_mem_of(a->weight1), offsets, h1)));
+    const rudnn_ffn_act_plan_t ap = {.rows = rows, .n1 = d->N1, .k2 = d->K2, .activation = a->activation,
+                                     .h_dtype = l->h_dtype, .has_bias = 0, .bias_dtype = RUDNN_F32,
+                                     .pre_dtype = a->precision == RUDNN_FFN_HIGH_PERFORMANCE ? a->x->dtype
+                                                                                             : RUDNN_F32,
+                                     .out_dtype = l->a_dtype};
+    const rudnn_mem_ref_t none = {NULL, 0};
+    TRY(rudnn_kernel_status(op, k->act(qh, &ap, h1, none, none, none, none, act)));
+    return rudnn_kernel_status(op, RUDNN_KERNEL_ENTRY(k, gemm_grouped)(qh, &g2, d->E, act, rudnn_mem_of(a->weight2),
+                                                                     offsets, rudnn_mem_of(y)));
+}
+
 static rudnn_status_t check_table(const char *op, rudnn_queue_t queue)
 {
     if (RUDNN_FAMILY_TABLE(queue->context->backend, ffn))
@@ -689,9 +748,12 @@ rudnn_status_t rudnn_ffn(rudnn_queue_t queue, const rudnn_ffn_args_t *args, rudn
     const int pooled = rows_total > 0 && l.total > 0 && !workspace; /* total 0: K2 = 0, y written directly */
     if (pooled)
         st = rudnn_kernel_status(op, rudnn_pool_acquire(queue, l.total, &ws));
-    for (int64_t e = 0; e < experts && rows_total > 0 && !st; e++)
-        if (starts[e + 1] > starts[e])
-            st = run_expert(op, queue, args, &d, &l, ws, e, starts[e], starts[e + 1] - starts[e], y);
+    if (!st && rows_total > 0 && grouped_fits(queue, args, &d, rows_total, y))
+        st = run_grouped(op, queue, args, &d, &l, ws, starts, y);
+    else
+        for (int64_t e = 0; e < experts && rows_total > 0 && !st; e++)
+            if (starts[e + 1] > starts[e])
+                st = run_expert(op, queue, args, &d, &l, ws, e, starts[e], starts[e + 1] - starts[e], y);
     if (pooled)
         rudnn_pool_release(queue, ws, l.total);
     if (starts != one)

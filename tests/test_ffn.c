@@ -146,11 +146,13 @@ typedef struct tcase {
     /* W8A8 with K1 = 65535: x W1 near 2^30 and biases near INT32_MAX / INT32_MIN, whose sums
      * overflow int32 (ffn.h: summed exactly) */
     int big;
-    /* device copies at 16-element offsets (I4: 16-byte): 1 the weights only, 2 every tensor */
+    /* device copies at 16-element offsets (I4: 16-byte): 1 the weights only, 2 every tensor, y too */
     int aligned;
     /* CUDA on sm_80+, cases without bias2 (the second GEMM writes y, so it runs last): the kernel
      * rudnn_last_kernel() must name, or with a leading '!' must not */
     const char *cuda_kernel;
+    /* the same for a float case's F16 and BF16 runs only (F32 takes cuBLAS): on sm_90a */
+    const char *cuda_kernel16;
     /* run on CUDA sm_80+ only: a shape that fills the GPU (its reference costs seconds on a CPU) */
     int cuda_only;
     /* nonzero: only the activations of these bits (1 << rudnn_ffn_activation_t) */
@@ -182,6 +184,15 @@ static const tcase_t float_cases[] = {
      .experts = 5, .counts = {5, 0, 9, 0, 4}},
     {.label = "experts: totals 3 3 10 16 of x [2, 10, 72], no bias, HIGH_PERFORMANCE", .nlead = 2, .lead = {2, 10},
      .k1 = 72, .k2 = 16, .precision = HP, .experts = 4, .counts = {3, 0, 7, 6}, .totals = 1},
+    /* the grouped products (CUDA sm_90a, F16 / BF16, no bias, every tensor 16-byte aligned): an
+     * expert over two 128-row tiles, an empty one, rows past the sum, N1 past one 256-column tile,
+     * K not of 64 (the unaligned expert cases above take each expert's steps) */
+    {.label = "experts: grouped, counts 150 0 9 40 of M 205, K1 72, K2 136, HIGH_PERFORMANCE", .nlead = 1,
+     .lead = {205}, .k1 = 72, .k2 = 136, .precision = HP, .experts = 4, .counts = {150, 0, 9, 40},
+     .aligned = 2, .cuda_kernel16 = "ffn.wgmma_grouped"},
+    {.label = "experts: grouped, counts 0 70 3 of M 80, K1 264, K2 64, HIGH_PRECISION (h in FP32)", .nlead = 1,
+     .lead = {80}, .k1 = 264, .k2 = 64, .experts = 3, .counts = {0, 70, 3}, .aligned = 2,
+     .cuda_kernel16 = "ffn.wgmma_grouped"},
     {.label = "experts: counts 7 1 0 12 (sum = M), K1 100, bias", .nlead = 1, .lead = {20}, .k1 = 100, .k2 = 20,
      .bias = BIAS_BOTH, .experts = 4, .counts = {7, 1, 0, 12}},
     {.label = "experts: every count 0 (nothing written)", .nlead = 1, .lead = {6}, .k1 = 40, .k2 = 8, .bias = BIAS_BOTH,
@@ -767,7 +778,7 @@ static int build(prob_t *p, const tcase_t *c, ffn_ref_scenario_t sc, rudnn_dtype
         if (p->t[i].present)
             ht_upload(&p->t[i], (size_t)(1 + i % 5) * (al ? 16 : 1));
     }
-    rt_tensor_create(&p->y, p->ydt, p->x_rank, p->y_dims, 7, RT_TAIL_BYTES);
+    rt_tensor_create(&p->y, p->ydt, p->x_rank, p->y_dims, c->aligned == 2 ? 16 : 7, RT_TAIL_BYTES);
 
     /* the reference */
     ffn_ref_args_t ra;
@@ -945,6 +956,14 @@ static int cuda_tensor_cores(void)
            info.compute_capability >= 80;
 }
 
+/* CUDA on sm_90: the wgmma kernels (the plugin is built for sm_90a) */
+static int cuda_wgmma(void)
+{
+    rudnn_device_info_t info;
+    return rudnn_context_device_info(rt_ctx, &info) == RUDNN_STATUS_SUCCESS && strcmp(info.backend, "cuda") == 0 &&
+           info.compute_capability == 90;
+}
+
 /* One rudnn_ffn on a poisoned y. Checks what it wrote (every element of the rows [0, rows), no
  * other byte of y's buffer, nothing past ws_bytes of an explicit workspace) and returns those
  * rows' bytes (malloc'ed) in *out, NULL on failure. */
@@ -1092,9 +1111,12 @@ static int run_one(const tcase_t *c, ffn_ref_scenario_t sc, rudnn_dtype_t dt, ru
     ok &= call_ffn(&p, args, 1, ws, ws_bytes, ws_buffer_bytes, &y1, log, label, "explicit workspace, deterministic");
     if (y1)
         ok &= compare(&p, y1, log, label, "explicit workspace, deterministic", &worst);
-    if (y1 && c->cuda_kernel && !has_b2(c) && p.rows > 0 && cuda_tensor_cores()) {
-        const int negate = c->cuda_kernel[0] == '!';
-        const char *want = c->cuda_kernel + negate;
+    const char *kernel = c->cuda_kernel;
+    if (c->cuda_kernel16 && (p.xdt == RUDNN_F16 || p.xdt == RUDNN_BF16) && cuda_wgmma())
+        kernel = c->cuda_kernel16;
+    if (y1 && kernel && !has_b2(c) && p.rows > 0 && cuda_tensor_cores()) {
+        const int negate = kernel[0] == '!';
+        const char *want = kernel + negate;
         if ((strcmp(last_ran, want) == 0) == negate) {
             rt_logf(log, "  %s: the second GEMM ran \"%s\", expected %s\"%s\"\n", label, last_ran,
                     negate ? "another kernel than " : "", want);

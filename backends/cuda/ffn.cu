@@ -536,6 +536,27 @@ rudnn_status_t ffn_out(void *queue, const rudnn_ffn_out_plan_t *p, rudnn_mem_ref
     return rdg_launched("ffn.out");
 }
 
+#if !RDG_HIP
+/* The expert form's grouped products (hal/ffn.h): the MoE experts' TMA-fed wgmma kernel reading
+ * the weights MN-major (moe_experts_tma.cu), on sm_90a. */
+int ffn_gemm_grouped_fits(void *device, const rudnn_ffn_gemm_plan_t *p, int64_t experts)
+{
+    return rdg_ffn_grouped_tma_why(rdg_devinfo_of(device), p, experts) == nullptr;
+}
+
+rudnn_status_t ffn_gemm_grouped(void *queue, const rudnn_ffn_gemm_plan_t *p, int64_t experts, rudnn_mem_ref_t a,
+                                rudnn_mem_ref_t b, rudnn_mem_ref_t offsets, rudnn_mem_ref_t c)
+{
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    TRY(rdg_use_device(q->dev.index));
+    if (const char *why = rdg_ffn_grouped_tma_why(&q->dev, p, experts))
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm_grouped: %s", why);
+    if ((uintptr_t)rdg_at(a) % 16 || (uintptr_t)rdg_at(b) % 16 || (uintptr_t)rdg_at(c) % 16)
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm_grouped: a, b and c must be 16-byte aligned");
+    return rdg_ffn_grouped_tma(q, p, experts, rdg_at(a), rdg_at(b), (const uint32_t *)rdg_at(offsets), rdg_at(c));
+}
+#endif
+
 /* A table inside a host function: a namespace-scope const would be promoted to device memory by
  * HIP's compiler. */
 rudnn_ffn_kernels_t make_ffn_table(void)
@@ -546,6 +567,10 @@ rudnn_ffn_kernels_t make_ffn_table(void)
     table.gemm = ffn_gemm;
     table.act = ffn_act;
     table.out = ffn_out;
+#if !RDG_HIP
+    table.gemm_grouped_fits = ffn_gemm_grouped_fits;
+    table.gemm_grouped = ffn_gemm_grouped;
+#endif
     table.struct_size = (uint32_t)sizeof table;
     return table;
 }

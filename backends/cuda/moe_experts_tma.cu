@@ -1,4 +1,10 @@
-/* MoE SwiGLU experts: the tensor-core GEMMs for sm_90a with TMA loads and warp specialisation.
+/* MoE SwiGLU experts, and the FFN family's expert form (rdg_ffn_grouped_tma): the grouped
+ * tensor-core GEMMs for sm_90a with TMA loads and warp specialisation.
+ *
+ * FFN's weights are [E, K, N] (N contiguous), the transpose of the experts' [E N, K]: BMN reads
+ * B MN-major (four 3-D boxes of 64 columns x 64 rows of K a stage, wgmma's transposed B; rows of
+ * K past an expert's are zeros), stores C as is (CF32: in FP32, HIGH_PRECISION's h), and needs no
+ * DUAL (its activation runs after).
  *
  * The same function, tiles and work items as moe_experts.cu's BN = 256 wgmma kernel (128 x 256
  * tiles, K in steps of 64, GEMM 1 holding the gate and up rows of the same columns side by side
@@ -41,7 +47,7 @@ namespace {
 
 /* C = A B^T over the slots' rows (a: map of [rows, K]; b0/b1: maps of [E N, K], boxes of 128 rows;
  * c: [rows, N]); work item L as in moe_experts.cu. */
-template <int DT, bool DUAL>
+template <int DT, bool DUAL, bool BMN = false, bool CF32 = false>
 __global__ void __launch_bounds__(TMA_THREADS, 1)
 tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b0,
                 const __grid_constant__ CUtensorMap map_b1, const uint32_t *__restrict__ offsets,
@@ -100,7 +106,10 @@ tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant
                 const uint32_t sb = sa + TMA_A_BYTES;
                 const int k = kt * TC_BK;
                 tma_load_2d(sa, &map_a, k, (int)row0, full);
-                if (DUAL) {
+                if (BMN) { /* B [E, K, N]: boxes of 64 columns x 64 rows of K, 8 KiB apart */
+                    for (int j = 0; j < TMA_BN / 64; j++)
+                        tma_load_3d(sb + j * TC_BK * 128, &map_b0, (int)n0 + 64 * j, k, e, full);
+                } else if (DUAL) {
                     tma_load_2d(sb, &map_b0, k, brow, full);                 /* gate rows */
                     tma_load_2d(sb + TC_BM * 128, &map_b1, k, brow, full);   /* up rows, same columns */
                 } else {
@@ -144,8 +153,12 @@ tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant
             const uint32_t sb = smem0 + s * TMA_STAGE_BYTES + TMA_A_BYTES;
             wgmma_fence();
 #pragma unroll
-            for (int ks = 0; ks < TC_BK / 16; ks++)
-                wgmma_256<DT>(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
+            for (int ks = 0; ks < TC_BK / 16; ks++) {
+                if constexpr (BMN) /* 16 rows of K a step (2 KiB), the next 64 columns 8 KiB on */
+                    wgmma_ss_t<DT, 256>(acc, wgmma_desc(sa + ks * 32), wgmma_desc_mn(sb + ks * 2048, TC_BK * 128), 1);
+                else
+                    wgmma_256<DT>(acc, wgmma_desc(sa + ks * 32), wgmma_desc(sb + ks * 32));
+            }
             wgmma_commit();
             wgmma_wait<1>(); /* the previous k-tile's group is done: its stage may be refilled */
             fence_operands(acc);
@@ -158,7 +171,10 @@ tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant
         if (lane == 0)
             mbar_arrive(empty0 + 8 * prev);
 
-        store_acc_256<DT, DUAL>(acc, c, row0, rows, cw * 64 + warp * 16, n0, n_total, lane);
+        if constexpr (CF32) /* FFN's HIGH_PRECISION h */
+            store_acc_256<DT, DUAL>(acc, (float *)c, row0, rows, cw * 64 + warp * 16, n0, n_total, lane);
+        else
+            store_acc_256<DT, DUAL>(acc, c, row0, rows, cw * 64 + warp * 16, n0, n_total, lane);
     }
 #else
     (void)map_a;
@@ -191,7 +207,7 @@ typedef void (*tma_fn)(CUtensorMap, CUtensorMap, CUtensorMap, const uint32_t *, 
                        int64_t, int64_t);
 
 /* dynamic shared memory limits raised, per kernel slot and device */
-std::atomic<int> g_tma_smem_done[4][64];
+std::atomic<int> g_tma_smem_done[8][64];
 
 } // namespace
 
@@ -245,4 +261,56 @@ rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *
     f2<<<dim3((unsigned)(items2 < max_grid ? items2 : max_grid)), TMA_THREADS, TMA_SMEM, q->stream>>>(
         a2, d, d, offsets, (uint16_t *)ptrs[5], (int)E, H, I, slots, nt2);
     return rdg_launched("moe experts_tensor_core tma down");
+}
+
+/* ---- the FFN family's expert form ---- */
+
+const char *rdg_ffn_grouped_tma_why(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t experts)
+{
+    if (!dev->wgmma)
+        return "wgmma needs an sm_90a device and binary";
+    if (!dev->tensor_map_encode)
+        return "the driver has no tensor-map encoder (cuTensorMapEncodeTiled)";
+    if ((size_t)TMA_SMEM > dev->smem_optin)
+        return "the device has too little shared memory";
+    if ((p->a_dtype != RUDNN_F16 && p->a_dtype != RUDNN_BF16) || p->b_dtype != p->a_dtype ||
+        (p->c_dtype != p->a_dtype && p->c_dtype != RUDNN_F32))
+        return "one 16-bit float dtype for x and the weights, the product in it or in F32";
+    if (p->k % 8 || p->n % 8)
+        return "k and n must be multiples of 8 (16-byte rows)";
+    if (p->m > INT32_MAX || p->k > INT32_MAX || p->n > INT32_MAX || experts > INT32_MAX)
+        return "a row, column or expert count passes the tensor maps' 32-bit coordinates";
+    return nullptr;
+}
+
+rudnn_status_t rdg_ffn_grouped_tma(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, int64_t experts, const void *a,
+                                   const void *b, const uint32_t *offsets, void *c)
+{
+    if (p->m <= 0 || p->n <= 0)
+        return RUDNN_STATUS_SUCCESS;
+    const PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)q->dev.tensor_map_encode;
+    const rudnn_dtype_t dt = p->a_dtype;
+    CUtensorMap ma, mb;
+    const cuuint64_t bdims[3] = {(cuuint64_t)p->n, (cuuint64_t)p->k, (cuuint64_t)experts};
+    const cuuint64_t bstrides[2] = {(cuuint64_t)p->n * 2, (cuuint64_t)p->k * (cuuint64_t)p->n * 2};
+    const cuuint32_t bbox[3] = {64, (cuuint32_t)TC_BK, 1};
+    if (!encode_2d(enc, &ma, a, dt, p->m, p->k, TC_BM) || !rdg_encode_map16(enc, &mb, b, dt, 3, bdims, bstrides, bbox))
+        return rdg_error(RUDNN_STATUS_DEVICE_ERROR, "%s: ffn.wgmma_grouped: cuTensorMapEncodeTiled refused an operand "
+                         "(m %lld, k %lld, n %lld)", RUDNN_GPU_BACKEND_NAME, (long long)p->m, (long long)p->k,
+                         (long long)p->n);
+    const bool bf16 = dt == RUDNN_BF16;
+    const bool f32 = p->c_dtype == RUDNN_F32;
+    const tma_fn fns[2][2] = {{tma_gemm_kernel<RUDNN_F16, false, true>, tma_gemm_kernel<RUDNN_F16, false, true, true>},
+                              {tma_gemm_kernel<RUDNN_BF16, false, true>, tma_gemm_kernel<RUDNN_BF16, false, true, true>}};
+    const tma_fn f = fns[bf16][f32];
+    TRY(allow_smem_once(g_tma_smem_done, 4 + 2 * bf16 + f32, (const void *)f, q->dev.index, TMA_SMEM,
+                        "ffn grouped tma"));
+    const int64_t slots = (p->m + experts * (TC_BM - 1)) / TC_BM;
+    const int64_t nt = (p->n + TMA_BN - 1) / TMA_BN;
+    const int64_t items = (nt + TC_GROUP_N - 1) / TC_GROUP_N * TC_GROUP_N * slots;
+    const int64_t max_grid = 0x7fffffff;
+    rdg_note_kernel("ffn.wgmma_grouped");
+    f<<<dim3((unsigned)(items < max_grid ? items : max_grid)), TMA_THREADS, TMA_SMEM, q->stream>>>(
+        ma, mb, mb, offsets, (uint16_t *)c, (int)experts, p->n, p->k, slots, nt);
+    return rdg_launched("ffn.wgmma_grouped");
 }

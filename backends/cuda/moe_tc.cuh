@@ -91,9 +91,10 @@ __device__ __forceinline__ void wgmma_256(float (&d)[128], uint64_t da, uint64_t
 /* One warp's m64n256 accumulators -> rows of C: accumulator block j (0..31) holds columns j*8 ..
  * +8; lane l has rows m0 + l/4 (+8) and columns 2 (l % 4) + 0, 1 of each block. DUAL (GEMM 1):
  * blocks j < 16 are gate columns, j + 16 the up columns of the same outputs, stored as
- * silu(g) * u. Rows at or past `rows` and columns past n_total are not stored. */
-template <int DT, bool DUAL>
-__device__ __forceinline__ void store_acc_256(const float (&acc)[128], uint16_t *__restrict__ c, int64_t row0,
+ * silu(g) * u. C in DT (CT uint16_t) or FP32 (CT float). Rows at or past `rows` and columns past
+ * n_total are not stored. */
+template <int DT, bool DUAL, typename CT = uint16_t>
+__device__ __forceinline__ void store_acc_256(const float (&acc)[128], CT *__restrict__ c, int64_t row0,
                                               int rows, int m0, int64_t n0, int64_t n_total, int lane)
 {
     constexpr int NCOLS = DUAL ? 128 : 256;
@@ -102,7 +103,7 @@ __device__ __forceinline__ void store_acc_256(const float (&acc)[128], uint16_t 
         const int m = m0 + lane / 4 + h * 8;
         if (m >= rows)
             continue;
-        uint16_t *crow = c + (row0 + m) * n_total;
+        CT *crow = c + (row0 + m) * n_total;
 #pragma unroll
         for (int j = 0; j < NCOLS / 8; j++) {
             const int64_t n = n0 + j * 8 + (lane % 4) * 2;
@@ -112,7 +113,10 @@ __device__ __forceinline__ void store_acc_256(const float (&acc)[128], uint16_t 
                     lo = silu_mul(lo, acc[(j + 16) * 4 + 2 * h]);
                     hi = silu_mul(hi, acc[(j + 16) * 4 + 2 * h + 1]);
                 }
-                *(uint32_t *)(crow + n) = pack2(DT, lo, hi);
+                if constexpr (sizeof(CT) == 4)
+                    *(float2 *)(crow + n) = make_float2(lo, hi);
+                else
+                    *(uint32_t *)(crow + n) = pack2(DT, lo, hi);
             }
         }
     }

@@ -170,6 +170,12 @@ rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *
                                    const uint32_t *offsets);
 /* Why the TMA kernel cannot run plan on dev (encoder, shared memory, 32-bit coordinates), or NULL. */
 const char *rdg_moe_tma_why(const rdg_devinfo_t *dev, const rudnn_moe_rows_plan_t *plan);
+/* The FFN expert form's grouped product on the same kernel (B [E, K, N] read MN-major, C stored
+ * as computed, in a's dtype or F32): why it cannot take plan with `experts` experts, or NULL; then
+ * the launch (a, b, c 16-byte aligned: checked by the caller). */
+const char *rdg_ffn_grouped_tma_why(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t experts);
+rudnn_status_t rdg_ffn_grouped_tma(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, int64_t experts, const void *a,
+                                   const void *b, const uint32_t *offsets, void *c);
 
 #ifndef RDG_HAVE_CUBLAS
 #define RDG_HAVE_CUBLAS 0 /* meson: 1 where the CUDA toolkit has cuBLAS's headers */

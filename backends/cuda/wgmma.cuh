@@ -125,6 +125,15 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *map, int c
                  : "memory");
 }
 
+/* box (c0, c1, c2) of a 3-D tensor map -> shared dst, its bytes counted on mbarrier bar */
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void *map, int c0, int c1, int c2, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, "
+                 "%4}], [%5];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+                 : "memory");
+}
+
 /* box (c0, c1, c2, c3) of a 4-D tensor map -> shared dst, its bytes counted on mbarrier bar */
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void *map, int c0, int c1, int c2, int c3,
                                             uint32_t bar)

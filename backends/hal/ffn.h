@@ -91,6 +91,16 @@ typedef struct rudnn_ffn_kernels {
     rudnn_status_t (*out)(void *queue, const rudnn_ffn_out_plan_t *plan, rudnn_mem_ref_t h, rudnn_mem_ref_t bias,
                           rudnn_mem_ref_t deq, rudnn_mem_ref_t y);
     /* Entries appended later are optional: read them through RUDNN_KERNEL_ENTRY. */
+    /* The expert form's products in one launch (optional; gemm_grouped_fits first, then
+     * gemm_grouped): for every expert e at once, c[r] = a[r] b[e] for the rows r in
+     * [offsets[e], offsets[e + 1]), offsets U32 [experts + 1] on the device (offsets[0] = 0).
+     * plan: one expert's product, m the rows of all experts; b [experts, k, n]; float operands of
+     * one dtype and c_dtype the same (ops/ffn.c takes it where h is in x's dtype and the second
+     * product writes y). Rows past offsets[experts] are neither read nor written. */
+    int (*gemm_grouped_fits)(void *device, const rudnn_ffn_gemm_plan_t *plan, int64_t experts);
+    rudnn_status_t (*gemm_grouped)(void *queue, const rudnn_ffn_gemm_plan_t *plan, int64_t experts,
+                                   rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t offsets,
+                                   rudnn_mem_ref_t c);
 } rudnn_ffn_kernels_t;
 
 /* A table shorter than this is refused (the family is then absent on that backend). */
