@@ -463,6 +463,15 @@ static rudnn_status_t read_expert_rows(const char *op, rudnn_queue_t queue, cons
 /* ---- the plan -------------------------------------------------------------------------------- */
 
 /* h = x W1 in x's dtype: the precision rounds h + b1 there anyway and there is no b1 to add first. */
+/* The dtype the activation rounds h (+ b1) to first: x's in the 16-bit float HIGH_PERFORMANCE mode. */
+static rudnn_dtype_t act_pre_dtype(const rudnn_ffn_args_t *a, const ffn_dims_t *d)
+{
+    return d->sc == FFN_PLAIN && (a->x->dtype == RUDNN_F16 || a->x->dtype == RUDNN_BF16) &&
+                   a->precision == RUDNN_FFN_HIGH_PERFORMANCE
+               ? a->x->dtype
+               : RUDNN_F32;
+}
+
 static int h_in_x_dtype(const rudnn_ffn_args_t *a, const ffn_dims_t *d)
 {
     return d->sc == FFN_PLAIN && (a->x->dtype == RUDNN_F16 || a->x->dtype == RUDNN_BF16) &&
@@ -604,11 +613,8 @@ static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudn
                                             scratch, h1)));
         rudnn_ffn_act_plan_t ap = {.rows = rows, .n1 = d->N1, .k2 = d->K2, .activation = a->activation,
                                    .h_dtype = l->h_dtype, .has_bias = a->bias1 != NULL,
-                                   .bias_dtype = a->bias1 ? a->bias1->dtype : RUDNN_F32, .pre_dtype = RUDNN_F32,
-                                   .out_dtype = l->a_dtype};
-        if (d->sc == FFN_PLAIN && (a->x->dtype == RUDNN_F16 || a->x->dtype == RUDNN_BF16) &&
-            a->precision == RUDNN_FFN_HIGH_PERFORMANCE)
-            ap.pre_dtype = a->x->dtype;
+                                   .bias_dtype = a->bias1 ? a->bias1->dtype : RUDNN_F32,
+                                   .pre_dtype = act_pre_dtype(a, d), .out_dtype = l->a_dtype};
         rudnn_mem_ref_t deq = {NULL, 0}, scale = {NULL, 0}, offset = {NULL, 0};
         if (d->sc == FFN_QUANT) {
             ap.deq_dtype = a->deq_scale1->dtype;
@@ -642,17 +648,17 @@ static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudn
 }
 
 /* Whether the expert form runs as grouped products (hal/ffn.h gemm_grouped: one launch a product
- * for all experts, the activation once over all rows): F16 / BF16 without quantization or bias
- * (h in x's dtype or F32 by the precision, y written by the second product), operands 16-byte
- * aligned, and the backend takes both. */
+ * for all experts, the activation once over all rows): F16 / BF16 x, float or weight-only weights,
+ * no bias (h in x's dtype or F32 by the precision, y written by the second product), x, the
+ * weights and y 16-byte aligned, and the backend takes both products. */
 static int grouped_fits(rudnn_queue_t queue, const rudnn_ffn_args_t *a, const ffn_dims_t *d, int64_t rows,
-                        const rudnn_tensor_t *y)
+                        int64_t rows_max, const rudnn_tensor_t *y)
 {
     const rudnn_ffn_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, ffn);
     int (*fits)(void *, const rudnn_ffn_gemm_plan_t *, int64_t) = k ? RUDNN_KERNEL_ENTRY(k, gemm_grouped_fits) : NULL;
-    const int plain16 = d->sc == FFN_PLAIN && (a->x->dtype == RUDNN_F16 || a->x->dtype == RUDNN_BF16);
-    if (!fits || !RUDNN_KERNEL_ENTRY(k, gemm_grouped) || !d->experts || !plain16 || a->bias1 || !y_from_gemm(a, d) ||
-        d->K2 == 0 || rows > (int64_t)UINT32_MAX)
+    const int x16 = a->x->dtype == RUDNN_F16 || a->x->dtype == RUDNN_BF16;
+    if (!fits || !RUDNN_KERNEL_ENTRY(k, gemm_grouped) || !d->experts || !x16 || d->sc == FFN_QUANT || a->bias1 ||
+        !y_from_gemm(a, d) || d->K2 == 0 || rows > (int64_t)UINT32_MAX)
         return 0;
     const rudnn_tensor_t *t[4] = {a->x, a->weight1, a->weight2, y};
     for (int i = 0; i < 4; i++)
@@ -660,15 +666,17 @@ static int grouped_fits(rudnn_queue_t queue, const rudnn_ffn_args_t *a, const ff
             return 0;
     rudnn_ffn_gemm_plan_t g1, g2;
     gemm_plans(a, d, &g1, &g2, rows);
+    g1.rows_max = g2.rows_max = rows_max;
     void *dev = queue->context->device;
     return fits(dev, &g1, d->E) && fits(dev, &g2, d->E);
 }
 
 /* The expert form as grouped products: the experts' first rows to the workspace, x W1 for all
- * experts, the activation over all rows, a W2 into y (rows [0, starts[E])). */
+ * experts, the activation over all rows (in x W1's epilogue where the backend fuses it), a W2 into
+ * y (rows [0, starts[E])). */
 static rudnn_status_t run_grouped(const char *op, rudnn_queue_t queue, const rudnn_ffn_args_t *a,
                                   const ffn_dims_t *d, const ffn_layout_t *l, void *ws, const int64_t *starts,
-                                  const rudnn_tensor_t *y)
+                                  int64_t rows_max, const rudnn_tensor_t *y)
 {
     const rudnn_ffn_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, ffn);
     void *qh = queue->handle;
@@ -685,18 +693,28 @@ static rudnn_status_t run_grouped(const char *op, rudnn_queue_t queue, const rud
     TRY(st);
     rudnn_ffn_gemm_plan_t g1, g2;
     gemm_plans(a, d, &g1, &g2, rows);
+    g1.rows_max = g2.rows_max = rows_max;
     const rudnn_mem_ref_t h1 = {ws, l->h1}, act = {ws, l->a};
-    TRY(rudnn_kernel_status(op, RUDNN_KERNEL_ENTRY(k, gemm_grouped)(qh, &g1, d->E, rudnn_mem_of(a->x),
-                                                                  rudnn_mem_of(a->weight1), offsets, h1)));
+    const rudnn_mem_ref_t s1 = at_elem(a->antiquant_scale1, 0), o1 = at_elem(a->antiquant_offset1, 0);
+    const rudnn_mem_ref_t s2 = at_elem(a->antiquant_scale2, 0), o2 = at_elem(a->antiquant_offset2, 0);
     const rudnn_ffn_act_plan_t ap = {.rows = rows, .n1 = d->N1, .k2 = d->K2, .activation = a->activation,
                                      .h_dtype = l->h_dtype, .has_bias = 0, .bias_dtype = RUDNN_F32,
-                                     .pre_dtype = a->precision == RUDNN_FFN_HIGH_PERFORMANCE ? a->x->dtype
-                                                                                             : RUDNN_F32,
-                                     .out_dtype = l->a_dtype};
-    const rudnn_mem_ref_t none = {NULL, 0};
-    TRY(rudnn_kernel_status(op, k->act(qh, &ap, h1, none, none, none, none, act)));
+                                     .pre_dtype = act_pre_dtype(a, d), .out_dtype = l->a_dtype};
+    int (*act_fits)(void *, const rudnn_ffn_gemm_plan_t *, const rudnn_ffn_act_plan_t *, int64_t) =
+        RUDNN_KERNEL_ENTRY(k, gemm_grouped_act_fits);
+    if (act_fits && RUDNN_KERNEL_ENTRY(k, gemm_grouped_act) && act_fits(queue->context->device, &g1, &ap, d->E)) {
+        /* the activation in the first product's epilogue: no h */
+        TRY(rudnn_kernel_status(op, RUDNN_KERNEL_ENTRY(k, gemm_grouped_act)(qh, &g1, &ap, d->E, rudnn_mem_of(a->x),
+                                                                          rudnn_mem_of(a->weight1), offsets, act)));
+    } else {
+        TRY(rudnn_kernel_status(op, RUDNN_KERNEL_ENTRY(k, gemm_grouped)(qh, &g1, d->E, rudnn_mem_of(a->x),
+                                                                      rudnn_mem_of(a->weight1), s1, o1, offsets,
+                                                                      h1)));
+        const rudnn_mem_ref_t none = {NULL, 0};
+        TRY(rudnn_kernel_status(op, k->act(qh, &ap, h1, none, none, none, none, act)));
+    }
     return rudnn_kernel_status(op, RUDNN_KERNEL_ENTRY(k, gemm_grouped)(qh, &g2, d->E, act, rudnn_mem_of(a->weight2),
-                                                                     offsets, rudnn_mem_of(y)));
+                                                                     s2, o2, offsets, rudnn_mem_of(y)));
 }
 
 static rudnn_status_t check_table(const char *op, rudnn_queue_t queue)
@@ -748,8 +766,11 @@ rudnn_status_t rudnn_ffn(rudnn_queue_t queue, const rudnn_ffn_args_t *args, rudn
     const int pooled = rows_total > 0 && l.total > 0 && !workspace; /* total 0: K2 = 0, y written directly */
     if (pooled)
         st = rudnn_kernel_status(op, rudnn_pool_acquire(queue, l.total, &ws));
-    if (!st && rows_total > 0 && grouped_fits(queue, args, &d, rows_total, y))
-        st = run_grouped(op, queue, args, &d, &l, ws, starts, y);
+    int64_t rows_max = 0;
+    for (int64_t e = 0; e < experts; e++)
+        rows_max = starts[e + 1] - starts[e] > rows_max ? starts[e + 1] - starts[e] : rows_max;
+    if (!st && rows_total > 0 && grouped_fits(queue, args, &d, rows_total, rows_max, y))
+        st = run_grouped(op, queue, args, &d, &l, ws, starts, rows_max, y);
     else
         for (int64_t e = 0; e < experts && rows_total > 0 && !st; e++)
             if (starts[e + 1] > starts[e])

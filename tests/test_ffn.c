@@ -127,7 +127,7 @@ typedef struct tcase {
     rudnn_ffn_precision_t precision;
     /* expert form: experts > 0, counts[e] rows each (uploaded as running totals when totals) */
     int experts;
-    int64_t counts[6];
+    int64_t counts[8];
     int totals;
     /* W8A8: per-channel flags (else per tensor) */
     int deq1_pc, deq2_pc, scale_pc;
@@ -258,6 +258,14 @@ static const tcase_t wo_cases[] = {
     {.label = "experts: I4 per group (G 2, 4), offset, bias, totals 5 5 12 of M 12", .nlead = 1, .lead = {12},
      .k1 = 72, .k2 = 16, .bias = BIAS_BOTH, .experts = 3, .counts = {5, 0, 7}, .totals = 1, .int4 = 1, .g1 = 2, .g2 = 4,
      .aoffset = 1},
+    /* the grouped int4 products (CUDA sm_80+: no bias, every tensor 16-byte aligned, 8 experts or
+     * more): an expert past 16 rows, empty ones, rows past the sum; one in the folding variant */
+    {.label = "experts: grouped int4 (G 2, 4), offset, counts 5 0 17 3 9 1 0 12 of M 50, K1 256, K2 256",
+     .nlead = 1, .lead = {50}, .k1 = 256, .k2 = 256, .experts = 8, .counts = {5, 0, 17, 3, 9, 1, 0, 12}, .int4 = 1,
+     .g1 = 2, .g2 = 4, .aoffset = 1, .aligned = 2, .cuda_kernel = "ffn.mma_w4_grouped"},
+    {.label = "experts: grouped int4 per channel, no offset, counts 2 8 1 0 4 7 3 5 of M 30, K1 512, K2 256",
+     .nlead = 1, .lead = {30}, .k1 = 512, .k2 = 256, .experts = 8, .counts = {2, 8, 1, 0, 4, 7, 3, 5}, .int4 = 1,
+     .aligned = 2, .cuda_kernel = "ffn.mma_w4_grouped"},
     {.label = "exact: one-hot x, y = +-a, I8 per channel, offset, bias1", .nlead = 1, .lead = {48}, .k1 = 40,
      .k2 = 24, .bias = BIAS_1, .aoffset = 1, .exact = 1},
     {.label = "exact: one-hot x, y = +-a, I4 per group (G 5, 3), offset", .nlead = 1, .lead = {40}, .k1 = 40,
@@ -440,7 +448,7 @@ typedef struct prob {
     rudnn_ffn_activation_t act;
     rudnn_dtype_t xdt, ydt;
     int64_t M, K1, N1, K2, N2, E; /* E 0: plain */
-    int64_t starts[8];            /* expert e's rows: [starts[e], starts[e + 1]) */
+    int64_t starts[9];            /* expert e's rows: [starts[e], starts[e + 1]) */
     int64_t rows;                 /* rows written: the token sum (M plain) */
     ht_t t[T_COUNT];
     rt_tensor_t y;

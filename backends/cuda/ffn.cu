@@ -6,6 +6,7 @@
 
 #include "rdg_internal.h"
 #include "elem.cuh"
+#include "ffn_act.cuh"
 #include "ffn_tuning.h"
 #include "pdl.cuh"
 
@@ -24,15 +25,6 @@ __device__ __forceinline__ float ld_any(const void *p, int64_t i, int dt)
     case RUDNN_I32: return (float)((const int32_t *)p)[i];
     case RUDNN_I64: return __int_as_float((int)(uint32_t)((const uint64_t *)p)[i]);
     default: return ((const float *)p)[i];
-    }
-}
-
-__device__ __forceinline__ float round_to(float v, int dt)
-{
-    switch (dt) {
-    case RUDNN_F16: return rdg_f16_to_f32(rdg_f32_to_f16(v));
-    case RUDNN_BF16: return rdg_bf16_to_f32(rdg_f32_to_bf16(v));
-    default: return v;
     }
 }
 
@@ -240,25 +232,6 @@ rudnn_status_t ffn_gemm_dequant_cublas(rdg_queue_t *q, const rudnn_ffn_gemm_plan
 #endif
 
 /* ---- epilogues ------------------------------------------------------------------------------- */
-
-__device__ __forceinline__ float act_scalar(int act, float x)
-{
-    if (x != x)
-        return x;
-    switch (act) {
-    case RUDNN_FFN_RELU:
-    case RUDNN_FFN_REGLU: return x > 0.0f ? x : 0.0f;
-    default: break;
-    }
-    if (isinf(x)) /* the limits (-inf times 0 would be NaN) */
-        return x > 0.0f ? x : 0.0f;
-    switch (act) {
-    case RUDNN_FFN_GELU:
-    case RUDNN_FFN_GEGLU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case RUDNN_FFN_FASTGELU: return x / (1.0f + expf(-1.702f * x));
-    default: return x / (1.0f + expf(-x)); /* silu, swiglu */
-    }
-}
 
 /* h[r, c] + bias[c], dequantized, rounded to pre_dtype: the value the activation reads. */
 __device__ __forceinline__ float hidden_value(const rudnn_ffn_act_plan_t &p, const void *h, const void *bias,
@@ -537,23 +510,55 @@ rudnn_status_t ffn_out(void *queue, const rudnn_ffn_out_plan_t *p, rudnn_mem_ref
 }
 
 #if !RDG_HIP
-/* The expert form's grouped products (hal/ffn.h): the MoE experts' TMA-fed wgmma kernel reading
- * the weights MN-major (moe_experts_tma.cu), on sm_90a. */
+/* The expert form's grouped products (hal/ffn.h): float operands on the MoE experts' TMA-fed wgmma
+ * kernel reading the weights MN-major (moe_experts_tma.cu, sm_90a); int4 weight-only on the int4
+ * tensor-core kernel with an expert index a token block (ffn_mma_w4.cu). */
 int ffn_gemm_grouped_fits(void *device, const rudnn_ffn_gemm_plan_t *p, int64_t experts)
 {
-    return rdg_ffn_grouped_tma_why(rdg_devinfo_of(device), p, experts) == nullptr;
+    const rdg_devinfo_t *dev = rdg_devinfo_of(device);
+    if (p->b_dtype == RUDNN_I4)
+        return rdg_ffn_mma_w4_grouped_fits(dev, p, experts);
+    return rdg_ffn_grouped_tma_why(dev, p, experts) == nullptr;
 }
 
 rudnn_status_t ffn_gemm_grouped(void *queue, const rudnn_ffn_gemm_plan_t *p, int64_t experts, rudnn_mem_ref_t a,
-                                rudnn_mem_ref_t b, rudnn_mem_ref_t offsets, rudnn_mem_ref_t c)
+                                rudnn_mem_ref_t b, rudnn_mem_ref_t scale, rudnn_mem_ref_t offset,
+                                rudnn_mem_ref_t offsets, rudnn_mem_ref_t c)
 {
     rdg_queue_t *q = (rdg_queue_t *)queue;
     TRY(rdg_use_device(q->dev.index));
+    if (p->b_dtype == RUDNN_I4) {
+        if ((uintptr_t)rdg_at(b) % 16)
+            return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm_grouped: int4 weights must be 16-byte aligned");
+        return rdg_ffn_mma_w4_grouped(q, p, experts, rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset),
+                                      (const uint32_t *)rdg_at(offsets), rdg_at(c));
+    }
     if (const char *why = rdg_ffn_grouped_tma_why(&q->dev, p, experts))
         return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm_grouped: %s", why);
     if ((uintptr_t)rdg_at(a) % 16 || (uintptr_t)rdg_at(b) % 16 || (uintptr_t)rdg_at(c) % 16)
         return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm_grouped: a, b and c must be 16-byte aligned");
     return rdg_ffn_grouped_tma(q, p, experts, rdg_at(a), rdg_at(b), (const uint32_t *)rdg_at(offsets), rdg_at(c));
+}
+
+/* The first of them with the activation in the epilogue (no h round trip). */
+int ffn_gemm_grouped_act_fits(void *device, const rudnn_ffn_gemm_plan_t *p, const rudnn_ffn_act_plan_t *ap,
+                              int64_t experts)
+{
+    return rdg_ffn_grouped_act_why(rdg_devinfo_of(device), p, ap, experts) == nullptr;
+}
+
+rudnn_status_t ffn_gemm_grouped_act(void *queue, const rudnn_ffn_gemm_plan_t *p, const rudnn_ffn_act_plan_t *ap,
+                                    int64_t experts, rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t offsets,
+                                    rudnn_mem_ref_t out)
+{
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    TRY(rdg_use_device(q->dev.index));
+    if (const char *why = rdg_ffn_grouped_act_why(&q->dev, p, ap, experts))
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm_grouped_act: %s", why);
+    if ((uintptr_t)rdg_at(a) % 16 || (uintptr_t)rdg_at(b) % 16 || (uintptr_t)rdg_at(out) % 16)
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm_grouped_act: a, b and out must be 16-byte aligned");
+    return rdg_ffn_grouped_act(q, p, ap, experts, rdg_at(a), rdg_at(b), (const uint32_t *)rdg_at(offsets),
+                               rdg_at(out));
 }
 #endif
 
@@ -570,6 +575,10 @@ rudnn_ffn_kernels_t make_ffn_table(void)
 #if !RDG_HIP
     table.gemm_grouped_fits = ffn_gemm_grouped_fits;
     table.gemm_grouped = ffn_gemm_grouped;
+    if (FFN_GROUPED_FUSED_ACT) {
+        table.gemm_grouped_act_fits = ffn_gemm_grouped_act_fits;
+        table.gemm_grouped_act = ffn_gemm_grouped_act;
+    }
 #endif
     table.struct_size = (uint32_t)sizeof table;
     return table;

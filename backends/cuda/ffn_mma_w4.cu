@@ -67,6 +67,11 @@ struct MmaArgs {
     int a_async; /* A 16-byte aligned: staged with cp.async */
     int scale4;  /* scale (and offset) 4-byte aligned: column pairs loaded as words */
     int c_dtype;
+    /* grouped (offsets non-NULL): blockIdx.x = expert e tblocks + token block; expert e's rows
+     * [offsets[e], offsets[e + 1]) of a and c, its weights b + e b_stride, scale / offset + e s_stride */
+    const uint32_t *offsets;
+    int tblocks;
+    int64_t b_stride, s_stride;
 };
 
 /* ---- PTX helpers -------------------------------------------------------------------------------- */
@@ -236,8 +241,23 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
     const int cols_cta = wcn * COLS_W;
     const int64_t col_cta = (int64_t)blockIdx.y * cols_cta;
     const int64_t col_w = col_cta + (int64_t)wc * COLS_W;
-    const int tok0 = (int)blockIdx.x * MT;
-    const int mrows = g.m - tok0 < MT ? g.m - tok0 : MT;
+    int tok0 = (int)blockIdx.x * MT, mrows;
+    const uint8_t *gb = g.b;
+    const uint16_t *gscale = g.scale, *goffset = g.offset;
+    if (g.offsets) { /* grouped: one expert's token block (none: the whole block leaves) */
+        const int e = (int)blockIdx.x / g.tblocks;
+        const int r1 = (int)g.offsets[e + 1];
+        tok0 = (int)g.offsets[e] + ((int)blockIdx.x - e * g.tblocks) * MT;
+        if (tok0 >= r1)
+            return;
+        mrows = r1 - tok0 < MT ? r1 - tok0 : MT;
+        gb += e * g.b_stride;
+        gscale += e * g.s_stride;
+        if constexpr (OFF)
+            goffset += e * g.s_stride;
+    } else {
+        mrows = g.m - tok0 < MT ? g.m - tok0 : MT;
+    }
     const int steps = g.k / 16;
     const int s0 = (int)blockIdx.z * g.steps_per_split;
     const int s1 = s0 + g.steps_per_split < steps ? s0 + g.steps_per_split : steps;
@@ -285,7 +305,7 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
      * slots, copy q is copy 0 of the row 16 / VB q further down (one pointer, no offsets held) */
     static_assert(CPL == 1 || 32 % (VB / 2) == 0, "a lane's copies: one per row block");
     const int slot0 = lane / (VB / 2), part0 = lane % (VB / 2);
-    const uint8_t *src = g.b + (int64_t)16 * (s0 + kw) * rowbytes + col_w / 2 +
+    const uint8_t *src = gb + (int64_t)16 * (s0 + kw) * rowbytes + col_w / 2 +
                          (int64_t)(4 * (slot0 & 3) + (slot0 >> 2)) * rowbytes + 16 * part0;
     const int64_t qstride = (int64_t)(16 / VB) * rowbytes;
     const uint32_t dst0 = ring_s + (uint32_t)lane * 16u;
@@ -325,9 +345,9 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
         }
     };
     auto prefetch = [&](int grp) {
-        load_pairs(g.scale + (int64_t)grp * g.n + col_t, pre_s);
+        load_pairs(gscale + (int64_t)grp * g.n + col_t, pre_s);
         if constexpr (OFF)
-            load_pairs(g.offset + (int64_t)grp * g.n + col_t, pre_o);
+            load_pairs(goffset + (int64_t)grp * g.n + col_t, pre_o);
     };
     uint32_t s2[OFF || FOLDV ? 1 : 2 * VB];
     float sf[OFF || FOLDV ? 2 * VB : 1], of[OFF || FOLDV ? 2 * VB : 1];
@@ -606,13 +626,15 @@ void variant(int64_t m, bool off, Plan *pl)
  *   - several waves: the weights' bytes over the fill of the waves (blocks / (waves x slots));
  * plus FFN_MMA_W4_PARTIAL_COST % of the partials' traffic (written once, read once). The cheapest
  * wins (the first of equals: fewer warps along k, fewer splits). */
-Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p)
+Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t grouped_experts = 0)
 {
     Plan best;
     memset(&best, 0, sizeof best);
-    variant(p->m, p->has_offset != 0, &best);
+    /* grouped: every expert's weights, token blocks of its most rows, k never split */
+    const int64_t experts = grouped_experts > 0 ? grouped_experts : 1;
+    variant(grouped_experts > 0 ? p->rows_max : p->m, p->has_offset != 0, &best);
     const int64_t steps = p->k / 16;
-    const double wbytes = (double)p->k * (double)p->n / 2.0;
+    const double wbytes = (double)p->k * (double)p->n / 2.0 * (double)experts;
     const double sms = (double)(dev->sm_count > 0 ? dev->sm_count : 1), slots = sms * best.minb;
     const double issue = (best.nt <= 2 ? FFN_MMA_W4_ISSUE_PCT_16 : best.nt == 4 ? FFN_MMA_W4_ISSUE_PCT_32
                                                                                 : FFN_MMA_W4_ISSUE_PCT_64) / 100.0;
@@ -623,9 +645,9 @@ Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p)
             continue; /* the column tiles, and the kernel's group countdown (see ffn_mma_w4) */
         if (FOLD && best.nt == 1 && wk > 1 && p->groups > 1 && p->n % ((int64_t)WARPS * 16 * best.vb) == 0)
             continue; /* a fold a group a warp: whole groups a warp where the columns allow it */
-        const int64_t units = p->n / cols * best.tblocks;
+        const int64_t units = p->n / cols * best.tblocks * experts;
         int64_t smax = steps / ((int64_t)wk * FFN_MMA_W4_MIN_STEPS);
-        smax = smax < 1 ? 1 : smax > FFN_MMA_W4_MAX_SPLITS ? FFN_MMA_W4_MAX_SPLITS : smax;
+        smax = smax < 1 || grouped_experts > 0 ? 1 : smax > FFN_MMA_W4_MAX_SPLITS ? FFN_MMA_W4_MAX_SPLITS : smax;
         for (int64_t s = 1; s <= smax; s++) {
             const int64_t sps = rdg_ceil_div(steps, s), se = rdg_ceil_div(steps, sps);
             if (se != s)
@@ -734,13 +756,11 @@ size_t rdg_ffn_mma_w4_scratch(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_pla
     return most;
 }
 
-rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
-                              const void *scale, const void *offset, void *scratch, void *c)
+namespace {
+
+MmaArgs make_args(const rudnn_ffn_gemm_plan_t *p, const Plan &pl, const void *a, const void *b, const void *scale,
+                  const void *offset, void *scratch, void *c)
 {
-    const Plan pl = make_plan(&q->dev, p);
-    if (pl.wk == 0)
-        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm: ffn.mma_w4 has no block shape for n = %lld",
-                         (long long)p->n);
     MmaArgs g;
     memset(&g, 0, sizeof g);
     g.a = a;
@@ -761,15 +781,31 @@ rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, co
     g.a_async = (uintptr_t)a % 16 == 0;
     g.scale4 = (uintptr_t)scale % 4 == 0 && (uintptr_t)offset % 4 == 0; /* offset NULL: aligned */
     g.c_dtype = p->c_dtype;
+    return g;
+}
+
+rudnn_status_t launch(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const Plan &pl, const MmaArgs &g)
+{
+    rdg_note_kernel("ffn.mma_w4");
+    const bool off = g.offset != nullptr;
+    if (p->a_dtype == RUDNN_BF16)
+        return off ? launch_dtype<RUDNN_BF16, true>(q, pl, g) : launch_dtype<RUDNN_BF16, false>(q, pl, g);
+    return off ? launch_dtype<RUDNN_F16, true>(q, pl, g) : launch_dtype<RUDNN_F16, false>(q, pl, g);
+}
+
+} // namespace
+
+rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
+                              const void *scale, const void *offset, void *scratch, void *c)
+{
+    const Plan pl = make_plan(&q->dev, p);
+    if (pl.wk == 0)
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm: ffn.mma_w4 has no block shape for n = %lld",
+                         (long long)p->n);
     if (pl.splits > 1 && !scratch)
         return rdg_error(RUDNN_STATUS_INTERNAL, "ffn gemm: ffn.mma_w4 without its scratch");
-    rdg_note_kernel("ffn.mma_w4");
-    const bool off = offset != nullptr;
-    rudnn_status_t st;
-    if (p->a_dtype == RUDNN_BF16)
-        st = off ? launch_dtype<RUDNN_BF16, true>(q, pl, g) : launch_dtype<RUDNN_BF16, false>(q, pl, g);
-    else
-        st = off ? launch_dtype<RUDNN_F16, true>(q, pl, g) : launch_dtype<RUDNN_F16, false>(q, pl, g);
+    const MmaArgs g = make_args(p, pl, a, b, scale, offset, scratch, c);
+    const rudnn_status_t st = launch(q, p, pl, g);
     if (st != RUDNN_STATUS_SUCCESS || pl.splits == 1)
         return st;
     const int64_t mn = p->m * p->n;
@@ -777,4 +813,36 @@ rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, co
     const unsigned blocks = (unsigned)(want < cap ? want : cap);
     return rdg_launch_pdl(q, FFN_PDL, "ffn.mma_w4_reduce", ffn_mma_w4_reduce, dim3(blocks), dim3(256), 0,
                           (const float *)g.partial, c, mn, (int)pl.splits, (int)p->c_dtype);
+}
+
+/* The expert form's product for all experts in one launch: plan p with m the rows of all experts
+ * and rows_max the most of one; b [experts, k, n / 2], scale / offset [experts, groups, n]. */
+int rdg_ffn_mma_w4_grouped_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t experts)
+{
+    if (experts < FFN_MMA_W4_GROUPED_MIN_EXPERTS || experts > INT32_MAX || p->rows_max < 1 || p->m > INT32_MAX)
+        return 0;
+    rudnn_ffn_gemm_plan_t one = *p;
+    one.m = p->rows_max;
+    if (!rdg_ffn_mma_w4_plan_fits(dev, &one))
+        return 0;
+    const Plan pl = make_plan(dev, p, experts);
+    return pl.wk > 0 && (int64_t)pl.tblocks * experts <= INT32_MAX;
+}
+
+rudnn_status_t rdg_ffn_mma_w4_grouped(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, int64_t experts, const void *a,
+                                      const void *b, const void *scale, const void *offset, const uint32_t *offsets,
+                                      void *c)
+{
+    if (!rdg_ffn_mma_w4_grouped_fits(&q->dev, p, experts))
+        return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm_grouped: ffn.mma_w4 does not take this product");
+    Plan pl = make_plan(&q->dev, p, experts);
+    MmaArgs g = make_args(p, pl, a, b, scale, offset, nullptr, c);
+    g.offsets = offsets;
+    g.tblocks = pl.tblocks;
+    g.b_stride = p->k * p->n / 2;
+    g.s_stride = (p->groups > 0 ? p->groups : 1) * p->n;
+    pl.tblocks *= (int)experts; /* the grid's x: expert e's token blocks at e tblocks */
+    TRY(launch(q, p, pl, g));
+    rdg_note_kernel("ffn.mma_w4_grouped");
+    return RUDNN_STATUS_SUCCESS;
 }

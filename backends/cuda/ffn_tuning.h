@@ -64,13 +64,28 @@
  * group's FP32 sums (no rounding of the dequantized weight; ~70 fewer instructions a KiB); 0: each
  * weight is dequantized and rounded to A's dtype before the product. H200, bf16, K 8192, N 28672,
  * g128: M 1-8 4-5% faster with 1 (bench/RESULTS.md); M 16 and up never fold (two token blocks) */
+#ifndef FFN_MMA_W4_FOLD
+#define FFN_MMA_W4_FOLD 1
+#endif
 /* the weight-only path past the few-rows kernels (dequantized weights into the workspace, then
  * cuBLAS): consecutive columns a thread of the dequantization (one 16-byte store) */
 #ifndef FFN_DEQ_COLS
 #define FFN_DEQ_COLS 8
 #endif
-#ifndef FFN_MMA_W4_FOLD
-#define FFN_MMA_W4_FOLD 1
+/* 1: the expert form's first grouped product (F16 / BF16) applies the activation in its epilogue
+ * (no h in memory, no activation launch); 0: h, then the activation kernel over all rows */
+#ifndef FFN_GROUPED_FUSED_ACT
+#define FFN_GROUPED_FUSED_ACT 1
+#endif
+/* 1: that epilogue's sigmoids (silu, swiglu, fastgelu) through ex2.approx / rcp.approx, as the MoE
+ * experts' (the unrolled epilogue of the accurate expf and division was 350 KB of code) */
+#ifndef FFN_GROUPED_ACT_FAST
+#define FFN_GROUPED_ACT_FAST 1
+#endif
+/* the expert form's int4 products run as one grouped launch (all experts, no split of k) from this
+ * many experts; fewer run one expert at a time, whose launches split k to fill the GPU */
+#ifndef FFN_MMA_W4_GROUPED_MIN_EXPERTS
+#define FFN_MMA_W4_GROUPED_MIN_EXPERTS 8
 #endif
 /* the fewest k16 steps a warp takes in a split (the ring's fill and the epilogue amortised), and the
  * most splits */

@@ -3,8 +3,10 @@
  *
  * FFN's weights are [E, K, N] (N contiguous), the transpose of the experts' [E N, K]: BMN reads
  * B MN-major (four 3-D boxes of 64 columns x 64 rows of K a stage, wgmma's transposed B; rows of
- * K past an expert's are zeros), stores C as is (CF32: in FP32, HIGH_PRECISION's h), and needs no
- * DUAL (its activation runs after).
+ * K past an expert's are zeros) and stores C as is (CF32: in FP32, HIGH_PRECISION's h), or with
+ * ACT the activation of it (hal/ffn.h's act plan without bias or quantization): with DUAL, a
+ * gated activation, the gate columns (n_total + n0 ..., the second half of W1) and the value
+ * columns (n0 ...) of the same outputs side by side in the tile, as the experts' gate and up.
  *
  * The same function, tiles and work items as moe_experts.cu's BN = 256 wgmma kernel (128 x 256
  * tiles, K in steps of 64, GEMM 1 holding the gate and up rows of the same columns side by side
@@ -33,6 +35,8 @@
 #include "rdg_internal.h"
 #include "mbarrier.cuh"
 #include "moe_tc.cuh"
+#include "ffn_act.cuh"
+#include "ffn_tuning.h"
 #include "tensor_map.h"
 
 namespace {
@@ -45,14 +49,73 @@ namespace {
 /* stages aligned to 1024 bytes (the swizzle atom), then the 2 x STAGES mbarriers */
 #define TMA_SMEM (TMA_STAGES * TMA_STAGE_BYTES + 1024 + 2 * TMA_STAGES * 8)
 
+#if RDG_HAS_WGMMA
+/* FFN's fused activation, from one warp's m64n256 accumulators (laid out as store_acc_256's):
+ * v = round_to(h, pre); DUAL: a = v_value f(v_gate), blocks j < 16 the gate, j + 16 the value
+ * columns of the same outputs; else a = f(v); a rounded to DT. Rows at or past `rows` and columns
+ * past n_total are not stored. */
+template <int DT, bool DUAL, int F, bool ROUND>
+__device__ __forceinline__ void store_act_256(const float (&acc)[128], uint16_t *__restrict__ c, int64_t row0, int rows,
+                                              int m0, int64_t n0, int64_t n_total, int lane)
+{
+    constexpr int PRE = ROUND ? DT : RUDNN_F32;
+    constexpr int NCOLS = DUAL ? 128 : 256;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int m = m0 + lane / 4 + h * 8;
+        if (m >= rows)
+            continue;
+        uint16_t *crow = c + (row0 + m) * n_total;
+#pragma unroll
+        for (int j = 0; j < NCOLS / 8; j++) {
+            const int64_t n = n0 + j * 8 + (lane % 4) * 2;
+            if (n < n_total) {
+                float a[2];
+#pragma unroll
+                for (int t = 0; t < 2; t++) {
+                    const float v = round_to(acc[j * 4 + 2 * h + t], PRE);
+                    const float f = act_of<F, FFN_GROUPED_ACT_FAST != 0>(v);
+                    a[t] = DUAL ? round_to(acc[(j + 16) * 4 + 2 * h + t], PRE) * f : f;
+                }
+                *(uint32_t *)(crow + n) = pack2(DT, a[0], a[1]);
+            }
+        }
+    }
+}
+
+/* The same with the function and the rounding chosen once a tile (the unrolled loop then holds
+ * one path's code: switches inside it made the epilogue's code, run once a tile, 10x larger) */
+template <int DT, bool DUAL, bool ROUND>
+__device__ __forceinline__ void store_act_fn(const float (&acc)[128], uint16_t *__restrict__ c, int64_t row0, int rows,
+                                             int m0, int64_t n0, int64_t n_total, int lane, int act)
+{
+    switch (act_fn(act)) {
+    case ACT_GELU: store_act_256<DT, DUAL, ACT_GELU, ROUND>(acc, c, row0, rows, m0, n0, n_total, lane); break;
+    case ACT_FASTGELU: store_act_256<DT, DUAL, ACT_FASTGELU, ROUND>(acc, c, row0, rows, m0, n0, n_total, lane); break;
+    case ACT_RELU: store_act_256<DT, DUAL, ACT_RELU, ROUND>(acc, c, row0, rows, m0, n0, n_total, lane); break;
+    default: store_act_256<DT, DUAL, ACT_SILU, ROUND>(acc, c, row0, rows, m0, n0, n_total, lane); break;
+    }
+}
+
+template <int DT, bool DUAL>
+__device__ __forceinline__ void store_act_256(const float (&acc)[128], uint16_t *__restrict__ c, int64_t row0, int rows,
+                                              int m0, int64_t n0, int64_t n_total, int lane, int act, int pre)
+{
+    if (pre == DT)
+        store_act_fn<DT, DUAL, true>(acc, c, row0, rows, m0, n0, n_total, lane, act);
+    else
+        store_act_fn<DT, DUAL, false>(acc, c, row0, rows, m0, n0, n_total, lane, act);
+}
+#endif
+
 /* C = A B^T over the slots' rows (a: map of [rows, K]; b0/b1: maps of [E N, K], boxes of 128 rows;
  * c: [rows, N]); work item L as in moe_experts.cu. */
-template <int DT, bool DUAL, bool BMN = false, bool CF32 = false>
+template <int DT, bool DUAL, bool BMN = false, bool CF32 = false, bool ACT = false>
 __global__ void __launch_bounds__(TMA_THREADS, 1)
 tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b0,
                 const __grid_constant__ CUtensorMap map_b1, const uint32_t *__restrict__ offsets,
                 uint16_t *__restrict__ c, int experts, int64_t n_total, int64_t k_total, int64_t slots,
-                int64_t n_tiles)
+                int64_t n_tiles, int act, int pre)
 {
 #if RDG_HAS_WGMMA
     extern __shared__ __align__(128) uint8_t tma_smem[];
@@ -107,8 +170,11 @@ tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant
                 const int k = kt * TC_BK;
                 tma_load_2d(sa, &map_a, k, (int)row0, full);
                 if (BMN) { /* B [E, K, N]: boxes of 64 columns x 64 rows of K, 8 KiB apart */
-                    for (int j = 0; j < TMA_BN / 64; j++)
-                        tma_load_3d(sb + j * TC_BK * 128, &map_b0, (int)n0 + 64 * j, k, e, full);
+                    for (int j = 0; j < TMA_BN / 64; j++) {
+                        const int col = !DUAL ? (int)n0 + 64 * j /* DUAL: gate, then value columns */
+                                              : j < 2 ? (int)(n_total + n0) + 64 * j : (int)n0 + 64 * (j - 2);
+                        tma_load_3d(sb + j * TC_BK * 128, &map_b0, col, k, e, full);
+                    }
                 } else if (DUAL) {
                     tma_load_2d(sb, &map_b0, k, brow, full);                 /* gate rows */
                     tma_load_2d(sb + TC_BM * 128, &map_b1, k, brow, full);   /* up rows, same columns */
@@ -171,7 +237,9 @@ tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant
         if (lane == 0)
             mbar_arrive(empty0 + 8 * prev);
 
-        if constexpr (CF32) /* FFN's HIGH_PRECISION h */
+        if constexpr (ACT)
+            store_act_256<DT, DUAL>(acc, c, row0, rows, cw * 64 + warp * 16, n0, n_total, lane, act, pre);
+        else if constexpr (CF32) /* FFN's HIGH_PRECISION h */
             store_acc_256<DT, DUAL>(acc, (float *)c, row0, rows, cw * 64 + warp * 16, n0, n_total, lane);
         else
             store_acc_256<DT, DUAL>(acc, c, row0, rows, cw * 64 + warp * 16, n0, n_total, lane);
@@ -187,6 +255,8 @@ tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant
     (void)k_total;
     (void)slots;
     (void)n_tiles;
+    (void)act;
+    (void)pre;
     __trap(); /* the host launches it only where the binary has wgmma */
 #endif
 }
@@ -204,10 +274,10 @@ bool encode_2d(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap *map, const vo
 }
 
 typedef void (*tma_fn)(CUtensorMap, CUtensorMap, CUtensorMap, const uint32_t *, uint16_t *, int, int64_t, int64_t,
-                       int64_t, int64_t);
+                       int64_t, int64_t, int, int);
 
 /* dynamic shared memory limits raised, per kernel slot and device */
-std::atomic<int> g_tma_smem_done[8][64];
+std::atomic<int> g_tma_smem_done[12][64];
 
 } // namespace
 
@@ -254,12 +324,12 @@ rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *
     const int64_t items2 = (nt2 + TC_GROUP_N - 1) / TC_GROUP_N * TC_GROUP_N * slots;
     const int64_t max_grid = 0x7fffffff;
     f1<<<dim3((unsigned)(items1 < max_grid ? items1 : max_grid)), TMA_THREADS, TMA_SMEM, q->stream>>>(
-        a1, g, u, offsets, (uint16_t *)ptrs[4], (int)E, I, H, slots, nt1);
+        a1, g, u, offsets, (uint16_t *)ptrs[4], (int)E, I, H, slots, nt1, 0, 0);
     st = rdg_launched("moe experts_tensor_core tma gate/up");
     if (st != RUDNN_STATUS_SUCCESS)
         return st;
     f2<<<dim3((unsigned)(items2 < max_grid ? items2 : max_grid)), TMA_THREADS, TMA_SMEM, q->stream>>>(
-        a2, d, d, offsets, (uint16_t *)ptrs[5], (int)E, H, I, slots, nt2);
+        a2, d, d, offsets, (uint16_t *)ptrs[5], (int)E, H, I, slots, nt2, 0, 0);
     return rdg_launched("moe experts_tensor_core tma down");
 }
 
@@ -283,11 +353,14 @@ const char *rdg_ffn_grouped_tma_why(const rdg_devinfo_t *dev, const rudnn_ffn_ge
     return nullptr;
 }
 
-rudnn_status_t rdg_ffn_grouped_tma(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, int64_t experts, const void *a,
-                                   const void *b, const uint32_t *offsets, void *c)
+namespace {
+
+/* One grouped launch for FFN: B [experts, k, n] through a 3-D map, f one of the BMN kernels (its
+ * shared-memory slot `slot`), n_out output columns in tiles of ncols. */
+rudnn_status_t launch_ffn_grouped(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, int64_t experts, const void *a,
+                                  const void *b, const uint32_t *offsets, void *c, tma_fn f, int slot, int64_t n_out,
+                                  int ncols, int act, int pre)
 {
-    if (p->m <= 0 || p->n <= 0)
-        return RUDNN_STATUS_SUCCESS;
     const PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)q->dev.tensor_map_encode;
     const rudnn_dtype_t dt = p->a_dtype;
     CUtensorMap ma, mb;
@@ -298,19 +371,60 @@ rudnn_status_t rdg_ffn_grouped_tma(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *
         return rdg_error(RUDNN_STATUS_DEVICE_ERROR, "%s: ffn.wgmma_grouped: cuTensorMapEncodeTiled refused an operand "
                          "(m %lld, k %lld, n %lld)", RUDNN_GPU_BACKEND_NAME, (long long)p->m, (long long)p->k,
                          (long long)p->n);
-    const bool bf16 = dt == RUDNN_BF16;
-    const bool f32 = p->c_dtype == RUDNN_F32;
-    const tma_fn fns[2][2] = {{tma_gemm_kernel<RUDNN_F16, false, true>, tma_gemm_kernel<RUDNN_F16, false, true, true>},
-                              {tma_gemm_kernel<RUDNN_BF16, false, true>, tma_gemm_kernel<RUDNN_BF16, false, true, true>}};
-    const tma_fn f = fns[bf16][f32];
-    TRY(allow_smem_once(g_tma_smem_done, 4 + 2 * bf16 + f32, (const void *)f, q->dev.index, TMA_SMEM,
-                        "ffn grouped tma"));
+    TRY(allow_smem_once(g_tma_smem_done, slot, (const void *)f, q->dev.index, TMA_SMEM, "ffn grouped tma"));
     const int64_t slots = (p->m + experts * (TC_BM - 1)) / TC_BM;
-    const int64_t nt = (p->n + TMA_BN - 1) / TMA_BN;
+    const int64_t nt = (n_out + ncols - 1) / ncols;
     const int64_t items = (nt + TC_GROUP_N - 1) / TC_GROUP_N * TC_GROUP_N * slots;
     const int64_t max_grid = 0x7fffffff;
     rdg_note_kernel("ffn.wgmma_grouped");
     f<<<dim3((unsigned)(items < max_grid ? items : max_grid)), TMA_THREADS, TMA_SMEM, q->stream>>>(
-        ma, mb, mb, offsets, (uint16_t *)c, (int)experts, p->n, p->k, slots, nt);
+        ma, mb, mb, offsets, (uint16_t *)c, (int)experts, n_out, p->k, slots, nt, act, pre);
     return rdg_launched("ffn.wgmma_grouped");
+}
+
+int act_gated(const rudnn_ffn_act_plan_t *ap)
+{
+    return ap->activation >= RUDNN_FFN_GEGLU;
+}
+
+} // namespace
+
+rudnn_status_t rdg_ffn_grouped_tma(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, int64_t experts, const void *a,
+                                   const void *b, const uint32_t *offsets, void *c)
+{
+    if (p->m <= 0 || p->n <= 0)
+        return RUDNN_STATUS_SUCCESS;
+    const bool bf16 = p->a_dtype == RUDNN_BF16;
+    const bool f32 = p->c_dtype == RUDNN_F32;
+    const tma_fn fns[2][2] = {{tma_gemm_kernel<RUDNN_F16, false, true>, tma_gemm_kernel<RUDNN_F16, false, true, true>},
+                              {tma_gemm_kernel<RUDNN_BF16, false, true>, tma_gemm_kernel<RUDNN_BF16, false, true, true>}};
+    return launch_ffn_grouped(q, p, experts, a, b, offsets, c, fns[bf16][f32], 4 + 2 * bf16 + f32, p->n, TMA_BN, 0,
+                              0);
+}
+
+const char *rdg_ffn_grouped_act_why(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p,
+                                    const rudnn_ffn_act_plan_t *ap, int64_t experts)
+{
+    if (const char *why = rdg_ffn_grouped_tma_why(dev, p, experts))
+        return why;
+    if (ap->has_bias || ap->deq_len != 0 || ap->h_dtype == RUDNN_I32)
+        return "the fused activation takes no bias and no quantization";
+    if (ap->out_dtype != p->a_dtype || (ap->pre_dtype != RUDNN_F32 && ap->pre_dtype != p->a_dtype))
+        return "the activation rounds to x's dtype (or F32 first) and writes x's dtype";
+    if (ap->rows != p->m || ap->n1 != p->n || ap->k2 != (act_gated(ap) ? p->n / 2 : p->n) || ap->k2 % 8)
+        return "the activation's shape is not the product's (k2 a multiple of 8)";
+    return nullptr;
+}
+
+rudnn_status_t rdg_ffn_grouped_act(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const rudnn_ffn_act_plan_t *ap,
+                                   int64_t experts, const void *a, const void *b, const uint32_t *offsets, void *out)
+{
+    if (p->m <= 0 || ap->k2 <= 0)
+        return RUDNN_STATUS_SUCCESS;
+    const bool bf16 = p->a_dtype == RUDNN_BF16, gated = act_gated(ap);
+    const tma_fn fns[2][2] = {
+        {tma_gemm_kernel<RUDNN_F16, false, true, false, true>, tma_gemm_kernel<RUDNN_F16, true, true, false, true>},
+        {tma_gemm_kernel<RUDNN_BF16, false, true, false, true>, tma_gemm_kernel<RUDNN_BF16, true, true, false, true>}};
+    return launch_ffn_grouped(q, p, experts, a, b, offsets, out, fns[bf16][gated], 8 + 2 * bf16 + gated, ap->k2,
+                              gated ? TMA_BN / 2 : TMA_BN, (int)ap->activation, (int)ap->pre_dtype);
 }

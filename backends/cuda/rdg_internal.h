@@ -135,6 +135,11 @@ rudnn_status_t rdg_ffn_gemv(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, cons
 int rdg_ffn_mma_w4_plan_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
 int rdg_ffn_mma_w4_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, const void *b, int has_scratch);
 size_t rdg_ffn_mma_w4_scratch(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
+/* All experts' products in one launch (hal/ffn.h gemm_grouped; no split of k, no scratch). */
+int rdg_ffn_mma_w4_grouped_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t experts);
+rudnn_status_t rdg_ffn_mma_w4_grouped(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, int64_t experts, const void *a,
+                                      const void *b, const void *scale, const void *offset, const uint32_t *offsets,
+                                      void *c);
 rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
                               const void *scale, const void *offset, void *scratch, void *c);
 
@@ -176,6 +181,12 @@ const char *rdg_moe_tma_why(const rdg_devinfo_t *dev, const rudnn_moe_rows_plan_
 const char *rdg_ffn_grouped_tma_why(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t experts);
 rudnn_status_t rdg_ffn_grouped_tma(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, int64_t experts, const void *a,
                                    const void *b, const uint32_t *offsets, void *c);
+/* The first product with the activation ap in its epilogue (hal/ffn.h gemm_grouped_act): why not,
+ * or NULL; then the launch writing a [m, ap->k2] in a's dtype. */
+const char *rdg_ffn_grouped_act_why(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p,
+                                    const rudnn_ffn_act_plan_t *ap, int64_t experts);
+rudnn_status_t rdg_ffn_grouped_act(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const rudnn_ffn_act_plan_t *ap,
+                                   int64_t experts, const void *a, const void *b, const uint32_t *offsets, void *out);
 
 #ifndef RDG_HAVE_CUBLAS
 #define RDG_HAVE_CUBLAS 0 /* meson: 1 where the CUDA toolkit has cuBLAS's headers */

@@ -37,6 +37,7 @@ typedef struct rudnn_ffn_gemm_plan {
     int64_t groups;        /* weight-only: rows of scale / offset (1: per channel); k % groups == 0 */
     int32_t has_offset;    /* weight-only: offset given (else 0) */
     int32_t deterministic; /* bitwise-identical results run to run (no order-varying split-K) */
+    int64_t rows_max;      /* gemm_grouped: the most rows of one expert (0 elsewhere) */
 } rudnn_ffn_gemm_plan_t;
 
 /* a [rows, k2] from h [rows, n1], per element (FP32 unless said):
@@ -94,13 +95,22 @@ typedef struct rudnn_ffn_kernels {
     /* The expert form's products in one launch (optional; gemm_grouped_fits first, then
      * gemm_grouped): for every expert e at once, c[r] = a[r] b[e] for the rows r in
      * [offsets[e], offsets[e + 1]), offsets U32 [experts + 1] on the device (offsets[0] = 0).
-     * plan: one expert's product, m the rows of all experts; b [experts, k, n]; float operands of
-     * one dtype and c_dtype the same (ops/ffn.c takes it where h is in x's dtype and the second
-     * product writes y). Rows past offsets[experts] are neither read nor written. */
+     * plan: one expert's product, m the rows of all experts, rows_max the most of one; b
+     * [experts, k, n]; float or weight-only operands without bias (scale / offset [experts,
+     * groups, n] as gemm's; offset.mem NULL without one, both NULL for float), c as gemm's.
+     * Rows past offsets[experts] are neither read nor written. */
     int (*gemm_grouped_fits)(void *device, const rudnn_ffn_gemm_plan_t *plan, int64_t experts);
     rudnn_status_t (*gemm_grouped)(void *queue, const rudnn_ffn_gemm_plan_t *plan, int64_t experts,
-                                   rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t offsets,
-                                   rudnn_mem_ref_t c);
+                                   rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t scale,
+                                   rudnn_mem_ref_t offset, rudnn_mem_ref_t offsets, rudnn_mem_ref_t c);
+    /* The first grouped product with the activation in its epilogue (optional; its _fits first):
+     * out [m, act->k2] = act applied to a b[e] as the act entry computes it from an h in FP32
+     * (act: rows m, n1 = plan->n, no bias, no quantization), without h in memory. */
+    int (*gemm_grouped_act_fits)(void *device, const rudnn_ffn_gemm_plan_t *plan, const rudnn_ffn_act_plan_t *act,
+                                 int64_t experts);
+    rudnn_status_t (*gemm_grouped_act)(void *queue, const rudnn_ffn_gemm_plan_t *plan,
+                                       const rudnn_ffn_act_plan_t *act, int64_t experts, rudnn_mem_ref_t a,
+                                       rudnn_mem_ref_t b, rudnn_mem_ref_t offsets, rudnn_mem_ref_t out);
 } rudnn_ffn_kernels_t;
 
 /* A table shorter than this is refused (the family is then absent on that backend). */
