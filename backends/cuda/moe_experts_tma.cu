@@ -59,28 +59,15 @@ __device__ __forceinline__ void store_act_256(const float (&acc)[128], uint16_t 
                                               int m0, int64_t n0, int64_t n_total, int lane)
 {
     constexpr int PRE = ROUND ? DT : RUDNN_F32;
-    constexpr int NCOLS = DUAL ? 128 : 256;
+    for_acc_pairs_256<DUAL ? 128 : 256>(row0, rows, m0, n0, n_total, lane, [&](int64_t r, int64_t n, int i) {
+        float a[2];
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int m = m0 + lane / 4 + h * 8;
-        if (m >= rows)
-            continue;
-        uint16_t *crow = c + (row0 + m) * n_total;
-#pragma unroll
-        for (int j = 0; j < NCOLS / 8; j++) {
-            const int64_t n = n0 + j * 8 + (lane % 4) * 2;
-            if (n < n_total) {
-                float a[2];
-#pragma unroll
-                for (int t = 0; t < 2; t++) {
-                    const float v = round_to(acc[j * 4 + 2 * h + t], PRE);
-                    const float f = act_of<F, FFN_GROUPED_ACT_FAST != 0>(v);
-                    a[t] = DUAL ? round_to(acc[(j + 16) * 4 + 2 * h + t], PRE) * f : f;
-                }
-                *(uint32_t *)(crow + n) = pack2(DT, a[0], a[1]);
-            }
+        for (int t = 0; t < 2; t++) {
+            const float f = act_of<F, FFN_GROUPED_ACT_FAST != 0>(round_to(acc[i + t], PRE));
+            a[t] = DUAL ? round_to(acc[i + 64 + t], PRE) * f : f;
         }
-    }
+        *(uint32_t *)(c + r * n_total + n) = pack2(DT, a[0], a[1]);
+    });
 }
 
 /* The same with the function and the rounding chosen once a tile (the unrolled loop then holds

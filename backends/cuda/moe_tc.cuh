@@ -88,38 +88,45 @@ __device__ __forceinline__ void wgmma_256(float (&d)[128], uint64_t da, uint64_t
                      : "l"(da), "l"(db), "r"(1));
 }
 
-/* One warp's m64n256 accumulators -> rows of C: accumulator block j (0..31) holds columns j*8 ..
- * +8; lane l has rows m0 + l/4 (+8) and columns 2 (l % 4) + 0, 1 of each block. DUAL (GEMM 1):
- * blocks j < 16 are gate columns, j + 16 the up columns of the same outputs, stored as
- * silu(g) * u. C in DT (CT uint16_t) or FP32 (CT float). Rows at or past `rows` and columns past
- * n_total are not stored. */
-template <int DT, bool DUAL, typename CT = uint16_t>
-__device__ __forceinline__ void store_acc_256(const float (&acc)[128], CT *__restrict__ c, int64_t row0,
-                                              int rows, int m0, int64_t n0, int64_t n_total, int lane)
+/* One warp's m64n256 accumulators, NCOLS of their columns (256, or 128 where the tile pairs two
+ * column sets): accumulator block j (0..31) holds columns j*8 .. +8; lane l has rows m0 + l/4 (+8)
+ * and columns 2 (l % 4) + 0, 1 of each block. Calls st(row, n, i) for each row below `rows` and
+ * column pair n, n + 1 below n_total, i the pair's first accumulator (acc[i], acc[i + 1]). */
+template <int NCOLS, typename St>
+__device__ __forceinline__ void for_acc_pairs_256(int64_t row0, int rows, int m0, int64_t n0, int64_t n_total, int lane,
+                                                  St st)
 {
-    constexpr int NCOLS = DUAL ? 128 : 256;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int m = m0 + lane / 4 + h * 8;
         if (m >= rows)
             continue;
-        CT *crow = c + (row0 + m) * n_total;
 #pragma unroll
         for (int j = 0; j < NCOLS / 8; j++) {
             const int64_t n = n0 + j * 8 + (lane % 4) * 2;
-            if (n < n_total) {
-                float lo = acc[j * 4 + 2 * h], hi = acc[j * 4 + 2 * h + 1];
-                if (DUAL) {
-                    lo = silu_mul(lo, acc[(j + 16) * 4 + 2 * h]);
-                    hi = silu_mul(hi, acc[(j + 16) * 4 + 2 * h + 1]);
-                }
-                if constexpr (sizeof(CT) == 4)
-                    *(float2 *)(crow + n) = make_float2(lo, hi);
-                else
-                    *(uint32_t *)(crow + n) = pack2(DT, lo, hi);
-            }
+            if (n < n_total)
+                st(row0 + m, n, j * 4 + 2 * h);
         }
     }
+}
+
+/* The accumulators -> rows of C. DUAL (GEMM 1): blocks j < 16 are gate columns, j + 16 the up
+ * columns of the same outputs, stored as silu(g) * u. C in DT (CT uint16_t) or FP32 (CT float). */
+template <int DT, bool DUAL, typename CT = uint16_t>
+__device__ __forceinline__ void store_acc_256(const float (&acc)[128], CT *__restrict__ c, int64_t row0, int rows,
+                                              int m0, int64_t n0, int64_t n_total, int lane)
+{
+    for_acc_pairs_256<DUAL ? 128 : 256>(row0, rows, m0, n0, n_total, lane, [&](int64_t r, int64_t n, int i) {
+        float lo = acc[i], hi = acc[i + 1];
+        if (DUAL) {
+            lo = silu_mul(lo, acc[i + 64]);
+            hi = silu_mul(hi, acc[i + 65]);
+        }
+        if constexpr (sizeof(CT) == 4)
+            *(float2 *)(c + r * n_total + n) = make_float2(lo, hi);
+        else
+            *(uint32_t *)(c + r * n_total + n) = pack2(DT, lo, hi);
+    });
 }
 
 #endif
