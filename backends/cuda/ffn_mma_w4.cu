@@ -67,8 +67,11 @@ struct MmaArgs {
     int a_async; /* A 16-byte aligned: staged with cp.async */
     int scale4;  /* scale (and offset) 4-byte aligned: column pairs loaded as words */
     int c_dtype;
-    /* grouped (offsets non-NULL): blockIdx.x = expert e tblocks + token block; expert e's rows
-     * [offsets[e], offsets[e + 1]) of a and c, its weights b + e b_stride, scale / offset + e s_stride */
+};
+
+/* The grouped launch's experts: blockIdx.x = expert e tblocks + token block; expert e's rows
+ * [offsets[e], offsets[e + 1]) of a and c, its weights b + e b_stride, scale / offset + e s_stride. */
+struct MmaExperts {
     const uint32_t *offsets;
     int tblocks;
     int64_t b_stride, s_stride;
@@ -222,8 +225,8 @@ struct Smem {
     }
 };
 
-template <int ADT, int VB, int NT, bool OFF, int MINB>
-__global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
+template <int ADT, int VB, int NT, bool OFF, int MINB, bool GROUPED>
+__global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExperts ex)
 {
     using SM = Smem<VB, NT>;
     constexpr int MT = SM::MT, STAGE = SM::STAGE, COLS_W = 16 * VB, WORDS = VB / 4;
@@ -244,17 +247,17 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g)
     int tok0 = (int)blockIdx.x * MT, mrows;
     const uint8_t *gb = g.b;
     const uint16_t *gscale = g.scale, *goffset = g.offset;
-    if (g.offsets) { /* grouped: one expert's token block (none: the whole block leaves) */
-        const int e = (int)blockIdx.x / g.tblocks;
-        const int r1 = (int)g.offsets[e + 1];
-        tok0 = (int)g.offsets[e] + ((int)blockIdx.x - e * g.tblocks) * MT;
+    if constexpr (GROUPED) { /* one expert's token block (none: the whole block leaves) */
+        const int e = (int)blockIdx.x / ex.tblocks;
+        const int r1 = (int)ex.offsets[e + 1];
+        tok0 = (int)ex.offsets[e] + ((int)blockIdx.x - e * ex.tblocks) * MT;
         if (tok0 >= r1)
             return;
         mrows = r1 - tok0 < MT ? r1 - tok0 : MT;
-        gb += e * g.b_stride;
-        gscale += e * g.s_stride;
+        gb += e * ex.b_stride;
+        gscale += e * ex.s_stride;
         if constexpr (OFF)
-            goffset += e * g.s_stride;
+            goffset += e * ex.s_stride;
     } else {
         mrows = g.m - tok0 < MT ? g.m - tok0 : MT;
     }
@@ -682,10 +685,10 @@ size_t plan_scratch(const Plan &pl, const rudnn_ffn_gemm_plan_t *p)
     return pl.splits > 1 ? (size_t)pl.splits * (size_t)p->m * (size_t)p->n * sizeof(float) : 0;
 }
 
-template <int ADT, int VB, int NT, bool OFF, int MINB>
-rudnn_status_t launch_variant(rdg_queue_t *q, const Plan &pl, const MmaArgs &g)
+template <int ADT, int VB, int NT, bool OFF, int MINB, bool GROUPED>
+rudnn_status_t launch_variant(rdg_queue_t *q, const Plan &pl, const MmaArgs &g, const MmaExperts &ex)
 {
-    const auto fn = ffn_mma_w4<ADT, VB, NT, OFF, MINB>;
+    const auto fn = ffn_mma_w4<ADT, VB, NT, OFF, MINB, GROUPED>;
     const size_t smem = Smem<VB, NT>::bytes(g.kc);
     if (smem > 48 * 1024) {
         const cudaError_t err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -696,21 +699,21 @@ rudnn_status_t launch_variant(rdg_queue_t *q, const Plan &pl, const MmaArgs &g)
     const dim3 grid((unsigned)pl.tblocks, (unsigned)pl.coltiles, (unsigned)pl.splits);
     /* a plain launch: launched early (pdl.cuh), its blocks would land first on the SMs the previous
      * kernel frees first, unevenly (M 1 .. 16 ran 1.03 .. 1.05x slower so) */
-    fn<<<grid, THREADS, smem, q->stream>>>(g);
+    fn<<<grid, THREADS, smem, q->stream>>>(g, ex);
     return rdg_launched("ffn.mma_w4");
 }
 
-template <int ADT, bool OFF>
-rudnn_status_t launch_dtype(rdg_queue_t *q, const Plan &pl, const MmaArgs &g)
+template <int ADT, bool OFF, bool GROUPED>
+rudnn_status_t launch_dtype(rdg_queue_t *q, const Plan &pl, const MmaArgs &g, const MmaExperts &ex)
 {
     constexpr int SMALL = OFF ? FFN_MMA_W4_BLOCKS_SM_LARGE : FFN_MMA_W4_BLOCKS_SM_SMALL; /* as variant() */
     if (pl.nt == 1)
-        return launch_variant<ADT, 8, 1, OFF, SMALL>(q, pl, g);
+        return launch_variant<ADT, 8, 1, OFF, SMALL, GROUPED>(q, pl, g, ex);
     if (pl.nt == 2)
-        return launch_variant<ADT, 8, 2, OFF, SMALL>(q, pl, g);
+        return launch_variant<ADT, 8, 2, OFF, SMALL, GROUPED>(q, pl, g, ex);
     if (pl.nt == 4)
-        return launch_variant<ADT, 4, 4, OFF, SMALL>(q, pl, g);
-    return launch_variant<ADT, 4, 8, OFF, FFN_MMA_W4_BLOCKS_SM_LARGE>(q, pl, g);
+        return launch_variant<ADT, 4, 4, OFF, SMALL, GROUPED>(q, pl, g, ex);
+    return launch_variant<ADT, 4, 8, OFF, FFN_MMA_W4_BLOCKS_SM_LARGE, GROUPED>(q, pl, g, ex);
 }
 
 } // namespace
@@ -784,13 +787,17 @@ MmaArgs make_args(const rudnn_ffn_gemm_plan_t *p, const Plan &pl, const void *a,
     return g;
 }
 
-rudnn_status_t launch(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const Plan &pl, const MmaArgs &g)
+template <bool GROUPED>
+rudnn_status_t launch(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const Plan &pl, const MmaArgs &g,
+                      const MmaExperts &ex)
 {
     rdg_note_kernel("ffn.mma_w4");
     const bool off = g.offset != nullptr;
     if (p->a_dtype == RUDNN_BF16)
-        return off ? launch_dtype<RUDNN_BF16, true>(q, pl, g) : launch_dtype<RUDNN_BF16, false>(q, pl, g);
-    return off ? launch_dtype<RUDNN_F16, true>(q, pl, g) : launch_dtype<RUDNN_F16, false>(q, pl, g);
+        return off ? launch_dtype<RUDNN_BF16, true, GROUPED>(q, pl, g, ex)
+                   : launch_dtype<RUDNN_BF16, false, GROUPED>(q, pl, g, ex);
+    return off ? launch_dtype<RUDNN_F16, true, GROUPED>(q, pl, g, ex)
+               : launch_dtype<RUDNN_F16, false, GROUPED>(q, pl, g, ex);
 }
 
 } // namespace
@@ -805,7 +812,7 @@ rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, co
     if (pl.splits > 1 && !scratch)
         return rdg_error(RUDNN_STATUS_INTERNAL, "ffn gemm: ffn.mma_w4 without its scratch");
     const MmaArgs g = make_args(p, pl, a, b, scale, offset, scratch, c);
-    const rudnn_status_t st = launch(q, p, pl, g);
+    const rudnn_status_t st = launch<false>(q, p, pl, g, MmaExperts{});
     if (st != RUDNN_STATUS_SUCCESS || pl.splits == 1)
         return st;
     const int64_t mn = p->m * p->n;
@@ -837,12 +844,13 @@ rudnn_status_t rdg_ffn_mma_w4_grouped(rdg_queue_t *q, const rudnn_ffn_gemm_plan_
         return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm_grouped: ffn.mma_w4 does not take this product");
     Plan pl = make_plan(&q->dev, p, experts);
     MmaArgs g = make_args(p, pl, a, b, scale, offset, nullptr, c);
-    g.offsets = offsets;
-    g.tblocks = pl.tblocks;
-    g.b_stride = p->k * p->n / 2;
-    g.s_stride = (p->groups > 0 ? p->groups : 1) * p->n;
+    MmaExperts ex;
+    ex.offsets = offsets;
+    ex.tblocks = pl.tblocks;
+    ex.b_stride = p->k * p->n / 2;
+    ex.s_stride = (p->groups > 0 ? p->groups : 1) * p->n;
     pl.tblocks *= (int)experts; /* the grid's x: expert e's token blocks at e tblocks */
-    TRY(launch(q, p, pl, g));
+    TRY(launch<true>(q, p, pl, g, ex));
     rdg_note_kernel("ffn.mma_w4_grouped");
     return RUDNN_STATUS_SUCCESS;
 }
