@@ -650,7 +650,7 @@ static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudn
 /* Whether the expert form runs as grouped products (hal/ffn.h gemm_grouped: one launch a product
  * for all experts, the activation once over all rows): F16 / BF16 x, float or weight-only weights,
  * no bias (h in x's dtype or F32 by the precision, y written by the second product), x, the
- * weights and y 16-byte aligned, and the backend takes both products. */
+ * weights and y 16-byte aligned (scales and offsets 4-byte), and the backend takes both products. */
 static int grouped_fits(rudnn_queue_t queue, const rudnn_ffn_args_t *a, const ffn_dims_t *d, int64_t rows,
                         int64_t rows_max, const rudnn_tensor_t *y)
 {
@@ -663,6 +663,11 @@ static int grouped_fits(rudnn_queue_t queue, const rudnn_ffn_args_t *a, const ff
     const rudnn_tensor_t *t[4] = {a->x, a->weight1, a->weight2, y};
     for (int i = 0; i < 4; i++)
         if (rudnn_mem_of(t[i]).offset % 16)
+            return 0;
+    const rudnn_tensor_t *q[4] = {a->antiquant_scale1, a->antiquant_offset1, a->antiquant_scale2,
+                                  a->antiquant_offset2}; /* column pairs read as words */
+    for (int i = 0; i < 4; i++)
+        if (q[i] && rudnn_mem_of(q[i]).offset % 4)
             return 0;
     rudnn_ffn_gemm_plan_t g1, g2;
     gemm_plans(a, d, &g1, &g2, rows);

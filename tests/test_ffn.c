@@ -266,6 +266,24 @@ static const tcase_t wo_cases[] = {
     {.label = "experts: grouped int4 per channel, no offset, counts 2 8 1 0 4 7 3 5 of M 30, K1 512, K2 256",
      .nlead = 1, .lead = {30}, .k1 = 512, .k2 = 256, .experts = 8, .counts = {2, 8, 1, 0, 4, 7, 3, 5}, .int4 = 1,
      .aligned = 2, .cuda_kernel = "ffn.mma_w4_grouped"},
+    /* the int4 wgmma kernel (CUDA sm_90a: no offset, 64 rows or more, aligned tensors): two 128-row
+     * tiles and a partial one, a 256-column tile past n, k not of 64; grouped with an expert past
+     * 128 rows, an empty one and rows past the sum; 64 rows exactly, per channel */
+    {.label = "wgmma_w4: I4 per group (G 4, 2), bias1, M 300, K1 512, K2 256", .nlead = 1, .lead = {300},
+     .k1 = 512, .k2 = 256, .bias = BIAS_1, .int4 = 1, .g1 = 4, .g2 = 2, .aligned = 2,
+     .cuda_kernel16 = "ffn.wgmma_w4"},
+    {.label = "experts: wgmma_w4 grouped (G 2, 4), counts 70 0 130 9 64 of M 280, K1 256, K2 256", .nlead = 1,
+     .lead = {280}, .k1 = 256, .k2 = 256, .experts = 5, .counts = {70, 0, 130, 9, 64}, .int4 = 1, .g1 = 2, .g2 = 4,
+     .aligned = 2, .cuda_kernel16 = "ffn.wgmma_w4_grouped"},
+    {.label = "wgmma_w4: I4 per channel, M 64, K1 96, K2 64", .nlead = 1, .lead = {64}, .k1 = 96, .k2 = 64,
+     .int4 = 1, .aligned = 2, .cuda_kernel16 = "ffn.wgmma_w4"},
+    {.label = "wgmma_w4: I4 per group of 48 rows (G 4, 2), M 130, K1 192, K2 96", .nlead = 1, .lead = {130},
+     .k1 = 192, .k2 = 96, .int4 = 1, .g1 = 4, .g2 = 2, .aligned = 2, .cuda_kernel16 = "ffn.wgmma_w4"},
+    /* k split in two (17 tiles of 64 on a GPU of 4+ SMs), the second split from row 576, inside the
+     * third group of 272 rows */
+    {.label = "wgmma_w4: split k, I4 per group of 272 rows (G 4, 2), M 100, K1 1088, K2 256", .nlead = 1,
+     .lead = {100}, .k1 = 1088, .k2 = 256, .int4 = 1, .g1 = 4, .g2 = 2, .aligned = 2,
+     .cuda_kernel16 = "ffn.wgmma_w4"},
     {.label = "exact: one-hot x, y = +-a, I8 per channel, offset, bias1", .nlead = 1, .lead = {48}, .k1 = 40,
      .k2 = 24, .bias = BIAS_1, .aoffset = 1, .exact = 1},
     {.label = "exact: one-hot x, y = +-a, I4 per group (G 5, 3), offset", .nlead = 1, .lead = {40}, .k1 = 40,
@@ -285,8 +303,9 @@ static const tcase_t wo_cases[] = {
      .k2 = 512, .int4 = 1, .g1 = 8, .g2 = 4, .aligned = 1, .cuda_kernel = "ffn.mma_w4"},
     {.label = "mma_w4: I4 per channel, offset, x [3, 9, 256] (M 27), K2 256", .nlead = 2, .lead = {3, 9}, .k1 = 256,
      .k2 = 256, .int4 = 1, .aoffset = 1, .aligned = 2, .cuda_kernel = "ffn.mma_w4"},
-    {.label = "mma_w4: I4 per group (G 2, 1), no offset, bias1, M 64, K1 256, K2 256", .nlead = 1, .lead = {64},
-     .k1 = 256, .k2 = 256, .bias = BIAS_1, .int4 = 1, .g1 = 2, .g2 = 1, .aligned = 2, .cuda_kernel = "ffn.mma_w4"},
+    {.label = "mma_w4: I4 per group (G 2, 1), no offset, bias1, M 64 (x unaligned: no wgmma), K1 256, K2 256",
+     .nlead = 1, .lead = {64}, .k1 = 256, .k2 = 256, .bias = BIAS_1, .int4 = 1, .g1 = 2, .g2 = 1, .aligned = 1,
+     .cuda_kernel = "ffn.mma_w4"},
     {.label = "mma_w4: I4 per group (G 4, 2), offset, M 128 (two token blocks), K1 256, K2 256", .nlead = 1,
      .lead = {128}, .k1 = 256, .k2 = 256, .int4 = 1, .g1 = 4, .g2 = 2, .aoffset = 1, .aligned = 1,
      .cuda_kernel = "ffn.mma_w4"},

@@ -159,6 +159,28 @@ rudnn_status_t launch_tiled(rdg_queue_t *q, const GemmArgs &g, const char *name)
     return rdg_launched(name);
 }
 
+/* ---- int4 on wgmma ------------------------------------------------------------------------------
+ * Whether the int4 wgmma kernel takes plan p (dense: experts 1; grouped: rows the most of one
+ * expert's): from FFN_WGMMA_W4_MIN_ROWS rows, where its shapes and the device allow (the operands'
+ * alignment is checked at the call: unaligned, the product falls to the tiled kernel). */
+#if !RDG_HIP
+bool wgmma_w4_plan_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t experts, int64_t rows)
+{
+    return rows >= FFN_WGMMA_W4_MIN_ROWS && rdg_ffn_wgmma_w4_why(dev, p, experts) == nullptr;
+}
+
+bool wgmma_w4_aligned(rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t scale, rudnn_mem_ref_t c)
+{
+    return (uintptr_t)rdg_at(a) % 16 == 0 && (uintptr_t)rdg_at(b) % 16 == 0 && (uintptr_t)rdg_at(scale) % 4 == 0 &&
+           (uintptr_t)rdg_at(c) % 8 == 0;
+}
+#else
+bool wgmma_w4_plan_fits(const rdg_devinfo_t *, const rudnn_ffn_gemm_plan_t *, int64_t, int64_t)
+{
+    return false;
+}
+#endif
+
 /* ---- weight-only through cuBLAS -----------------------------------------------------------------
  * Past the few-rows kernels (deq_gemm_fits) the weights are dequantized once into the
  * scratch, W' [k, n] in A's dtype exactly as LoadB rounds them (hal/ffn.h), and cuBLAS multiplies:
@@ -174,7 +196,8 @@ int deq_gemm_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p)
 {
     const int wo = (p->a_dtype == RUDNN_F16 || p->a_dtype == RUDNN_BF16) &&
                    (p->b_dtype == RUDNN_I8 || p->b_dtype == RUDNN_I4);
-    return wo && p->m > 0 && !rdg_ffn_gemv_fits(p) && !rdg_ffn_mma_w4_plan_fits(dev, p);
+    return wo && p->m > 0 && !rdg_ffn_gemv_fits(p) && !rdg_ffn_mma_w4_plan_fits(dev, p) &&
+           !wgmma_w4_plan_fits(dev, p, 1, p->m);
 }
 
 template <int ADT, int BDT>
@@ -413,8 +436,8 @@ rudnn_status_t ffn_gemm_tiled_any(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p
 }
 
 /* Scratch of gemm for any m' rows with m / 2 < m' <= m (hal/ffn.h): the split-k partials of the
- * few-rows weight-only kernel and of the int4 tensor-core kernel (both sized: whether the latter
- * runs depends on the weights' alignment too), the dequantized weights of the weight-only path
+ * few-rows weight-only kernel and of the int4 tensor-core and wgmma kernels (all sized: whether the
+ * latter two run depends on the operands' alignment too), the dequantized weights of the weight-only path
  * past them (deq_gemm_fits, which grows with m: m itself decides), the transposed int8
  * weights of the cuBLAS int8 path. */
 rudnn_status_t ffn_gemm_workspace(void *device, const rudnn_ffn_gemm_plan_t *p, size_t *bytes)
@@ -430,9 +453,14 @@ rudnn_status_t ffn_gemm_workspace(void *device, const rudnn_ffn_gemm_plan_t *p, 
     at.m = p->m < FFN_MMA_W4_MAX_M ? p->m : FFN_MMA_W4_MAX_M;
     const size_t mma = lo <= at.m ? rdg_ffn_mma_w4_scratch(dev, &at) : 0;
     most = mma > most ? mma : most;
+    const size_t wg = wgmma_w4_plan_fits(dev, p, 1, p->m) ? rdg_ffn_wgmma_w4_scratch(dev, p) : 0;
+    most = wg > most ? wg : most;
 #endif
 #if !RDG_HIP && RDG_HAVE_CUBLAS
-    if (deq_gemm_fits(dev, p)) {
+    /* deq_gemm_fits, not monotonic in m where the wgmma kernel takes the rows from
+     * FFN_WGMMA_W4_MIN_ROWS: m itself and the window's rows below that */
+    at.m = p->m < FFN_WGMMA_W4_MIN_ROWS - 1 ? p->m : FFN_WGMMA_W4_MIN_ROWS - 1;
+    if (deq_gemm_fits(dev, p) || (lo <= at.m && deq_gemm_fits(dev, &at))) {
         const size_t w = (size_t)p->k * (size_t)p->n * 2; /* W' in F16 / BF16 */
         most = w > most ? w : most;
     }
@@ -444,8 +472,9 @@ rudnn_status_t ffn_gemm_workspace(void *device, const rudnn_ffn_gemm_plan_t *p, 
 }
 
 /* The GEMM implementation is the backend's choice, as a BLAS picks its kernels: cuBLAS for float
- * operands and for int8 with leading dims that are multiples of 4, the int4 tensor-core kernel
- * (CUDA, sm_80+) for BF16 / F16 x int4 of up to FFN_MMA_W4_MAX_M rows where it fits
+ * operands and for int8 with leading dims that are multiples of 4, the int4 wgmma kernel (sm_90a)
+ * for BF16 / F16 x int4 without offset from FFN_WGMMA_W4_MIN_ROWS rows (aligned operands), the
+ * int4 tensor-core kernel (CUDA, sm_80+) for BF16 / F16 x int4 of up to FFN_MMA_W4_MAX_M rows where it fits
  * (rdg_ffn_mma_w4_fits: n % 256, k and the groups' rows % 16, 16-byte aligned weights), the
  * few-rows kernel for the other weight-only GEMMs of up to FFN_GEMV_MAX_M rows, past them the
  * weights dequantized into the scratch and cuBLAS (deq_gemm_fits), the tiled kernel otherwise
@@ -464,6 +493,9 @@ rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_r
         return rdg_ffn_gemm_cublas_i8(q, p, rdg_at(a), rdg_at(b), rdg_at(scratch), rdg_at(c));
 #endif
 #if !RDG_HIP
+    if (wgmma_w4_plan_fits(&q->dev, p, 1, p->m) && wgmma_w4_aligned(a, b, scale, c))
+        return rdg_ffn_wgmma_w4(q, p, 1, rdg_at(a), rdg_at(b), rdg_at(scale), nullptr,
+                                scratch.mem ? rdg_at(scratch) : nullptr, rdg_at(c));
     if (rdg_ffn_mma_w4_fits(&q->dev, p, rdg_at(b), scratch.mem != NULL))
         return rdg_ffn_mma_w4(q, p, rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(scratch), rdg_at(c));
 #endif
@@ -517,7 +549,7 @@ int ffn_gemm_grouped_fits(void *device, const rudnn_ffn_gemm_plan_t *p, int64_t 
 {
     const rdg_devinfo_t *dev = rdg_devinfo_of(device);
     if (p->b_dtype == RUDNN_I4)
-        return rdg_ffn_mma_w4_grouped_fits(dev, p, experts);
+        return wgmma_w4_plan_fits(dev, p, experts, p->rows_max) || rdg_ffn_mma_w4_grouped_fits(dev, p, experts);
     return rdg_ffn_grouped_tma_why(dev, p, experts) == nullptr;
 }
 
@@ -528,6 +560,9 @@ rudnn_status_t ffn_gemm_grouped(void *queue, const rudnn_ffn_gemm_plan_t *p, int
     rdg_queue_t *q = (rdg_queue_t *)queue;
     TRY(rdg_use_device(q->dev.index));
     if (p->b_dtype == RUDNN_I4) {
+        if (wgmma_w4_plan_fits(&q->dev, p, experts, p->rows_max) && wgmma_w4_aligned(a, b, scale, c))
+            return rdg_ffn_wgmma_w4(q, p, experts, rdg_at(a), rdg_at(b), rdg_at(scale),
+                                    (const uint32_t *)rdg_at(offsets), nullptr, rdg_at(c));
         if ((uintptr_t)rdg_at(b) % 16)
             return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm_grouped: int4 weights must be 16-byte aligned");
         return rdg_ffn_mma_w4_grouped(q, p, experts, rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset),

@@ -815,11 +815,16 @@ rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, co
     const rudnn_status_t st = launch<false>(q, p, pl, g, MmaExperts{});
     if (st != RUDNN_STATUS_SUCCESS || pl.splits == 1)
         return st;
-    const int64_t mn = p->m * p->n;
+    return rdg_ffn_split_sum(q, "ffn.mma_w4_reduce", g.partial, c, p->m * p->n, pl.splits, p->c_dtype);
+}
+
+rudnn_status_t rdg_ffn_split_sum(rdg_queue_t *q, const char *name, const float *partial, void *c, int64_t mn,
+                                 int splits, int c_dtype)
+{
     const int64_t want = rdg_ceil_div(mn, 256), cap = (int64_t)q->dev.sm_count * 8;
     const unsigned blocks = (unsigned)(want < cap ? want : cap);
-    return rdg_launch_pdl(q, FFN_PDL, "ffn.mma_w4_reduce", ffn_mma_w4_reduce, dim3(blocks), dim3(256), 0,
-                          (const float *)g.partial, c, mn, (int)pl.splits, (int)p->c_dtype);
+    return rdg_launch_pdl(q, FFN_PDL, name, ffn_mma_w4_reduce, dim3(blocks), dim3(256), 0, partial, c, mn, splits,
+                          c_dtype);
 }
 
 /* The expert form's product for all experts in one launch: plan p with m the rows of all experts

@@ -82,6 +82,23 @@
 #ifndef FFN_GROUPED_ACT_FAST
 #define FFN_GROUPED_ACT_FAST 1
 #endif
+/* The int4 wgmma kernel (ffn_wgmma_w4.cu, sm_90a): 1 on; its pipeline stages (24 KB each); the
+ * fewest rows (dense) or most rows of one expert (grouped) from which it replaces the mma.sync
+ * kernel and the dequantize-then-cuBLAS path */
+#ifndef FFN_WGMMA_W4
+#define FFN_WGMMA_W4 1
+#endif
+#ifndef FFN_WGMMA_W4_STAGES
+#define FFN_WGMMA_W4_STAGES 6
+#endif
+#ifndef FFN_WGMMA_W4_MIN_ROWS
+#define FFN_WGMMA_W4_MIN_ROWS 64
+#endif
+/* a dense int4 wgmma product of few tiles splits k (F32 partials, summed in order), each split
+ * this many k tiles (of 64) or more */
+#ifndef FFN_WGMMA_W4_SPLIT_MIN_KTILES
+#define FFN_WGMMA_W4_SPLIT_MIN_KTILES 8
+#endif
 /* the expert form's int4 products run as one grouped launch (all experts, no split of k) from this
  * many experts; fewer run one expert at a time, whose launches split k to fill the GPU */
 #ifndef FFN_MMA_W4_GROUPED_MIN_EXPERTS

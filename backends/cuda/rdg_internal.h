@@ -135,6 +135,19 @@ rudnn_status_t rdg_ffn_gemv(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, cons
 int rdg_ffn_mma_w4_plan_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
 int rdg_ffn_mma_w4_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, const void *b, int has_scratch);
 size_t rdg_ffn_mma_w4_scratch(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
+/* The sum of split-k partials [splits, mn] (F32) into c in c_dtype, in split order (deterministic);
+ * name: the kernel's, for errors. */
+rudnn_status_t rdg_ffn_split_sum(rdg_queue_t *q, const char *name, const float *partial, void *c, int64_t mn,
+                                 int splits, int c_dtype);
+/* ffn_wgmma_w4.cu (sm_90a): the int4 weight-only product on wgmma, dense (offsets NULL) or for all
+ * experts at once (offsets: U32 [experts + 1] on the device, b [experts, k, n / 2], scale
+ * [experts, groups, n]); why not, or NULL. A dense product of few tiles splits k over the SMs where
+ * a scratch is given: its partials' bytes for any m' <= the plan's m from rdg_ffn_wgmma_w4_scratch
+ * (without it, no split). */
+const char *rdg_ffn_wgmma_w4_why(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t experts);
+size_t rdg_ffn_wgmma_w4_scratch(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
+rudnn_status_t rdg_ffn_wgmma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, int64_t experts, const void *a,
+                                const void *b, const void *scale, const uint32_t *offsets, void *scratch, void *c);
 /* All experts' products in one launch (hal/ffn.h gemm_grouped; no split of k, no scratch). */
 int rdg_ffn_mma_w4_grouped_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t experts);
 rudnn_status_t rdg_ffn_mma_w4_grouped(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, int64_t experts, const void *a,
