@@ -66,6 +66,12 @@
 #ifndef ATT_WG3_OVERLAP
 #define ATT_WG3_OVERLAP 0
 #endif
+/* wgmma_tma with full-height query tiles: 1 gives the first tile the rows of Sq past a multiple
+ * of the tile (the shortest under causal), instead of the last (the longest: at Sq 2048 and 192-row
+ * tiles the last one ran all 2048 keys with a third of its rows empty) */
+#ifndef ATT_WG_REMAINDER_FIRST
+#define ATT_WG_REMAINDER_FIRST 1
+#endif
 /* wgmma_tma packs the query heads of one K/V head into a CTA (K and V read once for all of them)
  * up to this Sq: decode and short chunks, where reading K and V is the cost (measured on decode
  * only; longer prefill keeps one head per CTA). */

@@ -131,8 +131,13 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
     const int64_t bg = (int64_t)blockIdx.x / q_tiles;
     const int qt = q_tiles - 1 - (int)((int64_t)blockIdx.x - bg * q_tiles);
     const int64_t b = bg / groups, h0 = (bg - b * groups) * gp, hk = h0 / a.group;
-    const int64_t i0 = (int64_t)qt * sqt;
-    const int64_t i_last = (i0 + sqt < a.seq_q ? i0 + sqt : a.seq_q) - 1;
+    /* full-height tiles (sqt == BM): the first one holds the rows past a multiple of sqt
+     * (ATT_WG_REMAINDER_FIRST); the rows it loads past them are the next tile's, not stored */
+    const bool rem_first = ATT_WG_REMAINDER_FIRST && sqt == BM;
+    const int64_t first_rows = a.seq_q - (int64_t)(q_tiles - 1) * sqt;
+    const int64_t i0 = rem_first && qt > 0 ? first_rows + (int64_t)(qt - 1) * sqt : (int64_t)qt * sqt;
+    const int64_t i_end = rem_first && qt == 0 ? first_rows : i0 + sqt;
+    const int64_t i_last = (i_end < a.seq_q ? i_end : a.seq_q) - 1;
     /* the key tiles any row of the CTA sees */
     const int64_t lo0 = att_lo(a, i0), hi_last = att_hi(a, i_last);
     const int64_t j_begin = lo0 > 0 ? lo0 : 0;
@@ -178,17 +183,18 @@ att_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__
         /* the consumers (one branch of the if/else: setmaxnreg needs each role in its own) */
         set_max_regs_inc<NC == 3 ? ATT_WG3_CONSUMER_REGS : ATT_WG_CONSUMER_REGS>();
         const int cw = wg - 1, warp = (tid / 32) % 4, lane = tid % 32, quad = lane % 4;
-        const bool idle = cw * 64 >= tile.rows; /* only rows past the tile's: no MMA, no store */
         /* the queries this warpgroup's rows hold (packed tiles: those of the whole CTA) */
         /* 32-bit row indices (rdg_att_wgmma_why keeps Sq and Hq so): fewer registers held */
         const int wg_first = (int)(sqt == BM ? i0 + cw * 64 : i0);
-        const int wg_last = (int)(sqt == BM && wg_first + 63 < a.seq_q - 1 ? wg_first + 63 : i_last);
+        const int wg_last = (int)(sqt == BM && wg_first + 63 < i_last ? wg_first + 63 : i_last);
+        /* only rows past the tile's: no MMA, no store */
+        const bool idle = cw * 64 >= tile.rows || wg_first > i_last;
         /* this thread's two rows: r = 0 (lane / 4) and r = 1 (lane / 4 + 8) of its warp's 16 */
         /* this thread's row r: its query index (Sq: not a row of the tile) and head; recomputed
          * where needed rather than held across the key loop (registers) */
         auto row_at = [&](int t_row) { /* of the tile's row t_row */
             const int qi = tile.h_inner ? t_row / gp : t_row % sqt;
-            return (int)(t_row < tile.rows ? i0 + qi : a.seq_q);
+            return (int)(t_row < tile.rows && i0 + qi <= i_last ? i0 + qi : a.seq_q);
         };
         auto head_at = [&](int t_row) {
             const int g = tile.h_inner ? t_row % gp : t_row / sqt;
