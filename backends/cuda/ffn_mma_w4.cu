@@ -35,6 +35,7 @@
 
 #include "rdg_internal.h"
 #include "ffn_tuning.h"
+#include "int4_bits.cuh"
 #include "mma_sync.cuh"
 #include "pdl.cuh"
 
@@ -78,23 +79,6 @@ struct MmaExperts {
 };
 
 /* ---- PTX helpers -------------------------------------------------------------------------------- */
-
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
-{
-    uint32_t r;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-    return r;
-}
-
-/* mask ? (c ? ~a : a) : c, bitwise: the masked bits of a, those also set in c inverted, the other
- * bits c's (0x6A = F(0xF0, 0xCC, 0xAA) for (b & (a ^ c)) | (~b & c)). */
-template <uint32_t MASK, uint32_t C>
-__device__ __forceinline__ uint32_t lop3_field(uint32_t a)
-{
-    uint32_t r;
-    asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(r) : "r"(a), "n"(MASK), "n"(C));
-    return r;
-}
 
 template <int ADT>
 __device__ __forceinline__ uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c)
@@ -146,9 +130,9 @@ template <int ADT>
 __device__ __forceinline__ uint32_t nib_lo(uint32_t v)
 {
     if constexpr (ADT == RUDNN_BF16)
-        return lop3_field<0x000f000fu, 0x43084308u>(v);
+        return and_xor<0x000f000fu, 0x43084308u>(v);
     else
-        return lop3_field<0x000f000fu, 0x64086408u>(v);
+        return and_xor<0x000f000fu, 0x64086408u>(v);
 }
 
 /* without offset: the low-nibble pair t as w s, each half rounded once */
@@ -168,7 +152,7 @@ __device__ __forceinline__ uint32_t deq_hi(uint32_t v, uint32_t s2)
     if constexpr (ADT == RUDNN_BF16) {
         return deq_lo<ADT>(nib_lo<ADT>(v >> 4), s2);
     } else {
-        const uint32_t t = lop3_field<0x00f000f0u, 0x64806480u>(v);
+        const uint32_t t = and_xor<0x00f000f0u, 0x64806480u>(v);
         return hfma2<ADT>(hfma2<ADT>(t, 0x2C002C00u, 0xD480D480u), s2, 0x80008000u);
     }
 }
@@ -182,7 +166,7 @@ __device__ __forceinline__ uint32_t raw_code(uint32_t v)
     if constexpr (ADT == RUDNN_BF16)
         return nib_lo<ADT>(HI ? v >> 4 : v);
     else
-        return lop3_field<0x00f000f0u, 0x54805480u>(HI ? v : v << 4);
+        return and_xor<0x00f000f0u, 0x54805480u>(HI ? v : v << 4);
 }
 
 /* with offset: the pair t of nib_lo as round_A((w + o) s) in FP32 (o, s: the column's) */

@@ -34,6 +34,7 @@
 
 #include "rdg_internal.h"
 #include "ffn_tuning.h"
+#include "int4_bits.cuh"
 #include "mbarrier.cuh"
 #include "moe_tc.cuh"
 #include "tensor_map.h"
@@ -66,22 +67,6 @@ struct W4gArgs {
 };
 
 #if RDG_HAS_WGMMA
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
-{
-    uint32_t r;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-    return r;
-}
-
-/* (a & mask) ^ c, bitwise */
-template <uint32_t MASK, uint32_t C>
-__device__ __forceinline__ uint32_t and_xor(uint32_t a)
-{
-    uint32_t r;
-    asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(r) : "r"(a), "n"(MASK), "n"(C));
-    return r;
-}
-
 /* two nibbles (bits 0..3 and 16..19 of x) as w s in a packed 16-bit pair, s2 the scale twice */
 template <int DT>
 __device__ __forceinline__ uint32_t dequant2(uint32_t x, uint32_t s2)
@@ -124,8 +109,7 @@ __global__ void __launch_bounds__(W4G_THREADS, 1)
     const uint32_t full0 = smem0 + W4G_STAGES * W4G_STAGE, empty0 = full0 + W4G_STAGES * 8;
     const int kt0 = (int)blockIdx.y * g.kts;
     const int kt1 = min((int)((g.k + W4G_BK - 1) / W4G_BK), kt0 + g.kts);
-    const int64_t per_group = (int64_t)TC_GROUP_N * g.slots;
-    const int64_t items = ((g.n_tiles + TC_GROUP_N - 1) / TC_GROUP_N) * per_group;
+    const int64_t items = tc_items(g.n_tiles, g.slots);
 
     if (tid == 0) {
         for (int s = 0; s < W4G_STAGES; s++) {
@@ -138,13 +122,10 @@ __global__ void __launch_bounds__(W4G_THREADS, 1)
 
     /* the tile of item L: expert e, rows row0 .. + rows, weight columns n0 .. + W4G_BN */
     auto tile_of = [&](int64_t item, int *e, int64_t *row0, int *rows, int64_t *n0) -> bool {
-        const int64_t grp = item / per_group;
-        const int64_t within = item - grp * per_group;
-        const int64_t gw = min((int64_t)TC_GROUP_N, g.n_tiles - grp * TC_GROUP_N);
-        if (within >= gw * g.slots)
+        int64_t nt, v;
+        if (!tc_item(item, g.n_tiles, g.slots, &nt, &v))
             return false;
-        *n0 = (grp * TC_GROUP_N + within % gw) * W4G_BN;
-        const int64_t v = within / gw;
+        *n0 = nt * W4G_BN;
         if (g.offsets)
             return find_tile_thread(g.offsets, g.experts, v, W4G_BT, e, row0, rows);
         *e = 0, *row0 = v * W4G_BT, *rows = (int)min((int64_t)W4G_BT, g.m - v * W4G_BT);
@@ -402,7 +383,7 @@ rudnn_status_t rdg_ffn_wgmma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, 
     g.c_f32 = sp.splits > 1 || p->c_dtype == RUDNN_F32;
     g.slots = offsets ? (p->m + experts * (W4G_BT - 1)) / W4G_BT : rdg_ceil_div(p->m, W4G_BT);
     g.n_tiles = rdg_ceil_div(p->n, W4G_BN);
-    const int64_t items = (g.n_tiles + TC_GROUP_N - 1) / TC_GROUP_N * TC_GROUP_N * g.slots;
+    const int64_t items = tc_items(g.n_tiles, g.slots);
     const int64_t max_grid = 0x7fffffff;
     const dim3 grid((unsigned)(items < max_grid ? items : max_grid), (unsigned)sp.splits);
     fn<<<grid, W4G_THREADS, W4G_SMEM, q->stream>>>(ma, mw, g);

@@ -244,17 +244,13 @@ tc_gemm_kernel(const uint16_t *__restrict__ a, const uint16_t *__restrict__ b0, 
     constexpr int HQ = DUAL ? BQ / 2 : BQ;    /* ... from the first matrix */
     const uint32_t smem0 = (smem_u32(tc_smem) + 1023u) & ~1023u;
     const int ktiles = (int)((k_total + TC_BK - 1) / TC_BK);
-    const int64_t per_group = (int64_t)TC_GROUP_N * slots;
-    const int64_t items = ((n_tiles + TC_GROUP_N - 1) / TC_GROUP_N) * per_group;
+    const int64_t items = tc_items(n_tiles, slots);
 
     for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-        const int64_t grp = item / per_group;
-        const int64_t within = item - grp * per_group;
-        const int64_t gw = min((int64_t)TC_GROUP_N, n_tiles - grp * TC_GROUP_N); /* columns in group */
-        if (within >= gw * slots)
+        int64_t nt, v;
+        if (!tc_item(item, n_tiles, slots, &nt, &v))
             continue; /* uniform */
-        const int64_t v = within / gw;
-        const int64_t n0 = (grp * TC_GROUP_N + within % gw) * NCOLS;
+        const int64_t n0 = nt * NCOLS;
         int e, rows;
         int64_t row0;
         if (!find_tile(offsets, experts, v, TC_BM, &e, &row0, &rows))
@@ -477,8 +473,8 @@ rudnn_status_t tc_launch(rdg_queue_t *q, const rudnn_moe_rows_plan_t *plan, cons
     const int64_t slots = slot_count(plan->rows, plan->experts, TC_BM);
     const int64_t nt1 = rdg_ceil_div(plan->inter, BN / 2), nt2 = rdg_ceil_div(plan->hidden, BN);
     const int64_t max_grid = 0x7fffffff;
-    const int64_t items1 = rdg_ceil_div(nt1, TC_GROUP_N) * TC_GROUP_N * slots;
-    const int64_t items2 = rdg_ceil_div(nt2, TC_GROUP_N) * TC_GROUP_N * slots;
+    const int64_t items1 = tc_items(nt1, slots);
+    const int64_t items2 = tc_items(nt2, slots);
     f1<<<dim3((unsigned)(items1 < max_grid ? items1 : max_grid)), TC_THREADS, Cfg::SMEM, q->stream>>>(
         (const uint16_t *)ptrs[0], (const uint16_t *)ptrs[1], (const uint16_t *)ptrs[2], off, (uint16_t *)ptrs[4],
         plan->experts, plan->inter, plan->hidden, slots, nt1);

@@ -113,8 +113,7 @@ tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant
     const uint32_t full0 = smem0 + TMA_STAGES * TMA_STAGE_BYTES; /* full[s] at full0 + 8 s */
     const uint32_t empty0 = full0 + TMA_STAGES * 8;
     const int ktiles = (int)((k_total + TC_BK - 1) / TC_BK);
-    const int64_t per_group = (int64_t)TC_GROUP_N * slots;
-    const int64_t items = ((n_tiles + TC_GROUP_N - 1) / TC_GROUP_N) * per_group;
+    const int64_t items = tc_items(n_tiles, slots);
 
     if (tid == 0) {
         for (int s = 0; s < TMA_STAGES; s++) {
@@ -127,13 +126,11 @@ tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant
 
     /* the tile of item L: expert e, rows row0 .. + rows, output columns n0 .. + NCOLS */
     auto tile_of = [&](int64_t item, int *e, int64_t *row0, int *rows, int64_t *n0) -> bool {
-        const int64_t grp = item / per_group;
-        const int64_t within = item - grp * per_group;
-        const int64_t gw = min((int64_t)TC_GROUP_N, n_tiles - grp * TC_GROUP_N);
-        if (within >= gw * slots)
+        int64_t nt, v;
+        if (!tc_item(item, n_tiles, slots, &nt, &v))
             return false;
-        *n0 = (grp * TC_GROUP_N + within % gw) * NCOLS;
-        return find_tile_thread(offsets, experts, within / gw, TC_BM, e, row0, rows);
+        *n0 = nt * NCOLS;
+        return find_tile_thread(offsets, experts, v, TC_BM, e, row0, rows);
     };
 
     if (wg == 0) {
@@ -307,8 +304,7 @@ rudnn_status_t rdg_moe_experts_tma(rdg_queue_t *q, const rudnn_moe_rows_plan_t *
 
     const int64_t slots = (rows + E * (TC_BM - 1)) / TC_BM;
     const int64_t nt1 = (I + TMA_BN / 2 - 1) / (TMA_BN / 2), nt2 = (H + TMA_BN - 1) / TMA_BN;
-    const int64_t items1 = (nt1 + TC_GROUP_N - 1) / TC_GROUP_N * TC_GROUP_N * slots;
-    const int64_t items2 = (nt2 + TC_GROUP_N - 1) / TC_GROUP_N * TC_GROUP_N * slots;
+    const int64_t items1 = tc_items(nt1, slots), items2 = tc_items(nt2, slots);
     const int64_t max_grid = 0x7fffffff;
     f1<<<dim3((unsigned)(items1 < max_grid ? items1 : max_grid)), TMA_THREADS, TMA_SMEM, q->stream>>>(
         a1, g, u, offsets, (uint16_t *)ptrs[4], (int)E, I, H, slots, nt1, 0, 0);
@@ -361,7 +357,7 @@ rudnn_status_t launch_ffn_grouped(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p
     TRY(allow_smem_once(g_tma_smem_done, slot, (const void *)f, q->dev.index, TMA_SMEM, "ffn grouped tma"));
     const int64_t slots = (p->m + experts * (TC_BM - 1)) / TC_BM;
     const int64_t nt = (n_out + ncols - 1) / ncols;
-    const int64_t items = (nt + TC_GROUP_N - 1) / TC_GROUP_N * TC_GROUP_N * slots;
+    const int64_t items = tc_items(nt, slots);
     const int64_t max_grid = 0x7fffffff;
     rdg_note_kernel("ffn.wgmma_grouped");
     f<<<dim3((unsigned)(items < max_grid ? items : max_grid)), TMA_THREADS, TMA_SMEM, q->stream>>>(

@@ -18,6 +18,29 @@
 
 namespace {
 
+/* The raster of the grouped products' work items (the grids of moe_experts.cu, moe_experts_tma.cu
+ * and ffn_wgmma_w4.cu): item L = (column group, slot, column in group), TC_GROUP_N column tiles a
+ * group, so that the CTAs running together share a few row tiles and the weight tiles of a few
+ * experts. tc_items: the items of n_tiles column tiles x slots (a short last group's extra ones
+ * empty); tc_item: item's column tile and slot, false for an empty one. */
+__host__ __device__ inline int64_t tc_items(int64_t n_tiles, int64_t slots)
+{
+    return (n_tiles + TC_GROUP_N - 1) / TC_GROUP_N * ((int64_t)TC_GROUP_N * slots);
+}
+
+__device__ __forceinline__ bool tc_item(int64_t item, int64_t n_tiles, int64_t slots, int64_t *n_tile, int64_t *slot)
+{
+    const int64_t per_group = (int64_t)TC_GROUP_N * slots;
+    const int64_t grp = item / per_group;
+    const int64_t within = item - grp * per_group;
+    const int64_t gw = min((int64_t)TC_GROUP_N, n_tiles - grp * TC_GROUP_N); /* columns in the group */
+    if (within >= gw * slots)
+        return false;
+    *n_tile = grp * TC_GROUP_N + within % gw;
+    *slot = within / gw;
+    return true;
+}
+
 __device__ __forceinline__ float silu_mul(float g, float u)
 {
     /* ex2.approx and rcp.approx: a few FP32 ulps, far below the 16-bit rounding of act; a large
