@@ -111,13 +111,8 @@ __global__ void __launch_bounds__(W4G_THREADS, 1)
     const int kt1 = min((int)((g.k + W4G_BK - 1) / W4G_BK), kt0 + g.kts);
     const int64_t items = tc_items(g.n_tiles, g.slots);
 
-    if (tid == 0) {
-        for (int s = 0; s < W4G_STAGES; s++) {
-            mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, 8); /* one arrival per consumer warp */
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (tid == 0)
+        mbar_init_ring(full0, empty0, W4G_STAGES, 1, 8); /* empty: one arrival per consumer warp */
     __syncthreads();
 
     /* the tile of item L: expert e, rows row0 .. + rows, weight columns n0 .. + W4G_BN */

@@ -1,5 +1,6 @@
 /* mbarrier helpers for sm_90 device code (shared-memory addresses as from __cvta_generic_to_shared):
- * the TMA-fed MoE GEMM (moe_experts_tma.cu) and the bulk normalization kernel (norm_bulk.cuh)
+ * the TMA-fed GEMMs (moe_experts_tma.cu, ffn_wgmma_w4.cu), the attention kernels and the bulk
+ * normalization kernel (norm_bulk.cuh)
  * count their asynchronous copies and consumers with them. */
 #ifndef RUDNN_MBARRIER_CUH
 #define RUDNN_MBARRIER_CUH
@@ -19,6 +20,18 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, int count)
 __device__ __forceinline__ void mbar_fence_init()
 {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* the full / empty barrier pairs of a ring of stages (barrier s at full0 + 8 s and empty0 + 8 s),
+ * from one thread, fenced for use: full counts its producer's arrivals, empty its consumers' */
+__device__ __forceinline__ void mbar_init_ring(uint32_t full0, uint32_t empty0, int stages, int full_count,
+                                               int empty_count)
+{
+    for (int s = 0; s < stages; s++) {
+        mbar_init(full0 + 8 * s, full_count);
+        mbar_init(empty0 + 8 * s, empty_count);
+    }
+    mbar_fence_init();
 }
 
 /* one arrival that also expects bytes of asynchronous copies (complete_tx) in this phase */

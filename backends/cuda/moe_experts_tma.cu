@@ -115,13 +115,8 @@ tma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant
     const int ktiles = (int)((k_total + TC_BK - 1) / TC_BK);
     const int64_t items = tc_items(n_tiles, slots);
 
-    if (tid == 0) {
-        for (int s = 0; s < TMA_STAGES; s++) {
-            mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, 8); /* one arrival per consumer warp */
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (tid == 0)
+        mbar_init_ring(full0, empty0, TMA_STAGES, 1, 8); /* empty: one arrival per consumer warp */
     __syncthreads();
 
     /* the tile of item L: expert e, rows row0 .. + rows, output columns n0 .. + NCOLS */
