@@ -174,11 +174,6 @@ bool wgmma_w4_aligned(rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t scal
     return (uintptr_t)rdg_at(a) % 16 == 0 && (uintptr_t)rdg_at(b) % 16 == 0 && (uintptr_t)rdg_at(scale) % 4 == 0 &&
            (uintptr_t)rdg_at(c) % 8 == 0;
 }
-#else
-bool wgmma_w4_plan_fits(const rdg_devinfo_t *, const rudnn_ffn_gemm_plan_t *, int64_t, int64_t)
-{
-    return false;
-}
 #endif
 
 /* ---- weight-only through cuBLAS -----------------------------------------------------------------
