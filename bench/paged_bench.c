@@ -5,7 +5,8 @@
  *   {"op":"paged_attention"|"paged_mla","case","kind","sequences","queries","page_size","max_kv",
  *    "kv_tokens","causal","dtype","backend","device", attention: "hq","hkv","d","dv"; MLA: "h","r",
  *    "p", then "kernel","splits","median_ms","min_ms","flops","tflops","bytes","cache_bytes","gbps",
- *    "copy_gbps","copy_fraction","size_copy_bytes","size_copy_gbps","size_copy_fraction","reps","sets"}
+ *    "copy_gbps","copy_fraction","size_copy_bytes","size_copy_gbps","size_copy_fraction","reps","sets",
+ *    "host_plan_ms"}
  *
  * Cases (causal, BF16, random values in [-1, 1); the physical pages of the caches are a random
  * permutation, handed to the sequences in turn, so that every history really reads scattered pages):
@@ -37,22 +38,30 @@
  *   copy_fraction.
  *
  *   rudnn-bench-paged [--backend NAME] [--device N] [--reps N] [--case NAME[,NAME]] [--quick]
- *                     [--max-cache-gib G]
+ *                     [--max-cache-gib G] [--host-plan]
  * Inputs: when one set (caches, q, out) is under 4x a 60 MB L2, several sets are used in turn
  * ("sets"), so that no call finds its cache in L2. WARMUP calls (at least one per set), then --reps
  * calls each between two events; median and minimum. A case answering NOT_SUPPORTED prints
  * "status":"NOT_SUPPORTED" and the message; any other failure "status":"FAILED", the run going on
- * and exiting 1 at the end. Diagnostics go to stderr. */
+ * and exiting 1 at the end. Diagnostics go to stderr.
+ *
+ * host_plan_ms: rudnn_paged_host_plan_create's time on the host for the case's schedule (its page
+ * tables a random permutation, as above), the fastest of HOST_PLAN_BUILDS builds: the per-step host
+ * cost a serving engine pays before the upload. --host-plan times that alone for every selected case
+ * (no device, no cache-size limit) and prints {"op":"paged_host_plan","case","sequences","queries",
+ * "page_size","table_entries","host_plan_ms"} a case. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench_util.h"
 #include "rudnn/rudnn.h"
 
 #define PROG "rudnn-bench-paged"
 #define WARMUP 3
+#define HOST_PLAN_BUILDS 5
 #define DEFAULT_REPS 20
 #define MAX_REPS 1024
 #define L2_ROTATE_BYTES (4.0 * 60e6)
@@ -274,14 +283,28 @@ static void set_create(run_t *r, const pa_case_t *c, const pa_counts_t *n, set_t
 
 /* The schedule: a random permutation of the pages handed to the sequences in turn; each sequence's
  * queries at its last positions (prefill: all of them). */
-static rudnn_paged_plan_t plan_create(run_t *r, const pa_case_t *c, const pa_counts_t *n)
+static double host_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The case's schedule and the arrays behind it. */
+typedef struct sched {
+    rudnn_paged_schedule_t s;
+    int64_t *lengths, *offsets, *ids, *pos;
+    int32_t *tables;
+} sched_t;
+
+static void schedule_make(const pa_case_t *c, const pa_counts_t *n, sched_t *sc)
 {
     const int64_t N = c->sequences, Q = n->queries;
-    int64_t *lengths = bench_xmalloc(PROG, (size_t)N * sizeof *lengths);
-    int64_t *offsets = bench_xmalloc(PROG, (size_t)(N + 1) * sizeof *offsets);
-    int32_t *tables = bench_xmalloc(PROG, (size_t)n->pages * sizeof *tables);
-    int64_t *ids = bench_xmalloc(PROG, (size_t)Q * sizeof *ids);
-    int64_t *pos = bench_xmalloc(PROG, (size_t)Q * sizeof *pos);
+    int64_t *lengths = sc->lengths = bench_xmalloc(PROG, (size_t)N * sizeof *lengths);
+    int64_t *offsets = sc->offsets = bench_xmalloc(PROG, (size_t)(N + 1) * sizeof *offsets);
+    int32_t *tables = sc->tables = bench_xmalloc(PROG, (size_t)n->pages * sizeof *tables);
+    int64_t *ids = sc->ids = bench_xmalloc(PROG, (size_t)(Q ? Q : 1) * sizeof *ids);
+    int64_t *pos = sc->pos = bench_xmalloc(PROG, (size_t)(Q ? Q : 1) * sizeof *pos);
     for (int64_t i = 0; i < n->pages; i++)
         tables[i] = (int32_t)i;
     for (int64_t i = n->pages - 1; i > 0; i--) {
@@ -298,20 +321,63 @@ static rudnn_paged_plan_t plan_create(run_t *r, const pa_case_t *c, const pa_cou
         for (int64_t j = 0; j < nq; j++, qi++)
             ids[qi] = s, pos[qi] = len - nq + j;
     }
-    const rudnn_paged_schedule_t sched = {.page_size = c->page, .pages = n->pages, .sequences = N,
-                                          .lengths = lengths, .table_offsets = offsets, .tables = tables,
-                                          .queries = Q, .sequence_ids = ids, .positions = pos};
-    rudnn_paged_host_plan_t host;
+    sc->s = (rudnn_paged_schedule_t){.page_size = c->page, .pages = n->pages, .sequences = N, .lengths = lengths,
+                                     .table_offsets = offsets, .tables = tables, .queries = Q, .sequence_ids = ids,
+                                     .positions = pos};
+}
+
+static void schedule_free(sched_t *sc)
+{
+    free(sc->lengths);
+    free(sc->offsets);
+    free(sc->tables);
+    free(sc->ids);
+    free(sc->pos);
+}
+
+/* The host plan of s; *ms: the fastest of HOST_PLAN_BUILDS builds. */
+static rudnn_paged_host_plan_t host_plan_timed(const rudnn_paged_schedule_t *s, double *ms)
+{
+    rudnn_paged_host_plan_t host = NULL;
+    for (int i = 0; i < HOST_PLAN_BUILDS; i++) {
+        if (host)
+            rudnn_paged_host_plan_destroy(host);
+        const double t0 = host_seconds();
+        CHECK(rudnn_paged_host_plan_create(s, &host));
+        const double t = 1e3 * (host_seconds() - t0);
+        *ms = i == 0 || t < *ms ? t : *ms;
+    }
+    return host;
+}
+
+/* The case's device plan; *host_ms as host_plan_timed's. */
+static rudnn_paged_plan_t plan_create(run_t *r, const pa_case_t *c, const pa_counts_t *n, double *host_ms)
+{
+    sched_t sc;
+    schedule_make(c, n, &sc);
+    rudnn_paged_host_plan_t host = host_plan_timed(&sc.s, host_ms);
     rudnn_paged_plan_t plan;
-    CHECK(rudnn_paged_host_plan_create(&sched, &host));
     CHECK(rudnn_paged_plan_create(r->q, host, &plan));
     rudnn_paged_host_plan_destroy(host);
-    free(lengths);
-    free(offsets);
-    free(tables);
-    free(ids);
-    free(pos);
+    schedule_free(&sc);
     return plan;
+}
+
+/* --host-plan: the host plan's time alone (no device). */
+static void host_plan_case(const pa_case_t *c)
+{
+    pa_counts_t n;
+    count(c, &n);
+    sched_t sc;
+    schedule_make(c, &n, &sc);
+    double ms = 0;
+    rudnn_paged_host_plan_destroy(host_plan_timed(&sc.s, &ms));
+    schedule_free(&sc);
+    printf("{\"op\":\"paged_host_plan\",\"case\":");
+    bench_json_string(c->name);
+    printf(",\"sequences\":%lld,\"queries\":%lld,\"page_size\":%lld,\"table_entries\":%lld,\"host_plan_ms\":%.4f}\n",
+           (long long)c->sequences, (long long)n.queries, (long long)c->page, (long long)n.pages, ms);
+    fflush(stdout);
 }
 
 /* ---- output ------------------------------------------------------------------------------------ */
@@ -435,7 +501,8 @@ static void run_case(run_t *r, const pa_case_t *c)
                                                               : (size_t)(budget - nsets * set) & ~(size_t)4095;
     pa_call_t k = {.c = c, .nsets = nsets,
                    .scale = c->kind == KIND_MLA ? (float)MLA_SCALE : (float)(1.0 / sqrt((double)c->d))};
-    k.plan = plan_create(r, c, &n);
+    double host_ms = 0;
+    k.plan = plan_create(r, c, &n, &host_ms);
     k.sets = bench_xmalloc(PROG, (size_t)nsets * sizeof *k.sets);
     for (int i = 0; i < nsets; i++)
         set_create(r, c, &n, &k.sets[i]);
@@ -477,7 +544,7 @@ static void run_case(run_t *r, const pa_case_t *c)
             printf(",\"size_copy_gbps\":%.2f,\"size_copy_fraction\":%.4f", size_gbps, gbps / size_gbps);
         else
             printf(",\"size_copy_gbps\":null,\"size_copy_fraction\":null");
-        printf(",\"reps\":%d,\"sets\":%d}\n", r->reps, nsets);
+        printf(",\"reps\":%d,\"sets\":%d,\"host_plan_ms\":%.4f}\n", r->reps, nsets, host_ms);
         fflush(stdout);
     }
     rudnn_paged_split_workspace_destroy(k.ws);
@@ -493,7 +560,7 @@ static void run_case(run_t *r, const pa_case_t *c)
 static void usage(FILE *f, const pa_case_t *full, size_t nfull, const pa_case_t *quick, size_t nquick)
 {
     fprintf(f, "usage: " PROG " [--backend NAME] [--device N] [--reps N] [--case NAME[,NAME]] [--quick]\n"
-               "         [--max-cache-gib G]\ncases:");
+               "         [--max-cache-gib G] [--host-plan]\ncases:");
     for (size_t i = 0; i < nfull; i++)
         fprintf(f, " %s", full[i].name);
     fprintf(f, "\n--quick cases:");
@@ -507,12 +574,16 @@ int main(int argc, char **argv)
     static pa_case_t full[MAX_CASES], quick_list[MAX_CASES];
     const size_t nfull = make_cases(full, 0), nquick = make_cases(quick_list, 1);
     const char *backend = NULL, *cases = NULL;
-    int quick = 0, device = -1;
+    int quick = 0, device = -1, host_only = 0;
     run_t r = {.reps = DEFAULT_REPS, .max_cache_gib = DEFAULT_MAX_CACHE_GIB};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--quick")) {
             quick = 1;
+            continue;
+        }
+        if (!strcmp(a, "--host-plan")) {
+            host_only = 1;
             continue;
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -554,6 +625,12 @@ int main(int argc, char **argv)
             return 2;
         }
         p = comma ? comma + 1 : NULL;
+    }
+    if (host_only) {
+        for (size_t i = 0; i < count_cases; i++)
+            if (!cases || bench_in_list(cases, list[i].name))
+                host_plan_case(&list[i]);
+        return 0;
     }
     rudnn_context_options_t opts = {.backend = backend, .device = device};
     CHECK(rudnn_context_create(&r.ctx, &opts));

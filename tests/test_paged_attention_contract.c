@@ -208,7 +208,7 @@ static void host_plan_rules(void **state)
     edit_init(&e), e.tab[1] = -1, expect_host_reject(&e.s, "tables[1]", "outside", NULL);
     edit_init(&e), e.tab[3] = 6, expect_host_reject(&e.s, "tables[3]", "outside", NULL);
     /* a page repeated within one history */
-    edit_init(&e), e.tab[1] = 4, expect_host_reject(&e.s, "sequence 0", "repeats", NULL);
+    edit_init(&e), e.tab[1] = 4, expect_host_reject(&e.s, "sequence 0, table entry 1", "repeats page 4", "(entry 0)");
     /* padding past the history is never read: out of range or repeated there is fine */
     edit_init(&e), e.tab[2] = -5, expect_host_accept(&e.s);
     edit_init(&e), e.tab[2] = 4, expect_host_accept(&e.s);
@@ -232,6 +232,55 @@ static void host_plan_rules(void **state)
     /* no queries (the query arrays are then not read); a sequence of length 0 with no table */
     edit_init(&e), e.s.queries = 0, e.s.sequence_ids = NULL, e.s.positions = NULL, expect_host_accept(&e.s);
     edit_init(&e), e.len[1] = 0, e.off[2] = 3, e.pos[2] = 0, expect_host_accept(&e.s);
+}
+
+/* The repeat check over long histories (its hash set: collisions, wrap-around, tables of several
+ * sizes in one schedule): distinct pages are accepted, and a repeat anywhere is found and named
+ * with the entry it repeats, the first such entry of the history. */
+static void host_plan_repeats_at_scale(void **state)
+{
+    (void)state;
+    enum { N = 3, MOST = 5000 };
+    static const int64_t need[N] = {5000, 1, 777};
+    int64_t len[N], off[N + 1] = {0};
+    for (int i = 0; i < N; i++)
+        len[i] = need[i] * 16 - 3, off[i + 1] = off[i] + need[i];
+    const int64_t pages = 4 * MOST;
+    int32_t *tab = malloc((size_t)off[N] * sizeof *tab), *pool = malloc((size_t)pages * sizeof *pool);
+    assert_non_null(tab), assert_non_null(pool);
+    rt_rng_t rng;
+    rt_rng_seed(&rng, 24);
+    for (int64_t i = 0; i < pages; i++)
+        pool[i] = (int32_t)i;
+    /* each history a random draw of distinct pages (histories may share pages) */
+    for (int i = 0; i < N; i++) {
+        for (int64_t k = 0; k < need[i]; k++) {
+            const int64_t j = k + (int64_t)rt_rng_below(&rng, (uint64_t)(pages - k));
+            const int32_t t = pool[k];
+            pool[k] = pool[j], pool[j] = t;
+        }
+        memcpy(tab + off[i], pool, (size_t)need[i] * sizeof *tab);
+    }
+    const rudnn_paged_schedule_t s = {16, pages, N, len, off, tab, 0, NULL, NULL};
+    expect_host_accept(&s);
+    static const int64_t at[][3] = {{0, 0, 4999}, {0, 4998, 4999}, {0, 17, 3000}, {2, 0, 776}, {2, 300, 301}};
+    for (size_t c = 0; c < sizeof at / sizeof at[0]; c++) {
+        const int64_t seq = at[c][0], e0 = at[c][1], e1 = at[c][2];
+        int32_t *t = tab + off[seq];
+        const int32_t keep = t[e1];
+        t[e1] = t[e0];
+        char n1[64], n2[64], n3[32];
+        snprintf(n1, sizeof n1, "sequence %lld, table entry %lld", (long long)seq, (long long)e1);
+        snprintf(n2, sizeof n2, "repeats page %d", (int)t[e0]);
+        snprintf(n3, sizeof n3, "(entry %lld)", (long long)e0);
+        expect_host_reject(&s, n1, n2, n3);
+        t[e1] = keep;
+    }
+    /* two repeats: the first entry (in table order) that repeats an earlier one is named */
+    tab[off[0] + 4000] = tab[off[0] + 10], tab[off[0] + 2000] = tab[off[0] + 1500];
+    expect_host_reject(&s, "table entry 2000", "(entry 1500)", NULL);
+    free(pool);
+    free(tab);
 }
 
 static void plan_rules(void **state)
@@ -905,6 +954,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(valid_calls_pass),  cmocka_unit_test(host_plan_rules),
+        cmocka_unit_test(host_plan_repeats_at_scale),
         cmocka_unit_test(plan_rules),        cmocka_unit_test(null_arguments),
         cmocka_unit_test(shapes),            cmocka_unit_test(dims_in_range),
         cmocka_unit_test(dtypes),            cmocka_unit_test(layouts),
