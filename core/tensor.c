@@ -105,9 +105,11 @@ static rudnn_status_t check_view(const char *op, const char *arg, const rudnn_te
                                    arg, i, (long long)t->dims[i]);
         empty |= t->dims[i] == 0;
     }
+    /* the shape and strides for a message, formatted only when one is made (a call's checks pass
+     * far more often than they fail: formatting them up front was most of an op call's host time) */
     char shape[200], strides[200];
-    int64_list(t->dims, t->rank, shape, sizeof shape);
-    int64_list(t->strides, t->rank, strides, sizeof strides);
+#define SHAPE_STR int64_list(t->dims, t->rank, shape, sizeof shape)
+#define STRIDES_STR int64_list(t->strides, t->rank, strides, sizeof strides)
 
     /* extent: 1 + the farthest element's distance from the first, in elements (0 when empty;
      * the strides of an empty tensor and of dims of size 1 are never used) */
@@ -123,7 +125,7 @@ static rudnn_status_t check_view(const char *op, const char *arg, const rudnn_te
                                        "%s: %s has stride %lld for dims[%d] of size %lld: the stride of "
                                        "a dim larger than 1 must be positive (shape %s, strides %s)",
                                        op, arg, (long long)t->strides[i], i, (long long)t->dims[i],
-                                       shape, strides);
+                                       SHAPE_STR, STRIDES_STR);
             int k = n++;
             for (; k > 0 && t->strides[order[k - 1]] > t->strides[i]; k--)
                 order[k] = order[k - 1];
@@ -141,7 +143,7 @@ static rudnn_status_t check_view(const char *op, const char *arg, const rudnn_te
                                        "%llu, less than the %llu elements the dims of smaller stride "
                                        "span (shape %s, strides %s)",
                                        op, arg, i, (long long)t->dims[i], (unsigned long long)stride,
-                                       (unsigned long long)extent, shape, strides);
+                                       (unsigned long long)extent, SHAPE_STR, STRIDES_STR);
             too_far = __builtin_mul_overflow(stride, (uint64_t)t->dims[i] - 1, &span) ||
                       __builtin_add_overflow(extent, span, &extent);
         }
@@ -153,13 +155,15 @@ static rudnn_status_t check_view(const char *op, const char *arg, const rudnn_te
         if (too_far)
             return rudnn_set_error(RUDNN_STATUS_OUT_OF_BOUNDS,
                                    "%s: %s spans more bytes than any buffer holds (shape %s, strides %s)",
-                                   op, arg, shape, strides);
+                                   op, arg, SHAPE_STR, STRIDES_STR);
         return rudnn_set_error(RUDNN_STATUS_OUT_OF_BOUNDS,
                                "%s: %s needs bytes [%zu, %zu) but its buffer has %zu bytes", op, arg,
                                t->offset, t->offset + bytes, buffer_size);
     }
     *span_bytes = bytes;
     return RUDNN_STATUS_SUCCESS;
+#undef SHAPE_STR
+#undef STRIDES_STR
 }
 
 rudnn_status_t rudnn_check_layout(const char *op, const char *arg, const rudnn_tensor_t *t,
