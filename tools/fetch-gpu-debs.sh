@@ -18,6 +18,7 @@ packages=(
   libclblast1 libclblast-dev          # OpenCL GEMMs
   ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers  # OpenCL loader + headers
   pkgconf pkgconf-bin libpkgconf3     # pkg-config, for meson to find the above
+  ccache libhiredis0.14               # nvcc through ccache: gpu-ab.sh's variants rebuild only what a macro changes
 )
 
 if ! command -v apt-get >/dev/null; then
@@ -37,9 +38,10 @@ rm -f "$debs_dir"/*.deb
 # runs unsandboxed when the _apt user cannot write there; harmless).
 cd "$debs_dir"
 apt-get download -q "${packages[@]}"
-# Plain file names only ('~' in versions, '%3a' for epochs), so every copier carries them.
+# Plain file names only ('~' and '+' in versions, '%3a' for epochs), so every copier carries them.
 for f in *.deb; do
   clean=${f//\~/_}
+  clean=${clean//+/_}
   clean=${clean//%3a/_}
   [[ $clean == "$f" ]] || mv -f -- "$f" "$clean"
 done

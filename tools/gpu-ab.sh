@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A/B of compile-time variants on the GPU machine, side by side in one run: builds each
-# variant in its own folder (in parallel, through tools/gpu-suite.sh build), then runs every
+# variant in its own folder (in parallel, through tools/gpu-suite.sh build; with nvcc through
+# ccache the first one alone before the others, which then recompile only what their -D values
+# change), then runs every
 # benchmark command on each variant in turn, ROUNDS times (A B, B A, ...), so that clock and
 # thermal drift spread over all of them. JSON lines go to $OUT/ab.jsonl with "variant" added.
 #
@@ -59,12 +61,28 @@ done
 
 pids=()
 names_of_pids=()
-for i in "${!names[@]}"; do
-  extra=""
+build_variant() {
+  local extra=""
   # meson's list literal (no spaces: gpu-suite.sh splits MESON_ARGS on them)
-  [[ -n ${args[$i]} ]] && extra="-Dcuda_args=['${args[$i]//,/\',\'}']"
-  BUILD=build-ab-${names[$i]} OUT=$OUT/build-${names[$i]} MESON_ARGS="${MESON_ARGS:-} $extra" \
-    bash tools/gpu-suite.sh build > "$OUT/build-${names[$i]}.log" 2>&1 &
+  [[ -n ${args[$1]} ]] && extra="-Dcuda_args=['${args[$1]//,/\',\'}']"
+  BUILD=build-ab-${names[$1]} OUT=$OUT/build-${names[$1]} MESON_ARGS="${MESON_ARGS:-} $extra" \
+    bash tools/gpu-suite.sh build > "$OUT/build-${names[$1]}.log" 2>&1
+}
+# With nvcc through ccache (gpu-suite.sh: a ccache in .debs or on the machine, RUDNN_CCACHE not 0),
+# the first variant builds alone: the others then compile only the files their -D values change.
+first=0
+if (( ${#names[@]} > 1 )) && [[ ${RUDNN_CCACHE:-1} != 0 ]] &&
+   { compgen -G ".debs/ccache*.deb" >/dev/null || command -v ccache >/dev/null; }; then
+  echo "gpu-ab.sh: building variant ${names[0]} first (ccache)"
+  if ! build_variant 0; then
+    echo "gpu-ab.sh: build of variant ${names[0]} failed (tail of its log:)"
+    tail -30 "$OUT/build-${names[0]}.log"
+    exit 1
+  fi
+  first=1
+fi
+for ((i = first; i < ${#names[@]}; i++)); do
+  build_variant "$i" &
   pids+=($!)
   names_of_pids+=("${names[$i]}")
 done

@@ -57,6 +57,11 @@
 #   MESON_TEST_ARGS="..." extra meson test arguments (e.g. "--suite cuda")
 #   NINJA_TARGETS="..."  what the build stage builds (default: everything), e.g. the A/B variants'
 #                        "backends/cuda/librudnn-cuda.so bench/rudnn-bench-paged"
+#   RUDNN_CCACHE=1       nvcc through ccache (from .debs, where it runs) in build folders set up
+#                        now: a build with other -D values recompiles only the files whose
+#                        preprocessed source changes (tools/gpu-ab.sh's variants); 0 turns it off.
+#                        CCACHE_DIR defaults to build-ccache/ in the repository (kept between
+#                        calls on a warm machine)
 #   BENCH_ARGS="..."     extra rudnn-bench / torch_norm.py arguments (e.g. "--reps 20")
 #   BENCH_DTYPES=f32,bf16
 #   BENCH_BACKEND=cuda   the backend rudnn-bench(-moe, -attention) times and compare*.py read
@@ -162,7 +167,9 @@ unpack_debs() {
   # and find the stamp.
   exec 9>"$DEBROOT.lock"
   flock 9
-  if [[ -e $DEBROOT/.unpacked ]]; then
+  local want
+  want=$(printf '%s\n' "${debs[@]##*/}")
+  if [[ -e $DEBROOT/.unpacked && $(cat "$DEBROOT/.unpacked") == "$want" ]]; then
     flock -u 9
     log "packages already unpacked into $DEBROOT"
     return 0
@@ -180,7 +187,7 @@ unpack_debs() {
     sed -i -e "s#^\([A-Za-z_][A-Za-z0-9_]*\)=/usr#\1=$DEBROOT/usr#" \
            -e "s#\([[:space:]]-[IL]\)/usr/#\1$DEBROOT/usr/#g" "$pc"
   done
-  touch "$DEBROOT/.unpacked"
+  echo "$want" > "$DEBROOT/.unpacked"
   flock -u 9
   log "unpacked ${#debs[@]} packages into $DEBROOT"
 }
@@ -209,6 +216,21 @@ setup_env() {
     for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
       [[ -x $d/nvcc ]] && { export PATH=$PATH:$d; break; }
     done
+  fi
+  RDG_CCACHE=""
+  if [[ ${RUDNN_CCACHE:-1} != 0 ]]; then
+    local cc
+    for cc in "$DEBROOT/usr/bin/ccache" "$(command -v ccache 2>/dev/null)"; do
+      if [[ -n $cc && -x $cc ]] && "$cc" --version >/dev/null 2>&1; then
+        RDG_CCACHE=$cc
+        break
+      fi
+    done
+  fi
+  if [[ -n $RDG_CCACHE ]]; then
+    export CCACHE_DIR=${CCACHE_DIR:-$repo_root/build-ccache}
+    export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$repo_root}
+    export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
   fi
   export RUDNN_BACKEND_PATH=$BUILD/backends/cuda:$BUILD/backends/opencl:$BUILD/backends/hip
   export RUDNN_CACHE_DIR=${RUDNN_CACHE_DIR:-$BUILD/rudnn-cache}
@@ -252,6 +274,7 @@ setup_env() {
   echo "  PKG_CONFIG_PATH $PKG_CONFIG_PATH"
   echo "  LD_LIBRARY_PATH $LD_LIBRARY_PATH"
   echo "  RUDNN_BACKEND_PATH $RUDNN_BACKEND_PATH"
+  echo "  ccache    ${RDG_CCACHE:-none}${RDG_CCACHE:+ (CCACHE_DIR $CCACHE_DIR)}"
   echo "  meson $(meson --version 2>/dev/null || echo missing), ninja $(ninja --version 2>/dev/null || echo missing)," \
        "nvcc $(nvcc --version 2>/dev/null | sed -n 's/.*release \([^,]*\).*/\1/p' || true)"
   if [[ -n ${PKG_CONFIG:-} ]]; then
@@ -281,12 +304,15 @@ stage_build() {
   args+=($MESON_ARGS)
   if [[ -f $BUILD/build.ninja ]]; then
     meson setup --reconfigure "$BUILD" "${args[@]}" || return 1
+  elif [[ -n ${RDG_CCACHE:-} ]]; then # meson keeps the compiler of the first setup
+    NVCC="$RDG_CCACHE nvcc" meson setup "$BUILD" "${args[@]}" || return 1
   else
     meson setup "$BUILD" "${args[@]}" || return 1
   fi
   # shellcheck disable=SC2086
   ninja -C "$BUILD" $NINJA_TARGETS
   local rc=$?
+  [[ -z ${RDG_CCACHE:-} ]] || "$RDG_CCACHE" -s 2>/dev/null | sed -n 's/^ *\(Hits\|Misses\):/  ccache \1:/p' 
   mkdir -p "$OUT/meson-logs"
   cp -f "$BUILD"/meson-logs/meson-log.txt "$OUT/meson-logs/" 2>/dev/null || true
   return "$rc"
