@@ -59,6 +59,8 @@ for i in "${!tree_names[@]}"; do
   plugin_path[$n]=$d/build-ab-$n/backends/cuda:$d/build-ab-$n/backends/opencl
 done
 
+# one ccache for every variant, the -t trees' builds too (their gpu-suite.sh keeps a CCACHE_DIR given)
+export CCACHE_DIR=${CCACHE_DIR:-$repo_root/build-ccache}
 pids=()
 names_of_pids=()
 build_variant() {
