@@ -89,6 +89,16 @@ static void report(const run_t *r, const char *call, int tensors, double last, d
     fflush(stdout);
 }
 
+/* Times call fn on state refused at its last check and at its first, and prints the line. */
+static void measure(const run_t *r, const char *call, int tensors, call_fn fn, void *state)
+{
+    const double last = time_call(r, fn, state, 0, RUDNN_STATUS_BAD_PARAM);
+    char why[RUDNN_MESSAGE_MAX];
+    snprintf(why, sizeof why, "%s", rudnn_last_error());
+    const double first = time_call(r, fn, state, 1, RUDNN_STATUS_BAD_PARAM);
+    report(r, call, tensors, last, first, why);
+}
+
 /* ---- rms_norm ---------------------------------------------------------------------------------- */
 
 typedef struct norm_state {
@@ -113,11 +123,7 @@ static void bench_norm(const run_t *r)
     CHECK(rudnn_tensor_init(&n.in, b_in, 0, RUDNN_BF16, 2, d2));
     CHECK(rudnn_tensor_init(&n.gamma, b_w, 0, RUDNN_F32, 1, d1));
     CHECK(rudnn_tensor_init(&n.out, b_w, 0, RUDNN_BF16, 2, d2)); /* over gamma: the last check's rule */
-    const double last = time_call(r, norm_call, &n, 0, RUDNN_STATUS_BAD_PARAM);
-    char why[RUDNN_MESSAGE_MAX];
-    snprintf(why, sizeof why, "%s", rudnn_last_error());
-    const double first = time_call(r, norm_call, &n, 1, RUDNN_STATUS_BAD_PARAM);
-    report(r, "rms_norm", 3, last, first, why);
+    measure(r, "rms_norm", 3, norm_call, &n);
     rudnn_buffer_destroy(b_in);
     rudnn_buffer_destroy(b_w);
 }
@@ -162,11 +168,7 @@ static void bench_paged(const run_t *r)
     CHECK(rudnn_tensor_init(&p.k, bk, 0, RUDNN_BF16, 4, dk));
     CHECK(rudnn_tensor_init(&p.v, bv, 0, RUDNN_BF16, 4, dk));
     CHECK(rudnn_tensor_init(&p.out, bo, 0, RUDNN_BF16, 3, dq));
-    const double last = time_call(r, paged_call, &p, 0, RUDNN_STATUS_BAD_PARAM);
-    char why[RUDNN_MESSAGE_MAX];
-    snprintf(why, sizeof why, "%s", rudnn_last_error());
-    const double first = time_call(r, paged_call, &p, 1, RUDNN_STATUS_BAD_PARAM);
-    report(r, "paged_attention", 4, last, first, why);
+    measure(r, "paged_attention", 4, paged_call, &p);
     rudnn_buffer_destroy(bq);
     rudnn_buffer_destroy(bk);
     rudnn_buffer_destroy(bv);
