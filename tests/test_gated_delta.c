@@ -11,8 +11,8 @@
  *         (uploaded, read back: the reference computes on what the device holds), the state and
  *         the arithmetic are FP32, so what remains is the output's one rounding (2^-11 and 2^-8
  *         of an element, below the output's scale);
- *   F16   6e-3, BF16 3e-2 when the chunked tensor-core kernels ran (CUDA gated_delta.tc_*, as
- *         rudnn_last_kernel names them): they also round W, U, the state snapshot, Delta and P to
+ *   F16   6e-3, BF16 3e-2 when the chunked tensor-core kernels ran (CUDA gated_delta.tc_* and
+ *         gated_delta.wg_*, as rudnn_last_kernel names them): they also round W, U, the state snapshot, Delta and P to
  *         the dtype before their products (as FLA's kernels do), a few roundings of O(1) values
  *         summed over up to K = 128 terms of random sign;
  * the same tolerances for the long sequence (T 8192): the FP32 state must not drift.
@@ -26,9 +26,10 @@
  * log_decay in [B, T, H] storage viewed [B, H, T]; varlen with lengths 0, 1 and longer packed
  * along T, shuffled state rows of pools P_in != P_out, NULL state_indices, every sequence empty;
  * T = 0 (final_state = initial_state, the output's buffer untouched); prefill (chunked) then decode
- * token by token passing final_state back, equal to one run; one sequence of T 8192, and one of
- * T 4096 with K 128, V 64 (on CUDA the tensor-core path with its state pass cut into segments;
- * gated_delta-cuda-segments runs every case again with 3 segments forced).
+ * token by token passing final_state back, equal to one run; one sequence of T 8192, and two of
+ * T 4096 with K 128 and V 64 or 128 (on CUDA the tensor-core path with its state pass cut into
+ * segments, on wgmma where V = 128 on sm_90a; gated_delta-cuda-segments runs every case again with
+ * 3 segments forced).
  * Every call must report a "gated_delta." kernel, leave every input buffer byte-identical (the
  * initial state is never written), write every output token it owns and no other (output tokens
  * past cu_seqlens[N] keep their sentinel, state rows no sequence names keep their bytes), and no
@@ -49,7 +50,7 @@ static const rudnn_dtype_t dtypes[] = {RUDNN_F32, RUDNN_F16, RUDNN_BF16};
 
 static double tol_of(rudnn_dtype_t dt, int chunked, const char *kernel)
 {
-    const int tc = !strncmp(kernel, "gated_delta.tc_", 15);
+    const int tc = !strncmp(kernel, "gated_delta.tc_", 15) || !strncmp(kernel, "gated_delta.wg_", 15);
     if (dt == RUDNN_F32)
         return chunked ? 1e-4 : 1e-5;
     if (dt == RUDNN_F16)
@@ -596,15 +597,19 @@ static void prefill_then_decode(void **state)
  * no drift past the tolerance, chunked (C 64) and recurrent. Then T 4096 with K 128, V 64 and a
  * memory of ~500 tokens, chunked in F16 and BF16: on CUDA the tensor-core path, whose state pass
  * the plan cuts into segments here (few heads, 64 chunks), so the carried states and the K x K
- * transitions (K != V) are checked against the reference. */
+ * transitions (K != V) are checked against the reference; again with K = V = 128 (on an sm_90a
+ * device the wgmma passes, gated_delta_wg.cu). */
 static void long_sequence(void **state)
 {
     (void)state;
     const gcase_t c = {"long", 1, 1, 8192, 16, 16, 64, -0.01, 0, 0, 0, 0, {0}, 0, 0};
     const gcase_t tc = {"long_tc", 1, 2, 4096, 128, 64, 64, -0.002, 0, 0, 0, 0, {0}, 0, 0};
+    const gcase_t tc128 = {"long_tc128", 1, 2, 4096, 128, 128, 64, -0.002, 0, 0, 0, 0, {0}, 0, 0};
     rt_log_t *log = rt_log_new();
     log->failures += run_case(log, &tc, RUDNN_BF16, 1, 0) != 0;
     log->failures += run_case(log, &tc, RUDNN_F16, 1, 1) != 0;
+    log->failures += run_case(log, &tc128, RUDNN_BF16, 1, 1) != 0;
+    log->failures += run_case(log, &tc128, RUDNN_F16, 1, 0) != 0;
     log->failures += run_case(log, &c, RUDNN_F32, 1, 0) != 0;
     log->failures += run_case(log, &c, RUDNN_F32, 0, 1) != 0;
     log->failures += run_case(log, &c, RUDNN_BF16, 1, 1) != 0;

@@ -21,26 +21,16 @@
 #include "rdg_internal.h"
 #include "elem.cuh"
 #include "gated_delta.cuh"
+#include "gated_delta_tc.cuh"
 #include "mma_sync.cuh"
 #include "gated_delta_tuning.h"
 
 namespace {
 
-constexpr int CH = 64;      /* chunk rows (the only chunk size of this path) */
 constexpr int THREADS = 128; /* 4 warps, 16 chunk rows each */
 constexpr int PAD = 8;      /* 16 bytes of padding a staged row: ldmatrix rows in distinct banks */
 constexpr int INV_BLK = 16; /* diagonal blocks of the triangular inverse */
 static_assert(CH % INV_BLK == 0 && CH <= THREADS, "a thread a column of the diagonal blocks");
-
-/* The scratch record of one (chunk, head), bytes: W [CH][KD], U [CH][VD] in the dtype, gamma [CH]
- * FP32. */
-template <int KD, int VD>
-struct Rec {
-    static constexpr size_t w = 0;
-    static constexpr size_t u = w + (size_t)CH * KD * 2;
-    static constexpr size_t gamma = u + (size_t)CH * VD * 2;
-    static constexpr size_t bytes = gamma + CH * 4;
-};
 
 template <int DT>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi)
@@ -292,44 +282,8 @@ __global__ void __launch_bounds__(THREADS, 3)
 
 /* ---- the state pass: tc_state, and its segments ---------------------------------------------- */
 
-/* A sequence's chunks cut into plan.segments (ceil(n / segments) chunks each; the empty ones last).
- * Segment j > 0 of a cut pass first runs from a zero state (tc_segment: S_local_j) and from I over
- * the same chunks (its transition M_j, as a state of K columns with U = 0); tc_carry then walks the
- * segments, S_(j+1) = M_j S_j + S_local_j; tc_state runs every segment from its true state. */
-enum Pass { PASS_STATE, PASS_LOCAL, PASS_TRANSITION };
 constexpr int PASS_THREADS = 32 * GDR_TC_PASS_WARPS; /* 4 quarters of the rows x PASS_COL_SPLIT of the columns */
 constexpr int PASS_COL_SPLIT = PASS_THREADS / 32 / 4;
-
-__device__ __forceinline__ void segment_range(int64_t n, int64_t segs, int64_t j, int64_t &begin, int64_t &end)
-{
-    const int64_t len = (n + segs - 1) / segs;
-    begin = min(j * len, n), end = min(begin + len, n);
-}
-
-/* Segments holding chunks (a prefix of them). */
-__device__ __forceinline__ int64_t live_segments(int64_t n, int64_t segs)
-{
-    const int64_t len = (n + segs - 1) / segs;
-    return len ? (n + len - 1) / len : 0;
-}
-
-/* Scratch after the chunk records (a cut pass only), bytes: X [sequence][segment][head][K][V] F32, the
- * entering states (S_local_j until tc_carry makes them true), then M [sequence][segment][head][K][K] F32. */
-__host__ __device__ __forceinline__ size_t rec_bytes(const rudnn_gated_delta_plan_t &p)
-{
-    return (size_t)2 * (size_t)(CH * p.key_dim + CH * p.value_dim) + CH * 4;
-}
-
-__host__ __device__ __forceinline__ size_t carry_x(const rudnn_gated_delta_plan_t &p)
-{
-    return ((size_t)p.chunks * (size_t)p.heads * rec_bytes(p) + 255) / 256 * 256;
-}
-
-__host__ __device__ __forceinline__ size_t carry_m(const rudnn_gated_delta_plan_t &p)
-{
-    return carry_x(p) +
-           (size_t)p.sequences * (size_t)p.segments * (size_t)p.heads * (size_t)(p.key_dim * p.value_dim) * 4;
-}
 
 /* OUT: the pass that also writes the output (tc_state): Q staged, Delta unscaled and P kept. */
 template <int KD, int NC, bool OUT>
@@ -638,6 +592,8 @@ template <int DT, int KD, int VD, int PASS>
 rudnn_status_t launch_pass(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o,
                            int64_t blocks, const char *name)
 {
+    if (KD == 128 && VD == 128 && rdg_gdr_wg_fits(&q->dev, p, o)) /* Hopper: the wgmma passes */
+        return rdg_gdr_wg_pass(q, p, o, PASS, blocks);
     static std::atomic<int> raised[64];
     const size_t bytes = PassSmem<KD, PASS == PASS_TRANSITION ? KD : VD, PASS == PASS_STATE>::bytes;
     TRY(allow_smem((const void *)tc_pass_kernel<DT, KD, VD, PASS>, raised, q->dev.index, bytes));

@@ -1,5 +1,5 @@
-/* Tuning values of the gated-delta kernels (gated_delta.cu, gated_delta_tc.cu). How many segments
- * a sequence's state pass is cut into is the plan's choice (ops/gated_delta.c). */
+/* Tuning values of the gated-delta kernels (gated_delta.cu, gated_delta_tc.cu, gated_delta_wg.cu).
+ * How many segments a sequence's state pass is cut into is the plan's choice (ops/gated_delta.c). */
 #ifndef RUDNN_GATED_DELTA_TUNING_H
 #define RUDNN_GATED_DELTA_TUNING_H
 
@@ -9,6 +9,23 @@
  * keep every thread within 128 registers. */
 #ifndef GDR_TC_PASS_WARPS
 #define GDR_TC_PASS_WARPS 16
+#endif
+
+/* The state passes on wgmma where the device and binary have it (sm_90a) and K = V = 128
+ * (gated_delta_wg.cu); 0 keeps tc_pass's mma.sync. Registers a thread of its warpgroups (setmaxnreg:
+ * the producer gives its share to the consumers; 512 threads in tc_state's pass: 40 + 3 x 152 <= 512,
+ * 384 in the segment passes: 40 + 2 x 232 <= 512, per 128-thread unit of the 64K registers). */
+#ifndef GDR_TC_WGMMA
+#define GDR_TC_WGMMA 1
+#endif
+#ifndef GDR_WG_PRODUCER_REGS
+#define GDR_WG_PRODUCER_REGS 40
+#endif
+#ifndef GDR_WG_STATE_CONSUMER_REGS
+#define GDR_WG_STATE_CONSUMER_REGS 152
+#endif
+#ifndef GDR_WG_SEGMENT_CONSUMER_REGS
+#define GDR_WG_SEGMENT_CONSUMER_REGS 232
 #endif
 
 /* Threads of a tc_carry block (a thread a row of the transition and 4 columns). */

@@ -118,6 +118,11 @@ rudnn_status_t rdg_moe_combine(void *queue, const rudnn_moe_rows_plan_t *plan, r
 int rdg_gdr_tc_plan_fits(const rdg_devinfo_t *dev, const rudnn_gated_delta_plan_t *p);
 int rdg_gdr_tc_fits(const rdg_devinfo_t *dev, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o);
 size_t rdg_gdr_tc_scratch(const rudnn_gated_delta_plan_t *p);
+/* gated_delta_wg.cu (sm_90a): tc_pass's state and segment passes on wgmma for K = V = 128; pass is
+ * gated_delta_tc.cuh's Pass, blocks its grid's x (segments). */
+int rdg_gdr_wg_fits(const rdg_devinfo_t *dev, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o);
+rudnn_status_t rdg_gdr_wg_pass(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p,
+                               const rudnn_gated_delta_operands_t *o, int pass, int64_t blocks);
 rudnn_status_t rdg_gdr_tc_chunked(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p,
                                   const rudnn_gated_delta_operands_t *o);
 
