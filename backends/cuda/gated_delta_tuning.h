@@ -45,4 +45,18 @@
 #define GDR_REC4_MAX_TOKENS 16
 #endif
 
+/* recurrent4 A/B variants, 0 (off) by default, neither timed yet. GDR_REC4_LOADS_FIRST=1: a
+ * token's v, log_decay and beta loads issued before its q and k loads are waited for, one round
+ * trip; off, the first warp waits for q and k (the k.q shuffle), then for v, then for log_decay,
+ * then for beta, a chain that holds the block and its 16 KB of state registers. */
+#ifndef GDR_REC4_LOADS_FIRST
+#define GDR_REC4_LOADS_FIRST 0
+#endif
+/* GDR_REC4_STREAM=1: streaming cache hints on the state (read once, written once): loads
+ * ld.global.cs.nc (evict-first in L1 and L2; plain loads under HIP), stores st.global.cs
+ * (RDG_STCS). Untimed. */
+#ifndef GDR_REC4_STREAM
+#define GDR_REC4_STREAM 0
+#endif
+
 #endif
