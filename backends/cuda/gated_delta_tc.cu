@@ -107,26 +107,47 @@ __device__ __forceinline__ void mma_ab(float (&acc)[NT][4], const uint16_t *a, i
 
 /* ---- tc_prep --------------------------------------------------------------------------------- */
 
+/* dst [CH][N] (16-bit pairs) = A [the warp's 16 rows of CH] x B [CH][N] (staged rows of N + PAD), in
+ * pieces of at most 64 columns */
+template <int DT, int N>
+__device__ __forceinline__ void prep_product(const uint16_t *a, const uint16_t *b, uint32_t *dst)
+{
+    constexpr int PIECE = N < 64 ? N : 64;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int c0 = 0; c0 < N; c0 += PIECE) {
+        float acc[PIECE / 8][4] = {};
+        mma_ab<DT, PIECE / 8, CH / 16>(acc, a, CH + PAD, b + c0, N + PAD);
+#pragma unroll
+        for (int nt = 0; nt < PIECE / 8; nt++) {
+            const int i = warp * 16 + g, col = c0 + nt * 8 + 2 * t;
+            dst[(i * N + col) / 2] = pack2<DT>(acc[nt][0], acc[nt][1]);
+            dst[((i + 8) * N + col) / 2] = pack2<DT>(acc[nt][2], acc[nt][3]);
+        }
+    }
+}
+
 template <int KD, int VD>
 struct PrepSmem {
     static constexpr size_t ks = 0;
     static constexpr size_t vs = ks + (size_t)CH * (KD + PAD) * 2;
-    /* Lm, then (once the inverse is done) Tw and Tu over its bytes: 3 blocks an SM */
+    /* Lm, the inverse T over it (in place), then Tw and Tu over the same bytes: 4 blocks an SM */
     static constexpr size_t lm = vs + (size_t)CH * (VD + PAD) * 2;
     static constexpr size_t lm_bytes = (size_t)CH * (CH + 1) * 4 > (size_t)2 * CH * (CH + PAD) * 2
                                            ? (size_t)CH * (CH + 1) * 4
                                            : (size_t)2 * CH * (CH + PAD) * 2;
     static constexpr size_t tw = lm, tu = lm + (size_t)CH * (CH + PAD) * 2;
-    static constexpr size_t tf = lm + lm_bytes;
-    static constexpr size_t msum = tf + (size_t)CH * (CH + 1) * 4; /* the inverse's block sums */
+    static constexpr size_t msum = lm + lm_bytes; /* the inverse's block sums */
     static constexpr size_t gam = msum + (size_t)(CH / INV_BLK - 1) * INV_BLK * INV_BLK * 4;
     static constexpr size_t bet = gam + CH * 4;
     static constexpr size_t colw = bet + CH * 4; /* beta_j e^gamma_j: W's column factors */
     static constexpr size_t bytes = colw + CH * 4;
 };
 
+static_assert((PrepSmem<128, 128>::bytes + 1024) * GDR_TC_PREP_BLOCKS <= 233472, "tc_prep's blocks an SM");
+
 template <int DT, int KD, int VD>
-__global__ void __launch_bounds__(THREADS, 3)
+__global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
     tc_prep_kernel(const rudnn_gated_delta_plan_t p, const uint16_t *__restrict__ k, const uint16_t *__restrict__ v,
                    const void *__restrict__ beta, const float *__restrict__ decay, const void *__restrict__ table,
                    unsigned char *__restrict__ scratch)
@@ -135,7 +156,7 @@ __global__ void __launch_bounds__(THREADS, 3)
     using M = PrepSmem<KD, VD>;
     extern __shared__ __align__(16) unsigned char sm[];
     uint16_t *Ks = (uint16_t *)(sm + M::ks), *Vs = (uint16_t *)(sm + M::vs);
-    float *Lm = (float *)(sm + M::lm), *Tf = (float *)(sm + M::tf);
+    float *Lm = (float *)(sm + M::lm), *Tf = Lm; /* T replaces Lm entry by entry */
     uint16_t *Tw = (uint16_t *)(sm + M::tw), *Tu = (uint16_t *)(sm + M::tu);
     float *gam = (float *)(sm + M::gam), *bet = (float *)(sm + M::bet), *colw = (float *)(sm + M::colw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -184,24 +205,28 @@ __global__ void __launch_bounds__(THREADS, 3)
             }
     }
     __syncthreads();
-    /* T = (I + Lm)^-1 by blocks of 16: the diagonal blocks by forward substitution (a thread a
-     * column: column j of a unit lower inverse needs only its own earlier rows), then block row by
-     * block row T_ij = -T_ii sum_{j <= k < i} Lm_ik T_kj */
-    if (threadIdx.x < CH) { /* the column in registers: its 16 rows, each a dot of loads in flight */
-        const int j = threadIdx.x, b0 = (j / INV_BLK) * INV_BLK, c = j - b0;
-        for (int i = 0; i < b0; i++)
-            Tf[i * (CH + 1) + j] = 0.0f;
-        float col[INV_BLK];
+    /* T = (I + Lm)^-1 by blocks of 16, in place over Lm: the diagonal blocks by forward
+     * substitution (a thread a column: column j of a unit lower inverse needs only its own earlier
+     * rows), then block row by block row T_ij = -T_ii sum_{j <= k < i} Lm_ik T_kj. Above the
+     * diagonal blocks Lm's zeros are T's; a block row's Lm is read before its T is written. */
+    float col[INV_BLK]; /* the column in registers: its 16 rows, each a dot of loads in flight */
+    const int jc = threadIdx.x, b0 = (jc / INV_BLK) * INV_BLK, cj = jc - b0;
+    if (threadIdx.x < CH) {
 #pragma unroll
         for (int r = 0; r < INV_BLK; r++) {
             const float *lrow = Lm + (b0 + r) * (CH + 1) + b0;
-            float val = r == c ? 1.0f : 0.0f;
+            float val = r == cj ? 1.0f : 0.0f;
 #pragma unroll
-            for (int m = 0; m < r; m++) /* col[m] is 0 above the diagonal (m < c), 1 on it */
+            for (int m = 0; m < r; m++) /* col[m] is 0 above the diagonal (m < cj), 1 on it */
                 val -= lrow[m] * col[m];
-            col[r] = r < c ? 0.0f : val;
-            Tf[(b0 + r) * (CH + 1) + j] = col[r];
+            col[r] = r < cj ? 0.0f : val;
         }
+    }
+    __syncthreads(); /* every column read its block's Lm */
+    if (threadIdx.x < CH) {
+#pragma unroll
+        for (int r = 0; r < INV_BLK; r++)
+            Tf[(b0 + r) * (CH + 1) + jc] = col[r];
     }
     __syncthreads();
     /* block row bi: a thread owns rows r0, r0 + 8 and column c of every block j < bi, so its sums run
@@ -246,38 +271,26 @@ __global__ void __launch_bounds__(THREADS, 3)
         }
         __syncthreads();
     }
-    for (int e = threadIdx.x; e < CH * CH; e += THREADS) {
-        const int i = e / CH, j = e % CH;
-        const float tij = Tf[i * (CH + 1) + j];
-        Tw[i * (CH + PAD) + j] = to16<DT>(tij * colw[j]);
-        Tu[i * (CH + PAD) + j] = to16<DT>(tij * bet[j]);
+    /* Tw, Tu over T's bytes: T read whole first */
+    float tv[CH * CH / THREADS];
+#pragma unroll
+    for (int q = 0; q < CH * CH / THREADS; q++) {
+        const int e = threadIdx.x + q * THREADS;
+        tv[q] = Tf[(e / CH) * (CH + 1) + e % CH];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < CH * CH / THREADS; q++) {
+        const int e = threadIdx.x + q * THREADS, i = e / CH, j = e % CH;
+        Tw[i * (CH + PAD) + j] = to16<DT>(tv[q] * colw[j]);
+        Tu[i * (CH + PAD) + j] = to16<DT>(tv[q] * bet[j]);
     }
     if (threadIdx.x < CH)
         ((float *)(rec + R::gamma))[threadIdx.x] = gam[threadIdx.x];
     __syncthreads();
-    /* W = Tw K, U = Tu V, stored in the dtype */
-    {
-        float acc[KD / 8][4] = {};
-        mma_ab<DT, KD / 8, CH / 16>(acc, Tw + warp * 16 * (CH + PAD), CH + PAD, Ks, KD + PAD);
-        uint32_t *w = (uint32_t *)(rec + R::w);
-#pragma unroll
-        for (int nt = 0; nt < KD / 8; nt++) {
-            const int i = warp * 16 + g, col = nt * 8 + 2 * t;
-            w[(i * KD + col) / 2] = pack2<DT>(acc[nt][0], acc[nt][1]);
-            w[((i + 8) * KD + col) / 2] = pack2<DT>(acc[nt][2], acc[nt][3]);
-        }
-    }
-    {
-        float acc[VD / 8][4] = {};
-        mma_ab<DT, VD / 8, CH / 16>(acc, Tu + warp * 16 * (CH + PAD), CH + PAD, Vs, VD + PAD);
-        uint32_t *u = (uint32_t *)(rec + R::u);
-#pragma unroll
-        for (int nt = 0; nt < VD / 8; nt++) {
-            const int i = warp * 16 + g, col = nt * 8 + 2 * t;
-            u[(i * VD + col) / 2] = pack2<DT>(acc[nt][0], acc[nt][1]);
-            u[((i + 8) * VD + col) / 2] = pack2<DT>(acc[nt][2], acc[nt][3]);
-        }
-    }
+    /* W = Tw K, U = Tu V, stored in the dtype, 64 columns at a time (the registers of 4 blocks an SM) */
+    prep_product<DT, KD>(Tw + warp * 16 * (CH + PAD), Ks, (uint32_t *)(rec + R::w));
+    prep_product<DT, VD>(Tu + warp * 16 * (CH + PAD), Vs, (uint32_t *)(rec + R::u));
 }
 
 /* ---- the state pass: tc_state, and its segments ---------------------------------------------- */
