@@ -27,6 +27,17 @@
 #ifndef GDR_WG_SEGMENT_CONSUMER_REGS
 #define GDR_WG_SEGMENT_CONSUMER_REGS 232
 #endif
+/* Stages of the wgmma zero-state and transition passes' ring (the output's pass has room for 2
+ * only), and whether the producer keeps the next chunk's copies in flight before it signals a chunk
+ * (1) or signals each chunk as soon as it lands (0). The defaults are the protocol timed and tested
+ * on the H200; 3 stages and copying ahead compile without spills but have not run on a GPU yet
+ * (the passes wait on their loads: bench/RESULTS.md). */
+#ifndef GDR_WG_SEGMENT_STAGES
+#define GDR_WG_SEGMENT_STAGES 2
+#endif
+#ifndef GDR_WG_COPY_AHEAD
+#define GDR_WG_COPY_AHEAD 0
+#endif
 
 /* tc_prep blocks an SM (its launch bounds: 128 registers a thread at 4). H200, bf16, prefill B 1,
  * H 8, T 32768 earlier (an older state pass): 3 -> 4 took the call from 0.792 to 0.759 ms. */

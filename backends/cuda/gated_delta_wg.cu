@@ -33,22 +33,25 @@ constexpr int KD = 128;       /* keys = values: the only shape of this path */
 constexpr int BLK = 64 * 128; /* one [64 rows][64 columns] 16-bit block, 128-byte rows */
 
 /* Shared memory of a pass, bytes from the 1024-byte aligned base. A stage holds W, K, U and (OUT)
- * Q, each [64 chunk rows][128] as two 64-column blocks; S^T [128 v][128 keys] and Delta^T
- * [128 v][64 rows] twice (chunk parity); gamma [2][64] FP32; the mbarriers. */
+ * Q, each [64 chunk rows][128] as two 64-column blocks (two stages in the output's pass, whose
+ * shared memory is full, GDR_WG_SEGMENT_STAGES in the others); S^T [128 v][128 keys] and Delta^T
+ * [128 v][64 rows] twice (chunk parity); gamma [stage][64] FP32; the mbarriers. */
 template <int PASS>
 struct WgLayout {
     static constexpr bool out = PASS == PASS_STATE;
     static constexpr int threads = out ? 512 : 384; /* producer, two state, (output) warpgroups */
     static constexpr int consumers = threads - 128;
+    static constexpr int stages = out ? 2 : GDR_WG_SEGMENT_STAGES;
     static constexpr uint32_t w = 0, k = 2 * BLK, u = 4 * BLK, q = 6 * BLK;
     static constexpr uint32_t stage = out ? 8 * BLK : 6 * BLK;
-    static constexpr uint32_t sb = 2 * stage;  /* [2][2 blocks of 128 rows] */
-    static constexpr uint32_t du = sb + 8 * BLK; /* [2][128 rows] (OUT) */
+    static constexpr uint32_t sb = stages * stage; /* [2][2 blocks of 128 rows] */
+    static constexpr uint32_t du = sb + 8 * BLK;   /* [2][128 rows] (OUT) */
     static constexpr uint32_t gam = du + (out ? 4 * BLK : 0);
-    static constexpr uint32_t bar = gam + 2 * CH * 4; /* full[2], empty[2], sfull[2], sempty[2] */
-    static constexpr size_t smem = 1024 + (size_t)bar + 64;
+    static constexpr uint32_t bar = gam + stages * CH * 4; /* full[stages], empty[stages], sfull[2], sempty[2] */
+    static constexpr size_t smem = 1024 + (size_t)bar + 8 * (2 * stages + 4);
 };
-static_assert(WgLayout<PASS_STATE>::smem <= 227 * 1024, "the block's shared memory");
+static_assert(WgLayout<PASS_STATE>::smem <= 227 * 1024 && WgLayout<PASS_LOCAL>::smem <= 227 * 1024,
+              "the block's shared memory");
 
 /* the 128 threads of state warpgroup hh (named barriers 1 and 2) */
 __device__ __forceinline__ void state_sync(int hh)
@@ -99,10 +102,11 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
     uint8_t *const base = wg_smem + pad;
     const uint32_t sb = raw + pad;
     auto stage = [&](int s) { return sb + (uint32_t)s * Lay::stage; };
+    constexpr int S = Lay::stages;
     auto full = [&](int s) { return sb + Lay::bar + 8u * (uint32_t)s; };
-    auto empty = [&](int s) { return sb + Lay::bar + 16u + 8u * (uint32_t)s; };
-    auto sfull = [&](int s) { return sb + Lay::bar + 32u + 8u * (uint32_t)s; };
-    auto sempty = [&](int s) { return sb + Lay::bar + 48u + 8u * (uint32_t)s; };
+    auto empty = [&](int s) { return sb + Lay::bar + 8u * (uint32_t)(S + s); };
+    auto sfull = [&](int s) { return sb + Lay::bar + 8u * (uint32_t)(2 * S + s); };
+    auto sempty = [&](int s) { return sb + Lay::bar + 8u * (uint32_t)(2 * S + 2 + s); };
 
     /* the segment and its chunks, as tc_pass */
     const int64_t h = blockIdx.y, s = blockIdx.z, segs = p.segments;
@@ -121,9 +125,11 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
 
     const int tid = (int)threadIdx.x, wg = tid / 128, ctid = tid % 128;
     if (tid == 0) {
-        for (int x = 0; x < 2; x++) {
+        for (int x = 0; x < S; x++) {
             mbar_init(full(x), 128);
             mbar_init(empty(x), Lay::consumers);
+        }
+        for (int x = 0; x < 2; x++) {
             mbar_init(sfull(x), 256);
             mbar_init(sempty(x), 128);
         }
@@ -134,9 +140,9 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
     if (wg == 0) { /* producer: every thread copies, waits for its copies, then arrives */
         set_max_regs_dec<GDR_WG_PRODUCER_REGS>();
         for (int n = 0; n < nch; n++) {
-            const int x = n & 1;
-            if (n >= 2)
-                mbar_wait(empty(x), (uint32_t)((n >> 1) - 1) & 1u); /* chunk n - 2 released it */
+            const int x = n % S;
+            if (n >= S)
+                mbar_wait(empty(x), (uint32_t)(n / S - 1) & 1u); /* chunk n - S released it */
             const int64_t ci = cb + n, c = si.chunk_first + ci, t0 = si.start + ci * CH;
             const int64_t L = min((int64_t)CH, si.length - ci * CH);
             const unsigned char *rec = scratch_in + (c * p.heads + h) * R::bytes;
@@ -158,9 +164,17 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
                 rdg_copy16_async_zfill(sb + Lay::gam + (uint32_t)x * CH * 4 + ctid * 16, rec + R::gamma + ctid * 16,
                                        true);
             rdg_copy_async_commit();
+            /* GDR_WG_COPY_AHEAD: chunk n - 1 is signalled once chunk n's copies are in flight too */
+            if (!GDR_WG_COPY_AHEAD || n >= 1) {
+                rdg_copy_async_wait_n(GDR_WG_COPY_AHEAD ? 1 : 0);
+                fence_proxy_async(); /* generic-proxy copies, read by wgmma (async proxy) */
+                mbar_arrive(full(GDR_WG_COPY_AHEAD ? (n - 1) % S : x));
+            }
+        }
+        if (GDR_WG_COPY_AHEAD && nch > 0) {
             rdg_copy_async_wait_n(0);
-            fence_proxy_async(); /* generic-proxy copies, read by wgmma (async proxy) */
-            mbar_arrive(full(x));
+            fence_proxy_async();
+            mbar_arrive(full((nch - 1) % S));
         }
         return;
     }
@@ -188,17 +202,17 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
         float x[32];
         fence_operands(st);
         for (int n = 0; n < nch; n++) {
-            const int sx = n & 1;
+            const int sx = n % S, px = n & 1; /* the stage; the S and Delta buffer */
             const int L = (int)min((int64_t)CH, si.length - (cb + n) * CH);
-            mbar_wait(full(sx), (uint32_t)(n >> 1) & 1u);
+            mbar_wait(full(sx), (uint32_t)(n / S) & 1u);
             const float *gam = (const float *)(base + Lay::gam + sx * CH * 4);
             const uint8_t *stp = base + sx * Lay::stage;
             const int v0 = opaque(v0_); /* the swizzled addresses recomputed each chunk, not held */
             /* S^T rounded into [v][key] blocks of 64 keys: the A operand of X (this warpgroup's
              * rows) and the output warpgroup's B */
             if (OUT && n >= 2)
-                mbar_wait(sempty(sx), (uint32_t)((n >> 1) - 1) & 1u);
-            uint8_t *sbp = base + Lay::sb + sx * 4 * BLK;
+                mbar_wait(sempty(px), (uint32_t)((n >> 1) - 1) & 1u);
+            uint8_t *sbp = base + Lay::sb + px * 4 * BLK;
 #pragma unroll
             for (int kk = 0; kk < 8; kk++) {
                 uint8_t *blk = sbp + (kk / 4) * 2 * BLK;
@@ -212,7 +226,7 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
             state_sync(hh);
             /* X = S^T W^T (A = S^T, B = W: both K-major); x defined here (the first product
              * ignores it) so that it is dead outside, not held across the update */
-            const uint32_t sbs = sb + Lay::sb + sx * 4 * BLK + hh * BLK;
+            const uint32_t sbs = sb + Lay::sb + px * 4 * BLK + hh * BLK;
 #pragma unroll
             for (int i = 0; i < 32; i++)
                 x[i] = 0.0f;
@@ -228,7 +242,7 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
              * the decayed one as the A fragments of the update, Delta itself for the output */
             const float gl = gam[L - 1];
             uint32_t da[4][4];
-            uint8_t *dup = base + Lay::du + sx * 2 * BLK;
+            uint8_t *dup = base + Lay::du + px * 2 * BLK;
 #pragma unroll
             for (int nn = 0; nn < 8; nn++)
 #pragma unroll
@@ -250,7 +264,7 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
                 }
             if constexpr (OUT) {
                 fence_proxy_async(); /* S and Delta (generic stores) before the output's wgmma */
-                mbar_arrive(sfull(sx));
+                mbar_arrive(sfull(px));
             }
             /* S^T = e^gl S^T + (decayed Delta)^T K (B = K, MN-major: rows are chunk rows) */
             const float decay_all = __expf(gl);
@@ -285,10 +299,10 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
         const int i0 = 16 * w + g;
         float pacc[32], o[64]; /* each defined just before its first product: dead in between */
         for (int n = 0; n < nch; n++) {
-            const int sx = n & 1;
+            const int sx = n % S, px = n & 1;
             const int64_t t0 = si.start + (cb + n) * CH;
             const int L = (int)min((int64_t)CH, si.length - (cb + n) * CH);
-            mbar_wait(full(sx), (uint32_t)(n >> 1) & 1u);
+            mbar_wait(full(sx), (uint32_t)(n / S) & 1u);
             const float *gam = (const float *)(base + Lay::gam + sx * CH * 4);
             const uint32_t qs = stage(sx) + Lay::q, ks = stage(sx) + Lay::k;
             /* P = Q K^T (B = K, K-major) */
@@ -315,8 +329,8 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
                     pa[nn / 2][(nn % 2) * 2 + half] = pack2(DT, p0, p1);
                 }
             /* Q S, once the state warpgroups left S (B = S^T [v][key], K-major) */
-            mbar_wait(sfull(sx), (uint32_t)(n >> 1) & 1u);
-            const uint32_t sbs = sb + Lay::sb + sx * 4 * BLK, dus = sb + Lay::du + sx * 2 * BLK;
+            mbar_wait(sfull(px), (uint32_t)(n >> 1) & 1u);
+            const uint32_t sbs = sb + Lay::sb + px * 4 * BLK, dus = sb + Lay::du + px * 2 * BLK;
 #pragma unroll
             for (int i = 0; i < 64; i++)
                 o[i] = 0.0f;
@@ -340,7 +354,7 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
             wgmma_commit();
             wgmma_wait<0>();
             fence_operands(o);
-            mbar_arrive(sempty(sx));
+            mbar_arrive(sempty(px));
             mbar_arrive(empty(sx));
 #pragma unroll
             for (int half = 0; half < 2; half++) {
