@@ -64,10 +64,11 @@ __device__ __forceinline__ void stage(uint16_t *dst, const uint16_t *src, int64_
 }
 
 /* acc[NT][4] += A [16 rows at a_row0 of a (pitch ap)] x B^T, B stored [n][k] (rows of b, pitch bp):
- * KS steps of 16 along k (unrolled, so that fragments load ahead of the products), NT / 2 pairs of
- * n8 tiles from b's row 0. */
+ * KS steps of 16 along k (unrolled, so that fragments load ahead of the products), the first
+ * pairs (warp-uniform, at most NT / 2) of n8 tiles from b's row 0. */
 template <int DT, int NT, int KS>
-__device__ __forceinline__ void mma_abt(float (&acc)[NT][4], const uint16_t *a, int ap, const uint16_t *b, int bp)
+__device__ __forceinline__ void mma_abt(float (&acc)[NT][4], const uint16_t *a, int ap, const uint16_t *b, int bp,
+                                        int pairs = NT / 2)
 {
     const int lane = threadIdx.x % 32;
 #pragma unroll
@@ -76,6 +77,8 @@ __device__ __forceinline__ void mma_abt(float (&acc)[NT][4], const uint16_t *a, 
         rdg_ldsm_x4(rdg_smem_addr(a + (lane % 16) * ap + kk * 16 + (lane / 16) * 8), af);
 #pragma unroll
         for (int np = 0; np < NT / 2; np++) {
+            if (np >= pairs)
+                break;
             uint32_t bf[4];
             rdg_ldsm_x4(rdg_smem_addr(b + (np * 16 + (lane % 8) + (lane / 16) * 8) * bp + kk * 16 + ((lane / 8) % 2) * 8),
                         bf);
@@ -127,14 +130,61 @@ __device__ __forceinline__ void prep_product(const uint16_t *a, const uint16_t *
     }
 }
 
+/* The same product with A = T diag(scale) built in registers: T the warp's 16 FP32 rows (pitch
+ * tp, even, so that a lane's column pairs load as float2), each entry scaled by its column's factor
+ * and rounded to the dtype once, as a staged copy of it would be. */
+template <int DT, int N>
+__device__ __forceinline__ void prep_product_f32(const float *T, int tp, const float *scale, const uint16_t *b,
+                                                 uint32_t *dst)
+{
+    constexpr int PIECE = N < 64 ? N : 64;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    uint32_t af[CH / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < CH / 16; kk++) {
+        const int c = kk * 16 + 2 * t;
+        const float2 s0 = *(const float2 *)(scale + c), s1 = *(const float2 *)(scale + c + 8);
+        const float2 v0 = *(const float2 *)(T + g * tp + c), v1 = *(const float2 *)(T + (g + 8) * tp + c);
+        const float2 v2 = *(const float2 *)(T + g * tp + c + 8), v3 = *(const float2 *)(T + (g + 8) * tp + c + 8);
+        af[kk][0] = pack2<DT>(v0.x * s0.x, v0.y * s0.y);
+        af[kk][1] = pack2<DT>(v1.x * s0.x, v1.y * s0.y);
+        af[kk][2] = pack2<DT>(v2.x * s1.x, v2.y * s1.y);
+        af[kk][3] = pack2<DT>(v3.x * s1.x, v3.y * s1.y);
+    }
+#pragma unroll 1 /* as prep_product: one piece at a time */
+    for (int c0 = 0; c0 < N; c0 += PIECE) {
+        float acc[PIECE / 8][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < CH / 16; kk++)
+#pragma unroll
+            for (int np = 0; np < PIECE / 16; np++) {
+                uint32_t bf[4];
+                rdg_ldsm_x4_trans(rdg_smem_addr(b + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * (N + PAD) + c0 +
+                                                np * 16 + (lane / 16) * 8),
+                                  bf);
+                mma16816<DT>(acc[2 * np], af[kk], bf[0], bf[1]);
+                mma16816<DT>(acc[2 * np + 1], af[kk], bf[2], bf[3]);
+            }
+#pragma unroll
+        for (int nt = 0; nt < PIECE / 8; nt++) {
+            const int i = warp * 16 + g, col = c0 + nt * 8 + 2 * t;
+            dst[(i * N + col) / 2] = pack2<DT>(acc[nt][0], acc[nt][1]);
+            dst[((i + 8) * N + col) / 2] = pack2<DT>(acc[nt][2], acc[nt][3]);
+        }
+    }
+}
+
 template <int KD, int VD>
 struct PrepSmem {
     static constexpr size_t ks = 0;
     static constexpr size_t vs = ks + (size_t)CH * (KD + PAD) * 2;
     /* Lm, the inverse T over it (in place), then Tw and Tu over the same bytes: 4 blocks an SM */
     static constexpr size_t lm = vs + (size_t)CH * (VD + PAD) * 2;
-    static constexpr size_t lm_bytes = (size_t)CH * (CH + 1) * 4 > (size_t)2 * CH * (CH + PAD) * 2
-                                           ? (size_t)CH * (CH + 1) * 4
+    /* Lm's pitch in floats: column reads conflict-free (65), also the TF32 fragments' (68), or the
+     * float2 pairs of the A fragments built from T (72) */
+    static constexpr int lp = GDR_PREP_TFRAG ? CH + 8 : GDR_PREP_INVERSE_MMA ? CH + 4 : CH + 1;
+    static constexpr size_t lm_bytes = (size_t)CH * lp * 4 > (size_t)2 * CH * (CH + PAD) * 2
+                                           ? (size_t)CH * lp * 4
                                            : (size_t)2 * CH * (CH + PAD) * 2;
     static constexpr size_t tw = lm, tu = lm + (size_t)CH * (CH + PAD) * 2;
     static constexpr size_t msum = lm + lm_bytes; /* the inverse's block sums */
@@ -157,6 +207,7 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
     extern __shared__ __align__(16) unsigned char sm[];
     uint16_t *Ks = (uint16_t *)(sm + M::ks), *Vs = (uint16_t *)(sm + M::vs);
     float *Lm = (float *)(sm + M::lm), *Tf = Lm; /* T replaces Lm entry by entry */
+    constexpr int LP = M::lp;
     uint16_t *Tw = (uint16_t *)(sm + M::tw), *Tu = (uint16_t *)(sm + M::tu);
     float *gam = (float *)(sm + M::gam), *bet = (float *)(sm + M::bet), *colw = (float *)(sm + M::colw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -195,13 +246,21 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
     /* Lm = beta_i e^(gamma_i - gamma_j) k_i . k_j below the diagonal */
     {
         float acc[CH / 8][4] = {};
+#if GDR_PREP_GRAM_LOWER /* the warp's tiles on and below the diagonal only: 2 (warp + 1) of them */
+        mma_abt<DT, CH / 8, KD / 16>(acc, Ks + warp * 16 * (KD + PAD), KD + PAD, Ks, KD + PAD, warp + 1);
+#else
         mma_abt<DT, CH / 8, KD / 16>(acc, Ks + warp * 16 * (KD + PAD), KD + PAD, Ks, KD + PAD);
+#endif
 #pragma unroll
         for (int nt = 0; nt < CH / 8; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int i = warp * 16 + g + (e / 2) * 8, j = nt * 8 + 2 * t + (e % 2);
-                Lm[i * (CH + 1) + j] = j < i ? bet[i] * __expf(gam[i] - gam[j]) * acc[nt][e] : 0.0f;
+#if GDR_PREP_GRAM_LOWER
+                Lm[i * LP + j] = nt < 2 * (warp + 1) && j < i ? bet[i] * __expf(gam[i] - gam[j]) * acc[nt][e] : 0.0f;
+#else
+                Lm[i * LP + j] = j < i ? bet[i] * __expf(gam[i] - gam[j]) * acc[nt][e] : 0.0f;
+#endif
             }
     }
     __syncthreads();
@@ -214,7 +273,7 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
     if (threadIdx.x < CH) {
 #pragma unroll
         for (int r = 0; r < INV_BLK; r++) {
-            const float *lrow = Lm + (b0 + r) * (CH + 1) + b0;
+            const float *lrow = Lm + (b0 + r) * LP + b0;
             float val = r == cj ? 1.0f : 0.0f;
 #pragma unroll
             for (int m = 0; m < r; m++) /* col[m] is 0 above the diagonal (m < cj), 1 on it */
@@ -226,9 +285,60 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
     if (threadIdx.x < CH) {
 #pragma unroll
         for (int r = 0; r < INV_BLK; r++)
-            Tf[(b0 + r) * (CH + 1) + jc] = col[r];
+            Tf[(b0 + r) * LP + jc] = col[r];
     }
     __syncthreads();
+#if GDR_PREP_INVERSE_MMA
+    /* block row bi on tensor cores at about FP32's precision (3xTF32): a warp an n8 tile of its
+     * columns [0, 16 bi): X = Lm_i,[0,16bi) T_[0,16bi),tile (T is 0 above its diagonal blocks, so the
+     * sum starts at the tile's block), then T_i,tile = -T_ii X, X passed from the accumulator's
+     * layout to the operand's by shuffles. Every warp reads Lm's block row before any writes T's. */
+#pragma unroll
+    for (int bi = 1; bi < CH / INV_BLK; bi++) {
+        float x[2][4] = {}; /* X of the warp's tiles warp and warp + 4 */
+#pragma unroll
+        for (int w = 0; w < 2; w++) {
+            const int nt = warp + 4 * w;
+            if (nt >= 2 * bi)
+                continue;
+            const float *lr = Lm + (bi * INV_BLK + g) * LP;
+#pragma unroll
+            for (int ks = (nt / 2) * 2; ks < 2 * bi; ks++) {
+                const float a[4] = {lr[ks * 8 + t], lr[8 * LP + ks * 8 + t], lr[ks * 8 + t + 4],
+                                    lr[8 * LP + ks * 8 + t + 4]};
+                const float *bc = Tf + (ks * 8 + t) * LP + nt * 8 + g;
+                mma1688_3xtf32(x[w], a, bc[0], bc[4 * LP]);
+            }
+        }
+        __syncthreads(); /* Lm's block row read by every warp */
+#pragma unroll
+        for (int w = 0; w < 2; w++) {
+            const int nt = warp + 4 * w;
+            if (nt >= 2 * bi)
+                continue;
+            /* operand [k][n] = X[k][g] from the lane holding row k % 8, column pair g / 2 */
+            float xb[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) { /* rows t, t + 4, 8 + t, 12 + t */
+                const int src = ((q % 2) * 4 + t) * 4 + g / 2;
+                const float lo = __shfl_sync(0xffffffffu, x[w][(q / 2) * 2], src);
+                const float hi = __shfl_sync(0xffffffffu, x[w][(q / 2) * 2 + 1], src);
+                xb[q] = g % 2 ? hi : lo;
+            }
+            float o[4] = {};
+            const float *dr = Tf + (bi * INV_BLK + g) * LP + bi * INV_BLK;
+#pragma unroll
+            for (int ks = 0; ks < 2; ks++) {
+                const float a[4] = {dr[ks * 8 + t], dr[8 * LP + ks * 8 + t], dr[ks * 8 + t + 4],
+                                    dr[8 * LP + ks * 8 + t + 4]};
+                mma1688_3xtf32(o, a, xb[2 * ks], xb[2 * ks + 1]);
+            }
+            float *tr = Tf + (bi * INV_BLK + g) * LP + nt * 8 + 2 * t;
+            tr[0] = -o[0], tr[1] = -o[1], tr[8 * LP] = -o[2], tr[8 * LP + 1] = -o[3];
+        }
+        __syncthreads(); /* block row bi of T written */
+    }
+#else
     /* block row bi: a thread owns rows r0, r0 + 8 and column c of every block j < bi, so its sums run
      * side by side (T's blocks above the diagonal are 0: every sum may start at row 0) */
     float *Msum = (float *)(sm + M::msum); /* [block j][16][16] */
@@ -237,13 +347,13 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
 #pragma unroll
     for (int bi = 1; bi < CH / INV_BLK; bi++) {
         float acc[2][CH / INV_BLK - 1] = {};
-        const float *l0 = Lm + (bi * INV_BLK + r0) * (CH + 1), *l1 = l0 + 8 * (CH + 1);
+        const float *l0 = Lm + (bi * INV_BLK + r0) * LP, *l1 = l0 + 8 * LP;
 #pragma unroll 4
         for (int m = 0; m < bi * INV_BLK; m++) {
             const float a0 = l0[m], a1 = l1[m];
 #pragma unroll
             for (int bj = 0; bj < bi; bj++) {
-                const float t = Tf[m * (CH + 1) + bj * INV_BLK + cc];
+                const float t = Tf[m * LP + bj * INV_BLK + cc];
                 acc[0][bj] += a0 * t, acc[1][bj] += a1 * t;
             }
         }
@@ -254,7 +364,7 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
         }
         __syncthreads();
         float out[2][CH / INV_BLK - 1] = {};
-        const float *d0 = Tf + (bi * INV_BLK + r0) * (CH + 1) + bi * INV_BLK, *d1 = d0 + 8 * (CH + 1);
+        const float *d0 = Tf + (bi * INV_BLK + r0) * LP + bi * INV_BLK, *d1 = d0 + 8 * LP;
 #pragma unroll
         for (int m = 0; m < INV_BLK; m++) { /* T_ii is 0 above its diagonal */
             const float a0 = d0[m], a1 = d1[m];
@@ -266,17 +376,25 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
         }
 #pragma unroll
         for (int bj = 0; bj < bi; bj++) {
-            Tf[(bi * INV_BLK + r0) * (CH + 1) + bj * INV_BLK + cc] = -out[0][bj];
-            Tf[(bi * INV_BLK + r0 + 8) * (CH + 1) + bj * INV_BLK + cc] = -out[1][bj];
+            Tf[(bi * INV_BLK + r0) * LP + bj * INV_BLK + cc] = -out[0][bj];
+            Tf[(bi * INV_BLK + r0 + 8) * LP + bj * INV_BLK + cc] = -out[1][bj];
         }
         __syncthreads();
     }
+#endif
+#if GDR_PREP_TFRAG
+    if (threadIdx.x < CH)
+        ((float *)(rec + R::gamma))[threadIdx.x] = gam[threadIdx.x];
+    /* W = T diag(colw) K, U = T diag(beta) V: the A fragments scaled and rounded from T itself */
+    prep_product_f32<DT, KD>(Tf + warp * 16 * LP, LP, colw, Ks, (uint32_t *)(rec + R::w));
+    prep_product_f32<DT, VD>(Tf + warp * 16 * LP, LP, bet, Vs, (uint32_t *)(rec + R::u));
+#else
     /* Tw, Tu over T's bytes: T read whole first */
     float tv[CH * CH / THREADS];
 #pragma unroll
     for (int q = 0; q < CH * CH / THREADS; q++) {
         const int e = threadIdx.x + q * THREADS;
-        tv[q] = Tf[(e / CH) * (CH + 1) + e % CH];
+        tv[q] = Tf[(e / CH) * LP + e % CH];
     }
     __syncthreads();
 #pragma unroll
@@ -291,6 +409,7 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
     /* W = Tw K, U = Tu V, stored in the dtype, 64 columns at a time (the registers of 4 blocks an SM) */
     prep_product<DT, KD>(Tw + warp * 16 * (CH + PAD), Ks, (uint32_t *)(rec + R::w));
     prep_product<DT, VD>(Tu + warp * 16 * (CH + PAD), Vs, (uint32_t *)(rec + R::u));
+#endif
 }
 
 /* ---- the state pass: tc_state, and its segments ---------------------------------------------- */
@@ -564,11 +683,17 @@ __global__ void __launch_bounds__(CARRY_THREADS)
         const bool more = jj + 2 < live;
         if (more)
             issue(jj + 1);
+        float *next = x_at(jj + 1) + r * VD + c0 + cg;
+#if GDR_CARRY_LOCAL_LAST /* the local state's loads in flight across the wait and the products */
+        const float4 local = *(const float4 *)next;
+        float acc[4] = {};
+#endif
         rdg_copy_async_wait_n(more ? 1 : 0);
         __syncthreads(); /* M_jj has landed; X[jj]'s columns are in xc */
         const float4 *mrow = (const float4 *)(mst + (jj % 2) * KD * MP + r * MP);
-        float *next = x_at(jj + 1) + r * VD + c0 + cg;
+#if !GDR_CARRY_LOCAL_LAST
         float acc[4] = {next[0], next[1], next[2], next[3]};
+#endif
 #pragma unroll 8
         for (int k4 = 0; k4 < KD / 4; k4++) {
             const float4 mv = mrow[k4];
@@ -580,6 +705,9 @@ __global__ void __launch_bounds__(CARRY_THREADS)
             }
         }
         __syncthreads(); /* every read of X[jj] and of this stage done */
+#if GDR_CARRY_LOCAL_LAST
+        acc[0] += local.x, acc[1] += local.y, acc[2] += local.z, acc[3] += local.w;
+#endif
 #pragma unroll
         for (int c = 0; c < 4; c++)
             next[c] = acc[c], xc[r][cg + c] = acc[c];

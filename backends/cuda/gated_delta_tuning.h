@@ -39,10 +39,34 @@
 #define GDR_WG_COPY_AHEAD 0
 #endif
 
+/* tc_prep's triangular inverse: its block rows on tensor cores (3xTF32, about FP32's precision:
+ * 1) or on FP32 FMAs (0). Not yet timed. */
+#ifndef GDR_PREP_INVERSE_MMA
+#define GDR_PREP_INVERSE_MMA 0
+#endif
+
+/* tc_prep's Gram matrix K K^T: a warp's n8 tiles on and below the diagonal only (1; 2, 4, 6, 8 for
+ * the 4 warps, the rest written 0) or all 8 (0). Not yet timed. */
+#ifndef GDR_PREP_GRAM_LOWER
+#define GDR_PREP_GRAM_LOWER 0
+#endif
+
+/* tc_prep's W and U products: A fragments built from the FP32 T in registers, scaled and rounded
+ * there (1), or T scaled and rounded into staged 16-bit copies Tw, Tu first (0). Not yet timed. */
+#ifndef GDR_PREP_TFRAG
+#define GDR_PREP_TFRAG 0
+#endif
+
 /* tc_prep blocks an SM (its launch bounds: 128 registers a thread at 4). H200, bf16, prefill B 1,
  * H 8, T 32768 earlier (an older state pass): 3 -> 4 took the call from 0.792 to 0.759 ms. */
 #ifndef GDR_TC_PREP_BLOCKS
 #define GDR_TC_PREP_BLOCKS 4
+#endif
+
+/* tc_carry: 1 loads a step's local state before its wait and adds it after the products (its
+ * latency hidden); 0 starts the sums from it. Not yet timed. */
+#ifndef GDR_CARRY_LOCAL_LAST
+#define GDR_CARRY_LOCAL_LAST 0
 #endif
 
 /* Threads of a tc_carry block (a thread a row of the transition and 4 columns). */
