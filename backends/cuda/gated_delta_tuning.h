@@ -35,6 +35,12 @@
 #ifndef GDR_WG_SEGMENT_STAGES
 #define GDR_WG_SEGMENT_STAGES 2
 #endif
+/* 1: the zero-state and transition passes take X = S^T W^T's A operand from registers (the
+ * rounded accumulators) instead of an S^T copy in shared memory, which frees that copy's 64 KB for
+ * a fourth stage; 0: through shared memory as the state pass. Not yet timed. */
+#ifndef GDR_WG_X_REGS
+#define GDR_WG_X_REGS 0
+#endif
 #ifndef GDR_WG_COPY_AHEAD
 #define GDR_WG_COPY_AHEAD 0
 #endif
