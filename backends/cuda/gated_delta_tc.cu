@@ -23,6 +23,7 @@
 #include "gated_delta.cuh"
 #include "gated_delta_tc.cuh"
 #include "mma_sync.cuh"
+#include "pdl.cuh"
 #include "gated_delta_tuning.h"
 
 namespace {
@@ -662,6 +663,8 @@ __global__ void __launch_bounds__(CARRY_THREADS)
     extern __shared__ __align__(16) unsigned char sm[];
     float *mst = (float *)sm;                       /* [2][KD][MP] */
     float(*xc)[CARRY_COLS] = (float(*)[CARRY_COLS])(mst + 2 * KD * MP); /* [KD][CARRY_COLS] */
+    rdg_pdl_trigger(); /* GDR_PDL: the transitions and local states are read past the wait */
+    rdg_pdl_wait();
     const int64_t c0 = (int64_t)blockIdx.x * CARRY_COLS, h = blockIdx.y, s = blockIdx.z, segs = p.segments;
     const SeqInfo si = seq_info(p, table, s);
     const int64_t live = live_segments(si.chunks, segs);
@@ -768,10 +771,10 @@ rudnn_status_t launch(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const r
             static std::atomic<int> carry_raised[64];
             TRY(allow_smem((const void *)tc_carry_kernel<KD, VD>, carry_raised, q->dev.index, carry_smem(KD)));
             rdg_note_kernel("gated_delta.tc_carry");
-            tc_carry_kernel<KD, VD><<<dim3(VD / carry_cols(KD), (unsigned)p->heads, (unsigned)p->sequences),
-                                      CARRY_THREADS, carry_smem(KD), q->stream>>>(
-                *p, rdg_at(o->table), (float *)(scratch + carry_x(*p)), (const float *)(scratch + carry_m(*p)));
-            TRY(rdg_launched("gated_delta.tc_carry"));
+            TRY(rdg_launch_pdl(q, GDR_PDL, "gated_delta.tc_carry", tc_carry_kernel<KD, VD>,
+                               dim3(VD / carry_cols(KD), (unsigned)p->heads, (unsigned)p->sequences),
+                               dim3(CARRY_THREADS), carry_smem(KD), *p, rdg_at(o->table),
+                               (float *)(scratch + carry_x(*p)), (const float *)(scratch + carry_m(*p))));
         }
     }
     return launch_pass<DT, KD, VD, PASS_STATE>(q, p, o, segs > 1 ? segs : 1, "gated_delta.tc_state");

@@ -75,6 +75,12 @@
 #define GDR_CARRY_LOCAL_LAST 0
 #endif
 
+/* 1: the wgmma passes and tc_carry launch as programmatic dependents (pdl.cuh, sm_90): scheduled
+ * while the kernel before them ends, waiting for its outputs in the kernel. Not yet timed. */
+#ifndef GDR_PDL
+#define GDR_PDL 0
+#endif
+
 /* Threads of a tc_carry block (a thread a row of the transition and 4 columns). */
 #ifndef GDR_TC_CARRY_THREADS
 #define GDR_TC_CARRY_THREADS 256

@@ -25,6 +25,7 @@
 #include "gated_delta_tc.cuh"
 #include "gated_delta_tuning.h"
 #include "mbarrier.cuh"
+#include "pdl.cuh"
 #include "wgmma.cuh"
 
 namespace {
@@ -138,6 +139,9 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
         mbar_fence_init();
     }
     __syncthreads();
+    /* GDR_PDL: launched while the previous kernel ends; its outputs are read only past the wait */
+    rdg_pdl_trigger();
+    rdg_pdl_wait();
 
     if (wg == 0) { /* producer: every thread copies, waits for its copies, then arrives */
         set_max_regs_dec<GDR_WG_PRODUCER_REGS>();
@@ -405,12 +409,12 @@ rudnn_status_t wg_launch(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, cons
     TRY(allow_smem_once(raised, 0, (const void *)wg_pass_kernel<DT, PASS>, q->dev.index, (int)Lay::smem, name));
     rdg_note_kernel(name);
     unsigned char *scratch = (unsigned char *)rdg_at(o->scratch);
-    wg_pass_kernel<DT, PASS><<<dim3((unsigned)blocks, (unsigned)p->heads, (unsigned)p->sequences), Lay::threads,
-                               Lay::smem, q->stream>>>(
-        *p, (const uint16_t *)rdg_at(o->query), (const uint16_t *)rdg_at(o->key),
-        (const float *)rdg_at(o->initial_state), rdg_at(o->table), scratch, (float *)(scratch + carry_x(*p)),
-        rdg_at(o->output), (float *)rdg_at(o->final_state));
-    return rdg_launched(name);
+    return rdg_launch_pdl(q, GDR_PDL, name, wg_pass_kernel<DT, PASS>,
+                          dim3((unsigned)blocks, (unsigned)p->heads, (unsigned)p->sequences), dim3(Lay::threads),
+                          Lay::smem, *p, (const uint16_t *)rdg_at(o->query), (const uint16_t *)rdg_at(o->key),
+                          (const float *)rdg_at(o->initial_state), rdg_at(o->table),
+                          (const unsigned char *)scratch, (float *)(scratch + carry_x(*p)), rdg_at(o->output),
+                          (float *)rdg_at(o->final_state));
 }
 
 template <int DT>
