@@ -663,8 +663,10 @@ __global__ void __launch_bounds__(CARRY_THREADS)
     extern __shared__ __align__(16) unsigned char sm[];
     float *mst = (float *)sm;                       /* [2][KD][MP] */
     float(*xc)[CARRY_COLS] = (float(*)[CARRY_COLS])(mst + 2 * KD * MP); /* [KD][CARRY_COLS] */
-    rdg_pdl_trigger(); /* GDR_PDL: the transitions and local states are read past the wait */
+#if GDR_PDL /* the transitions and local states are read past the wait */
+    rdg_pdl_trigger();
     rdg_pdl_wait();
+#endif
     const int64_t c0 = (int64_t)blockIdx.x * CARRY_COLS, h = blockIdx.y, s = blockIdx.z, segs = p.segments;
     const SeqInfo si = seq_info(p, table, s);
     const int64_t live = live_segments(si.chunks, segs);
@@ -686,15 +688,16 @@ __global__ void __launch_bounds__(CARRY_THREADS)
         const bool more = jj + 2 < live;
         if (more)
             issue(jj + 1);
-        float *next = x_at(jj + 1) + r * VD + c0 + cg;
 #if GDR_CARRY_LOCAL_LAST /* the local state's loads in flight across the wait and the products */
-        const float4 local = *(const float4 *)next;
-        float acc[4] = {};
+        const float4 local = *(const float4 *)(x_at(jj + 1) + r * VD + c0 + cg);
 #endif
         rdg_copy_async_wait_n(more ? 1 : 0);
         __syncthreads(); /* M_jj has landed; X[jj]'s columns are in xc */
         const float4 *mrow = (const float4 *)(mst + (jj % 2) * KD * MP + r * MP);
-#if !GDR_CARRY_LOCAL_LAST
+        float *next = x_at(jj + 1) + r * VD + c0 + cg;
+#if GDR_CARRY_LOCAL_LAST
+        float acc[4] = {};
+#else
         float acc[4] = {next[0], next[1], next[2], next[3]};
 #endif
 #pragma unroll 8

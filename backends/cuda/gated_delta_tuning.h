@@ -37,7 +37,8 @@
 #endif
 /* 1: the zero-state and transition passes take X = S^T W^T's A operand from registers (the
  * rounded accumulators) instead of an S^T copy in shared memory, which frees that copy's 64 KB for
- * a fourth stage; 0: through shared memory as the state pass. Not yet timed. */
+ * a fourth stage; 2: the state pass too (it still stores S^T for the output warpgroup, while the
+ * products run; 80-130 bytes of spills at 152 registers); 0: through shared memory. Not yet timed. */
 #ifndef GDR_WG_X_REGS
 #define GDR_WG_X_REGS 0
 #endif

@@ -42,8 +42,8 @@ struct WgLayout {
     static constexpr bool out = PASS == PASS_STATE;
     static constexpr int threads = out ? 512 : 384; /* producer, two state, (output) warpgroups */
     static constexpr int consumers = threads - 128;
-    /* the zero-state passes' X = S^T W^T with S^T from registers (GDR_WG_X_REGS): no S^T buffer */
-    static constexpr bool xreg = GDR_WG_X_REGS && !out;
+    /* X = S^T W^T with S^T from registers (GDR_WG_X_REGS): the zero-state passes keep no S^T */
+    static constexpr bool xreg = GDR_WG_X_REGS >= 1 && !out;
     static constexpr int stages = out ? 2 : GDR_WG_SEGMENT_STAGES;
     static constexpr uint32_t w = 0, k = 2 * BLK, u = 4 * BLK, q = 6 * BLK;
     static constexpr uint32_t stage = out ? 8 * BLK : 6 * BLK;
@@ -139,9 +139,10 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
         mbar_fence_init();
     }
     __syncthreads();
-    /* GDR_PDL: launched while the previous kernel ends; its outputs are read only past the wait */
+#if GDR_PDL /* launched while the previous kernel ends: its outputs are read only past the wait */
     rdg_pdl_trigger();
     rdg_pdl_wait();
+#endif
 
     if (wg == 0) { /* producer: every thread copies, waits for its copies, then arrives */
         set_max_regs_dec<GDR_WG_PRODUCER_REGS>();
@@ -214,9 +215,10 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
             const uint8_t *stp = base + sx * Lay::stage;
             const int v0 = opaque(v0_); /* the swizzled addresses recomputed each chunk, not held */
             float x[32];
-            if constexpr (Lay::xreg) {
+            if constexpr (GDR_WG_X_REGS >= (OUT ? 2 : 1)) {
                 /* X = S^T W^T, A = S^T rounded in registers (the accumulator's pairs are the
-                 * m64k16 fragment's), B = W (K-major) */
+                 * m64k16 fragment's), B = W (K-major); the output's pass stores the same S^T for
+                 * the output warpgroup while the products run */
                 uint32_t sa[8][4];
 #pragma unroll
                 for (int kk = 0; kk < 8; kk++)
@@ -232,6 +234,20 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
                     wgmma_rs<DT, 64, 0>(x, sa[kk], wgmma_desc(stage(sx) + Lay::w + (kk / 4) * BLK + (kk % 4) * 32),
                                         kk > 0);
                 wgmma_commit();
+                if constexpr (OUT) {
+                    if (n >= 2)
+                        mbar_wait(sempty(px), (uint32_t)((n >> 1) - 1) & 1u);
+                    uint8_t *sbp = base + Lay::sb + px * 4 * BLK;
+#pragma unroll
+                    for (int kk = 0; kk < 8; kk++) {
+                        uint8_t *blk = sbp + (kk / 4) * 2 * BLK;
+                        const int key = (16 * kk) % 64 + 2 * t;
+                        *(uint32_t *)(blk + swz(v0, key)) = sa[kk][0];
+                        *(uint32_t *)(blk + swz(v0 + 8, key)) = sa[kk][1];
+                        *(uint32_t *)(blk + swz(v0, key + 8)) = sa[kk][2];
+                        *(uint32_t *)(blk + swz(v0 + 8, key + 8)) = sa[kk][3];
+                    }
+                }
                 wgmma_wait<0>();
                 fence_operands(x);
             } else {
