@@ -112,28 +112,9 @@ __device__ __forceinline__ void mma_ab(float (&acc)[NT][4], const uint16_t *a, i
 /* ---- tc_prep --------------------------------------------------------------------------------- */
 
 /* dst [CH][N] (16-bit pairs) = A [the warp's 16 rows of CH] x B [CH][N] (staged rows of N + PAD), in
- * pieces of at most 64 columns */
-template <int DT, int N>
-__device__ __forceinline__ void prep_product(const uint16_t *a, const uint16_t *b, uint32_t *dst)
-{
-    constexpr int PIECE = N < 64 ? N : 64;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-#pragma unroll
-    for (int c0 = 0; c0 < N; c0 += PIECE) {
-        float acc[PIECE / 8][4] = {};
-        mma_ab<DT, PIECE / 8, CH / 16>(acc, a, CH + PAD, b + c0, N + PAD);
-#pragma unroll
-        for (int nt = 0; nt < PIECE / 8; nt++) {
-            const int i = warp * 16 + g, col = c0 + nt * 8 + 2 * t;
-            dst[(i * N + col) / 2] = pack2<DT>(acc[nt][0], acc[nt][1]);
-            dst[((i + 8) * N + col) / 2] = pack2<DT>(acc[nt][2], acc[nt][3]);
-        }
-    }
-}
-
-/* The same product with A = T diag(scale) built in registers: T the warp's 16 FP32 rows (pitch
- * tp, even, so that a lane's column pairs load as float2), each entry scaled by its column's factor
- * and rounded to the dtype once, as a staged copy of it would be. */
+ * pieces of at most 64 columns, with A = T diag(scale) built in registers: T the warp's 16 FP32 rows
+ * (pitch tp, even, so that a lane's column pairs load as float2), each entry scaled by its column's
+ * factor and rounded to the dtype once. */
 template <int DT, int N>
 __device__ __forceinline__ void prep_product_f32(const float *T, int tp, const float *scale, const uint16_t *b,
                                                  uint32_t *dst)
@@ -152,7 +133,7 @@ __device__ __forceinline__ void prep_product_f32(const float *T, int tp, const f
         af[kk][2] = pack2<DT>(v2.x * s1.x, v2.y * s1.y);
         af[kk][3] = pack2<DT>(v3.x * s1.x, v3.y * s1.y);
     }
-#pragma unroll 1 /* as prep_product: one piece at a time */
+#pragma unroll 1 /* one piece at a time: the registers of 4 blocks an SM */
     for (int c0 = 0; c0 < N; c0 += PIECE) {
         float acc[PIECE / 8][4] = {};
 #pragma unroll
@@ -179,17 +160,11 @@ template <int KD, int VD>
 struct PrepSmem {
     static constexpr size_t ks = 0;
     static constexpr size_t vs = ks + (size_t)CH * (KD + PAD) * 2;
-    /* Lm, the inverse T over it (in place), then Tw and Tu over the same bytes: 4 blocks an SM */
+    /* Lm, then the inverse T over it (in place) */
     static constexpr size_t lm = vs + (size_t)CH * (VD + PAD) * 2;
-    /* Lm's pitch in floats: column reads conflict-free (65), also the TF32 fragments' (68), or the
-     * float2 pairs of the A fragments built from T (72) */
-    static constexpr int lp = GDR_PREP_TFRAG ? CH + 8 : GDR_PREP_INVERSE_MMA ? CH + 4 : CH + 1;
-    static constexpr size_t lm_bytes = (size_t)CH * lp * 4 > (size_t)2 * CH * (CH + PAD) * 2
-                                           ? (size_t)CH * lp * 4
-                                           : (size_t)2 * CH * (CH + PAD) * 2;
-    static constexpr size_t tw = lm, tu = lm + (size_t)CH * (CH + PAD) * 2;
-    static constexpr size_t msum = lm + lm_bytes; /* the inverse's block sums */
-    static constexpr size_t gam = msum + (size_t)(CH / INV_BLK - 1) * INV_BLK * INV_BLK * 4;
+    /* Lm's pitch in floats: the float2 pairs of the A fragments built from T, conflict-free */
+    static constexpr int lp = CH + 8;
+    static constexpr size_t gam = lm + (size_t)CH * lp * 4;
     static constexpr size_t bet = gam + CH * 4;
     static constexpr size_t colw = bet + CH * 4; /* beta_j e^gamma_j: W's column factors */
     static constexpr size_t bytes = colw + CH * 4;
@@ -209,7 +184,6 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
     uint16_t *Ks = (uint16_t *)(sm + M::ks), *Vs = (uint16_t *)(sm + M::vs);
     float *Lm = (float *)(sm + M::lm), *Tf = Lm; /* T replaces Lm entry by entry */
     constexpr int LP = M::lp;
-    uint16_t *Tw = (uint16_t *)(sm + M::tw), *Tu = (uint16_t *)(sm + M::tu);
     float *gam = (float *)(sm + M::gam), *bet = (float *)(sm + M::bet), *colw = (float *)(sm + M::colw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int64_t c = blockIdx.x, h = blockIdx.y;
@@ -247,21 +221,13 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
     /* Lm = beta_i e^(gamma_i - gamma_j) k_i . k_j below the diagonal */
     {
         float acc[CH / 8][4] = {};
-#if GDR_PREP_GRAM_LOWER /* the warp's tiles on and below the diagonal only: 2 (warp + 1) of them */
         mma_abt<DT, CH / 8, KD / 16>(acc, Ks + warp * 16 * (KD + PAD), KD + PAD, Ks, KD + PAD, warp + 1);
-#else
-        mma_abt<DT, CH / 8, KD / 16>(acc, Ks + warp * 16 * (KD + PAD), KD + PAD, Ks, KD + PAD);
-#endif
 #pragma unroll
         for (int nt = 0; nt < CH / 8; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int i = warp * 16 + g + (e / 2) * 8, j = nt * 8 + 2 * t + (e % 2);
-#if GDR_PREP_GRAM_LOWER
                 Lm[i * LP + j] = nt < 2 * (warp + 1) && j < i ? bet[i] * __expf(gam[i] - gam[j]) * acc[nt][e] : 0.0f;
-#else
-                Lm[i * LP + j] = j < i ? bet[i] * __expf(gam[i] - gam[j]) * acc[nt][e] : 0.0f;
-#endif
             }
     }
     __syncthreads();
@@ -289,7 +255,6 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
             Tf[(b0 + r) * LP + jc] = col[r];
     }
     __syncthreads();
-#if GDR_PREP_INVERSE_MMA
     /* block row bi on tensor cores at about FP32's precision (3xTF32): a warp an n8 tile of its
      * columns [0, 16 bi): X = Lm_i,[0,16bi) T_[0,16bi),tile (T is 0 above its diagonal blocks, so the
      * sum starts at the tile's block), then T_i,tile = -T_ii X, X passed from the accumulator's
@@ -339,78 +304,11 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
         }
         __syncthreads(); /* block row bi of T written */
     }
-#else
-    /* block row bi: a thread owns rows r0, r0 + 8 and column c of every block j < bi, so its sums run
-     * side by side (T's blocks above the diagonal are 0: every sum may start at row 0) */
-    float *Msum = (float *)(sm + M::msum); /* [block j][16][16] */
-    static_assert(THREADS == 8 * INV_BLK, "a thread: two rows of a block");
-    const int r0 = threadIdx.x / INV_BLK, cc = threadIdx.x % INV_BLK;
-#pragma unroll
-    for (int bi = 1; bi < CH / INV_BLK; bi++) {
-        float acc[2][CH / INV_BLK - 1] = {};
-        const float *l0 = Lm + (bi * INV_BLK + r0) * LP, *l1 = l0 + 8 * LP;
-#pragma unroll 4
-        for (int m = 0; m < bi * INV_BLK; m++) {
-            const float a0 = l0[m], a1 = l1[m];
-#pragma unroll
-            for (int bj = 0; bj < bi; bj++) {
-                const float t = Tf[m * LP + bj * INV_BLK + cc];
-                acc[0][bj] += a0 * t, acc[1][bj] += a1 * t;
-            }
-        }
-#pragma unroll
-        for (int bj = 0; bj < bi; bj++) {
-            Msum[bj * INV_BLK * INV_BLK + r0 * INV_BLK + cc] = acc[0][bj];
-            Msum[bj * INV_BLK * INV_BLK + (r0 + 8) * INV_BLK + cc] = acc[1][bj];
-        }
-        __syncthreads();
-        float out[2][CH / INV_BLK - 1] = {};
-        const float *d0 = Tf + (bi * INV_BLK + r0) * LP + bi * INV_BLK, *d1 = d0 + 8 * LP;
-#pragma unroll
-        for (int m = 0; m < INV_BLK; m++) { /* T_ii is 0 above its diagonal */
-            const float a0 = d0[m], a1 = d1[m];
-#pragma unroll
-            for (int bj = 0; bj < bi; bj++) {
-                const float t = Msum[bj * INV_BLK * INV_BLK + m * INV_BLK + cc];
-                out[0][bj] += a0 * t, out[1][bj] += a1 * t;
-            }
-        }
-#pragma unroll
-        for (int bj = 0; bj < bi; bj++) {
-            Tf[(bi * INV_BLK + r0) * LP + bj * INV_BLK + cc] = -out[0][bj];
-            Tf[(bi * INV_BLK + r0 + 8) * LP + bj * INV_BLK + cc] = -out[1][bj];
-        }
-        __syncthreads();
-    }
-#endif
-#if GDR_PREP_TFRAG
     if (threadIdx.x < CH)
         ((float *)(rec + R::gamma))[threadIdx.x] = gam[threadIdx.x];
     /* W = T diag(colw) K, U = T diag(beta) V: the A fragments scaled and rounded from T itself */
     prep_product_f32<DT, KD>(Tf + warp * 16 * LP, LP, colw, Ks, (uint32_t *)(rec + R::w));
     prep_product_f32<DT, VD>(Tf + warp * 16 * LP, LP, bet, Vs, (uint32_t *)(rec + R::u));
-#else
-    /* Tw, Tu over T's bytes: T read whole first */
-    float tv[CH * CH / THREADS];
-#pragma unroll
-    for (int q = 0; q < CH * CH / THREADS; q++) {
-        const int e = threadIdx.x + q * THREADS;
-        tv[q] = Tf[(e / CH) * LP + e % CH];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int q = 0; q < CH * CH / THREADS; q++) {
-        const int e = threadIdx.x + q * THREADS, i = e / CH, j = e % CH;
-        Tw[i * (CH + PAD) + j] = to16<DT>(tv[q] * colw[j]);
-        Tu[i * (CH + PAD) + j] = to16<DT>(tv[q] * bet[j]);
-    }
-    if (threadIdx.x < CH)
-        ((float *)(rec + R::gamma))[threadIdx.x] = gam[threadIdx.x];
-    __syncthreads();
-    /* W = Tw K, U = Tu V, stored in the dtype, 64 columns at a time (the registers of 4 blocks an SM) */
-    prep_product<DT, KD>(Tw + warp * 16 * (CH + PAD), Ks, (uint32_t *)(rec + R::w));
-    prep_product<DT, VD>(Tu + warp * 16 * (CH + PAD), Vs, (uint32_t *)(rec + R::u));
-#endif
 }
 
 /* ---- the state pass: tc_state, and its segments ---------------------------------------------- */
@@ -663,10 +561,9 @@ __global__ void __launch_bounds__(CARRY_THREADS)
     extern __shared__ __align__(16) unsigned char sm[];
     float *mst = (float *)sm;                       /* [2][KD][MP] */
     float(*xc)[CARRY_COLS] = (float(*)[CARRY_COLS])(mst + 2 * KD * MP); /* [KD][CARRY_COLS] */
-#if GDR_PDL /* the transitions and local states are read past the wait */
+    /* a programmatic dependent: the transitions and local states are read past the wait */
     rdg_pdl_trigger();
     rdg_pdl_wait();
-#endif
     const int64_t c0 = (int64_t)blockIdx.x * CARRY_COLS, h = blockIdx.y, s = blockIdx.z, segs = p.segments;
     const SeqInfo si = seq_info(p, table, s);
     const int64_t live = live_segments(si.chunks, segs);
@@ -688,18 +585,12 @@ __global__ void __launch_bounds__(CARRY_THREADS)
         const bool more = jj + 2 < live;
         if (more)
             issue(jj + 1);
-#if GDR_CARRY_LOCAL_LAST /* the local state's loads in flight across the wait and the products */
         const float4 local = *(const float4 *)(x_at(jj + 1) + r * VD + c0 + cg);
-#endif
         rdg_copy_async_wait_n(more ? 1 : 0);
         __syncthreads(); /* M_jj has landed; X[jj]'s columns are in xc */
         const float4 *mrow = (const float4 *)(mst + (jj % 2) * KD * MP + r * MP);
         float *next = x_at(jj + 1) + r * VD + c0 + cg;
-#if GDR_CARRY_LOCAL_LAST
         float acc[4] = {};
-#else
-        float acc[4] = {next[0], next[1], next[2], next[3]};
-#endif
 #pragma unroll 8
         for (int k4 = 0; k4 < KD / 4; k4++) {
             const float4 mv = mrow[k4];
@@ -711,9 +602,7 @@ __global__ void __launch_bounds__(CARRY_THREADS)
             }
         }
         __syncthreads(); /* every read of X[jj] and of this stage done */
-#if GDR_CARRY_LOCAL_LAST
         acc[0] += local.x, acc[1] += local.y, acc[2] += local.z, acc[3] += local.w;
-#endif
 #pragma unroll
         for (int c = 0; c < 4; c++)
             next[c] = acc[c], xc[r][cg + c] = acc[c];
@@ -774,7 +663,7 @@ rudnn_status_t launch(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const r
             static std::atomic<int> carry_raised[64];
             TRY(allow_smem((const void *)tc_carry_kernel<KD, VD>, carry_raised, q->dev.index, carry_smem(KD)));
             rdg_note_kernel("gated_delta.tc_carry");
-            TRY(rdg_launch_pdl(q, GDR_PDL, "gated_delta.tc_carry", tc_carry_kernel<KD, VD>,
+            TRY(rdg_launch_pdl(q, true, "gated_delta.tc_carry", tc_carry_kernel<KD, VD>,
                                dim3(VD / carry_cols(KD), (unsigned)p->heads, (unsigned)p->sequences),
                                dim3(CARRY_THREADS), carry_smem(KD), *p, rdg_at(o->table),
                                (float *)(scratch + carry_x(*p)), (const float *)(scratch + carry_m(*p))));

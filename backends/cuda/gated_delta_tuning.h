@@ -28,40 +28,11 @@
 #define GDR_WG_SEGMENT_CONSUMER_REGS 232
 #endif
 /* Stages of the wgmma zero-state and transition passes' ring (the output's pass has room for 2
- * only), and whether the producer keeps the next chunk's copies in flight before it signals a chunk
- * (1) or signals each chunk as soon as it lands (0). The defaults are the protocol timed and tested
- * on the H200; 3 stages and copying ahead compile without spills but have not run on a GPU yet
- * (the passes wait on their loads: bench/RESULTS.md). */
+ * only). H100, bf16, B 1 / H 8 / T 32768 and B 8 / H 16 / T 4096: 3 stages timed as 2 (0.989, 1.000);
+ * so did X = S^T W^T from registers with 4 stages (0.995, 1.004), and copying a chunk ahead before
+ * signalling it was 6-8% slower (bench/RESULTS.md). */
 #ifndef GDR_WG_SEGMENT_STAGES
 #define GDR_WG_SEGMENT_STAGES 2
-#endif
-/* 1: the zero-state and transition passes take X = S^T W^T's A operand from registers (the
- * rounded accumulators) instead of an S^T copy in shared memory, which frees that copy's 64 KB for
- * a fourth stage; 2: the state pass too (it still stores S^T for the output warpgroup, while the
- * products run; 80-130 bytes of spills at 152 registers); 0: through shared memory. Not yet timed. */
-#ifndef GDR_WG_X_REGS
-#define GDR_WG_X_REGS 0
-#endif
-#ifndef GDR_WG_COPY_AHEAD
-#define GDR_WG_COPY_AHEAD 0
-#endif
-
-/* tc_prep's triangular inverse: its block rows on tensor cores (3xTF32, about FP32's precision:
- * 1) or on FP32 FMAs (0). Not yet timed. */
-#ifndef GDR_PREP_INVERSE_MMA
-#define GDR_PREP_INVERSE_MMA 0
-#endif
-
-/* tc_prep's Gram matrix K K^T: a warp's n8 tiles on and below the diagonal only (1; 2, 4, 6, 8 for
- * the 4 warps, the rest written 0) or all 8 (0). Not yet timed. */
-#ifndef GDR_PREP_GRAM_LOWER
-#define GDR_PREP_GRAM_LOWER 0
-#endif
-
-/* tc_prep's W and U products: A fragments built from the FP32 T in registers, scaled and rounded
- * there (1), or T scaled and rounded into staged 16-bit copies Tw, Tu first (0). Not yet timed. */
-#ifndef GDR_PREP_TFRAG
-#define GDR_PREP_TFRAG 0
 #endif
 
 /* tc_prep blocks an SM (its launch bounds: 128 registers a thread at 4). H200, bf16, prefill B 1,
@@ -70,19 +41,8 @@
 #define GDR_TC_PREP_BLOCKS 4
 #endif
 
-/* tc_carry: 1 loads a step's local state before its wait and adds it after the products (its
- * latency hidden); 0 starts the sums from it. Not yet timed. */
-#ifndef GDR_CARRY_LOCAL_LAST
-#define GDR_CARRY_LOCAL_LAST 0
-#endif
-
-/* 1: the wgmma passes and tc_carry launch as programmatic dependents (pdl.cuh, sm_90): scheduled
- * while the kernel before them ends, waiting for its outputs in the kernel. Not yet timed. */
-#ifndef GDR_PDL
-#define GDR_PDL 0
-#endif
-
-/* Threads of a tc_carry block (a thread a row of the transition and 4 columns). */
+/* Threads of a tc_carry block (a thread a row of the transition and 4 columns). H100, B 1 / H 8 /
+ * T 32768: 512 (half the blocks, half the L2 reads of each transition) was 5% slower than 256. */
 #ifndef GDR_TC_CARRY_THREADS
 #define GDR_TC_CARRY_THREADS 256
 #endif

@@ -42,13 +42,11 @@ struct WgLayout {
     static constexpr bool out = PASS == PASS_STATE;
     static constexpr int threads = out ? 512 : 384; /* producer, two state, (output) warpgroups */
     static constexpr int consumers = threads - 128;
-    /* X = S^T W^T with S^T from registers (GDR_WG_X_REGS): the zero-state passes keep no S^T */
-    static constexpr bool xreg = GDR_WG_X_REGS >= 1 && !out;
     static constexpr int stages = out ? 2 : GDR_WG_SEGMENT_STAGES;
     static constexpr uint32_t w = 0, k = 2 * BLK, u = 4 * BLK, q = 6 * BLK;
     static constexpr uint32_t stage = out ? 8 * BLK : 6 * BLK;
     static constexpr uint32_t sb = stages * stage;               /* [2][2 blocks of 128 rows] */
-    static constexpr uint32_t du = sb + (xreg ? 0 : 8 * BLK);    /* [2][128 rows] (OUT) */
+    static constexpr uint32_t du = sb + 8 * BLK;                  /* [2][128 rows] (OUT) */
     static constexpr uint32_t gam = du + (out ? 4 * BLK : 0);
     static constexpr uint32_t bar = gam + stages * CH * 4; /* full[stages], empty[stages], sfull[2], sempty[2] */
     static constexpr size_t smem = 1024 + (size_t)bar + 8 * (2 * stages + 4);
@@ -139,10 +137,9 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
         mbar_fence_init();
     }
     __syncthreads();
-#if GDR_PDL /* launched while the previous kernel ends: its outputs are read only past the wait */
+    /* launched while the previous kernel ends (programmatic dependent): its outputs read past the wait */
     rdg_pdl_trigger();
     rdg_pdl_wait();
-#endif
 
     if (wg == 0) { /* producer: every thread copies, waits for its copies, then arrives */
         set_max_regs_dec<GDR_WG_PRODUCER_REGS>();
@@ -171,17 +168,9 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
                 rdg_copy16_async_zfill(sb + Lay::gam + (uint32_t)x * CH * 4 + ctid * 16, rec + R::gamma + ctid * 16,
                                        true);
             rdg_copy_async_commit();
-            /* GDR_WG_COPY_AHEAD: chunk n - 1 is signalled once chunk n's copies are in flight too */
-            if (!GDR_WG_COPY_AHEAD || n >= 1) {
-                rdg_copy_async_wait_n(GDR_WG_COPY_AHEAD ? 1 : 0);
-                fence_proxy_async(); /* generic-proxy copies, read by wgmma (async proxy) */
-                mbar_arrive(full(GDR_WG_COPY_AHEAD ? (n - 1) % S : x));
-            }
-        }
-        if (GDR_WG_COPY_AHEAD && nch > 0) {
             rdg_copy_async_wait_n(0);
-            fence_proxy_async();
-            mbar_arrive(full((nch - 1) % S));
+            fence_proxy_async(); /* generic-proxy copies, read by wgmma (async proxy) */
+            mbar_arrive(full(x));
         }
         return;
     }
@@ -215,73 +204,36 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
             const uint8_t *stp = base + sx * Lay::stage;
             const int v0 = opaque(v0_); /* the swizzled addresses recomputed each chunk, not held */
             float x[32];
-            if constexpr (GDR_WG_X_REGS >= (OUT ? 2 : 1)) {
-                /* X = S^T W^T, A = S^T rounded in registers (the accumulator's pairs are the
-                 * m64k16 fragment's), B = W (K-major); the output's pass stores the same S^T for
-                 * the output warpgroup while the products run */
-                uint32_t sa[8][4];
+            /* S^T rounded into [v][key] blocks of 64 keys: the A operand of X (this warpgroup's
+             * rows) and the output warpgroup's B */
+            if (OUT && n >= 2)
+                mbar_wait(sempty(px), (uint32_t)((n >> 1) - 1) & 1u);
+            uint8_t *sbp = base + Lay::sb + px * 4 * BLK;
 #pragma unroll
-                for (int kk = 0; kk < 8; kk++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        sa[kk][e] = pack2(DT, st[8 * kk + 2 * e], st[8 * kk + 2 * e + 1]);
-#pragma unroll
-                for (int i = 0; i < 32; i++)
-                    x[i] = 0.0f;
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < 8; kk++)
-                    wgmma_rs<DT, 64, 0>(x, sa[kk], wgmma_desc(stage(sx) + Lay::w + (kk / 4) * BLK + (kk % 4) * 32),
-                                        kk > 0);
-                wgmma_commit();
-                if constexpr (OUT) {
-                    if (n >= 2)
-                        mbar_wait(sempty(px), (uint32_t)((n >> 1) - 1) & 1u);
-                    uint8_t *sbp = base + Lay::sb + px * 4 * BLK;
-#pragma unroll
-                    for (int kk = 0; kk < 8; kk++) {
-                        uint8_t *blk = sbp + (kk / 4) * 2 * BLK;
-                        const int key = (16 * kk) % 64 + 2 * t;
-                        *(uint32_t *)(blk + swz(v0, key)) = sa[kk][0];
-                        *(uint32_t *)(blk + swz(v0 + 8, key)) = sa[kk][1];
-                        *(uint32_t *)(blk + swz(v0, key + 8)) = sa[kk][2];
-                        *(uint32_t *)(blk + swz(v0 + 8, key + 8)) = sa[kk][3];
-                    }
-                }
-                wgmma_wait<0>();
-                fence_operands(x);
-            } else {
-                /* S^T rounded into [v][key] blocks of 64 keys: the A operand of X (this warpgroup's
-                 * rows) and the output warpgroup's B */
-                if (OUT && n >= 2)
-                    mbar_wait(sempty(px), (uint32_t)((n >> 1) - 1) & 1u);
-                uint8_t *sbp = base + Lay::sb + px * 4 * BLK;
-#pragma unroll
-                for (int kk = 0; kk < 8; kk++) {
-                    uint8_t *blk = sbp + (kk / 4) * 2 * BLK;
-                    const int key = (16 * kk) % 64 + 2 * t;
-                    *(uint32_t *)(blk + swz(v0, key)) = pack2(DT, st[8 * kk], st[8 * kk + 1]);
-                    *(uint32_t *)(blk + swz(v0 + 8, key)) = pack2(DT, st[8 * kk + 2], st[8 * kk + 3]);
-                    *(uint32_t *)(blk + swz(v0, key + 8)) = pack2(DT, st[8 * kk + 4], st[8 * kk + 5]);
-                    *(uint32_t *)(blk + swz(v0 + 8, key + 8)) = pack2(DT, st[8 * kk + 6], st[8 * kk + 7]);
-                }
-                fence_proxy_async(); /* generic stores, read by wgmma */
-                state_sync(hh);
-                /* X = S^T W^T (A = S^T, B = W: both K-major); x defined here (the first product
-                 * ignores it) so that it is dead outside, not held across the update */
-                const uint32_t sbs = sb + Lay::sb + px * 4 * BLK + hh * BLK;
-#pragma unroll
-                for (int i = 0; i < 32; i++)
-                    x[i] = 0.0f;
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < 8; kk++)
-                    wgmma_ss<DT, 64>(x, wgmma_desc(sbs + (kk / 4) * 2 * BLK + (kk % 4) * 32),
-                                     wgmma_desc(stage(sx) + Lay::w + (kk / 4) * BLK + (kk % 4) * 32), kk > 0);
-                wgmma_commit();
-                wgmma_wait<0>();
-                fence_operands(x);
+            for (int kk = 0; kk < 8; kk++) {
+                uint8_t *blk = sbp + (kk / 4) * 2 * BLK;
+                const int key = (16 * kk) % 64 + 2 * t;
+                *(uint32_t *)(blk + swz(v0, key)) = pack2(DT, st[8 * kk], st[8 * kk + 1]);
+                *(uint32_t *)(blk + swz(v0 + 8, key)) = pack2(DT, st[8 * kk + 2], st[8 * kk + 3]);
+                *(uint32_t *)(blk + swz(v0, key + 8)) = pack2(DT, st[8 * kk + 4], st[8 * kk + 5]);
+                *(uint32_t *)(blk + swz(v0 + 8, key + 8)) = pack2(DT, st[8 * kk + 6], st[8 * kk + 7]);
             }
+            fence_proxy_async(); /* generic stores, read by wgmma */
+            state_sync(hh);
+            /* X = S^T W^T (A = S^T, B = W: both K-major); x defined here (the first product
+             * ignores it) so that it is dead outside, not held across the update */
+            const uint32_t sbs = sb + Lay::sb + px * 4 * BLK + hh * BLK;
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                x[i] = 0.0f;
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < 8; kk++)
+                wgmma_ss<DT, 64>(x, wgmma_desc(sbs + (kk / 4) * 2 * BLK + (kk % 4) * 32),
+                                 wgmma_desc(stage(sx) + Lay::w + (kk / 4) * BLK + (kk % 4) * 32), kk > 0);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_operands(x);
             /* Delta^T = U^T - X on the valid rows (x[4 nn + e]: v0 + 8 (e / 2), row 8 nn + 2 t + e % 2);
              * the decayed one as the A fragments of the update, Delta itself for the output */
             const float gl = gam[L - 1];
@@ -425,7 +377,7 @@ rudnn_status_t wg_launch(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, cons
     TRY(allow_smem_once(raised, 0, (const void *)wg_pass_kernel<DT, PASS>, q->dev.index, (int)Lay::smem, name));
     rdg_note_kernel(name);
     unsigned char *scratch = (unsigned char *)rdg_at(o->scratch);
-    return rdg_launch_pdl(q, GDR_PDL, name, wg_pass_kernel<DT, PASS>,
+    return rdg_launch_pdl(q, true, name, wg_pass_kernel<DT, PASS>,
                           dim3((unsigned)blocks, (unsigned)p->heads, (unsigned)p->sequences), dim3(Lay::threads),
                           Lay::smem, *p, (const uint16_t *)rdg_at(o->query), (const uint16_t *)rdg_at(o->key),
                           (const float *)rdg_at(o->initial_state), rdg_at(o->table),
