@@ -13,13 +13,16 @@
 
 /* The state passes on wgmma where the device and binary have it (sm_90a) and K = V = 128
  * (gated_delta_wg.cu); 0 keeps tc_pass's mma.sync. Registers a thread of its warpgroups (setmaxnreg:
- * the producer gives its share to the consumers; 512 threads in tc_state's pass: 40 + 3 x 152 <= 512,
+ * the producer gives its share to the consumers; 512 threads in tc_state's pass: 56 + 3 x 152 <= 512,
  * 384 in the segment passes: 40 + 2 x 232 <= 512, per 128-thread unit of the 64K registers). */
 #ifndef GDR_TC_WGMMA
 #define GDR_TC_WGMMA 1
 #endif
 #ifndef GDR_WG_PRODUCER_REGS
 #define GDR_WG_PRODUCER_REGS 40
+#endif
+#ifndef GDR_WG_STATE_PRODUCER_REGS /* the state pass's producer (also copies Q): 56 + 3 x 152 = 512 */
+#define GDR_WG_STATE_PRODUCER_REGS 56
 #endif
 #ifndef GDR_WG_STATE_CONSUMER_REGS
 #define GDR_WG_STATE_CONSUMER_REGS 152

@@ -25,6 +25,7 @@
 #include "gated_delta_tc.cuh"
 #include "gated_delta_tuning.h"
 #include "mbarrier.cuh"
+#include "mma_sync.cuh"
 #include "pdl.cuh"
 #include "wgmma.cuh"
 
@@ -142,7 +143,11 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
     rdg_pdl_wait();
 
     if (wg == 0) { /* producer: every thread copies, waits for its copies, then arrives */
-        set_max_regs_dec<GDR_WG_PRODUCER_REGS>();
+        set_max_regs_dec<OUT ? GDR_WG_STATE_PRODUCER_REGS : GDR_WG_PRODUCER_REGS>();
+        /* a thread copies the 16 bytes c16 of rows r0 + 8 i: its swizzled offset in a stage is fixed */
+        const int c16 = ctid % 16, r0 = ctid / 16;
+        const uint32_t o0 = (uint32_t)(c16 / 8) * BLK + (uint32_t)r0 * 128 + ((uint32_t)((c16 % 8) ^ r0) << 4);
+        const int64_t kstep = 8 * p.k_stride[2], qstep = 8 * p.q_stride[2];
         for (int n = 0; n < nch; n++) {
             const int x = n % S;
             if (n >= S)
@@ -150,19 +155,23 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
             const int64_t ci = cb + n, c = si.chunk_first + ci, t0 = si.start + ci * CH;
             const int64_t L = min((int64_t)CH, si.length - ci * CH);
             const unsigned char *rec = scratch_in + (c * p.heads + h) * R::bytes;
-            const uint32_t st = stage(x);
+            const unsigned char *wu = rec + r0 * (KD * 2) + c16 * 16;
+            const uint16_t *k0 = k + tok(p.k_stride, b, h, t0) + c16 * 8, *krow = k0 + r0 * p.k_stride[2];
+            const uint16_t *q0 = OUT ? q + tok(p.q_stride, b, h, t0) + c16 * 8 : nullptr;
+            const uint16_t *qrow = OUT ? q0 + r0 * p.q_stride[2] : nullptr;
+            const uint32_t st = stage(x) + o0;
+            /* rows r0 + 8 i: the offsets step by 8 rows (1024 bytes in a stage: the swizzle's row
+             * bits stay); rows past the chunk's end are zero-filled (their source: the chunk's row 0) */
 #pragma unroll 1 /* the producer's registers are few */
-            for (int e = ctid; e < CH * 16; e += 128) {
-                const int r = e / 16, c16 = e % 16;
-                const uint32_t o = (uint32_t)(c16 / 8) * BLK + (uint32_t)r * 128 + ((uint32_t)((c16 % 8) ^ (r & 7)) << 4);
-                const bool ok = r < L;
-                rdg_copy16_async_zfill(st + Lay::w + o, rec + R::w + r * (KD * 2) + c16 * 16, true);
-                rdg_copy16_async_zfill(st + Lay::k + o, k + tok(p.k_stride, b, h, t0 + (ok ? r : 0)) + c16 * 8, ok);
+            for (int i = 0; i < CH / 8; i++) {
+                const bool ok = r0 + 8 * i < L;
+                const uint32_t o = (uint32_t)i * 1024;
+                rdg_copy16_async_zfill(st + Lay::w + o, wu + R::w + i * 8 * (KD * 2), true);
+                rdg_copy16_async_zfill(st + Lay::k + o, ok ? krow + i * kstep : k0, ok);
                 if (PASS != PASS_TRANSITION)
-                    rdg_copy16_async_zfill(st + Lay::u + o, rec + R::u + r * (KD * 2) + c16 * 16, true);
+                    rdg_copy16_async_zfill(st + Lay::u + o, wu + R::u + i * 8 * (KD * 2), true);
                 if (OUT)
-                    rdg_copy16_async_zfill(st + Lay::q + o, q + tok(p.q_stride, b, h, t0 + (ok ? r : 0)) + c16 * 8,
-                                           ok);
+                    rdg_copy16_async_zfill(st + Lay::q + o, ok ? qrow + i * qstep : q0, ok);
             }
             if (ctid < CH / 4)
                 rdg_copy16_async_zfill(sb + Lay::gam + (uint32_t)x * CH * 4 + ctid * 16, rec + R::gamma + ctid * 16,
@@ -205,18 +214,21 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
             const int v0 = opaque(v0_); /* the swizzled addresses recomputed each chunk, not held */
             float x[32];
             /* S^T rounded into [v][key] blocks of 64 keys: the A operand of X (this warpgroup's
-             * rows) and the output warpgroup's B */
+             * rows) and the output warpgroup's B; stmatrix: matrix m of key step kk holds rows
+             * v0 + 8 (m % 2), keys 16 kk + 8 (m / 2) (st[8 kk + 2 m], the next), lane l gives row
+             * l % 8 of matrix l / 8 (rows 8-aligned: the swizzle's row bits are l % 8) */
             if (OUT && n >= 2)
                 mbar_wait(sempty(px), (uint32_t)((n >> 1) - 1) & 1u);
-            uint8_t *sbp = base + Lay::sb + px * 4 * BLK;
+            {
+                const int lm = lane / 8, lr = lane % 8;
+                const uint32_t srow = sb + Lay::sb + px * 4 * BLK + (uint32_t)(v0 - g + 8 * (lm % 2) + lr) * 128;
 #pragma unroll
-            for (int kk = 0; kk < 8; kk++) {
-                uint8_t *blk = sbp + (kk / 4) * 2 * BLK;
-                const int key = (16 * kk) % 64 + 2 * t;
-                *(uint32_t *)(blk + swz(v0, key)) = pack2(DT, st[8 * kk], st[8 * kk + 1]);
-                *(uint32_t *)(blk + swz(v0 + 8, key)) = pack2(DT, st[8 * kk + 2], st[8 * kk + 3]);
-                *(uint32_t *)(blk + swz(v0, key + 8)) = pack2(DT, st[8 * kk + 4], st[8 * kk + 5]);
-                *(uint32_t *)(blk + swz(v0 + 8, key + 8)) = pack2(DT, st[8 * kk + 6], st[8 * kk + 7]);
+                for (int kk = 0; kk < 8; kk++) {
+                    const uint32_t r[4] = {pack2(DT, st[8 * kk], st[8 * kk + 1]), pack2(DT, st[8 * kk + 2], st[8 * kk + 3]),
+                                           pack2(DT, st[8 * kk + 4], st[8 * kk + 5]),
+                                           pack2(DT, st[8 * kk + 6], st[8 * kk + 7])};
+                    stsm_x4(srow + (kk / 4) * 2 * BLK + ((uint32_t)((2 * (kk % 4) + lm / 2) ^ lr) << 4), r);
+                }
             }
             fence_proxy_async(); /* generic stores, read by wgmma */
             state_sync(hh);
@@ -238,26 +250,37 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
              * the decayed one as the A fragments of the update, Delta itself for the output */
             const float gl = gam[L - 1];
             uint32_t da[4][4];
-            uint8_t *dup = base + Lay::du + px * 2 * BLK;
+            /* U^T by ldmatrix.trans, matrix m = 2 (nn % 2) + half of an nn pair: U's chunk rows
+             * 8 nn + l % 8 (lane l gives a row of matrix l / 8), value columns v0 - g + 8 half .. + 7 */
+            const int lm = lane / 8, lr = lane % 8;
 #pragma unroll
-            for (int nn = 0; nn < 8; nn++)
+            for (int np = 0; np < 4; np++) {
+                uint32_t ur[4] = {0u, 0u, 0u, 0u}, dr[4];
+                if (PASS != PASS_TRANSITION) { /* U^T (v, rows i, i + 1) from U [rows][v] */
+                    const int nn = 2 * np + lm / 2, v = v0 - g + 8 * (lm % 2);
+                    rdg_ldsm_x4_trans(stage(sx) + Lay::u + (uint32_t)hh * BLK + (uint32_t)(8 * nn + lr) * 128 +
+                                          ((uint32_t)(((v % 64) >> 3) ^ lr) << 4),
+                                      ur);
+                }
 #pragma unroll
-                for (int half = 0; half < 2; half++) {
-                    const int v = v0 + 8 * half, i = 8 * nn + 2 * t;
-                    float u0 = 0.0f, u1 = 0.0f;
-                    if (PASS != PASS_TRANSITION) {
-                        const uint8_t *ub = stp + Lay::u + (v / 64) * BLK;
-                        u0 = from16<DT>(*(const uint16_t *)(ub + swz(i, v % 64)));
-                        u1 = from16<DT>(*(const uint16_t *)(ub + swz(i + 1, v % 64)));
-                    }
+                for (int m = 0; m < 4; m++) {
+                    const int nn = 2 * np + m / 2, half = m % 2, i = 8 * nn + 2 * t;
+                    const float u0 = from16<DT>((uint16_t)(ur[m] & 0xffffu)), u1 = from16<DT>((uint16_t)(ur[m] >> 16));
                     const float d0 = i < L ? u0 - x[4 * nn + 2 * half] : 0.0f;
                     const float d1 = i + 1 < L ? u1 - x[4 * nn + 2 * half + 1] : 0.0f;
                     const float f0 = i < L ? __expf(gl - gam[i]) : 0.0f;
                     const float f1 = i + 1 < L ? __expf(gl - gam[i + 1]) : 0.0f;
-                    if constexpr (OUT)
-                        *(uint32_t *)(dup + swz(v, i)) = pack2(DT, d0, d1);
-                    da[nn / 2][(nn % 2) * 2 + half] = pack2(DT, d0 * f0, d1 * f1);
+                    dr[m] = pack2(DT, d0, d1);
+                    da[np][m] = pack2(DT, d0 * f0, d1 * f1);
                 }
+                if constexpr (OUT) {
+#pragma unroll
+                    for (int m = 0; m < 4; m++) {
+                        const int i = 8 * (2 * np + m / 2) + 2 * t; /* (stmatrix here spills) */
+                        *(uint32_t *)(base + Lay::du + px * 2 * BLK + swz(v0 + 8 * (m % 2), i)) = dr[m];
+                    }
+                }
+            }
             if constexpr (OUT) {
                 fence_proxy_async(); /* S and Delta (generic stores) before the output's wgmma */
                 mbar_arrive(sfull(px));

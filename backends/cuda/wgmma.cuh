@@ -105,6 +105,16 @@ __device__ __forceinline__ void fence_proxy_async()
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+/* four 8x8 16-bit matrices from registers to shared memory (sm_90): lanes 8m .. 8m + 7 give the
+ * addresses of matrix m's rows, r[m] is the lane's pair of matrix m (row lane / 4, columns
+ * 2 (lane % 4) and the next), as an MMA accumulator fragment holds it */
+__device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t (&r)[4])
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
 template <int REGS>
 __device__ __forceinline__ void set_max_regs_inc()
 {
