@@ -159,9 +159,12 @@ __device__ __forceinline__ void prep_product_f32(const float *T, int tp, const f
 template <int KD, int VD>
 struct PrepSmem {
     static constexpr size_t ks = 0;
-    static constexpr size_t vs = ks + (size_t)CH * (KD + PAD) * 2;
+    /* GDR_PREP_LATE_V: V staged over K once W is made (a block's shared memory 37 KB, not 55) */
+    static constexpr size_t vs = GDR_PREP_LATE_V ? ks : ks + (size_t)CH * (KD + PAD) * 2;
+    static constexpr size_t kv_end = GDR_PREP_LATE_V && KD > VD ? ks + (size_t)CH * (KD + PAD) * 2
+                                                                : vs + (size_t)CH * (VD + PAD) * 2;
     /* Lm, then the inverse T over it (in place) */
-    static constexpr size_t lm = vs + (size_t)CH * (VD + PAD) * 2;
+    static constexpr size_t lm = kv_end;
     /* Lm's pitch in floats: the float2 pairs of the A fragments built from T, conflict-free */
     static constexpr int lp = CH + 8;
     static constexpr size_t gam = lm + (size_t)CH * lp * 4;
@@ -193,7 +196,8 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
     unsigned char *rec = scratch + (c * p.heads + h) * R::bytes;
 
     stage<KD>(Ks, k + tok(p.k_stride, b, h, t0), p.k_stride[2], L, CH);
-    stage<VD>(Vs, v + tok(p.v_stride, b, h, t0), p.v_stride[2], L, CH);
+    if (!GDR_PREP_LATE_V)
+        stage<VD>(Vs, v + tok(p.v_stride, b, h, t0), p.v_stride[2], L, CH);
     rdg_copy_async_commit();
     if (threadIdx.x < CH) {
         const int i = threadIdx.x;
@@ -308,6 +312,13 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
         ((float *)(rec + R::gamma))[threadIdx.x] = gam[threadIdx.x];
     /* W = T diag(colw) K, U = T diag(beta) V: the A fragments scaled and rounded from T itself */
     prep_product_f32<DT, KD>(Tf + warp * 16 * LP, LP, colw, Ks, (uint32_t *)(rec + R::w));
+    if (GDR_PREP_LATE_V) { /* every warp done with K */
+        __syncthreads();
+        stage<VD>(Vs, v + tok(p.v_stride, b, h, t0), p.v_stride[2], L, CH);
+        rdg_copy_async_commit();
+        rdg_copy_async_wait_n(0);
+        __syncthreads();
+    }
     prep_product_f32<DT, VD>(Tf + warp * 16 * LP, LP, bet, Vs, (uint32_t *)(rec + R::u));
 }
 

@@ -43,6 +43,11 @@
 #ifndef GDR_TC_PREP_BLOCKS
 #define GDR_TC_PREP_BLOCKS 4
 #endif
+/* 1: tc_prep stages V over K once W is made (37 KB of shared memory a block, room for 5-6 blocks an
+ * SM, V's load no longer beside K's); 0: K and V together at the start. Not yet timed. */
+#ifndef GDR_PREP_LATE_V
+#define GDR_PREP_LATE_V 0
+#endif
 
 /* Threads of a tc_carry block (a thread a row of the transition and 4 columns). H100, B 1 / H 8 /
  * T 32768: 512 (half the blocks, half the L2 reads of each transition) was 5% slower than 256. */
