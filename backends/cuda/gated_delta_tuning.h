@@ -37,6 +37,12 @@
 #ifndef GDR_WG_SEGMENT_STAGES
 #define GDR_WG_SEGMENT_STAGES 2
 #endif
+/* 1: the state pass's output warpgroup starts Q S once the state warpgroups stored S^T (an mbarrier
+ * of its own), P Delta once they stored Delta; 0: both after Delta. So that the output's largest
+ * product overlaps their X and Delta, and each stage is released a product earlier. Not yet timed. */
+#ifndef GDR_WG_EARLY_S
+#define GDR_WG_EARLY_S 0
+#endif
 
 /* tc_prep blocks an SM (its launch bounds: 128 registers a thread at 4). H200, bf16, prefill B 1,
  * H 8, T 32768 earlier (an older state pass): 3 -> 4 took the call from 0.792 to 0.759 ms. */
