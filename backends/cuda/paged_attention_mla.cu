@@ -74,7 +74,7 @@ struct MlaGrid {
 __device__ __forceinline__ void mla_stage(const PaDev &d, const int32_t *table, int64_t j0, int k1, unsigned char *slot)
 {
     constexpr int RPP = NT / R_CHUNKS, P_CHUNKS = CHUNKS - R_CHUNKS;
-    static_assert(NT % R_CHUNKS == 0 && TK % RPP == 0 && NT / P_CHUNKS >= TK, "whole latent rows a pass, rope in one");
+    static_assert(NT % R_CHUNKS == 0 && TK % RPP == 0, "whole latent rows a pass");
     const int tid = (int)threadIdx.x;
     const int64_t left = k1 - j0; /* rows r below this hold keys */
     const uint32_t ps = (uint32_t)d.page_size;
@@ -105,12 +105,19 @@ __device__ __forceinline__ void mla_stage(const PaDev &d, const int32_t *table, 
             }
         }
     }
-    if (tid < TK * P_CHUNKS) {
-        const int c = tid % P_CHUNKS, r = tid / P_CHUNKS;
+    auto rope = [&](int e) {
+        const int c = e % P_CHUNKS, r = e / P_CHUNKS;
         const bool ok = r < left;
         const int64_t row = ok ? pa_row(d, table, (int)(j0 + r)) : 0;
         rdg_copy16_async_zfill(slot + r * PITCH + (R_CHUNKS + c) * 16,
                                (const char *)d.kp + row * (MLA_P * 2) + c * 16, ok);
+    };
+    if constexpr (NT / P_CHUNKS >= TK) { /* the rope parts in one pass */
+        if (tid < TK * P_CHUNKS)
+            rope(tid);
+    } else {
+        for (int e = tid; e < TK * P_CHUNKS; e += NT)
+            rope(e);
     }
 }
 

@@ -79,7 +79,8 @@
  * registers a row tile) and the 36 k-steps of S split in 4-5 a warp. */
 #define PA_MLA_WARPS 8
 /* Keys a staged tile: 32 rows of 1152 bytes (latent and rope part) = 36 KiB, so that the
- * 64-row shape keeps two stages beside its 73 KiB of Q. */
+ * 64-row shape keeps two stages beside its 73 KiB of Q. 64 (not yet timed: half the barriers a
+ * key at H 16, two stages of 73 KiB; the 64-row shape then spills 24-48 bytes) compiles too. */
 #ifndef PA_MLA_KEYS
 #define PA_MLA_KEYS 32
 #endif
