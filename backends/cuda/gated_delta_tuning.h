@@ -38,8 +38,10 @@
 #define GDR_WG_SEGMENT_STAGES 2
 #endif
 /* 1: the state pass's output warpgroup starts Q S once the state warpgroups stored S^T (an mbarrier
- * of its own), P Delta once they stored Delta; 0: both after Delta. So that the output's largest
- * product overlaps their X and Delta, and each stage is released a product earlier. Not yet timed. */
+ * of its own), P Delta once they stored Delta, and releases the stage after Q S (its last use of
+ * Q, K and gamma); 0: both products after Delta, the stage released after P Delta. So that the
+ * output's largest product overlaps their X and Delta, and the producer refills a stage as soon
+ * as the state warpgroups are done with it. Not yet timed. */
 #ifndef GDR_WG_EARLY_S
 #define GDR_WG_EARLY_S 0
 #endif

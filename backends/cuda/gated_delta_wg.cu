@@ -369,6 +369,8 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
             wgmma_wait<0>();
             fence_operands(o);
             const float e_lo = __expf(gam[i0]), e_hi = __expf(gam[i0 + 8]);
+            if (GDR_WG_EARLY_S) /* the stage's last use here (Q, K, gamma): the producer may refill it */
+                mbar_arrive(empty(sx));
 #pragma unroll
             for (int nn = 0; nn < 16; nn++)
                 o[4 * nn] *= e_lo, o[4 * nn + 1] *= e_lo, o[4 * nn + 2] *= e_hi, o[4 * nn + 3] *= e_hi;
@@ -383,7 +385,8 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
             wgmma_wait<0>();
             fence_operands(o);
             mbar_arrive(sempty(px));
-            mbar_arrive(empty(sx));
+            if (!GDR_WG_EARLY_S)
+                mbar_arrive(empty(sx));
 #pragma unroll
             for (int half = 0; half < 2; half++) {
                 const int i = i0 + 8 * half;
