@@ -62,6 +62,12 @@
 #ifndef GDR_TC_CARRY_THREADS
 #define GDR_TC_CARRY_THREADS 256
 #endif
+/* tc_carry's threads a (row, 4 columns): each sums a 1 / GDR_CARRY_KSPLIT share of the row's k
+ * range, the shares added in order through shared memory (2: 512 threads a block, half the
+ * serial multiply-adds and shared loads a thread a step, for the step's latency). Not yet timed. */
+#ifndef GDR_CARRY_KSPLIT
+#define GDR_CARRY_KSPLIT 1
+#endif
 
 /* The recurrent form's 4-column kernel (gated_delta.cu, recurrent4): state rows a thread keeps (4
  * floats each: 4 GDR_REC4_ROWS registers, all its state loads issued before the first use), and the
