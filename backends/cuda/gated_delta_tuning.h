@@ -45,6 +45,12 @@
 #ifndef GDR_WG_EARLY_S
 #define GDR_WG_EARLY_S 0
 #endif
+/* 1: the wgmma passes' Delta step compiled twice, a full chunk's without the row masks (the
+ * segment passes issue-bound: about 60 compares and selects a thread a chunk less); 0: one
+ * masked version. Not yet timed. */
+#ifndef GDR_WG_FULL_CHUNK
+#define GDR_WG_FULL_CHUNK 0
+#endif
 
 /* tc_prep blocks an SM (its launch bounds: 128 registers a thread at 4). H200, bf16, prefill B 1,
  * H 8, T 32768 earlier (an older state pass): 3 -> 4 took the call from 0.792 to 0.759 ms. */

@@ -65,6 +65,11 @@ __device__ __forceinline__ void state_sync(int hh)
         asm volatile("bar.sync 2, 128;\n" ::: "memory");
 }
 
+template <bool B>
+struct Flag {
+    static constexpr bool value = B;
+};
+
 /* x, which the compiler cannot see through: what is computed from it is not hoisted out of a loop */
 __device__ __forceinline__ int opaque(int x)
 {
@@ -259,34 +264,42 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
             /* U^T by ldmatrix.trans, matrix m = 2 (nn % 2) + half of an nn pair: U's chunk rows
              * 8 nn + l % 8 (lane l gives a row of matrix l / 8), value columns v0 - g + 8 half .. + 7 */
             const int lm = lane / 8, lr = lane % 8;
+            /* the masks of a partial chunk's rows; a full one (GDR_WG_FULL_CHUNK) compiled without */
+            auto delta_rows = [&](auto full) {
+                constexpr bool FULL = decltype(full)::value;
 #pragma unroll
-            for (int np = 0; np < 4; np++) {
-                uint32_t ur[4] = {0u, 0u, 0u, 0u}, dr[4];
-                if (PASS != PASS_TRANSITION) { /* U^T (v, rows i, i + 1) from U [rows][v] */
-                    const int nn = 2 * np + lm / 2, v = v0 - g + 8 * (lm % 2);
-                    rdg_ldsm_x4_trans(stage(sx) + Lay::u + (uint32_t)hh * BLK + (uint32_t)(8 * nn + lr) * 128 +
-                                          ((uint32_t)(((v % 64) >> 3) ^ lr) << 4),
-                                      ur);
-                }
-#pragma unroll
-                for (int m = 0; m < 4; m++) {
-                    const int nn = 2 * np + m / 2, half = m % 2, i = 8 * nn + 2 * t;
-                    const float u0 = from16<DT>((uint16_t)(ur[m] & 0xffffu)), u1 = from16<DT>((uint16_t)(ur[m] >> 16));
-                    const float d0 = i < L ? u0 - x[4 * nn + 2 * half] : 0.0f;
-                    const float d1 = i + 1 < L ? u1 - x[4 * nn + 2 * half + 1] : 0.0f;
-                    const float f0 = i < L ? __expf(gl - gam[i]) : 0.0f;
-                    const float f1 = i + 1 < L ? __expf(gl - gam[i + 1]) : 0.0f;
-                    dr[m] = pack2(DT, d0, d1);
-                    da[np][m] = pack2(DT, d0 * f0, d1 * f1);
-                }
-                if constexpr (OUT) {
+                for (int np = 0; np < 4; np++) {
+                    uint32_t ur[4] = {0u, 0u, 0u, 0u}, dr[4];
+                    if (PASS != PASS_TRANSITION) { /* U^T (v, rows i, i + 1) from U [rows][v] */
+                        const int nn = 2 * np + lm / 2, v = v0 - g + 8 * (lm % 2);
+                        rdg_ldsm_x4_trans(stage(sx) + Lay::u + (uint32_t)hh * BLK + (uint32_t)(8 * nn + lr) * 128 +
+                                              ((uint32_t)(((v % 64) >> 3) ^ lr) << 4),
+                                          ur);
+                    }
 #pragma unroll
                     for (int m = 0; m < 4; m++) {
-                        const int i = 8 * (2 * np + m / 2) + 2 * t; /* (stmatrix here spills) */
-                        *(uint32_t *)(base + Lay::du + px * 2 * BLK + swz(v0 + 8 * (m % 2), i)) = dr[m];
+                        const int nn = 2 * np + m / 2, half = m % 2, i = 8 * nn + 2 * t;
+                        const float u0 = from16<DT>((uint16_t)(ur[m] & 0xffffu)), u1 = from16<DT>((uint16_t)(ur[m] >> 16));
+                        const float d0 = FULL || i < L ? u0 - x[4 * nn + 2 * half] : 0.0f;
+                        const float d1 = FULL || i + 1 < L ? u1 - x[4 * nn + 2 * half + 1] : 0.0f;
+                        const float f0 = FULL || i < L ? __expf(gl - gam[i]) : 0.0f;
+                        const float f1 = FULL || i + 1 < L ? __expf(gl - gam[i + 1]) : 0.0f;
+                        dr[m] = pack2(DT, d0, d1);
+                        da[np][m] = pack2(DT, d0 * f0, d1 * f1);
+                    }
+                    if constexpr (OUT) {
+#pragma unroll
+                        for (int m = 0; m < 4; m++) {
+                            const int i = 8 * (2 * np + m / 2) + 2 * t; /* (stmatrix here spills) */
+                            *(uint32_t *)(base + Lay::du + px * 2 * BLK + swz(v0 + 8 * (m % 2), i)) = dr[m];
+                        }
                     }
                 }
-            }
+            };
+            if (GDR_WG_FULL_CHUNK && L == CH)
+                delta_rows(Flag<true>{});
+            else
+                delta_rows(Flag<false>{});
             if constexpr (OUT) {
                 fence_proxy_async(); /* S and Delta (generic stores) before the output's wgmma */
                 mbar_arrive(GDR_WG_EARLY_S ? dfull(px) : sfull(px));
