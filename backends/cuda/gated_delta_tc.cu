@@ -42,14 +42,6 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi)
         return (uint32_t)rdg_f32_to_f16(lo) | (uint32_t)rdg_f32_to_f16(hi) << 16;
 }
 
-template <int DT>
-__device__ __forceinline__ uint16_t to16(float x)
-{
-    if constexpr (DT == RUDNN_BF16)
-        return rdg_f32_to_bf16(x);
-    else
-        return rdg_f32_to_f16(x);
-}
 
 /* Rows [0, CH) of WIDTH 16-bit elements from src (row r at src + r * stride elements; rows >= valid
  * zero-filled) into dst with a pitch of WIDTH + PAD elements. */
@@ -159,12 +151,11 @@ __device__ __forceinline__ void prep_product_f32(const float *T, int tp, const f
 template <int KD, int VD>
 struct PrepSmem {
     static constexpr size_t ks = 0;
+    static constexpr size_t k_bytes = (size_t)CH * (KD + PAD) * 2, v_bytes = (size_t)CH * (VD + PAD) * 2;
     /* GDR_PREP_LATE_V: V staged over K once W is made (a block's shared memory 37 KB, not 55) */
-    static constexpr size_t vs = GDR_PREP_LATE_V ? ks : ks + (size_t)CH * (KD + PAD) * 2;
-    static constexpr size_t kv_end = GDR_PREP_LATE_V && KD > VD ? ks + (size_t)CH * (KD + PAD) * 2
-                                                                : vs + (size_t)CH * (VD + PAD) * 2;
+    static constexpr size_t vs = GDR_PREP_LATE_V ? ks : ks + k_bytes;
     /* Lm, then the inverse T over it (in place) */
-    static constexpr size_t lm = kv_end;
+    static constexpr size_t lm = GDR_PREP_LATE_V ? ks + (k_bytes > v_bytes ? k_bytes : v_bytes) : vs + v_bytes;
     /* Lm's pitch in floats: the float2 pairs of the A fragments built from T, conflict-free */
     static constexpr int lp = CH + 8;
     static constexpr size_t gam = lm + (size_t)CH * lp * 4;

@@ -19,6 +19,7 @@
 #if !RDG_HIP
 
 #include <atomic>
+#include <type_traits>
 
 #include "elem.cuh"
 #include "gated_delta.cuh"
@@ -64,11 +65,6 @@ __device__ __forceinline__ void state_sync(int hh)
     else
         asm volatile("bar.sync 2, 128;\n" ::: "memory");
 }
-
-template <bool B>
-struct Flag {
-    static constexpr bool value = B;
-};
 
 /* x, which the compiler cannot see through: what is computed from it is not hoisted out of a loop */
 __device__ __forceinline__ int opaque(int x)
@@ -219,7 +215,6 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
             const int L = (int)min((int64_t)CH, si.length - (cb + n) * CH);
             mbar_wait(full(sx), (uint32_t)(n / S) & 1u);
             const float *gam = (const float *)(base + Lay::gam + sx * CH * 4);
-            const uint8_t *stp = base + sx * Lay::stage;
             const int v0 = opaque(v0_); /* the swizzled addresses recomputed each chunk, not held */
             float x[32];
             /* S^T rounded into [v][key] blocks of 64 keys: the A operand of X (this warpgroup's
@@ -297,9 +292,9 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
                 }
             };
             if (GDR_WG_FULL_CHUNK && L == CH)
-                delta_rows(Flag<true>{});
+                delta_rows(std::true_type{});
             else
-                delta_rows(Flag<false>{});
+                delta_rows(std::false_type{});
             if constexpr (OUT) {
                 fence_proxy_async(); /* S and Delta (generic stores) before the output's wgmma */
                 mbar_arrive(GDR_WG_EARLY_S ? dfull(px) : sfull(px));
