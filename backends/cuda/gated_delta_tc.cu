@@ -152,10 +152,10 @@ template <int KD, int VD>
 struct PrepSmem {
     static constexpr size_t ks = 0;
     static constexpr size_t k_bytes = (size_t)CH * (KD + PAD) * 2, v_bytes = (size_t)CH * (VD + PAD) * 2;
-    /* GDR_PREP_LATE_V: V staged over K once W is made (a block's shared memory 37 KB, not 55) */
-    static constexpr size_t vs = GDR_PREP_LATE_V ? ks : ks + k_bytes;
+    /* V staged over K once W is made: 37 KB a block, not 55, for more blocks an SM */
+    static constexpr size_t vs = ks;
     /* Lm, then the inverse T over it (in place) */
-    static constexpr size_t lm = GDR_PREP_LATE_V ? ks + (k_bytes > v_bytes ? k_bytes : v_bytes) : vs + v_bytes;
+    static constexpr size_t lm = ks + (k_bytes > v_bytes ? k_bytes : v_bytes);
     /* Lm's pitch in floats: the float2 pairs of the A fragments built from T, conflict-free */
     static constexpr int lp = CH + 8;
     static constexpr size_t gam = lm + (size_t)CH * lp * 4;
@@ -187,8 +187,6 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
     unsigned char *rec = scratch + (c * p.heads + h) * R::bytes;
 
     stage<KD>(Ks, k + tok(p.k_stride, b, h, t0), p.k_stride[2], L, CH);
-    if (!GDR_PREP_LATE_V)
-        stage<VD>(Vs, v + tok(p.v_stride, b, h, t0), p.v_stride[2], L, CH);
     rdg_copy_async_commit();
     if (threadIdx.x < CH) {
         const int i = threadIdx.x;
@@ -303,13 +301,11 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
         ((float *)(rec + R::gamma))[threadIdx.x] = gam[threadIdx.x];
     /* W = T diag(colw) K, U = T diag(beta) V: the A fragments scaled and rounded from T itself */
     prep_product_f32<DT, KD>(Tf + warp * 16 * LP, LP, colw, Ks, (uint32_t *)(rec + R::w));
-    if (GDR_PREP_LATE_V) { /* every warp done with K */
-        __syncthreads();
-        stage<VD>(Vs, v + tok(p.v_stride, b, h, t0), p.v_stride[2], L, CH);
-        rdg_copy_async_commit();
-        rdg_copy_async_wait_n(0);
-        __syncthreads();
-    }
+    __syncthreads(); /* every warp done with K: V over it */
+    stage<VD>(Vs, v + tok(p.v_stride, b, h, t0), p.v_stride[2], L, CH);
+    rdg_copy_async_commit();
+    rdg_copy_async_wait_n(0);
+    __syncthreads();
     prep_product_f32<DT, VD>(Tf + warp * 16 * LP, LP, bet, Vs, (uint32_t *)(rec + R::u));
 }
 
@@ -546,18 +542,15 @@ __global__ void __launch_bounds__(PASS_THREADS, 1)
  * FP32. M_j streams into shared memory (cp.async, two stages: M_(j+1) lands during step j); a thread
  * owns one row and 4 columns, and a warp's 32 rows read the same columns of X[j] (broadcasts). */
 constexpr int CARRY_THREADS = GDR_TC_CARRY_THREADS;
-/* GDR_CARRY_KSPLIT > 1: that many threads share a (row, 4 columns), each summing its part of the
- * row's k range, the parts added through shared memory in order */
-constexpr int CARRY_KSPLIT = GDR_CARRY_KSPLIT, CARRY_BLOCK = CARRY_THREADS * CARRY_KSPLIT;
 __host__ __device__ constexpr int carry_cols(int kd) { return 4 * (CARRY_THREADS / kd); }
 __host__ __device__ constexpr int carry_pitch(int kd) { return kd + 4; } /* float4 rows, no conflicts */
 __host__ __device__ constexpr size_t carry_smem(int kd)
 {
-    return (size_t)2 * kd * carry_pitch(kd) * 4 + (size_t)kd * carry_cols(kd) * 4 * CARRY_KSPLIT;
+    return (size_t)2 * kd * carry_pitch(kd) * 4 + (size_t)kd * carry_cols(kd) * 4;
 }
 
 template <int KD, int VD>
-__global__ void __launch_bounds__(CARRY_BLOCK)
+__global__ void __launch_bounds__(CARRY_THREADS)
     tc_carry_kernel(const rudnn_gated_delta_plan_t p, const void *__restrict__ table, float *__restrict__ xs,
                     const float *__restrict__ ms)
 {
@@ -566,7 +559,6 @@ __global__ void __launch_bounds__(CARRY_BLOCK)
     extern __shared__ __align__(16) unsigned char sm[];
     float *mst = (float *)sm;                       /* [2][KD][MP] */
     float(*xc)[CARRY_COLS] = (float(*)[CARRY_COLS])(mst + 2 * KD * MP); /* [KD][CARRY_COLS] */
-    float(*red)[CARRY_COLS] = xc + KD; /* [CARRY_KSPLIT - 1][KD][CARRY_COLS]: the later parts' sums */
     /* a programmatic dependent: the transitions and local states are read past the wait */
     rdg_pdl_trigger();
     rdg_pdl_wait();
@@ -575,35 +567,30 @@ __global__ void __launch_bounds__(CARRY_BLOCK)
     const int64_t live = live_segments(si.chunks, segs);
     if (live < 3)
         return;
-    const unsigned tl = CARRY_KSPLIT > 1 ? threadIdx.x % CARRY_THREADS : threadIdx.x;
-    const int part = CARRY_KSPLIT > 1 ? (int)(threadIdx.x / CARRY_THREADS) : 0; /* of the k range */
-    const int r = tl % KD, cg = (tl / KD) * 4;
+    const int r = threadIdx.x % KD, cg = (threadIdx.x / KD) * 4;
     auto x_at = [&](int64_t jj) { return xs + ((s * segs + jj) * p.heads + h) * (size_t)KD * VD; };
     auto issue = [&](int64_t jj) {
         const float *m = ms + ((s * segs + jj) * p.heads + h) * (size_t)KD * KD;
         float *dst = mst + (jj % 2) * KD * MP;
-        for (int e = threadIdx.x; e < KD * KD / 4; e += CARRY_BLOCK)
+        for (int e = threadIdx.x; e < KD * KD / 4; e += CARRY_THREADS)
             rdg_copy16_async_zfill(dst + (e / (KD / 4)) * MP + (e % (KD / 4)) * 4, m + 4 * e, true);
         rdg_copy_async_commit();
     };
     issue(1);
-    for (int e = threadIdx.x; e < KD * CARRY_COLS; e += CARRY_BLOCK)
+    for (int e = threadIdx.x; e < KD * CARRY_COLS; e += CARRY_THREADS)
         xc[e / CARRY_COLS][e % CARRY_COLS] = x_at(1)[(e / CARRY_COLS) * VD + c0 + e % CARRY_COLS];
     for (int64_t jj = 1; jj + 1 < live; jj++) {
         const bool more = jj + 2 < live;
         if (more)
             issue(jj + 1);
-        const float4 local =
-            part == 0 ? *(const float4 *)(x_at(jj + 1) + r * VD + c0 + cg) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const float4 local = *(const float4 *)(x_at(jj + 1) + r * VD + c0 + cg);
         rdg_copy_async_wait_n(more ? 1 : 0);
         __syncthreads(); /* M_jj has landed; X[jj]'s columns are in xc */
         const float4 *mrow = (const float4 *)(mst + (jj % 2) * KD * MP + r * MP);
         float *next = x_at(jj + 1) + r * VD + c0 + cg;
         float acc[4] = {};
-        constexpr int K4P = KD / 4 / CARRY_KSPLIT;
-        static_assert(K4P * CARRY_KSPLIT == KD / 4, "tc_carry: whole float4 steps a part");
 #pragma unroll 8
-        for (int k4 = part * K4P; k4 < (part + 1) * K4P; k4++) {
+        for (int k4 = 0; k4 < KD / 4; k4++) {
             const float4 mv = mrow[k4];
             const float m4[4] = {mv.x, mv.y, mv.z, mv.w};
 #pragma unroll
@@ -612,20 +599,7 @@ __global__ void __launch_bounds__(CARRY_BLOCK)
                 acc[0] += m4[q] * x.x, acc[1] += m4[q] * x.y, acc[2] += m4[q] * x.z, acc[3] += m4[q] * x.w;
             }
         }
-        if (CARRY_KSPLIT > 1 && part > 0) {
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                red[(part - 1) * KD + r][cg + c] = acc[c];
-        }
-        __syncthreads(); /* every read of X[jj] and of this stage done (and the parts' sums written) */
-        if (CARRY_KSPLIT > 1) {
-            if (part > 0)
-                continue;
-            for (int q = 1; q < CARRY_KSPLIT; q++) /* in order: the sum is the same every run */
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    acc[c] += red[(q - 1) * KD + r][cg + c];
-        }
+        __syncthreads(); /* every read of X[jj] and of this stage done */
         acc[0] += local.x, acc[1] += local.y, acc[2] += local.z, acc[3] += local.w;
 #pragma unroll
         for (int c = 0; c < 4; c++)
@@ -689,7 +663,7 @@ rudnn_status_t launch(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const r
             rdg_note_kernel("gated_delta.tc_carry");
             TRY(rdg_launch_pdl(q, true, "gated_delta.tc_carry", tc_carry_kernel<KD, VD>,
                                dim3(VD / carry_cols(KD), (unsigned)p->heads, (unsigned)p->sequences),
-                               dim3(CARRY_BLOCK), carry_smem(KD), *p, rdg_at(o->table),
+                               dim3(CARRY_THREADS), carry_smem(KD), *p, rdg_at(o->table),
                                (float *)(scratch + carry_x(*p)), (const float *)(scratch + carry_m(*p))));
         }
     }

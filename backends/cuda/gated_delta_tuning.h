@@ -33,46 +33,24 @@
 /* Stages of the wgmma zero-state and transition passes' ring (the output's pass has room for 2
  * only). H100, bf16, B 1 / H 8 / T 32768 and B 8 / H 16 / T 4096: 3 stages timed as 2 (0.989, 1.000);
  * so did X = S^T W^T from registers with 4 stages (0.995, 1.004), and copying a chunk ahead before
- * signalling it was 6-8% slower (bench/RESULTS.md). */
+ * signalling it was 6-8% slower; starting the output warpgroup's Q S before Delta was stored, and
+ * releasing the stage after it, was 2% slower at B 8 (bench/RESULTS.md). */
 #ifndef GDR_WG_SEGMENT_STAGES
 #define GDR_WG_SEGMENT_STAGES 2
 #endif
-/* 1: the state pass's output warpgroup starts Q S once the state warpgroups stored S^T (an mbarrier
- * of its own), P Delta once they stored Delta, and releases the stage after Q S (its last use of
- * Q, K and gamma); 0: both products after Delta, the stage released after P Delta. So that the
- * output's largest product overlaps their X and Delta, and the producer refills a stage as soon
- * as the state warpgroups are done with it. Not yet timed. */
-#ifndef GDR_WG_EARLY_S
-#define GDR_WG_EARLY_S 0
-#endif
-/* 1: the wgmma passes' Delta step compiled twice, a full chunk's without the row masks (the
- * segment passes issue-bound: about 60 compares and selects a thread a chunk less); 0: one
- * masked version. Not yet timed. */
-#ifndef GDR_WG_FULL_CHUNK
-#define GDR_WG_FULL_CHUNK 0
-#endif
-
-/* tc_prep blocks an SM (its launch bounds: 128 registers a thread at 4). H200, bf16, prefill B 1,
- * H 8, T 32768 earlier (an older state pass): 3 -> 4 took the call from 0.792 to 0.759 ms. */
+/* tc_prep blocks an SM (its launch bounds: 80 registers a thread at 6; V is staged over K once W is
+ * made, so that a block needs 37 KB of shared memory, not 55). H100, bf16, B 1 / H 8 / T 32768,
+ * B 8 / H 16 / T 4096 and varlen: 6 against 4 (V beside K) timed 0.994, 0.997 and 0.980; 5: 0.996,
+ * 1.001, 0.984 (bench/RESULTS.md). */
 #ifndef GDR_TC_PREP_BLOCKS
-#define GDR_TC_PREP_BLOCKS 4
-#endif
-/* 1: tc_prep stages V over K once W is made (37 KB of shared memory a block, room for 5-6 blocks an
- * SM, V's load no longer beside K's); 0: K and V together at the start. Not yet timed. */
-#ifndef GDR_PREP_LATE_V
-#define GDR_PREP_LATE_V 0
+#define GDR_TC_PREP_BLOCKS 6
 #endif
 
 /* Threads of a tc_carry block (a thread a row of the transition and 4 columns). H100, B 1 / H 8 /
- * T 32768: 512 (half the blocks, half the L2 reads of each transition) was 5% slower than 256. */
+ * T 32768: 512 (half the blocks, half the L2 reads of each transition) was 5% slower than 256, and
+ * so were 2 or 4 threads a (row, 4 columns), each summing a share of the row's k range. */
 #ifndef GDR_TC_CARRY_THREADS
 #define GDR_TC_CARRY_THREADS 256
-#endif
-/* tc_carry's threads a (row, 4 columns): each sums a 1 / GDR_CARRY_KSPLIT share of the row's k
- * range, the shares added in order through shared memory (2: 512 threads a block, half the
- * serial multiply-adds and shared loads a thread a step, for the step's latency). Not yet timed. */
-#ifndef GDR_CARRY_KSPLIT
-#define GDR_CARRY_KSPLIT 1
 #endif
 
 /* The recurrent form's 4-column kernel (gated_delta.cu, recurrent4): state rows a thread keeps (4

@@ -50,9 +50,8 @@ struct WgLayout {
     static constexpr uint32_t sb = stages * stage;               /* [2][2 blocks of 128 rows] */
     static constexpr uint32_t du = sb + 8 * BLK;                  /* [2][128 rows] (OUT) */
     static constexpr uint32_t gam = du + (out ? 4 * BLK : 0);
-    /* full[stages], empty[stages], sfull[2], sempty[2] (GDR_WG_EARLY_S: and dfull[2]) */
-    static constexpr uint32_t bar = gam + stages * CH * 4;
-    static constexpr size_t smem = 1024 + (size_t)bar + 8 * (2 * stages + 4 + (GDR_WG_EARLY_S ? 2 : 0));
+    static constexpr uint32_t bar = gam + stages * CH * 4; /* full[stages], empty[stages], sfull[2], sempty[2] */
+    static constexpr size_t smem = 1024 + (size_t)bar + 8 * (2 * stages + 4);
 };
 static_assert(WgLayout<PASS_STATE>::smem <= 227 * 1024 && WgLayout<PASS_LOCAL>::smem <= 227 * 1024,
               "the block's shared memory");
@@ -111,7 +110,6 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
     auto empty = [&](int s) { return sb + Lay::bar + 8u * (uint32_t)(S + s); };
     auto sfull = [&](int s) { return sb + Lay::bar + 8u * (uint32_t)(2 * S + s); };
     auto sempty = [&](int s) { return sb + Lay::bar + 8u * (uint32_t)(2 * S + 2 + s); };
-    auto dfull = [&](int s) { return sb + Lay::bar + 8u * (uint32_t)(2 * S + 4 + s); };
 
     /* the segment and its chunks, as tc_pass */
     const int64_t h = blockIdx.y, s = blockIdx.z, segs = p.segments;
@@ -137,8 +135,6 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
         for (int x = 0; x < 2; x++) {
             mbar_init(sfull(x), 256);
             mbar_init(sempty(x), 128);
-            if (GDR_WG_EARLY_S)
-                mbar_init(dfull(x), 256);
         }
         mbar_fence_init();
     }
@@ -235,8 +231,6 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
                 }
             }
             fence_proxy_async(); /* generic stores, read by wgmma */
-            if (OUT && GDR_WG_EARLY_S) /* the output warpgroup's Q S may start */
-                mbar_arrive(sfull(px));
             state_sync(hh);
             /* X = S^T W^T (A = S^T, B = W: both K-major); x defined here (the first product
              * ignores it) so that it is dead outside, not held across the update */
@@ -259,7 +253,7 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
             /* U^T by ldmatrix.trans, matrix m = 2 (nn % 2) + half of an nn pair: U's chunk rows
              * 8 nn + l % 8 (lane l gives a row of matrix l / 8), value columns v0 - g + 8 half .. + 7 */
             const int lm = lane / 8, lr = lane % 8;
-            /* the masks of a partial chunk's rows; a full one (GDR_WG_FULL_CHUNK) compiled without */
+            /* the masks of a partial chunk's rows; a full chunk's step compiled without them */
             auto delta_rows = [&](auto full) {
                 constexpr bool FULL = decltype(full)::value;
 #pragma unroll
@@ -291,13 +285,13 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
                     }
                 }
             };
-            if (GDR_WG_FULL_CHUNK && L == CH)
+            if (L == CH)
                 delta_rows(std::true_type{});
             else
                 delta_rows(std::false_type{});
             if constexpr (OUT) {
                 fence_proxy_async(); /* S and Delta (generic stores) before the output's wgmma */
-                mbar_arrive(GDR_WG_EARLY_S ? dfull(px) : sfull(px));
+                mbar_arrive(sfull(px));
             }
             /* S^T = e^gl S^T + (decayed Delta)^T K (B = K, MN-major: rows are chunk rows) */
             const float decay_all = __expf(gl);
@@ -361,8 +355,7 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
                     const float p1 = jj + 1 <= i ? pacc[4 * nn + 2 * half + 1] * __expf(gam[i] - gam[jj + 1]) : 0.0f;
                     pa[nn / 2][(nn % 2) * 2 + half] = pack2(DT, p0, p1);
                 }
-            /* Q S, once the state warpgroups left S (B = S^T [v][key], K-major); with
-             * GDR_WG_EARLY_S as soon as they stored it, beside their X and Delta */
+            /* Q S, once the state warpgroups left S (B = S^T [v][key], K-major) */
             mbar_wait(sfull(px), (uint32_t)(n >> 1) & 1u);
             const uint32_t sbs = sb + Lay::sb + px * 4 * BLK, dus = sb + Lay::du + px * 2 * BLK;
 #pragma unroll
@@ -377,14 +370,10 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
             wgmma_wait<0>();
             fence_operands(o);
             const float e_lo = __expf(gam[i0]), e_hi = __expf(gam[i0 + 8]);
-            if (GDR_WG_EARLY_S) /* the stage's last use here (Q, K, gamma): the producer may refill it */
-                mbar_arrive(empty(sx));
 #pragma unroll
             for (int nn = 0; nn < 16; nn++)
                 o[4 * nn] *= e_lo, o[4 * nn + 1] *= e_lo, o[4 * nn + 2] *= e_hi, o[4 * nn + 3] *= e_hi;
             /* + P Delta (B = Delta^T [v][row], K-major) */
-            if (GDR_WG_EARLY_S)
-                mbar_wait(dfull(px), (uint32_t)(n >> 1) & 1u);
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < 4; kk++)
@@ -393,8 +382,7 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
             wgmma_wait<0>();
             fence_operands(o);
             mbar_arrive(sempty(px));
-            if (!GDR_WG_EARLY_S)
-                mbar_arrive(empty(sx));
+            mbar_arrive(empty(sx));
 #pragma unroll
             for (int half = 0; half < 2; half++) {
                 const int i = i0 + 8 * half;
