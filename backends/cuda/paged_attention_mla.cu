@@ -38,12 +38,8 @@ constexpr int KSTEPS = KD / 16;                            /* its k16 steps */
 constexpr int PITCH = KD * 2 + 16;                         /* bytes a staged Q or key row */
 constexpr int CHUNKS = KD * 2 / 16, R_CHUNKS = MLA_R * 2 / 16; /* 16-byte chunks a row, of them the latent's */
 constexpr int NT = PA_MLA_WARPS * 32;
-constexpr int TK = PA_MLA_KEYS;
-constexpr int SP = TK + 8;          /* floats a partial S row: conflict-free float2 stores of the quads */
-constexpr int PP = TK * 2 + 16;     /* bytes a P row (odd units of 16: ldmatrix) */
 constexpr int CW = MLA_R / PA_MLA_WARPS; /* output columns a warp */
-static_assert(TK % 16 == 0 && CW % 16 == 0, "whole k16 steps of keys, whole pairs of n8 tiles");
-static_assert(PP / 16 % 2 == 1 && PITCH / 16 % 2 == 1, "odd pitches in 16-byte units");
+static_assert(CW % 16 == 0 && PITCH / 16 % 2 == 1, "whole pairs of n8 tiles a warp, an odd pitch in 16-byte units");
 
 struct MlaShape {
     int chunks, stages;
@@ -58,11 +54,16 @@ struct MlaConfig {
     int64_t items;
 };
 
-/* The S warp grid for MT m16 tiles of rows: MW of them a warp, RG row groups, KG groups of k steps. */
+/* The tile for MT m16 tiles of rows: TK keys staged a tile; the S warp grid, MW row tiles a warp, RG
+ * row groups, KG groups of k steps. */
 template <int MT>
 struct MlaGrid {
+    static constexpr int TK = MT == 1 ? PA_MLA_KEYS : PA_MLA_WIDE_KEYS;
+    static constexpr int SP = TK + 8;      /* floats a partial S row: conflict-free float2 stores of the quads */
+    static constexpr int PP = TK * 2 + 16; /* bytes a P row (odd units of 16: ldmatrix) */
     static constexpr int MW = MT == 1 ? 1 : 2, RG = MT / MW, KG = PA_MLA_WARPS / RG;
     static constexpr int RM = 16 * MT, TPR = NT / RM, KPT = TK / TPR; /* softmax: threads a row, keys a thread */
+    static_assert(TK % 16 == 0 && PP / 16 % 2 == 1, "whole k16 steps of keys, an odd P pitch");
     static_assert(PA_MLA_WARPS % RG == 0 && NT % RM == 0 && TK % TPR == 0 && KPT % 2 == 0, "MLA grid");
 };
 
@@ -71,6 +72,7 @@ struct MlaGrid {
  * its first row in a page, later rows stepping within it (a table read only where a row enters
  * another page: paged_attention_mma.cu's mma_stage); rope: one row a thread. A division and a
  * table read per 16-byte chunk made staging most of the kernel's instructions. */
+template <int TK>
 __device__ __forceinline__ void mla_stage(const PaDev &d, const int32_t *table, int64_t j0, int k1, unsigned char *slot)
 {
     constexpr int RPP = NT / R_CHUNKS, P_CHUNKS = CHUNKS - R_CHUNKS;
@@ -157,6 +159,7 @@ __device__ __forceinline__ void mla_scores(const unsigned char *q_sm, const unsi
                                            int warp, int lane)
 {
     using Gr = MlaGrid<MT>;
+    constexpr int TK = Gr::TK, SP = Gr::SP;
     const int rg = warp / Gr::KG, kg = warp % Gr::KG, g = lane / 4, t = lane % 4, r0 = 16 * Gr::MW * rg;
     if (r0 >= nrows)
         return;
@@ -210,6 +213,7 @@ struct MlaSoftmax {
                                          float scale_log2)
     {
         using Gr = MlaGrid<MT>;
+        constexpr int TK = Gr::TK, SP = Gr::SP, PP = Gr::PP;
         const int tid = (int)threadIdx.x, row = tid / Gr::TPR, k0 = (tid % Gr::TPR) * Gr::KPT;
         const int64_t left = lim - j0;
         const int rel = left < 0 ? 0 : left > TK ? TK : (int)left; /* the row's limit in the tile */
@@ -254,6 +258,7 @@ struct MlaSoftmax {
 /* Warp w's 64 output columns of every row tile: rescaled by alpha, then += P V over the tile. */
 template <int DT, int MT>
 struct MlaOut {
+    static constexpr int TK = MlaGrid<MT>::TK, PP = MlaGrid<MT>::PP;
     float acc[MT][CW / 8][4];
 
     __device__ __forceinline__ void init(void)
@@ -387,7 +392,7 @@ __global__ void RDG_LAUNCH_BOUNDS(NT, 1) mla_kernel(const PaDev d, const MlaShap
 {
     extern __shared__ __align__(16) unsigned char pa_smem[];
     using Gr = MlaGrid<MT>;
-    constexpr int RM = Gr::RM;
+    constexpr int RM = Gr::RM, TK = Gr::TK;
     const int tid = (int)threadIdx.x, lane = tid % 32, warp = tid / 32;
     unsigned char *q_sm = pa_smem, *p_sm = pa_smem + s.off_p, *ring = pa_smem + s.off_ring;
     PaRow *rows = (PaRow *)(pa_smem + s.off_rows);
@@ -411,7 +416,7 @@ __global__ void RDG_LAUNCH_BOUNDS(NT, 1) mla_kernel(const PaDev d, const MlaShap
         __syncthreads(); /* the previous item's readers of shared memory are done */
         for (int t = 0; t < s.stages - 1; t++) { /* the ring's first tiles load with the rows */
             if (t < ntiles)
-                mla_stage(d, table, k0 + (int64_t)t * TK, k1, ring + (t % s.stages) * stage_bytes);
+                mla_stage<TK>(d, table, k0 + (int64_t)t * TK, k1, ring + (t % s.stages) * stage_bytes);
             rdg_copy_async_commit();
         }
         mla_load_rows<RM>(d, b, rc, nrows, k0, k1, q_sm, rows);
@@ -431,7 +436,7 @@ __global__ void RDG_LAUNCH_BOUNDS(NT, 1) mla_kernel(const PaDev d, const MlaShap
             rdg_copy_async_wait_n(s.stages - 2);
             __syncthreads(); /* tile t is in; tile t - 1's P V (its slot, P, alpha) is done */
             if (t + s.stages - 1 < ntiles)
-                mla_stage(d, table, k0 + (int64_t)(t + s.stages - 1) * TK, k1,
+                mla_stage<TK>(d, table, k0 + (int64_t)(t + s.stages - 1) * TK, k1,
                           ring + ((t + s.stages - 1) % s.stages) * stage_bytes);
             rdg_copy_async_commit();
             const unsigned char *slot = ring + (t % s.stages) * stage_bytes;
@@ -469,10 +474,10 @@ size_t mla_layout(MlaShape *s, int stages)
     s->stages = stages;
     s->off_rows = Gr::RM * PITCH;
     s->off_s = (int)pa_align16((size_t)s->off_rows + Gr::RM * sizeof(PaRow));
-    s->off_p = s->off_s + Gr::KG * Gr::RM * SP * 4;
-    s->off_stats = (int)pa_align16((size_t)s->off_p + Gr::RM * PP);
+    s->off_p = s->off_s + Gr::KG * Gr::RM * Gr::SP * 4;
+    s->off_stats = (int)pa_align16((size_t)s->off_p + Gr::RM * Gr::PP);
     s->off_ring = (int)pa_align16((size_t)s->off_stats + 3 * Gr::RM * 4);
-    return (size_t)s->off_ring + (size_t)stages * TK * PITCH;
+    return (size_t)s->off_ring + (size_t)stages * Gr::TK * PITCH;
 }
 
 /* The kernel's shape for a call on dev, or why it does not take it (the one place it is chosen):
@@ -508,7 +513,7 @@ const char *mla_config(const rdg_devinfo_t *dev, const rudnn_paged_args_t *a, co
     c->kind = c->mt == 4 ? kind4 : kind1;
     const int rm = 16 * c->mt;
     c->s.chunks = (int)rdg_ceil_div(((int64_t)1 << c->kind) * H, rm);
-    const size_t stage = (size_t)TK * PITCH;
+    const size_t stage = (size_t)(c->mt == 1 ? MlaGrid<1>::TK : MlaGrid<4>::TK) * PITCH;
     int stages = 1 + (int)rdg_ceil_div(PA_MLA_INFLIGHT_PER_SM, (int64_t)stage);
     stages = stages > PA_MAX_STAGES ? PA_MAX_STAGES : stages;
     for (; stages >= 2; stages--) {

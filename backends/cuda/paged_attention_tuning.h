@@ -78,11 +78,15 @@
 /* Warps a CTA: 8, so that the 512 output columns split 64 a warp (a 16-row accumulator is then 32
  * registers a row tile) and the 36 k-steps of S split in 4-5 a warp. */
 #define PA_MLA_WARPS 8
-/* Keys a staged tile: 32 rows of 1152 bytes (latent and rope part) = 36 KiB, so that the
- * 64-row shape keeps two stages beside its 73 KiB of Q. 64 (not yet timed: half the barriers a
- * key at H 16, two stages of 73 KiB; the 64-row shape then spills 24-48 bytes) compiles too. */
+/* Keys a staged tile (rows of 1152 bytes: latent and rope part), for the 16-row shape and the
+ * 64-row one. 16 rows: 64 keys (73 KiB a stage) halve the barriers a key; H100, bf16, H 16 decode
+ * B 64 / 128: 0.893 and 0.893 of 32 keys' time (bench/RESULTS.md). 64 rows: 32 keys (36 KiB), so
+ * that two stages fit beside the 73 KiB of Q (64 spills 24-48 bytes there). */
 #ifndef PA_MLA_KEYS
-#define PA_MLA_KEYS 32
+#define PA_MLA_KEYS 64
+#endif
+#ifndef PA_MLA_WIDE_KEYS
+#define PA_MLA_WIDE_KEYS 32
 #endif
 /* The 64-row shape (4 m16 tiles: H 128 decode, or several H 16 queries) where its blocks are at
  * most this share of the 16-row shape's. */
