@@ -9,7 +9,8 @@
  *    "host_plan_ms"}
  *
  * Cases (causal, BF16, random values in [-1, 1); the physical pages of the caches are a random
- * permutation, handed to the sequences in turn, so that every history really reads scattered pages):
+ * permutation (seeded by the case's name), handed to the sequences in turn, so that every history
+ * really reads scattered pages):
  *   decode_p{16,64}_b{1,8,64,128}_kv{2,8,32,128}k   Hq 32, Hkv 8, D = Dv = 128; every sequence holds
  *       kv tokens and asks one query at position kv - 1. A case whose K + V cache exceeds
  *       --max-cache-gib (default 24) prints "status":"SKIPPED" and says so.
@@ -297,8 +298,19 @@ typedef struct sched {
     int32_t *tables;
 } sched_t;
 
+/* A case's own seed (FNV-1a of its name): its page permutation does not depend on which cases ran
+ * before it. */
+static uint64_t case_seed(const pa_case_t *c)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const char *p = c->name; *p; p++)
+        h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
+    return h ? h : 1;
+}
+
 static void schedule_make(const pa_case_t *c, const pa_counts_t *n, sched_t *sc)
 {
+    rng_state = case_seed(c);
     const int64_t N = c->sequences, Q = n->queries;
     int64_t *lengths = sc->lengths = bench_xmalloc(PROG, (size_t)N * sizeof *lengths);
     int64_t *offsets = sc->offsets = bench_xmalloc(PROG, (size_t)(N + 1) * sizeof *offsets);
