@@ -29,8 +29,7 @@
  * by side along n and wk along k (interleaved k16 steps), summed in shared memory in a fixed order;
  * the grid splits k (so that one wave of blocks fills the GPU) and, past FFN_MMA_W4_TOKENS_MAX
  * tokens, the tokens. Splits write FP32 partials [split, m, n] that a second kernel adds in split
- * order, or (FFN_MMA_W4_CLUSTER_SUM, sm_90) form a cluster whose blocks add the tile's outputs over
- * each other's shared memory in the same order. Every sum has one fixed order: deterministic. */
+ * order. Every sum has one fixed order: deterministic. */
 #include <math.h>
 #include <string.h>
 
@@ -39,7 +38,6 @@
 #include "int4_bits.cuh"
 #include "mma_sync.cuh"
 #include "pdl.cuh"
-#include "reduce.cuh"
 
 namespace {
 
@@ -51,7 +49,6 @@ constexpr int STAGES = FFN_MMA_W4_STAGES;
 constexpr bool FOLD = FFN_MMA_W4_FOLD != 0;
 static_assert(WARPS == 4, "a block is 4 warps (wc x wk of 4 x 1, 2 x 2, 1 x 4)");
 static_assert(STAGES >= 2 && STAGES <= 8, "cp.async waits are written for 2 .. 8 stages");
-constexpr bool CLUSTER_SUM = FFN_MMA_W4_CLUSTER_SUM != 0;
 
 struct MmaArgs {
     const void *a;         /* [m, k] */
@@ -211,58 +208,6 @@ struct Smem {
         return main > (size_t)EPI ? main : (size_t)EPI;
     }
 };
-
-/* Output e of a block's tile (tokens x cols_cta columns) in the epilogue's layout: its token, its
- * column, the warp column group holding it, and its place in that group's registers (33 a row). */
-struct EpiSlot {
-    int tk, col, wcx, at;
-};
-
-template <int VB>
-__device__ __forceinline__ EpiSlot epi_slot(int e, int cols_cta)
-{
-    constexpr int COLS_W = 16 * VB;
-    EpiSlot s;
-    s.tk = e / cols_cta, s.col = e % cols_cta;
-    s.wcx = s.col / COLS_W;
-    const int r = s.col % COLS_W;
-    const int gg = r / (2 * VB), j = (r % (2 * VB)) >> 1, hh = r & 1;
-    const int nt = s.tk >> 3, tt = (s.tk & 7) >> 1, ee = s.tk & 1;
-    s.at = ((nt * VB + j) * 4 + 2 * hh + ee) * 33 + 4 * gg + tt;
-    return s;
-}
-
-#if RUDNN_HAS_CLUSTERS
-/* CLUSTER_SUM's epilogue: the g.splits blocks of a tile are one cluster (rank = blockIdx.z), each
- * holding its warps' sums at ep (REGS a warp); each adds a share of the tile's outputs over every
- * split's shared memory, the warps along k then the splits in order (ffn_mma_w4_reduce's sums). */
-template <int VB>
-__device__ __forceinline__ void cluster_sum(const MmaArgs &g, const float *ep, int regs, int mrows, int cols_cta,
-                                            int wcn, int tok0, int64_t col_cta)
-{
-    cluster_sync_all(); /* every split's sums are in its shared memory */
-    const uint32_t ep_s = rdg_smem_addr(ep);
-    for (int e = (int)blockIdx.z * THREADS + (int)threadIdx.x; e < mrows * cols_cta; e += g.splits * THREADS) {
-        const EpiSlot sl = epi_slot<VB>(e, cols_cta);
-        float tot = 0.0f;
-        for (int sp = 0; sp < g.splits; sp++) {
-            const uint32_t base = red_mapa(ep_s, sp);
-            float v = ld_cluster_f32(base + 4u * (uint32_t)((sl.wcx * regs) * 33 + sl.at));
-            for (int kx = 1; kx < g.wk; kx++)
-                v += ld_cluster_f32(base + 4u * (uint32_t)(((kx * wcn + sl.wcx) * regs) * 33 + sl.at));
-            tot = sp == 0 ? v : tot + v;
-        }
-        const int64_t o = (int64_t)(tok0 + sl.tk) * g.n + col_cta + sl.col;
-        if (g.c_dtype == RUDNN_F16)
-            ((uint16_t *)g.c)[o] = rdg_f32_to_f16(tot);
-        else if (g.c_dtype == RUDNN_BF16)
-            ((uint16_t *)g.c)[o] = rdg_f32_to_bf16(tot);
-        else
-            ((float *)g.c)[o] = tot;
-    }
-    cluster_sync_all(); /* no block leaves while another reads its shared memory */
-}
-#endif
 
 template <int ADT, int VB, int NT, bool OFF, int MINB, bool GROUPED>
 __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExperts ex)
@@ -589,17 +534,12 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
                 ep[(warp * REGS + (nt * VB + j) * 4 + i) * 33 + lane] = acc[j][nt][i];
     __syncthreads();
     const int64_t mn = (int64_t)g.m * g.n;
-#if RUDNN_HAS_CLUSTERS
-    if constexpr (CLUSTER_SUM && !GROUPED) {
-        if (g.splits > 1) { /* the tile's splits are the cluster: they add up over shared memory */
-            cluster_sum<VB>(g, ep, REGS, mrows, cols_cta, wcn, tok0, col_cta);
-            return;
-        }
-    }
-#endif
     for (int e = tid; e < mrows * cols_cta; e += THREADS) {
-        const EpiSlot sl = epi_slot<VB>(e, cols_cta);
-        const int tk = sl.tk, col = sl.col, wcx = sl.wcx, at = sl.at;
+        const int tk = e / cols_cta, col = e % cols_cta;
+        const int wcx = col / COLS_W, r = col % COLS_W;
+        const int gg = r / (2 * VB), j = (r % (2 * VB)) >> 1, hh = r & 1;
+        const int nt = tk >> 3, tt = (tk & 7) >> 1, ee = tk & 1;
+        const int at = ((nt * VB + j) * 4 + 2 * hh + ee) * 33 + 4 * gg + tt;
         float v = ep[(wcx * REGS) * 33 + at];
         for (int kx = 1; kx < wk; kx++)
             v += ep[((kx * wcn + wcx) * REGS) * 33 + at];
@@ -643,7 +583,6 @@ __global__ void ffn_mma_w4_reduce(const float *__restrict__ partial, void *__res
 struct Plan {
     int vb, nt, minb, kc;
     int tblocks, wk, splits, steps_per_split;
-    int cluster; /* the splits sum over a cluster's shared memory (CLUSTER_SUM on a device with clusters) */
     int64_t coltiles;
 };
 
@@ -672,9 +611,8 @@ void variant(int64_t m, bool off, Plan *pl)
  *     SM spends at full bandwidth) exceeds the SM (blocks of equal work sharing DRAM evenly finish
  *     together otherwise);
  *   - several waves: the weights' bytes over the fill of the waves (blocks / (waves x slots));
- * plus FFN_MMA_W4_PARTIAL_COST % of the partials' traffic (written once, read once; none where the
- * splits sum over a cluster, at most FFN_MMA_W4_CLUSTER_MAX of them). The cheapest wins (the first
- * of equals: fewer warps along k, fewer splits). */
+ * plus FFN_MMA_W4_PARTIAL_COST % of the partials' traffic (written once, read once). The cheapest
+ * wins (the first of equals: fewer warps along k, fewer splits). */
 Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t grouped_experts = 0)
 {
     Plan best;
@@ -682,8 +620,6 @@ Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t
     /* grouped: every expert's weights, token blocks of its most rows, k never split */
     const int64_t experts = grouped_experts > 0 ? grouped_experts : 1;
     variant(grouped_experts > 0 ? p->rows_max : p->m, p->has_offset != 0, &best);
-    best.cluster = CLUSTER_SUM && dev->clusters && grouped_experts == 0;
-    const int64_t max_splits = best.cluster ? FFN_MMA_W4_CLUSTER_MAX : FFN_MMA_W4_MAX_SPLITS;
     const int64_t steps = p->k / 16;
     const double wbytes = (double)p->k * (double)p->n / 2.0 * (double)experts;
     const double sms = (double)(dev->sm_count > 0 ? dev->sm_count : 1), slots = sms * best.minb;
@@ -698,7 +634,7 @@ Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t
             continue; /* a fold a group a warp: whole groups a warp where the columns allow it */
         const int64_t units = p->n / cols * best.tblocks * experts;
         int64_t smax = steps / ((int64_t)wk * FFN_MMA_W4_MIN_STEPS);
-        smax = smax < 1 || grouped_experts > 0 ? 1 : smax > max_splits ? max_splits : smax;
+        smax = smax < 1 || grouped_experts > 0 ? 1 : smax > FFN_MMA_W4_MAX_SPLITS ? FFN_MMA_W4_MAX_SPLITS : smax;
         for (int64_t s = 1; s <= smax; s++) {
             const int64_t sps = rdg_ceil_div(steps, s), se = rdg_ceil_div(steps, sps);
             if (se != s)
@@ -713,7 +649,7 @@ Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t
             } else {
                 factor = std::ceil(blocks / slots) * slots / blocks;
             }
-            const double partial = se > 1 && !best.cluster ? 2.0 * (double)se * (double)p->m * (double)p->n * 4.0 : 0.0;
+            const double partial = se > 1 ? 2.0 * (double)se * (double)p->m * (double)p->n * 4.0 : 0.0;
             const double cost = wbytes * factor + partial * FFN_MMA_W4_PARTIAL_COST / 100.0;
             if (best_cost < 0 || cost < best_cost) {
                 best_cost = cost;
@@ -730,7 +666,7 @@ Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t
 /* Partial bytes of a plan (none for one split). */
 size_t plan_scratch(const Plan &pl, const rudnn_ffn_gemm_plan_t *p)
 {
-    return pl.splits > 1 && !pl.cluster ? (size_t)pl.splits * (size_t)p->m * (size_t)p->n * sizeof(float) : 0;
+    return pl.splits > 1 ? (size_t)pl.splits * (size_t)p->m * (size_t)p->n * sizeof(float) : 0;
 }
 
 template <int ADT, int VB, int NT, bool OFF, int MINB, bool GROUPED>
@@ -745,26 +681,6 @@ rudnn_status_t launch_variant(rdg_queue_t *q, const Plan &pl, const MmaArgs &g, 
             return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize)");
     }
     const dim3 grid((unsigned)pl.tblocks, (unsigned)pl.coltiles, (unsigned)pl.splits);
-#if RDG_HOST_CLUSTERS
-    if (pl.cluster && pl.splits > 1) { /* a tile's splits one cluster (the kernel sums them) */
-        cudaLaunchConfig_t cfg = cudaLaunchConfig_t();
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = 1;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = (unsigned)pl.splits;
-        cfg.gridDim = grid;
-        cfg.blockDim = dim3(THREADS);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = q->stream;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        const cudaError_t err = cudaLaunchKernelEx(&cfg, fn, g, ex);
-        if (err != cudaSuccess)
-            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "ffn.mma_w4 (cluster launch)");
-        return rdg_launched("ffn.mma_w4");
-    }
-#endif
     /* a plain launch: launched early (pdl.cuh), its blocks would land first on the SMs the previous
      * kernel frees first, unevenly (M 1 .. 16 ran 1.03 .. 1.05x slower so) */
     fn<<<grid, THREADS, smem, q->stream>>>(g, ex);
@@ -805,7 +721,7 @@ int rdg_ffn_mma_w4_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p
     if (!rdg_ffn_mma_w4_plan_fits(dev, p) || (uintptr_t)b % 16 != 0)
         return 0;
     const Plan pl = make_plan(dev, p);
-    return pl.wk > 0 && (has_scratch || pl.splits == 1 || pl.cluster);
+    return pl.wk > 0 && (has_scratch || pl.splits == 1);
 }
 
 /* The largest partials of any m' <= m (ops/ffn.c sizes the workspace once with all the rows, then
@@ -877,11 +793,11 @@ rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, co
     if (pl.wk == 0)
         return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm: ffn.mma_w4 has no block shape for n = %lld",
                          (long long)p->n);
-    if (pl.splits > 1 && !pl.cluster && !scratch)
+    if (pl.splits > 1 && !scratch)
         return rdg_error(RUDNN_STATUS_INTERNAL, "ffn gemm: ffn.mma_w4 without its scratch");
     const MmaArgs g = make_args(p, pl, a, b, scale, offset, scratch, c);
     const rudnn_status_t st = launch<false>(q, p, pl, g, MmaExperts{});
-    if (st != RUDNN_STATUS_SUCCESS || pl.splits == 1 || pl.cluster)
+    if (st != RUDNN_STATUS_SUCCESS || pl.splits == 1)
         return st;
     return rdg_ffn_split_sum(q, "ffn.mma_w4_reduce", g.partial, c, p->m * p->n, pl.splits, p->c_dtype);
 }

@@ -110,15 +110,6 @@
 #define FFN_MMA_W4_MIN_STEPS 8
 #endif
 #define FFN_MMA_W4_MAX_SPLITS 64
-/* 1: where the device runs clusters (sm_90), the int4 GEMM's splits of k form a cluster, and each
- * block adds a share of the tile's outputs over the splits' shared memory (DSMEM, split order: the
- * same sums as the partials' kernel), so that no partials reach memory and no second kernel runs;
- * the splits are then at most FFN_MMA_W4_CLUSTER_MAX (the portable cluster size). 0: FP32
- * partials and ffn.mma_w4_reduce. Not yet timed. */
-#ifndef FFN_MMA_W4_CLUSTER_SUM
-#define FFN_MMA_W4_CLUSTER_SUM 0
-#endif
-#define FFN_MMA_W4_CLUSTER_MAX 8
 /* warps an SM needs in flight for its share of the bandwidth (each keeps STAGES - 1 steps of 0.5 ..
  * 1 KiB coming: 8 warps x 5 KiB = 40 KiB an SM) */
 #ifndef FFN_MMA_W4_WARPS_SM

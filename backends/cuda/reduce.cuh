@@ -263,14 +263,6 @@ __device__ __forceinline__ uint32_t red_mapa(uint32_t a, int rank)
     return r;
 }
 
-/* a float from the shared::cluster address a (red_mapa), once a cluster barrier ordered its write */
-__device__ __forceinline__ float ld_cluster_f32(uint32_t a)
-{
-    float v;
-    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(a) : "memory");
-    return v;
-}
-
 /* Before the first cluster reduction, by every thread of every CTA of the cluster: the mbarriers
  * exist before any CTA pushes to them. */
 template <int SCOPE = RED_CLUSTER>
