@@ -6,7 +6,8 @@
  *    "reps"}
  * decode cases add "state_bytes","state_gbps","state_copy_fraction"; the varlen case adds
  * "fixed_kernel", "fixed_ms" (the same tokens as one sequence: B 1, the same T, timed in the same
- * run) and "varlen_ratio" (its median / fixed_ms).
+ * run), "varlen_ratio" (its median / fixed_ms) and "plan_ms" (the same call through a varlen plan:
+ * the schedule uploaded once, no copy a call).
  *
  * Cases (K = V = 128, query_scale 1/sqrt(128), chunk 64; inputs [B, H, T, K] contiguous):
  *   prefill_b1_h8_t32768, prefill_b8_h16_t4096   rudnn_chunk_gated_delta_rule, fixed length
@@ -395,6 +396,18 @@ static void run_case(run_t *r, const gdr_case_t *c)
         fixed.out.final_state = &d.tfixed_out;
         st = time_call(r, &fixed, &fixed_median, &fixed_minimum, fixed_kernel, sizeof fixed_kernel);
     }
+    double plan_median = 0, plan_minimum = 0;
+    rudnn_gated_delta_varlen_plan_t plan = NULL;
+    if (!st && c->kind == KIND_VARLEN) {
+        st = rudnn_gated_delta_varlen_plan_create(r->q, &vl, c->chunk, &plan);
+        if (!st) {
+            const rudnn_gated_delta_varlen_t planned_vl = {.plan = plan};
+            gdr_call_t planned = k;
+            planned.varlen = &planned_vl;
+            char planned_kernel[128];
+            st = time_call(r, &planned, &plan_median, &plan_minimum, planned_kernel, sizeof planned_kernel);
+        }
+    }
     if (st) {
         print_failure(r, c, st);
     } else {
@@ -414,12 +427,14 @@ static void run_case(run_t *r, const gdr_case_t *c)
         if (c->kind == KIND_VARLEN) {
             printf(",\"fixed_kernel\":");
             bench_json_string(fixed_kernel);
-            printf(",\"fixed_ms\":%.6f,\"fixed_min_ms\":%.6f,\"varlen_ratio\":%.4f", fixed_median, fixed_minimum,
-                   median / fixed_median);
+            printf(",\"fixed_ms\":%.6f,\"fixed_min_ms\":%.6f,\"varlen_ratio\":%.4f,\"plan_ms\":%.6f,"
+                   "\"plan_min_ms\":%.6f", fixed_median, fixed_minimum, median / fixed_median, plan_median,
+                   plan_minimum);
         }
         printf(",\"reps\":%d}\n", r->reps);
         fflush(stdout);
     }
+    rudnn_gated_delta_varlen_plan_destroy(plan);
     free(cu);
     free(indices);
     data_destroy(&d);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/pool.h"
-#include "rudnn/gated_delta.h"
+#include "gated_delta_internal.h"
 #include "validate.h"
 
 #define OP_CHUNK "rudnn_chunk_gated_delta_rule"
@@ -91,75 +91,6 @@ static void strides3(const rudnn_tensor_t *t, int64_t s[3])
     /* a dim of size 1 never uses its stride: 0 keeps the kernels' offsets small */
     for (int i = 0; i < 3; i++)
         s[i] = t->dims[i] == 1 ? 0 : t->strides[i];
-}
-
-/* The varlen offsets and indices against T and the pools. */
-static rudnn_status_t check_varlen(const char *op, const rudnn_gated_delta_varlen_t *v, int64_t T, int64_t rows_in,
-                                   int64_t rows_out)
-{
-    if (v->sequences < 1)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.sequences = %lld, expected >= 1", op,
-                               (long long)v->sequences);
-    TRY(rudnn_check_arg(op, "varlen.cu_seqlens", v->cu_seqlens));
-    if (v->cu_seqlens[0] != 0)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.cu_seqlens[0] = %lld, expected 0", op,
-                               (long long)v->cu_seqlens[0]);
-    for (int64_t i = 0; i < v->sequences; i++) {
-        if (v->cu_seqlens[i + 1] < v->cu_seqlens[i])
-            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.cu_seqlens[%lld] = %lld is below "
-                                   "cu_seqlens[%lld] = %lld: offsets must not decrease", op, (long long)(i + 1),
-                                   (long long)v->cu_seqlens[i + 1], (long long)i, (long long)v->cu_seqlens[i]);
-        if (v->cu_seqlens[i + 1] > T)
-            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.cu_seqlens[%lld] = %lld is past T = %lld "
-                                   "(dim 2 of query)", op, (long long)(i + 1), (long long)v->cu_seqlens[i + 1],
-                                   (long long)T);
-    }
-    if (!v->state_indices) {
-        if (v->sequences > rows_in || v->sequences > rows_out)
-            return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: varlen.state_indices is NULL (sequence i uses row "
-                                   "i), so initial_state (%lld rows) and final_state (%lld rows) need %lld rows", op,
-                                   (long long)rows_in, (long long)rows_out, (long long)v->sequences);
-        return RUDNN_STATUS_SUCCESS;
-    }
-    /* distinct: mark rows seen (a bitmap over the smaller pool) */
-    const int64_t rows = rows_in < rows_out ? rows_in : rows_out;
-    uint8_t *seen = rudnn_host_calloc((size_t)(rows + 7) / 8 + 1, 1);
-    if (!seen)
-        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory for the state index check", op);
-    rudnn_status_t st = RUDNN_STATUS_SUCCESS;
-    for (int64_t i = 0; i < v->sequences && !st; i++) {
-        const int32_t r = v->state_indices[i];
-        if (r < 0 || r >= rows)
-            st = rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.state_indices[%lld] = %d is outside the "
-                                 "state pools (initial_state %lld rows, final_state %lld rows)", op, (long long)i,
-                                 (int)r, (long long)rows_in, (long long)rows_out);
-        else if (seen[r / 8] & (1u << (r % 8)))
-            st = rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.state_indices[%lld] = %d repeats an earlier "
-                                 "sequence's row: each sequence needs its own state", op, (long long)i, (int)r);
-        else
-            seen[r / 8] |= (uint8_t)(1u << (r % 8));
-    }
-    free(seen);
-    return st;
-}
-
-/* The largest chunk whose 4 (C^2 + C) bytes fit the device's shared memory per workgroup. */
-static rudnn_status_t check_chunk_size(const char *op, rudnn_queue_t queue, int64_t chunk)
-{
-    rudnn_device_info_t info;
-    TRY(rudnn_context_device_info(queue->context, &info));
-    const uint64_t limit = info.shared_memory_per_group;
-    if (chunk >= 1 && chunk <= (int64_t)1 << 20 && 4 * ((uint64_t)chunk * (uint64_t)chunk + (uint64_t)chunk) <= limit)
-        return RUDNN_STATUS_SUCCESS;
-    if (chunk < 1)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: chunk_size = %lld, expected >= 1", op, (long long)chunk);
-    return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: chunk_size = %lld needs a triangular workspace of 4 (C^2 + C) "
-                           "= %llu bytes, past the device's shared memory per workgroup (%llu bytes)", op,
-                           (long long)chunk,
-                           chunk <= (int64_t)1 << 20
-                               ? (unsigned long long)(4 * ((uint64_t)chunk * (uint64_t)chunk + (uint64_t)chunk))
-                               : (unsigned long long)UINT64_MAX,
-                           (unsigned long long)limit);
 }
 
 /* Segments of the state pass: the longest sequence cut into pieces of the even share's length. */
@@ -263,14 +194,28 @@ static rudnn_status_t validate(const char *op, rudnn_queue_t queue, const rudnn_
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: input.query_scale = %g, expected a finite value", op,
                                (double)in->query_scale);
     if (chunk)
-        TRY(check_chunk_size(op, queue, chunk));
-    if (vl)
-        TRY(check_varlen(op, vl, T, rows_in, rows_out));
+        TRY(rudnn_gdr_check_chunk_size(op, queue, chunk));
+    const rudnn_gated_delta_varlen_plan_t vp = vl ? vl->plan : NULL;
+    if (vp) { /* the plan checked its schedule; what the tensors decide is checked here */
+        TRY(rudnn_gdr_check_plan(op, queue, vl, chunk));
+        if (vp->tokens > T)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.plan's cu_seqlens[%lld] = %lld is past T = "
+                                   "%lld (dim 2 of query)", op, (long long)vp->sequences, (long long)vp->tokens,
+                                   (long long)T);
+        if (vp->rows > rows_in || vp->rows > rows_out)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.plan's state_indices need %lld rows of the "
+                                   "state pools (initial_state has %lld rows, final_state %lld)", op,
+                                   (long long)vp->rows, (long long)rows_in, (long long)rows_out);
+    } else if (vl) {
+        int64_t rows_needed;
+        TRY(rudnn_gdr_check_offsets(op, vl, T));
+        TRY(rudnn_gdr_check_indices(op, vl, rows_in, rows_out, &rows_needed));
+    }
 
     rudnn_gated_delta_plan_t *p = &c->plan;
     p->dtype = q->dtype;
     p->heads = H, p->seq_len = T, p->key_dim = K, p->value_dim = V;
-    p->sequences = vl ? vl->sequences : B;
+    p->sequences = vp ? vp->sequences : vl ? vl->sequences : B;
     p->varlen = vl != NULL;
     p->chunk_size = chunk;
     p->query_scale = in->query_scale;
@@ -281,12 +226,10 @@ static rudnn_status_t validate(const char *op, rudnn_queue_t queue, const rudnn_
     p->segments = 1;
     if (chunk) {
         int64_t longest = 0;
-        if (vl)
-            for (int64_t i = 0; i < vl->sequences; i++) {
-                const int64_t n = (vl->cu_seqlens[i + 1] - vl->cu_seqlens[i] + chunk - 1) / chunk;
-                p->chunks += n;
-                longest = n > longest ? n : longest;
-            }
+        if (vp)
+            p->chunks = vp->chunks, longest = vp->longest;
+        else if (vl)
+            rudnn_gdr_count_chunks(vl, chunk, &p->chunks, &longest);
         else
             p->chunks = B * ((T + chunk - 1) / chunk), longest = (T + chunk - 1) / chunk;
         p->seq_chunks = vl ? 0 : (T + chunk - 1) / chunk;
@@ -303,7 +246,7 @@ static rudnn_status_t validate(const char *op, rudnn_queue_t queue, const rudnn_
     }
     c->empty = H == 0 || p->sequences == 0;
     c->copy_state_only = !vl && T == 0;
-    c->table_bytes = vl ? rudnn_gated_delta_table_bytes(vl->sequences) : 0;
+    c->table_bytes = vl && !vp ? rudnn_gated_delta_table_bytes(vl->sequences) : 0; /* a plan's is its own */
     return RUDNN_STATUS_SUCCESS;
 }
 
@@ -344,28 +287,6 @@ static rudnn_status_t workspace_size(const char *op, rudnn_queue_t queue, const 
     return RUDNN_STATUS_SUCCESS;
 }
 
-/* The varlen sequence table of hal/gated_delta.h, built on the host. */
-static rudnn_status_t write_table(rudnn_queue_t queue, const gdr_call_t *c, const rudnn_gated_delta_varlen_t *vl,
-                                  void *ws)
-{
-    const int64_t n = vl->sequences, chunk = c->plan.chunk_size;
-    uint8_t *host = rudnn_host_calloc(c->table_bytes, 1);
-    if (!host)
-        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "out of host memory for the sequence table");
-    int64_t *start = (int64_t *)host, *length = start + n, *first = length + n;
-    int32_t *row = (int32_t *)(first + n + 1);
-    for (int64_t i = 0; i < n; i++) {
-        start[i] = vl->cu_seqlens[i];
-        length[i] = vl->cu_seqlens[i + 1] - vl->cu_seqlens[i];
-        first[i + 1] = first[i] + (chunk ? (length[i] + chunk - 1) / chunk : 0);
-        row[i] = vl->state_indices ? vl->state_indices[i] : (int32_t)i;
-    }
-    rudnn_status_t st =
-        queue->context->backend->mem_write(queue->handle, (rudnn_mem_ref_t){ws, 0}, host, c->table_bytes);
-    free(host);
-    return st;
-}
-
 static rudnn_status_t run(const char *op, rudnn_queue_t queue, const rudnn_gated_delta_input_t *in,
                           const rudnn_gated_delta_varlen_t *vl, int64_t chunk, rudnn_buffer_t workspace,
                           size_t workspace_bytes, const rudnn_gated_delta_output_t *out)
@@ -394,8 +315,8 @@ static rudnn_status_t run(const char *op, rudnn_queue_t queue, const rudnn_gated
     if (pooled)
         TRY(rudnn_kernel_status(op, rudnn_pool_acquire(queue, total, &ws)));
     rudnn_status_t st = RUDNN_STATUS_SUCCESS;
-    if (vl)
-        st = rudnn_kernel_status(op, write_table(queue, &c, vl, ws));
+    if (vl && !vl->plan)
+        st = rudnn_kernel_status(op, rudnn_gdr_write_table(queue, vl, chunk, ws));
     rudnn_gated_delta_operands_t o;
     memset(&o, 0, sizeof o);
     o.query = rudnn_mem_of(in->query), o.key = rudnn_mem_of(in->key), o.value = rudnn_mem_of(in->value);
@@ -403,7 +324,7 @@ static rudnn_status_t run(const char *op, rudnn_queue_t queue, const rudnn_gated
     o.initial_state = rudnn_mem_of(in->initial_state);
     o.output = rudnn_mem_of(out->output), o.final_state = rudnn_mem_of(out->final_state);
     if (vl)
-        o.table.mem = ws, o.table.offset = 0;
+        o.table.mem = vl->plan ? vl->plan->table->mem : ws, o.table.offset = 0;
     if (c.scratch_bytes)
         o.scratch.mem = ws, o.scratch.offset = c.table_bytes;
     /* a chunked call whose sequences are all empty has no chunks: the recurrent entry copies states */

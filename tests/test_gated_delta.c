@@ -30,6 +30,8 @@
  * T 4096 with K 128 and V 64 or 128 (on CUDA the tensor-core path with its state pass cut into
  * segments, on wgmma where V = 128 on sm_90a; gated_delta-cuda-segments runs every case again with
  * 3 segments forced).
+ * Each varlen call is made again through a varlen plan made for the case's chunk size (both forms),
+ * which must write the output and final_state buffers byte for byte as the host arrays did.
  * Every call must report a "gated_delta." kernel, leave every input buffer byte-identical (the
  * initial state is never written), write every output token it owns and no other (output tokens
  * past cu_seqlens[N] keep their sentinel, state rows no sequence names keep their bytes), and no
@@ -374,6 +376,46 @@ static void varlen_rows(const gcase_t *c, int64_t *rows_in, int64_t *rows_out, i
         idx[i] = c->no_indices ? i : perm[i];
 }
 
+/* The same call through a varlen plan (rudnn_gated_delta_varlen_plan_create: the schedule uploaded
+ * once) must write the output and final_state buffers byte for byte as the host-array call did:
+ * both buffers are put back to their bytes before that call first, so a plan call that wrote
+ * nothing fails. A plan made for the chunk size serves the recurrent form too. */
+static int plan_matches(rt_log_t *log, const char *what, int chunked, int64_t chunk,
+                        const rudnn_gated_delta_input_t *in, const rudnn_gated_delta_varlen_t *vl,
+                        const rudnn_gated_delta_output_t *out, const gdev_t *d, const uint8_t *out_before,
+                        const uint8_t *s1_before, int pooled)
+{
+    uint8_t *out_host = rt_buffer_snapshot(d->out.buffer, d->out.buffer_bytes);
+    uint8_t *s1_host = rt_buffer_snapshot(d->s1.buffer, d->s1.buffer_bytes);
+    int problems = 0;
+    rudnn_gated_delta_varlen_plan_t plan = NULL;
+    rudnn_status_t st = rudnn_buffer_write(rt_queue, d->out.buffer, 0, out_before, d->out.buffer_bytes);
+    if (!st)
+        st = rudnn_buffer_write(rt_queue, d->s1.buffer, 0, s1_before, d->s1.buffer_bytes);
+    if (!st)
+        st = rudnn_gated_delta_varlen_plan_create(rt_queue, vl, chunk, &plan);
+    if (!st) {
+        const rudnn_gated_delta_varlen_t vp = {.plan = plan};
+        char kernel[64];
+        st = call(chunked, chunk, in, &vp, out, pooled, kernel);
+    }
+    if (st) {
+        rt_logf(log, "  %s, varlen plan: returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
+        problems++;
+    } else {
+        uint8_t *out_plan = rt_buffer_snapshot(d->out.buffer, d->out.buffer_bytes);
+        uint8_t *s1_plan = rt_buffer_snapshot(d->s1.buffer, d->s1.buffer_bytes);
+        if (memcmp(out_plan, out_host, d->out.buffer_bytes) || memcmp(s1_plan, s1_host, d->s1.buffer_bytes)) {
+            rt_logf(log, "  %s, varlen plan: output or final_state differs from the host-array call's\n", what);
+            problems++;
+        }
+        free(out_plan), free(s1_plan);
+    }
+    rudnn_gated_delta_varlen_plan_destroy(plan);
+    free(out_host), free(s1_host);
+    return problems;
+}
+
 static int run_case(rt_log_t *log, const gcase_t *c, rudnn_dtype_t dt, int chunked, int pooled)
 {
     char what[192];
@@ -412,7 +454,8 @@ static int run_case(rt_log_t *log, const gcase_t *c, rudnn_dtype_t dt, int chunk
     const float scale = (float)(1.0 / sqrt((double)c->K));
     rudnn_gated_delta_input_t in = {&d.dq, &d.dk, &d.dv, &d.dbeta, &d.dld, &d.s0.t, scale};
     rudnn_gated_delta_output_t out = {&d.dout, &d.s1.t};
-    rudnn_gated_delta_varlen_t vl = {c->nseq, cu, c->no_indices ? NULL : idx};
+    rudnn_gated_delta_varlen_t vl = {.sequences = c->nseq, .cu_seqlens = cu,
+                                     .state_indices = c->no_indices ? NULL : idx};
     char kernel[64];
     const rudnn_status_t st = call(chunked, c->chunk, &in, varlen ? &vl : NULL, &out, pooled, kernel);
     int problems = 0;
@@ -454,6 +497,8 @@ static int run_case(rt_log_t *log, const gcase_t *c, rudnn_dtype_t dt, int chunk
     rt_tensor_download(&d.s1, s1);
     problems += compare(log, what, &h, o, ref_out, written, s1, ref_s, row_written, rows_out, s1_before,
                         tol_of(dt, chunked, kernel));
+    if (varlen)
+        problems += plan_matches(log, what, chunked, c->chunk, &in, &vl, &out, &d, out_before, s1_buf_before, pooled);
     free(o), free(s1), free(ref_out), free(ref_s), free(written), free(row_written);
 done:
     free(s1_before), free(out_before), free(s1_buf_before);

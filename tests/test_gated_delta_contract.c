@@ -6,7 +6,8 @@
  * (rudnn_chunk_gated_delta_rule / rudnn_gated_delta_rule) and the argument, and writes nothing:
  * every buffer of the fixture (the outputs holding a sentinel) is read back byte for byte after the
  * call, for both forms (chunked with chunk 4, recurrent) and, where the rule is the same, their
- * workspace-size queries, which must leave *bytes as it was.
+ * workspace-size queries, which must leave *bytes as it was. Varlen plans
+ * (rudnn_gated_delta_varlen_plan_create): each rule of their making, and of calls naming them.
  *
  * The fixture: one buffer a tensor of a valid call (512 bytes after each), q, k [2, 2, 6, 8],
  * v, out [2, 2, 6, 4], beta, log_decay [2, 2, 6], states [2, 2, 8, 4], all F32; each test edits a
@@ -25,6 +26,7 @@
 
 #define OP_CHUNK "rudnn_chunk_gated_delta_rule"
 #define OP_REC "rudnn_gated_delta_rule"
+#define OP_PLAN "rudnn_gated_delta_varlen_plan_create"
 
 enum { T_Q, T_K, T_V, T_BETA, T_LD, T_S0, T_OUT, T_S1, T_COUNT };
 static const char *const names[T_COUNT] = {"query", "key", "value", "beta", "log_decay", "initial_state", "output",
@@ -145,20 +147,26 @@ static void expect_reject(callspec_t *c, rudnn_status_t want, const char *n1, co
     expect_reject_q(c, want, 0, n1, n2, NULL);
 }
 
+/* c is a valid call: both forms and their size queries succeed (the outputs poisoned again after). */
+static void expect_valid(callspec_t *c)
+{
+    spec_bind(c);
+    for (int form = 0; form < 2; form++) {
+        size_t bytes = 0;
+        rt_assert_status(call_form(c, form, 1, &bytes), RUDNN_STATUS_SUCCESS);
+        rt_assert_status(call_form(c, form, 0, NULL), RUDNN_STATUS_SUCCESS);
+    }
+    rudnn_queue_synchronize(rt_queue);
+    rt_tensor_poison(&F.t[T_OUT]), rt_tensor_poison(&F.t[T_S1]);
+}
+
 /* The fixture is a valid call: both forms, fixed and varlen, sized and NULL workspaces. */
 static void valid_call_passes(void **state)
 {
     (void)state;
     callspec_t c;
     spec_init(&c);
-    spec_bind(&c);
-    for (int form = 0; form < 2; form++) {
-        size_t bytes = 0;
-        rt_assert_status(call_form(&c, form, 1, &bytes), RUDNN_STATUS_SUCCESS);
-        rt_assert_status(call_form(&c, form, 0, NULL), RUDNN_STATUS_SUCCESS);
-    }
-    rudnn_queue_synchronize(rt_queue);
-    rt_tensor_poison(&F.t[T_OUT]), rt_tensor_poison(&F.t[T_S1]);
+    expect_valid(&c);
 }
 
 static void null_arguments(void **state)
@@ -464,7 +472,7 @@ static void varlen_spec(callspec_t *c)
     c->use_vl = 1;
     c->cu[0] = 0, c->cu[1] = 2, c->cu[2] = 6;
     c->idx[0] = 1, c->idx[1] = 0;
-    c->vl = (rudnn_gated_delta_varlen_t){2, c->cu, c->idx};
+    c->vl = (rudnn_gated_delta_varlen_t){.sequences = 2, .cu_seqlens = c->cu, .state_indices = c->idx};
 }
 
 static void varlen_rules(void **state)
@@ -472,14 +480,11 @@ static void varlen_rules(void **state)
     (void)state;
     callspec_t c;
     varlen_spec(&c);
-    spec_bind(&c);
-    for (int form = 0; form < 2; form++)
-        rt_assert_status(call_form(&c, form, 0, NULL), RUDNN_STATUS_SUCCESS);
-    rudnn_queue_synchronize(rt_queue);
-    rt_tensor_poison(&F.t[T_OUT]), rt_tensor_poison(&F.t[T_S1]);
+    expect_valid(&c);
 
     /* B != 1 */
-    spec_init(&c), c.use_vl = 1, c.cu[1] = 2, c.cu[2] = 6, c.vl = (rudnn_gated_delta_varlen_t){2, c.cu, NULL};
+    spec_init(&c), c.use_vl = 1, c.cu[1] = 2, c.cu[2] = 6;
+    c.vl = (rudnn_gated_delta_varlen_t){.sequences = 2, .cu_seqlens = c.cu};
     expect_reject(&c, RUDNN_STATUS_BAD_SHAPE, "query", "varlen");
     /* sequences */
     varlen_spec(&c), c.vl.sequences = 0;
@@ -516,6 +521,96 @@ static void varlen_rules(void **state)
     /* the pools still need H, K, V of the call */
     varlen_spec(&c), c.d[T_S0].dims[1] = 1, c.d[T_S0].strides[0] = 32;
     expect_reject(&c, RUDNN_STATUS_BAD_SHAPE, "initial_state", NULL);
+}
+
+/* rudnn_gated_delta_varlen_plan_create's rejections: the status, a message naming the op and the
+ * rule, and *plan left as it was. */
+static void expect_plan_reject(rudnn_queue_t q, const rudnn_gated_delta_varlen_t *vl, int64_t chunk,
+                               rudnn_status_t want, const char *n1, const char *n2)
+{
+    rudnn_gated_delta_varlen_plan_t sentinel = (rudnn_gated_delta_varlen_plan_t)(uintptr_t)0x5151, p = sentinel;
+    const rudnn_status_t st = rudnn_gated_delta_varlen_plan_create(q, vl, chunk, &p);
+    if (st != want)
+        fail_msg("%s: returned %s, expected %s (%s)", OP_PLAN, rudnn_status_string(st), rudnn_status_string(want),
+                 rudnn_last_error());
+    rt_assert_error_mentions(OP_PLAN, n1, n2);
+    assert_ptr_equal(p, sentinel);
+}
+
+/* A varlen plan: made once (every check of the schedule but T and the pools), then named by calls
+ * of both forms; the calls check what their tensors decide, and that the plan is theirs. */
+static void varlen_plan_rules(void **state)
+{
+    (void)state;
+    callspec_t c;
+    varlen_spec(&c);
+    rudnn_gated_delta_varlen_t vl = c.vl;
+    /* the plan's own rules */
+    {
+        rudnn_gated_delta_varlen_plan_t p = NULL;
+        rt_assert_status(rudnn_gated_delta_varlen_plan_create(rt_queue, &vl, 4, NULL), RUDNN_STATUS_BAD_PARAM);
+        rt_assert_error_mentions(OP_PLAN, "plan", "NULL");
+        rt_assert_status(rudnn_gated_delta_varlen_plan_create(NULL, &vl, 4, &p), RUDNN_STATUS_BAD_PARAM);
+        rt_assert_error_mentions(OP_PLAN, "queue");
+        assert_null(p);
+    }
+    expect_plan_reject(rt_queue, NULL, 4, RUDNN_STATUS_BAD_PARAM, "varlen", "NULL");
+    expect_plan_reject(rt_queue, &vl, -1, RUDNN_STATUS_BAD_PARAM, "chunk_size", ">= 1");
+    expect_plan_reject(rt_queue, &vl, (int64_t)1 << 20, RUDNN_STATUS_BAD_PARAM, "chunk_size", "shared memory");
+    vl.sequences = 0;
+    expect_plan_reject(rt_queue, &vl, 4, RUDNN_STATUS_BAD_PARAM, "varlen.sequences", ">= 1");
+    vl = c.vl, vl.cu_seqlens = NULL;
+    expect_plan_reject(rt_queue, &vl, 4, RUDNN_STATUS_BAD_PARAM, "cu_seqlens", "NULL");
+    varlen_spec(&c), vl = c.vl, c.cu[0] = 1;
+    expect_plan_reject(rt_queue, &vl, 4, RUDNN_STATUS_BAD_PARAM, "cu_seqlens[0]", NULL);
+    varlen_spec(&c), vl = c.vl, c.cu[1] = 5, c.cu[2] = 4;
+    expect_plan_reject(rt_queue, &vl, 4, RUDNN_STATUS_BAD_PARAM, "cu_seqlens", "decrease");
+    varlen_spec(&c), vl = c.vl, c.idx[0] = -1;
+    expect_plan_reject(rt_queue, &vl, 4, RUDNN_STATUS_BAD_PARAM, "state_indices[0]", "outside");
+    varlen_spec(&c), vl = c.vl, c.idx[1] = 1;
+    expect_plan_reject(rt_queue, &vl, 4, RUDNN_STATUS_BAD_PARAM, "state_indices[1]", "repeats");
+
+    /* a plan for chunk 4 serves both forms */
+    varlen_spec(&c);
+    rudnn_gated_delta_varlen_plan_t plan = NULL;
+    rt_assert_status(rudnn_gated_delta_varlen_plan_create(rt_queue, &c.vl, 4, &plan), RUDNN_STATUS_SUCCESS);
+    assert_true(rudnn_gated_delta_varlen_plan_device_bytes(plan) > 0);
+    expect_plan_reject(rt_queue, &(rudnn_gated_delta_varlen_t){.plan = plan}, 4, RUDNN_STATUS_BAD_PARAM,
+                       "varlen.plan", "host arrays");
+    c.vl = (rudnn_gated_delta_varlen_t){.plan = plan};
+    expect_valid(&c);
+    /* the plan and host arrays at once */
+    c.vl.sequences = 2;
+    expect_reject(&c, RUDNN_STATUS_BAD_PARAM, "varlen.plan", "sequences must be 0");
+    c.vl = (rudnn_gated_delta_varlen_t){.plan = plan, .cu_seqlens = c.cu};
+    expect_reject(&c, RUDNN_STATUS_BAD_PARAM, "varlen.plan", "cu_seqlens");
+    /* another chunk size: the chunked form refuses, the recurrent one takes it */
+    c.vl = (rudnn_gated_delta_varlen_t){.plan = plan}, c.chunk = 3, c.only_form = 0;
+    expect_reject(&c, RUDNN_STATUS_BAD_PARAM, "varlen.plan", "chunk_size 4");
+    rudnn_gated_delta_varlen_plan_destroy(plan);
+
+    /* what the tensors decide: cu_seqlens[N] <= T, the pools' rows */
+    varlen_spec(&c), c.cu[2] = 7;
+    rt_assert_status(rudnn_gated_delta_varlen_plan_create(rt_queue, &c.vl, 4, &plan), RUDNN_STATUS_SUCCESS);
+    c.vl = (rudnn_gated_delta_varlen_t){.plan = plan};
+    expect_reject(&c, RUDNN_STATUS_BAD_PARAM, "varlen.plan", "past T");
+    rudnn_gated_delta_varlen_plan_destroy(plan);
+    varlen_spec(&c), c.idx[0] = 2; /* rows 0 and 2: the pools have 2 */
+    rt_assert_status(rudnn_gated_delta_varlen_plan_create(rt_queue, &c.vl, 4, &plan), RUDNN_STATUS_SUCCESS);
+    c.vl = (rudnn_gated_delta_varlen_t){.plan = plan};
+    expect_reject(&c, RUDNN_STATUS_BAD_PARAM, "varlen.plan", "3 rows");
+    rudnn_gated_delta_varlen_plan_destroy(plan);
+
+    /* a plan of another queue, and one whose queue was destroyed */
+    rudnn_queue_t q2 = NULL;
+    rt_assert_status(rudnn_queue_create(rt_ctx, &q2), RUDNN_STATUS_SUCCESS);
+    varlen_spec(&c);
+    rt_assert_status(rudnn_gated_delta_varlen_plan_create(q2, &c.vl, 4, &plan), RUDNN_STATUS_SUCCESS);
+    c.vl = (rudnn_gated_delta_varlen_t){.plan = plan};
+    expect_reject(&c, RUDNN_STATUS_BAD_PARAM, "varlen.plan", "another queue");
+    rudnn_queue_destroy(q2);
+    expect_reject(&c, RUDNN_STATUS_BAD_PARAM, "varlen.plan", "destroyed");
+    rudnn_gated_delta_varlen_plan_destroy(plan);
 }
 
 /* One workspace rule for a form on a spec: too small, past its buffer, another context's, and a
@@ -613,7 +708,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(valid_call_passes), cmocka_unit_test(null_arguments), cmocka_unit_test(ranks_and_dims),
         cmocka_unit_test(k_and_v_range),     cmocka_unit_test(dtypes),         cmocka_unit_test(layouts),
         cmocka_unit_test(overlaps),          cmocka_unit_test(query_scale),    cmocka_unit_test(chunk_sizes),
-        cmocka_unit_test(varlen_rules),      cmocka_unit_test(workspaces),     cmocka_unit_test(other_context),
+        cmocka_unit_test(varlen_rules),      cmocka_unit_test(varlen_plan_rules), cmocka_unit_test(workspaces),
+        cmocka_unit_test(other_context),
     };
     rt_set_filters(argc, argv);
     rt_open_or_skip("gated_delta-contract");

@@ -5,7 +5,8 @@
  * an append, an attention), and runs an FFN (rudnn_ffn, expert form: a workspace from the new queue's pool,
  * the host copy of expert_tokens) and a chunked gated delta rule (rudnn_chunk_gated_delta_rule,
  * varlen, workspace NULL: the sequence table and scratch from the new queue's pool, the host bitmap
- * of the index check and the host copy of the table) on each new queue, in a loop (RUDNN_LIFETIME_CYCLES, default
+ * of the index check and the host copy of the table; then again through a varlen plan, made and
+ * destroyed) on each new queue, in a loop (RUDNN_LIFETIME_CYCLES, default
  * 100000; tools/soak.sh runs 10^6), and contexts in a shorter loop (RUDNN_LIFETIME_CONTEXTS,
  * default 200: opening a PoCL context costs about 20 ms, 140 ms under ASan, so 10^5 of them would
  * take hours under ASan). Resident memory (/proc/self/statm) and the device memory rudnn holds
@@ -14,12 +15,12 @@
  *
  * wrong order: destroying a queue before the plans and dispatched tokens taken from its pool, a
  * context before its queues, buffers, events and experts (an FFN and a gated delta rule then still
- * run on its queue), weight buffers before their experts. FFN and the gated delta rule have no object
- * of their own (no plan or weights object: each takes its workspace from the queue's pool and frees
- * its host copies before it returns), so they have nothing to destroy out of order; the cycles check
- * that what they take goes back. The parent stays alive until its last child goes (rudnn/core.h): the children
- * keep working, nothing leaks (live objects and device memory back to zero; LSan in the ASan run)
- * and nothing is used after free (ASan). */
+ * run on its queue), a gated-delta varlen plan's queue before the plan, weight buffers before their
+ * experts. FFN has no object of its own (no plan or weights object: it takes its workspace from the
+ * queue's pool and frees its host copies before it returns), so it has nothing to destroy out of
+ * order; the cycles check that what it takes goes back. The parent stays alive until its last
+ * child goes (rudnn/core.h): the children keep working, nothing leaks (live objects and device
+ * memory back to zero; LSan in the ASan run) and nothing is used after free (ASan). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,13 +185,22 @@ static void gdr_inputs_free(gdr_inputs_t *g)
         rudnn_buffer_destroy(all[i]->buffer);
 }
 
-/* The chunked gated delta rule over g, varlen, workspace NULL (the queue's pool). */
+/* The chunked gated delta rule over g, varlen, workspace NULL (the queue's pool): with the host
+ * arrays, then through a varlen plan (its table a block of the queue's pool, held by the plan). */
 static rudnn_status_t gdr_forward(rudnn_queue_t q, const gdr_inputs_t *g)
 {
     const rudnn_gated_delta_input_t in = {.query = &g->q, .key = &g->k, .value = &g->v, .beta = &g->beta,
                                           .log_decay = &g->decay, .initial_state = &g->s_in, .query_scale = 0.5f};
     const rudnn_gated_delta_output_t out = {.output = &g->out, .final_state = &g->s_out};
-    return rudnn_chunk_gated_delta_rule(q, &in, &gdr_varlen, GDR_CHUNK, NULL, 0, &out);
+    rudnn_status_t st = rudnn_chunk_gated_delta_rule(q, &in, &gdr_varlen, GDR_CHUNK, NULL, 0, &out);
+    rudnn_gated_delta_varlen_plan_t plan = NULL;
+    if (!st)
+        st = rudnn_gated_delta_varlen_plan_create(q, &gdr_varlen, GDR_CHUNK, &plan);
+    if (!st)
+        st = rudnn_chunk_gated_delta_rule(q, &in, &(rudnn_gated_delta_varlen_t){.plan = plan}, GDR_CHUNK, NULL, 0,
+                                          &out);
+    rudnn_gated_delta_varlen_plan_destroy(plan);
+    return st;
 }
 
 /* Paged attention: a decode step of two sequences (page size 4, 6 pages), Hq 2, Hkv 1, D 4. */
@@ -423,6 +433,8 @@ static void test_queue_before_plans(void **state)
     rudnn_dispatched_t d = NULL;
     rt_assert_status(rudnn_moe_route(q, &m.logits, &route_options, &plan), RUDNN_STATUS_SUCCESS);
     rt_assert_status(rudnn_moe_dispatch(q, plan, &m.input, &d), RUDNN_STATUS_SUCCESS);
+    rudnn_gated_delta_varlen_plan_t gdr_plan = NULL; /* holds the queue and a block of its pool */
+    rt_assert_status(rudnn_gated_delta_varlen_plan_create(q, &gdr_varlen, GDR_CHUNK, &gdr_plan), RUDNN_STATUS_SUCCESS);
     rudnn_queue_destroy(q); /* wrong order */
 
     /* the objects still work: experts and combine on another queue give the same output */
@@ -435,6 +447,7 @@ static void test_queue_before_plans(void **state)
     rt_assert_status(rudnn_tensor_read(qr, &m.output, got, sizeof got), RUDNN_STATUS_SUCCESS);
     assert_memory_equal(got, want, sizeof got);
 
+    rudnn_gated_delta_varlen_plan_destroy(gdr_plan); /* its table goes with the last holder of the queue */
     rudnn_routing_plan_destroy(plan); /* before d, which holds it too */
     rudnn_dispatched_destroy(d);
     rudnn_buffer_destroy(eo.buffer);

@@ -21,11 +21,13 @@
 #include "table.h"
 #include "rudnn/gated_delta.h"
 
-/* The varlen sequence table ops/ writes at the start of the workspace (offset 0), N entries each:
+/* The varlen sequence table ops/ writes at the start of the workspace (offset 0), or once into a
+ * varlen plan's memory (operands.table says where), N entries each:
  *   int64 start[N]        first token of the sequence along T
  *   int64 length[N]       its tokens
  *   int64 chunk_first[N + 1]  chunked form: index of its first chunk in the chunk order (running sum
- *                         of ceil(length / C)); chunk_first[N] = plan.chunks. Recurrent: zeros
+ *                         of ceil(length / C)); chunk_first[N] = plan.chunks. The recurrent form
+ *                         never reads it (zeros, or a plan's chunk size's)
  *   int32 state_row[N]    its row of both state pools
  * rudnn_gated_delta_table_bytes(N) bytes, a multiple of 256. Fixed length has no table: sequence s
  * starts at 0, has T tokens, chunks s * ceil(T / C) .., state row s. */

@@ -31,6 +31,9 @@
  * tokens past cu_seqlens[N]). The offsets and indices are host arrays, checked on the host and copied
  * to the device (a blocking copy) with each call: 0 = cu[0] <= cu[1] <= ... <= cu[N] <= T, and
  * distinct indices below both pools' row counts. Sequences of length 0 copy their state row.
+ * A serving step uploads its schedule once instead (rudnn_gated_delta_varlen_plan_create): every
+ * linear-attention layer's call then names the plan (varlen.plan) and makes no host-to-device copy
+ * and no host sync (capturable in a CUDA graph).
  *
  * Two-phase: the *_workspace_size query, then the call with a workspace of at least that many bytes
  * (or NULL: the queue's pool). Bad arguments return a status, set rudnn_last_error() (op, argument,
@@ -61,11 +64,29 @@ typedef struct rudnn_gated_delta_output {
     const rudnn_tensor_t *final_state; /* [B, H, K, V] F32 (varlen: [P_out, H, K, V]) */
 } rudnn_gated_delta_output_t;
 
+typedef struct rudnn_gated_delta_varlen_plan *rudnn_gated_delta_varlen_plan_t;
+
 typedef struct rudnn_gated_delta_varlen {
     int64_t sequences;            /* N >= 1 */
     const int64_t *cu_seqlens;    /* host, N + 1 offsets along T */
     const int32_t *state_indices; /* host, N distinct pool rows; NULL: sequence i uses row i */
+    /* non-NULL: the schedule of this plan, on the device already (then sequences 0 and both arrays
+     * NULL); the call checks only what its tensors decide: cu_seqlens[N] <= T, and every index
+     * below both pools' rows */
+    rudnn_gated_delta_varlen_plan_t plan;
 } rudnn_gated_delta_varlen_t;
+
+/* The schedule varlen (host arrays, checked as above but for T and the pools, which the calls
+ * check) uploaded once to queue (a blocking copy; the plan holds the queue) for the calls on that
+ * queue of rudnn_chunk_gated_delta_rule with this chunk_size and of rudnn_gated_delta_rule
+ * (chunk_size 0: those only). The plan keeps no pointer to varlen's arrays. */
+RUDNN_API rudnn_status_t rudnn_gated_delta_varlen_plan_create(rudnn_queue_t queue,
+                                                              const rudnn_gated_delta_varlen_t *varlen,
+                                                              int64_t chunk_size,
+                                                              rudnn_gated_delta_varlen_plan_t *plan);
+RUDNN_API void rudnn_gated_delta_varlen_plan_destroy(rudnn_gated_delta_varlen_plan_t plan);
+/* The device memory the plan holds (its sequence table), in bytes. */
+RUDNN_API size_t rudnn_gated_delta_varlen_plan_device_bytes(rudnn_gated_delta_varlen_plan_t plan);
 
 /* chunk_size >= 1; its triangular FP32 workspace, 4 (chunk_size^2 + chunk_size) bytes, must fit the
  * device's shared memory per workgroup (rudnn_device_info_t.shared_memory_per_group): else BAD_PARAM

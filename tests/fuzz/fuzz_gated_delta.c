@@ -8,7 +8,9 @@
  * 5 K, 6 V (each one of 1, 2, 3, 8, 16); 7 chunk_size (one of 1, 2, 3, 4, 8, 16, 64); 8 flags: bit 0
  * varlen, 1 state_indices given (else NULL: sequence i uses row i), 2 query/key/value/output as
  * [B, H, T, D] views of [B, T, H, D] memory, 3 beta/log_decay as [B, H, T] views of [B, T, H], 4 T has
- * two tokens past cu_seqlens[N] (varlen); 9 N - 1 (bits 0-1); 10 the sequences' lengths (2 bits each:
+ * two tokens past cu_seqlens[N] (varlen), 5 the varlen struct (when given) made into a varlen plan
+ * first (rudnn_gated_delta_varlen_plan_create, the op's chunk size or 0; the call then names the plan,
+ * or keeps the host arrays where the plan was refused); 9 N - 1 (bits 0-1); 10 the sequences' lengths (2 bits each:
  * 0..3 tokens), 11 bits 0-3 add 4 tokens to sequence i, bits 4-5 extra pool rows (0..3), bits 6-7
  * rotate the state indices; 14, 15 the buffers' fill (fz_begin).
  *
@@ -52,6 +54,7 @@ enum {
     F_BTHD = 4,
     F_BTH = 8,
     F_TAIL = 16,
+    F_PLAN = 32,
 };
 
 /* The valid problem the header describes. */
@@ -226,13 +229,30 @@ static void check_state_copied(const fz_call_t *c, const char *op, const call_t 
 
 #define BYTES_SENTINEL ((size_t)0x5eed1)
 
+static void run_call(fz_call_t *c, const call_t *k, const rudnn_gated_delta_varlen_t *vl, int op);
+
 static void run(fz_call_t *c, const problem_t *p, int op)
 {
     call_t k;
     build_call(c, p, &k);
+    const rudnn_gated_delta_varlen_t *vl = k.has_varlen ? &k.vl : NULL;
+    const int chunked = op == OP_CHUNK || op == OP_CHUNK_SIZE;
+    rudnn_gated_delta_varlen_plan_t plan = NULL;
+    rudnn_gated_delta_varlen_t with_plan;
+    if (vl && (p->flags & F_PLAN) && !rudnn_gated_delta_varlen_plan_create(k.q, vl, chunked ? k.chunk : 0, &plan)) {
+        with_plan = (rudnn_gated_delta_varlen_t){.plan = plan};
+        vl = &with_plan;
+    }
+    run_call(c, &k, vl, op);
+    rudnn_gated_delta_varlen_plan_destroy(plan);
+}
+
+/* The op on k, with vl (host arrays or a plan of k's; the checks after it read k's arrays). */
+static void run_call(fz_call_t *c, const call_t *kp, const rudnn_gated_delta_varlen_t *vl, int op)
+{
+    const call_t k = *kp;
     const rudnn_gated_delta_input_t *in = fz_object_choice(c, 2) ? NULL : &k.in;
     const rudnn_gated_delta_output_t *out = fz_object_choice(c, 2) ? NULL : &k.out;
-    const rudnn_gated_delta_varlen_t *vl = k.has_varlen ? &k.vl : NULL;
     const char *name = op_names[op];
     const int chunked = op == OP_CHUNK || op == OP_CHUNK_SIZE;
     if (op == OP_CHUNK_SIZE || op == OP_RECURRENT_SIZE) {
