@@ -48,7 +48,10 @@ rudnn_status_t rudnn_gdr_check_indices(const char *op, const rudnn_gated_delta_v
     int64_t most = -1;
     for (int64_t i = 0; i < v->sequences; i++) {
         const int32_t r = v->state_indices[i];
-        if (r < 0 || r >= rows)
+        if (r < 0)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.state_indices[%lld] = %d is negative, outside "
+                                   "every state pool (rows count from 0)", op, (long long)i, (int)r);
+        if (r >= rows)
             return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.state_indices[%lld] = %d is outside the "
                                    "state pools (initial_state %lld rows, final_state %lld rows)", op, (long long)i,
                                    (int)r, (long long)rows_in, (long long)rows_out);
