@@ -1,6 +1,5 @@
 /* The gated delta rule's varlen schedule: its checks, its chunk counts, the device table of
  * backends/hal/gated_delta.h, and the plan that uploads that table once (rudnn/gated_delta.h). */
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,9 +131,7 @@ rudnn_status_t rudnn_gdr_check_plan(const char *op, rudnn_queue_t queue, const r
     if (v->sequences || v->cu_seqlens || v->state_indices)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.plan is set, so varlen.sequences must be 0 and "
                                "varlen.cu_seqlens and varlen.state_indices NULL (the plan holds the schedule)", op);
-    if (atomic_load(&p->queue->closed) || !p->queue->handle)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.plan's queue was destroyed: the plan serves "
-                               "calls on that queue only", op);
+    TRY(rudnn_check_held_queue(op, "varlen.plan", p->queue));
     if (p->queue != queue)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.plan was made for another queue: it serves "
                                "calls on its own queue only", op);

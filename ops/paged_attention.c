@@ -100,10 +100,7 @@ rudnn_queue_t rudnn_paged_plan_queue(rudnn_paged_plan_t p) { return p ? p->queue
 rudnn_status_t rudnn_paged_check_plan(const char *op, rudnn_paged_plan_t p)
 {
     TRY(rudnn_check_arg(op, "plan", p));
-    if (atomic_load(&p->queue->closed) || !p->queue->handle)
-        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: the plan's queue was destroyed: its calls run on that "
-                               "queue only", op);
-    return RUDNN_STATUS_SUCCESS;
+    return rudnn_check_held_queue(op, "the plan", p->queue);
 }
 
 /* t has rank want_rank and dims want (-1: any), in the layout named by layout. */

@@ -1,5 +1,6 @@
 /* Argument checks shared by every op. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,14 @@ const char *rudnn_shape_str(const rudnn_tensor_t *t, char *buf, size_t cap)
 rudnn_status_t rudnn_check_queue(const char *op, rudnn_queue_t queue)
 {
     return rudnn_check_arg(op, "queue", queue);
+}
+
+rudnn_status_t rudnn_check_held_queue(const char *op, const char *holder, rudnn_queue_t queue)
+{
+    if (atomic_load(&queue->closed) || !queue->handle)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s's queue was destroyed: its calls run on that queue "
+                               "only", op, holder);
+    return RUDNN_STATUS_SUCCESS;
 }
 
 rudnn_status_t rudnn_check_arg(const char *op, const char *arg, const void *ptr)

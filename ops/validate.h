@@ -12,6 +12,10 @@ const char *rudnn_shape_str(const rudnn_tensor_t *t, char *buf, size_t cap);
 
 rudnn_status_t rudnn_check_queue(const char *op, rudnn_queue_t queue);
 
+/* The queue an object holds (a plan's) is still open: "<op>: <holder>'s queue was destroyed: its
+ * calls run on that queue only" otherwise. */
+rudnn_status_t rudnn_check_held_queue(const char *op, const char *holder, rudnn_queue_t queue);
+
 /* A required pointer argument: "<op>: <arg> is NULL" when missing. */
 rudnn_status_t rudnn_check_arg(const char *op, const char *arg, const void *ptr);
 
