@@ -15,10 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
 #include <rudnn/gated_delta.h>
 
-#include "common.h"
+#include "cuda_graph.h"
 
 enum { N = 4, H = 2, T = 201, K = 128, V = 128, POOL = 6, CHUNK = 64 };
 
@@ -98,6 +97,17 @@ static void step(bufs_t *b, const rudnn_gated_delta_varlen_t *vl)
                      RUDNN_STATUS_SUCCESS);
 }
 
+typedef struct step_args {
+    bufs_t *b;
+    const rudnn_gated_delta_varlen_t *vl;
+} step_args_t;
+
+static void step_captured(void *arg)
+{
+    const step_args_t *a = arg;
+    step(a->b, a->vl);
+}
+
 static size_t read_outputs(bufs_t *b, uint8_t *host)
 {
     size_t at = 0;
@@ -146,17 +156,11 @@ static void test_graph_capture(void **state)
     rt_assert_status(rudnn_queue_synchronize(rt_queue), RUDNN_STATUS_SUCCESS);
     assert_int_equal(read_outputs(&b, eager), total);
 
-    cudaStream_t stream = (cudaStream_t)rudnn_queue_native_handle(rt_queue);
-    assert_non_null(stream);
     reset(&b, 0x3C);
     cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    assert_int_equal(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    step(&b, &vl);
-    assert_int_equal(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    assert_int_equal(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    assert_int_equal(cudaGraphLaunch(exec, stream), cudaSuccess);
-    rt_assert_status(rudnn_queue_synchronize(rt_queue), RUDNN_STATUS_SUCCESS);
+    step_args_t args = {&b, &vl};
+    cudaGraphExec_t exec = rt_graph_capture(step_captured, &args, &graph);
+    rt_graph_run(exec);
     read_outputs(&b, graphed);
     assert_memory_equal(graphed, eager, total);
 
@@ -169,8 +173,7 @@ static void test_graph_capture(void **state)
     rt_assert_status(rudnn_queue_synchronize(rt_queue), RUDNN_STATUS_SUCCESS);
     read_outputs(&b, eager);
     reset(&b, 0x3C);
-    assert_int_equal(cudaGraphLaunch(exec, stream), cudaSuccess);
-    rt_assert_status(rudnn_queue_synchronize(rt_queue), RUDNN_STATUS_SUCCESS);
+    rt_graph_run(exec);
     read_outputs(&b, graphed);
     assert_memory_equal(graphed, eager, total);
 
@@ -185,14 +188,5 @@ static void test_graph_capture(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_graph_capture)};
-    rt_set_filters(argc, argv);
-    rt_open_or_skip("gated_delta_graph");
-    rudnn_device_info_t info;
-    if (rudnn_context_device_info(rt_ctx, &info) || strcmp(info.backend, "cuda") != 0) {
-        printf("gated_delta_graph: SKIPPED (CUDA graphs need the cuda backend, this is %s)\n", info.backend);
-        rt_close();
-        return RT_EXIT_SKIP;
-    }
-    const int failed = cmocka_run_group_tests_name("gated_delta_graph", tests, NULL, rt_group_teardown);
-    return rt_exit_code(failed);
+    return rt_graph_main("gated_delta_graph", tests, sizeof tests / sizeof tests[0], argc, argv);
 }

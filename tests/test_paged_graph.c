@@ -11,10 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
 #include <rudnn/paged_attention.h>
 
-#include "common.h"
+#include "cuda_graph.h"
 
 enum { PS = 16, PAGES = 24, N = 3, Q = 6, HQ = 8, HKV = 2, D = 64, R = 40, P = 8 };
 
@@ -76,6 +75,18 @@ static void step(rudnn_paged_plan_t plan, rudnn_paged_split_workspace_t ws, bufs
                      RUDNN_STATUS_SUCCESS);
 }
 
+typedef struct step_args {
+    rudnn_paged_plan_t plan;
+    rudnn_paged_split_workspace_t ws;
+    bufs_t *b;
+} step_args_t;
+
+static void step_captured(void *arg)
+{
+    const step_args_t *a = arg;
+    step(a->plan, a->ws, a->b);
+}
+
 static void read_outputs(bufs_t *b, uint8_t *host, size_t each)
 {
     rt_assert_status(rudnn_buffer_read(rt_queue, b->out.buffer, 0, host, each), RUDNN_STATUS_SUCCESS);
@@ -107,19 +118,13 @@ static void test_graph_capture(void **state)
     rt_assert_status(rudnn_queue_synchronize(rt_queue), RUDNN_STATUS_SUCCESS);
     read_outputs(&b, eager, each);
 
-    cudaStream_t stream = (cudaStream_t)rudnn_queue_native_handle(rt_queue);
-    assert_non_null(stream);
     rt_assert_status(rudnn_buffer_fill(rt_queue, b.out.buffer, 0, 0xAB, each), RUDNN_STATUS_SUCCESS);
     rt_assert_status(rudnn_buffer_fill(rt_queue, b.out_ws.buffer, 0, 0xAB, each), RUDNN_STATUS_SUCCESS);
     rt_assert_status(rudnn_queue_synchronize(rt_queue), RUDNN_STATUS_SUCCESS);
     cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    assert_int_equal(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    step(plan, ws, &b);
-    assert_int_equal(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    assert_int_equal(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    assert_int_equal(cudaGraphLaunch(exec, stream), cudaSuccess);
-    rt_assert_status(rudnn_queue_synchronize(rt_queue), RUDNN_STATUS_SUCCESS);
+    step_args_t args = {plan, ws, &b};
+    cudaGraphExec_t exec = rt_graph_capture(step_captured, &args, &graph);
+    rt_graph_run(exec);
     read_outputs(&b, graphed, each);
     assert_memory_equal(graphed, eager, total);
 
@@ -131,8 +136,7 @@ static void test_graph_capture(void **state)
     rt_assert_status(rudnn_queue_synchronize(rt_queue), RUDNN_STATUS_SUCCESS);
     read_outputs(&b, eager, each);
     rt_assert_status(rudnn_buffer_fill(rt_queue, b.out.buffer, 0, 0xCD, each), RUDNN_STATUS_SUCCESS);
-    assert_int_equal(cudaGraphLaunch(exec, stream), cudaSuccess);
-    rt_assert_status(rudnn_queue_synchronize(rt_queue), RUDNN_STATUS_SUCCESS);
+    rt_graph_run(exec);
     read_outputs(&b, graphed, each);
     assert_memory_equal(graphed, eager, total);
 
@@ -148,14 +152,5 @@ static void test_graph_capture(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_graph_capture)};
-    rt_set_filters(argc, argv);
-    rt_open_or_skip("paged_graph");
-    rudnn_device_info_t info;
-    if (rudnn_context_device_info(rt_ctx, &info) || strcmp(info.backend, "cuda") != 0) {
-        printf("paged_graph: SKIPPED (CUDA graphs need the cuda backend, this is %s)\n", info.backend);
-        rt_close();
-        return RT_EXIT_SKIP;
-    }
-    const int failed = cmocka_run_group_tests_name("paged_graph", tests, NULL, rt_group_teardown);
-    return rt_exit_code(failed);
+    return rt_graph_main("paged_graph", tests, sizeof tests / sizeof tests[0], argc, argv);
 }
