@@ -248,11 +248,10 @@ static void run(fz_call_t *c, const problem_t *p, int op)
 }
 
 /* The op on k, with vl (host arrays or a plan of k's; the checks after it read k's arrays). */
-static void run_call(fz_call_t *c, const call_t *kp, const rudnn_gated_delta_varlen_t *vl, int op)
+static void run_call(fz_call_t *c, const call_t *k, const rudnn_gated_delta_varlen_t *vl, int op)
 {
-    const call_t k = *kp;
-    const rudnn_gated_delta_input_t *in = fz_object_choice(c, 2) ? NULL : &k.in;
-    const rudnn_gated_delta_output_t *out = fz_object_choice(c, 2) ? NULL : &k.out;
+    const rudnn_gated_delta_input_t *in = fz_object_choice(c, 2) ? NULL : &k->in;
+    const rudnn_gated_delta_output_t *out = fz_object_choice(c, 2) ? NULL : &k->out;
     const char *name = op_names[op];
     const int chunked = op == OP_CHUNK || op == OP_CHUNK_SIZE;
     if (op == OP_CHUNK_SIZE || op == OP_RECURRENT_SIZE) {
@@ -260,8 +259,8 @@ static void run_call(fz_call_t *c, const call_t *kp, const rudnn_gated_delta_var
         size_t *res = fz_object_choice(c, 2) ? NULL : &bytes;
         rudnn_status_t st =
             fz_check(c, name,
-                     chunked ? rudnn_chunk_gated_delta_rule_workspace_size(k.q, in, vl, k.chunk, out, res)
-                             : rudnn_gated_delta_rule_workspace_size(k.q, in, vl, out, res));
+                     chunked ? rudnn_chunk_gated_delta_rule_workspace_size(k->q, in, vl, k->chunk, out, res)
+                             : rudnn_gated_delta_rule_workspace_size(k->q, in, vl, out, res));
         if (st && bytes != BYTES_SENTINEL)
             fz_fail("a rejected call wrote *bytes", name, st);
         if (!st && (bytes == BYTES_SENTINEL || bytes % 256))
@@ -271,20 +270,20 @@ static void run_call(fz_call_t *c, const call_t *kp, const rudnn_gated_delta_var
     /* the intended workspace size, asked on the main queue (the call under test says why not) */
     size_t need = 0;
     if (in && out &&
-        (chunked ? rudnn_chunk_gated_delta_rule_workspace_size(c->env->q, in, vl, k.chunk, out, &need)
+        (chunked ? rudnn_chunk_gated_delta_rule_workspace_size(c->env->q, in, vl, k->chunk, out, &need)
                  : rudnn_gated_delta_rule_workspace_size(c->env->q, in, vl, out, &need)))
         need = 0;
     size_t ws_bytes = 0;
     rudnn_buffer_t ws = fz_workspace(c, need, &ws_bytes);
     rudnn_status_t st = fz_check(c, name,
-                                 chunked ? rudnn_chunk_gated_delta_rule(k.q, in, vl, k.chunk, ws, ws_bytes, out)
-                                         : rudnn_gated_delta_rule(k.q, in, vl, ws, ws_bytes, out));
+                                 chunked ? rudnn_chunk_gated_delta_rule(k->q, in, vl, k->chunk, ws, ws_bytes, out)
+                                         : rudnn_gated_delta_rule(k->q, in, vl, ws, ws_bytes, out));
     if (st)
         return;
     if (vl)
-        check_varlen_untouched(c, name, &k);
-    else if (k.in.query->dims[2] == 0)
-        check_state_copied(c, name, &k);
+        check_varlen_untouched(c, name, k);
+    else if (k->in.query->dims[2] == 0)
+        check_state_copied(c, name, k);
 }
 
 /* Every op and dtype, fixed and varlen, so that the programs are built before the leak checks. */
