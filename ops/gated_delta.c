@@ -196,16 +196,8 @@ static rudnn_status_t validate(const char *op, rudnn_queue_t queue, const rudnn_
     if (chunk)
         TRY(rudnn_gdr_check_chunk_size(op, queue, chunk));
     const rudnn_gated_delta_varlen_plan_t vp = vl ? vl->plan : NULL;
-    if (vp) { /* the plan checked its schedule; what the tensors decide is checked here */
-        TRY(rudnn_gdr_check_plan(op, queue, vl, chunk));
-        if (vp->tokens > T)
-            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.plan's cu_seqlens[%lld] = %lld is past T = "
-                                   "%lld (dim 2 of query)", op, (long long)vp->sequences, (long long)vp->tokens,
-                                   (long long)T);
-        if (vp->rows > rows_in || vp->rows > rows_out)
-            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.plan's state_indices need %lld rows of the "
-                                   "state pools (initial_state has %lld rows, final_state %lld)", op,
-                                   (long long)vp->rows, (long long)rows_in, (long long)rows_out);
+    if (vp) {
+        TRY(rudnn_gdr_check_plan(op, queue, vl, chunk, T, rows_in, rows_out));
     } else if (vl) {
         int64_t rows_needed;
         TRY(rudnn_gdr_check_offsets(op, vl, T));

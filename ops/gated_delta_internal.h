@@ -32,9 +32,10 @@ void rudnn_gdr_count_chunks(const rudnn_gated_delta_varlen_t *v, int64_t chunk, 
  * queue's memory at ws; ALLOC_FAILED without host memory. */
 rudnn_status_t rudnn_gdr_write_table(rudnn_queue_t queue, const rudnn_gated_delta_varlen_t *v, int64_t chunk,
                                      void *ws);
-/* A plan a call may use: there, its queue alive and the call's, made for the call's chunk (0: a
- * recurrent call takes any plan). */
+/* A plan a call may use: no host arrays beside it, its queue alive and the call's, made for the
+ * call's chunk (0: a recurrent call takes any plan), its last offset within T and its largest index
+ * within both pools' rows. */
 rudnn_status_t rudnn_gdr_check_plan(const char *op, rudnn_queue_t queue, const rudnn_gated_delta_varlen_t *v,
-                                    int64_t chunk);
+                                    int64_t chunk, int64_t T, int64_t rows_in, int64_t rows_out);
 
 #endif

@@ -125,7 +125,7 @@ rudnn_status_t rudnn_gdr_write_table(rudnn_queue_t queue, const rudnn_gated_delt
 }
 
 rudnn_status_t rudnn_gdr_check_plan(const char *op, rudnn_queue_t queue, const rudnn_gated_delta_varlen_t *v,
-                                    int64_t chunk)
+                                    int64_t chunk, int64_t T, int64_t rows_in, int64_t rows_out)
 {
     const rudnn_gated_delta_varlen_plan_t p = v->plan;
     if (v->sequences || v->cu_seqlens || v->state_indices)
@@ -138,6 +138,14 @@ rudnn_status_t rudnn_gdr_check_plan(const char *op, rudnn_queue_t queue, const r
     if (chunk && chunk != p->chunk_size)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.plan was made for chunk_size %lld, the call's "
                                "is %lld", op, (long long)p->chunk_size, (long long)chunk);
+    /* the plan checked its schedule; what the call's tensors decide is checked here */
+    if (p->tokens > T)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.plan's cu_seqlens[%lld] = %lld is past T = %lld "
+                               "(dim 2 of query)", op, (long long)p->sequences, (long long)p->tokens, (long long)T);
+    if (p->rows > rows_in || p->rows > rows_out)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: varlen.plan's state_indices need %lld rows of the state "
+                               "pools (initial_state has %lld rows, final_state %lld)", op, (long long)p->rows,
+                               (long long)rows_in, (long long)rows_out);
     return RUDNN_STATUS_SUCCESS;
 }
 
