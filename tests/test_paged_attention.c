@@ -113,7 +113,7 @@ static void sched_build(sched_t *sc, uint64_t seed, int64_t ps, int nseq, const 
     rt_rng_t r;
     rt_rng_seed(&r, seed);
     memset(sc, 0, sizeof *sc);
-    int64_t need[MAX_SEQ], total = 0, nq = 0;
+    int64_t *need = rt_xmalloc(sizeof(int64_t) * (size_t)(nseq > 0 ? nseq : 1)), total = 0, nq = 0;
     for (int i = 0; i < nseq; i++) {
         need[i] = (seqs[i].len + ps - 1) / ps;
         total += need[i];
@@ -168,7 +168,7 @@ static void sched_build(sched_t *sc, uint64_t seed, int64_t ps, int nseq, const 
             break;
         }
     }
-    free(perm);
+    free(perm), free(need);
     sc->s = (rudnn_paged_schedule_t){ps, pages, nseq, sc->lengths, sc->offsets, sc->tables, nq, sc->sid, sc->pos};
 }
 
@@ -671,6 +671,50 @@ static void split_workspaces(void **state)
                 rudnn_paged_split_workspace_destroy(ws);
             }
             free(unsplit[0]), free(unsplit[1]);
+            data_free(&d);
+        }
+        rudnn_paged_plan_destroy(plan);
+        sched_free(&sc);
+    }
+    rt_log_finish_free(log, "case(s)");
+}
+
+/* Decode over a batch of histories of one length with more work items than a GPU holds CTAs at once
+ * (72 sequences x 8 KV heads, and x 16 splits through a workspace): a persistent decode grid takes
+ * several items a CTA, staging the next one's tiles while it merges one. At length 40 an item is
+ * one tile (the staging crosses items within one step) and most splits hold no key. */
+static void batch_decode(void **state)
+{
+    (void)state;
+    enum { NSEQ = 72, SPLITS = 16 };
+    static const int64_t lens[] = {160, 40};
+    const shape_t sh = {32, 8, 128, 128, 0};
+    const float scale = (float)(1.5 / sqrt((double)sh.D));
+    rt_log_t *log = rt_log_new();
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        seqspec_t seqs[NSEQ];
+        for (int i = 0; i < NSEQ; i++)
+            seqs[i] = (seqspec_t){lens[li], 1, DEC};
+        char name[64];
+        snprintf(name, sizeof name, "batch_decode_len%lld", (long long)lens[li]);
+        sched_t sc;
+        sched_build(&sc, rt_hash(name), 16, NSEQ, seqs, 2, 0);
+        rudnn_paged_plan_t plan = make_plan(&sc);
+        for (size_t di = 0; di < 3; di++) {
+            data_t d;
+            data_make(&d, &sc, &sh, dtypes[di], rt_hash(name) + di, OOH);
+            rudnn_paged_split_workspace_t ws = NULL;
+            rt_assert_status(rudnn_paged_split_workspace_create(rt_queue, d.Q, sh.H, sh.Dv, SPLITS, &ws),
+                             RUDNN_STATUS_SUCCESS);
+            for (int split = 0; split < 2; split++)
+                for (int causal = 0; causal < 2; causal++) {
+                    char what[160];
+                    snprintf(what, sizeof what, "%s %s %s %s", name, rudnn_dtype_name(dtypes[di]),
+                             causal ? "causal" : "not causal", split ? "16 splits" : "unsplit");
+                    if (run_checked(log, what, &sc, plan, split ? ws : NULL, &d, NULL, NULL, scale, causal, NULL))
+                        log->failures++;
+                }
+            rudnn_paged_split_workspace_destroy(ws);
             data_free(&d);
         }
         rudnn_paged_plan_destroy(plan);
@@ -1341,6 +1385,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(nan_inputs),
         cmocka_unit_test(nan_inputs_mla),
         cmocka_unit_test(split_workspaces),
+        cmocka_unit_test(batch_decode),
         cmocka_unit_test(append_then_attend),
         cmocka_unit_test(append_copy_on_write),
         cmocka_unit_test(plan_reused_by_layers),
