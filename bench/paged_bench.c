@@ -6,7 +6,8 @@
  *    "kv_tokens","causal","dtype","backend","device", attention: "hq","hkv","d","dv"; MLA: "h","r",
  *    "p", then "kernel","splits","median_ms","min_ms","flops","tflops","bytes","cache_bytes","gbps",
  *    "copy_gbps","copy_fraction","size_copy_bytes","size_copy_gbps","size_copy_fraction","reps","sets",
- *    "host_plan_ms"}
+ *    "host_plan_ms"}, and for a call under GRAPH_BELOW_MS on the cuda backend "graph_ms",
+ *    "graph_copy_fraction" (below; elsewhere "graph_ms":null and "graph_why")
  *
  * Cases (causal, BF16, random values in [-1, 1); the physical pages of the caches are a random
  * permutation (seeded by the case's name), handed to the sequences in turn, so that every history
@@ -36,7 +37,11 @@
  *   size_copy_gbps, a copy of the case's own byte count (size_copy_bytes: less where memory leaves
  *   less room beside the sets; null where none) timed right after it, from its input sets in turn
  *   into one other buffer (counted the same way: 2 bytes / time). Issue 24's targets read
- *   copy_fraction.
+ *   copy_fraction. graph_ms: GRAPH_CALLS calls (over the sets in turn) captured in one CUDA graph,
+ *   its replays timed (--reps, each between two events) and divided by GRAPH_CALLS: the call
+ *   without the launch gap and host work that each event-bracketed call pays, as a serving step
+ *   replays it (launch-bound calls only: B 1 KV 2k, bench_graph.h); graph_copy_fraction = bytes /
+ *   graph_ms over copy_gbps.
  *
  *   rudnn-bench-paged [--backend NAME] [--device N] [--reps N] [--case NAME[,NAME]] [--quick]
  *                     [--max-cache-gib G] [--host-plan]
@@ -57,6 +62,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_graph.h"
 #include "bench_util.h"
 #include "rudnn/rudnn.h"
 
@@ -72,6 +78,8 @@
 #define REGION_ALIGN 256 /* each tensor's offset in its set's buffer */
 #define MLA_SCALE 0.07216878364870323 /* 1/sqrt(192) */
 #define MAX_CASES 64
+#define GRAPH_BELOW_MS 0.05 /* calls this short are launch-bound: timed from a graph as well */
+#define GRAPH_CALLS 32      /* calls a graph (the sets in turn) */
 
 #define CHECK(call)                                                                                              \
     do {                                                                                                         \
@@ -435,6 +443,14 @@ typedef struct pa_call {
     float scale;
 } pa_call_t;
 
+static rudnn_status_t call(const pa_call_t *k, int i);
+
+/* bench_graph_time's call: the i-th call of a captured step. */
+static rudnn_status_t graph_call(void *arg, int i)
+{
+    return call((const pa_call_t *)arg, i);
+}
+
 static rudnn_status_t call(const pa_call_t *k, int i)
 {
     const set_t *s = &k->sets[i % k->nsets];
@@ -556,7 +572,19 @@ static void run_case(run_t *r, const pa_case_t *c)
             printf(",\"size_copy_gbps\":%.2f,\"size_copy_fraction\":%.4f", size_gbps, gbps / size_gbps);
         else
             printf(",\"size_copy_gbps\":null,\"size_copy_fraction\":null");
-        printf(",\"reps\":%d,\"sets\":%d,\"host_plan_ms\":%.4f}\n", r->reps, nsets, host_ms);
+        printf(",\"reps\":%d,\"sets\":%d,\"host_plan_ms\":%.4f", r->reps, nsets, host_ms);
+        if (median < GRAPH_BELOW_MS) {
+            double graph_ms = 0;
+            const char *graph_why = NULL;
+            if (!bench_graph_time(&r->ev, r->ctx, r->q, GRAPH_CALLS, graph_call, &k, &graph_ms, &graph_why))
+                printf(",\"graph_ms\":%.6f,\"graph_copy_fraction\":%.4f", graph_ms,
+                       n.bytes / (graph_ms * 1e-3) / 1e9 / r->copy_gbps);
+            else {
+                printf(",\"graph_ms\":null,\"graph_why\":");
+                bench_json_string(graph_why);
+            }
+        }
+        printf("}\n");
         fflush(stdout);
     }
     rudnn_paged_split_workspace_destroy(k.ws);
