@@ -110,6 +110,11 @@ def main():
             ms(r), fmt(r.get("gbps"), ".1f"), pct(r.get("gbps"), copy), size_pct(r),
             ms(cu), pct(cu.get("gbps") if timed(cu) else None, copy), speedup(cu, r), ms(fa), speedup(fa, r),
             fmt(cu["gather_ms"], ".4f") if timed(cu) else "—", decode_target(r)))
+    graphs = [(case, r) for case, r, _ in kinds["decode"] if timed(r) and r.get("graph_ms")]
+    if graphs:
+        print("\nThe same calls replayed from a CUDA graph of 32 (launch-bound calls only, `graph_ms`): " + "; ".join(
+            "%s %s ms, %s%% of copy" % (case, fmt(r["graph_ms"], ".4f"), pct(r["bytes"] / (r["graph_ms"] * 1e6), copy))
+            for case, r in graphs) + ".")
 
     print("\n### Prefill (varlen, 16384 tokens, Hq 32, Hkv 8, D 128, page 16, bf16, causal, fresh histories)\n")
     print("| case | rudnn kernel | rudnn ms | TFLOP/s | FA2 ms | FA2 TFLOP/s | rudnn TFLOP/s / FA2's | cuDNN ms | "
