@@ -443,20 +443,18 @@ typedef struct pa_call {
     float scale;
 } pa_call_t;
 
-static rudnn_status_t call(const pa_call_t *k, int i);
-
-/* bench_graph_time's call: the i-th call of a captured step. */
-static rudnn_status_t graph_call(void *arg, int i)
-{
-    return call((const pa_call_t *)arg, i);
-}
-
 static rudnn_status_t call(const pa_call_t *k, int i)
 {
     const set_t *s = &k->sets[i % k->nsets];
     if (k->c->kind == KIND_MLA)
         return rudnn_paged_mla_with_workspace(k->plan, k->ws, &s->q, &s->qp, &s->k, &s->k2, k->scale, 1, &s->out);
     return rudnn_paged_attention_with_workspace(k->plan, k->ws, &s->q, &s->k, &s->k2, k->scale, 1, &s->out);
+}
+
+/* bench_graph_time's call: the i-th call of a captured step. */
+static rudnn_status_t graph_call(void *arg, int i)
+{
+    return call((const pa_call_t *)arg, i);
 }
 
 /* Warm-up and timed calls: 0 with the times and the kernel, or the failing call's status. */

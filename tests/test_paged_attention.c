@@ -680,9 +680,9 @@ static void split_workspaces(void **state)
 }
 
 /* Decode over a batch of histories of one length with more work items than a GPU holds CTAs at once
- * (72 sequences x 8 KV heads, and x 16 splits through a workspace): a persistent decode grid takes
- * several items a CTA, staging the next one's tiles while it merges one. At length 40 an item is
- * one tile (the staging crosses items within one step) and most splits hold no key. */
+ * (72 sequences x 8 KV heads, and x 16 splits through a workspace: several waves of CTAs, and the
+ * split merge's counters reused across them). At length 40 an item is one tile and most splits
+ * hold no key. */
 static void batch_decode(void **state)
 {
     (void)state;
