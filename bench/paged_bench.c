@@ -24,8 +24,9 @@
  * --quick runs tiny cases of the same kinds (a smoke run, e.g. on PoCL).
  *
  * Every call goes through the _with_workspace form with a split workspace of splits 0 (the plan
- * chooses the count per call; "splits" is rudnn_paged_split_count's answer, "kernel"
- * rudnn_last_kernel() after the timed calls: the last kernel of a call, the merge where one runs).
+ * chooses the count per call; --splits S gives every call S, to compare counts; "splits" is
+ * rudnn_paged_split_count's answer, "kernel" rudnn_last_kernel() after the timed calls: the last
+ * kernel of a call, the merge where one runs).
  *
  * Counts. pairs = visible (query, key) pairs, sum over queries of min(len, pos + 1).
  *   attention: flops = 2 Hq pairs (D + Dv)               (4 Hq pairs D here)
@@ -44,7 +45,7 @@
  *   graph_ms over copy_gbps.
  *
  *   rudnn-bench-paged [--backend NAME] [--device N] [--reps N] [--case NAME[,NAME]] [--quick]
- *                     [--max-cache-gib G] [--host-plan]
+ *                     [--max-cache-gib G] [--splits S] [--host-plan]
  * Inputs: when one set (caches, q, out) is under 4x a 60 MB L2, several sets are used in turn
  * ("sets"), so that no call finds its cache in L2. WARMUP calls (at least one per set), then --reps
  * calls each between two events; median and minimum. A case answering NOT_SUPPORTED prints
@@ -111,6 +112,7 @@ typedef struct run {
     rudnn_device_info_t dev;
     int reps;
     double max_cache_gib;
+    int splits; /* --splits: the split workspaces' count (0: the plan's choice a call) */
     bench_events_t ev;
     double copy_gbps;
     uint16_t *block; /* random BF16 values every buffer is filled from */
@@ -532,7 +534,7 @@ static void run_case(run_t *r, const pa_case_t *c)
     k.sets = bench_xmalloc(PROG, (size_t)nsets * sizeof *k.sets);
     for (int i = 0; i < nsets; i++)
         set_create(r, c, &n, &k.sets[i]);
-    CHECK(rudnn_paged_split_workspace_create(r->q, n.queries, c->hq, c->dv, 0, &k.ws));
+    CHECK(rudnn_paged_split_workspace_create(r->q, n.queries, c->hq, c->dv, r->splits, &k.ws));
     int splits = 0;
     CHECK(rudnn_paged_split_count(k.plan, k.ws, c->hq, c->hkv, &splits));
     CHECK(rudnn_queue_synchronize(r->q));
@@ -598,7 +600,7 @@ static void run_case(run_t *r, const pa_case_t *c)
 static void usage(FILE *f, const pa_case_t *full, size_t nfull, const pa_case_t *quick, size_t nquick)
 {
     fprintf(f, "usage: " PROG " [--backend NAME] [--device N] [--reps N] [--case NAME[,NAME]] [--quick]\n"
-               "         [--max-cache-gib G] [--host-plan]\ncases:");
+               "         [--max-cache-gib G] [--splits S] [--host-plan]\ncases:");
     for (size_t i = 0; i < nfull; i++)
         fprintf(f, " %s", full[i].name);
     fprintf(f, "\n--quick cases:");
@@ -638,6 +640,8 @@ int main(int argc, char **argv)
             cases = v;
         else if (v && !strcmp(a, "--max-cache-gib") && atof(v) > 0)
             r.max_cache_gib = atof(v);
+        else if (v && !strcmp(a, "--splits"))
+            r.splits = atoi(v);
         else {
             usage(stderr, full, nfull, quick_list, nquick);
             return 2;
