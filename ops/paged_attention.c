@@ -22,9 +22,11 @@
  * streams its keys at a rate of its own, so the call takes as long as the waves of items the
  * device holds at once (PAGED_SPLIT_RESIDENT an SM: the CUDA decode kernel's CTAs an SM): a last
  * wave only part full leaves SMs idle. Splits of at least PAGED_SPLIT_MIN_KEYS keys each (the
- * partials' write and merge small next to the keys read). */
+ * partials' write and merge small next to the keys read): 128, two 64-key tiles of the decode
+ * kernel; at B 1, KV 2k its 16 splits take 0.91 of the time of 64 keys' 32 (H100 and H200,
+ * bench/RESULTS.md), while long histories keep their counts. */
 #define PAGED_SPLIT_RESIDENT 2
-#define PAGED_SPLIT_MIN_KEYS 64
+#define PAGED_SPLIT_MIN_KEYS 128
 /* Counts whose waves are this close to the fullest count's count as full: the smallest is taken
  * (fewer partials to merge). */
 #define PAGED_SPLIT_FILL_SLACK 0.03
