@@ -38,6 +38,12 @@
 #             stall reasons, how long the SMs were active (the tail: average against maximum),
 #             L2 hit rate, DRAM bytes: ncu-att-d64.txt and ncu-att-d64-causal.txt
 #   att-d64-src  the causal kernel per instruction: ncu-att-d64-src-sass.csv and -top.txt
+#   gdr       one chunked gated-delta call at B 1, H 8, T 32768 and at B 8, H 16, T 4096 (bf16): every
+#             kernel (tc_prep, the wgmma segment and state passes, tc_carry) with stall reasons, DRAM
+#             bytes and the SMs' active cycles (average against maximum: the tail): ncu-gdr-b1.txt,
+#             ncu-gdr-b8.txt
+#   paged-decode  the paged decode kernel (mma_decode) at page 16, B 1 KV 2k and B 8 KV 8k, with the
+#             metrics of gdr: ncu-paged-b1-kv2k.txt, ncu-paged-b8-kv8k.txt
 #   norm-16   the 16-bit rows below target: all four ops bf16 [4096, 65536], layer_norm bf16
 #             [16384, 8192], layer_norm and softmax bf16 [65536, 1024], with stall reasons
 #
@@ -181,6 +187,18 @@ for target in "$@"; do
       done ;;
     att-d64-src) profile_src att-d64-src 'att_wgmma' 1 "$BUILD/bench/rudnn-bench-attention" --backend cuda \
                    --strategy flash_accelerated --case prefill_b8_h16_s2048_d64_causal --reps 1 ;;
+    gdr)
+      for c in b1_h8_t32768 b8_h16_t4096; do
+        EXTRA_METRICS="$stall_metrics,$mem,sm__cycles_active.avg,sm__cycles_active.max" \
+          profile "gdr-${c%%_*}" 'tc_prep|wg_pass|tc_pass|tc_carry' 5 "$BUILD/bench/rudnn-bench-gdr" --backend cuda \
+          --case "prefill_$c" --reps 1
+      done ;;
+    paged-decode)
+      for c in b1_kv2k b8_kv8k; do
+        EXTRA_METRICS="$stall_metrics,$mem,sm__cycles_active.avg,sm__cycles_active.max" \
+          profile "paged-${c/_/-}" 'mma_kernel' 1 "$BUILD/bench/rudnn-bench-paged" --backend cuda \
+          --case "decode_p16_$c" --reps 1
+      done ;;
     *) echo "gpu-profile.sh: unknown target '$target'" >&2; rc=2 ;;
   esac
 done
