@@ -655,9 +655,15 @@ rudnn_status_t launch(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const r
     TRY(rdg_launched("gated_delta.tc_prep"));
     const int64_t segs = p->segments;
     if (segs > 1) { /* the segments from zero and their transitions, then the true entering states */
-        TRY((launch_pass<DT, KD, VD, PASS_LOCAL>(q, p, o, segs - 1, "gated_delta.tc_segment")));
+        /* on wgmma both in one pass (GDR_WG_FUSED_SEGMENT), else a pass each */
+        const bool fused = GDR_WG_FUSED_SEGMENT && KD == 128 && VD == 128 && rdg_gdr_wg_fits(&q->dev, p, o);
+        if (fused)
+            TRY(rdg_gdr_wg_pass(q, p, o, PASS_SEGMENT, segs - 1));
+        else
+            TRY((launch_pass<DT, KD, VD, PASS_LOCAL>(q, p, o, segs - 1, "gated_delta.tc_segment")));
         if (segs > 2) {
-            TRY((launch_pass<DT, KD, VD, PASS_TRANSITION>(q, p, o, segs - 2, "gated_delta.tc_segment")));
+            if (!fused)
+                TRY((launch_pass<DT, KD, VD, PASS_TRANSITION>(q, p, o, segs - 2, "gated_delta.tc_segment")));
             static std::atomic<int> carry_raised[64];
             TRY(allow_smem((const void *)tc_carry_kernel<KD, VD>, carry_raised, q->dev.index, carry_smem(KD)));
             rdg_note_kernel("gated_delta.tc_carry");

@@ -22,7 +22,12 @@ struct Rec {
  * Segment j > 0 of a cut pass first runs from a zero state (tc_segment: S_local_j) and from I over
  * the same chunks (its transition M_j, as a state of K columns with U = 0); tc_carry then walks the
  * segments, S_(j+1) = M_j S_j + S_local_j; tc_state runs every segment from its true state. */
-enum Pass { PASS_STATE, PASS_LOCAL, PASS_TRANSITION };
+enum Pass {
+    PASS_STATE,
+    PASS_LOCAL,
+    PASS_TRANSITION,
+    PASS_SEGMENT /* wgmma only: S_local_j and M_j in one block, each chunk's W and K read once */
+};
 
 __device__ __forceinline__ void segment_range(int64_t n, int64_t segs, int64_t j, int64_t &begin, int64_t &end)
 {

@@ -30,6 +30,15 @@
 #ifndef GDR_WG_SEGMENT_CONSUMER_REGS
 #define GDR_WG_SEGMENT_CONSUMER_REGS 232
 #endif
+/* 1: a segment's zero-state run and its transition in one wgmma pass (PASS_SEGMENT: each
+ * warpgroup carries its 64 columns of both through every chunk, so W and K are read once); 0: a
+ * pass each. 0 until the fused pass has run on a GPU (written 2026-12-06 with no device time
+ * left: it compiles, it has not been tested or timed; A/B it with -DGDR_WG_FUSED_SEGMENT=1). ncu
+ * on an H100 (B 1, H 8, T 32768) put the two passes at 72.9 and 58.3 us, the first at 79% of DRAM
+ * throughput, the second re-reading 118 MB of W and K (bench/RESULTS.md). */
+#ifndef GDR_WG_FUSED_SEGMENT
+#define GDR_WG_FUSED_SEGMENT 0
+#endif
 /* Stages of the wgmma zero-state and transition passes' ring (the output's pass has room for 2
  * only). H100, bf16, B 1 / H 8 / T 32768 and B 8 / H 16 / T 4096: 3 stages timed as 2 (0.989, 1.000);
  * so did X = S^T W^T from registers with 4 stages (0.995, 1.004), and copying a chunk ahead before

@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
 
     /* the segment and its chunks, as tc_pass */
     const int64_t h = blockIdx.y, s = blockIdx.z, segs = p.segments;
-    const int64_t j = blockIdx.x + (PASS == PASS_TRANSITION ? 1 : 0);
+    const int64_t j = blockIdx.x + (PASS == PASS_TRANSITION ? 1 : 0); /* PASS_SEGMENT: from 0, as PASS_LOCAL */
     const SeqInfo si = seq_info(p, table, s);
     const int64_t live = live_segments(si.chunks, segs);
     const int64_t writer = live > 0 ? live - 1 : 0;
@@ -192,131 +192,164 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
         else
             set_max_regs_inc<GDR_WG_SEGMENT_CONSUMER_REGS>();
         const int hh = wg - 1, v0_ = 64 * hh + 16 * w + g; /* this thread's rows v0 and v0 + 8 */
+        constexpr bool TWO = PASS == PASS_SEGMENT; /* the local state and the transition side by side */
+        const bool trans = TWO && j >= 1;          /* segment 0 needs no transition */
         const float *src = PASS == PASS_TRANSITION ? nullptr
                            : j == 0                ? state_at(s_in, p, si.row, h)
-                           : PASS == PASS_LOCAL    ? nullptr
+                           : PASS != PASS_STATE    ? nullptr
                                                    : xs + ((s * segs + j) * p.heads + h) * st_elems;
-        /* st[4 nn + e]: S^T (v0 + 8 (e / 2), key 8 nn + 2 t + e % 2) = S (key, v) */
-        float st[64];
+        /* st[4 nn + e]: S^T (v0 + 8 (e / 2), key 8 nn + 2 t + e % 2) = S (key, v); mt the same of
+         * the transition (PASS_SEGMENT), from I */
+        float st[64], mt[TWO ? 64 : 1];
 #pragma unroll
         for (int nn = 0; nn < 16; nn++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int v = v0_ + 8 * (e / 2), key = 8 * nn + 2 * t + (e % 2);
                 st[4 * nn + e] = PASS == PASS_TRANSITION ? (key == v ? 1.0f : 0.0f) : src ? src[key * KD + v] : 0.0f;
+                if constexpr (TWO)
+                    mt[4 * nn + e] = key == v ? 1.0f : 0.0f;
             }
         fence_operands(st);
+        if constexpr (TWO)
+            fence_operands(mt);
         for (int n = 0; n < nch; n++) {
             const int sx = n % S, px = n & 1; /* the stage; the S and Delta buffer */
             const int L = (int)min((int64_t)CH, si.length - (cb + n) * CH);
             mbar_wait(full(sx), (uint32_t)(n / S) & 1u);
             const float *gam = (const float *)(base + Lay::gam + sx * CH * 4);
-            const int v0 = opaque(v0_); /* the swizzled addresses recomputed each chunk, not held */
-            float x[32];
-            /* S^T rounded into [v][key] blocks of 64 keys: the A operand of X (this warpgroup's
-             * rows) and the output warpgroup's B; stmatrix: matrix m of key step kk holds rows
-             * v0 + 8 (m % 2), keys 16 kk + 8 (m / 2) (st[8 kk + 2 m], the next), lane l gives row
-             * l % 8 of matrix l / 8 (rows 8-aligned: the swizzle's row bits are l % 8) */
-            if (OUT && n >= 2)
-                mbar_wait(sempty(px), (uint32_t)((n >> 1) - 1) & 1u);
-            {
-                const int lm = lane / 8, lr = lane % 8;
-                const uint32_t srow = sb + Lay::sb + px * 4 * BLK + (uint32_t)(v0 - g + 8 * (lm % 2) + lr) * 128;
+            /* One chunk of one state sa (TR: a transition, no U) through S^T buffer buf: a warpgroup
+             * reads back only its own rows of the buffer, so the one of the other chain (or the other
+             * parity) between two writes of it orders them. */
+            auto step = [&](float(&sa)[64], auto tr, int buf) {
+                constexpr bool TR = decltype(tr)::value;
+                const int v0 = opaque(v0_); /* the swizzled addresses recomputed each chunk, not held */
+                float x[32];
+                /* S^T rounded into [v][key] blocks of 64 keys: the A operand of X (this warpgroup's
+                 * rows) and the output warpgroup's B; stmatrix: matrix m of key step kk holds rows
+                 * v0 + 8 (m % 2), keys 16 kk + 8 (m / 2) (sa[8 kk + 2 m], the next), lane l gives row
+                 * l % 8 of matrix l / 8 (rows 8-aligned: the swizzle's row bits are l % 8) */
+                if (OUT && n >= 2)
+                    mbar_wait(sempty(buf), (uint32_t)((n >> 1) - 1) & 1u);
+                {
+                    const int lm = lane / 8, lr = lane % 8;
+                    const uint32_t srow = sb + Lay::sb + buf * 4 * BLK + (uint32_t)(v0 - g + 8 * (lm % 2) + lr) * 128;
 #pragma unroll
-                for (int kk = 0; kk < 8; kk++) {
-                    const uint32_t r[4] = {pack2(DT, st[8 * kk], st[8 * kk + 1]), pack2(DT, st[8 * kk + 2], st[8 * kk + 3]),
-                                           pack2(DT, st[8 * kk + 4], st[8 * kk + 5]),
-                                           pack2(DT, st[8 * kk + 6], st[8 * kk + 7])};
-                    stsm_x4(srow + (kk / 4) * 2 * BLK + ((uint32_t)((2 * (kk % 4) + lm / 2) ^ lr) << 4), r);
+                    for (int kk = 0; kk < 8; kk++) {
+                        const uint32_t r[4] = {pack2(DT, sa[8 * kk], sa[8 * kk + 1]), pack2(DT, sa[8 * kk + 2], sa[8 * kk + 3]),
+                                               pack2(DT, sa[8 * kk + 4], sa[8 * kk + 5]),
+                                               pack2(DT, sa[8 * kk + 6], sa[8 * kk + 7])};
+                        stsm_x4(srow + (kk / 4) * 2 * BLK + ((uint32_t)((2 * (kk % 4) + lm / 2) ^ lr) << 4), r);
+                    }
                 }
-            }
-            fence_proxy_async(); /* generic stores, read by wgmma */
-            state_sync(hh);
-            /* X = S^T W^T (A = S^T, B = W: both K-major); x defined here (the first product
-             * ignores it) so that it is dead outside, not held across the update */
-            const uint32_t sbs = sb + Lay::sb + px * 4 * BLK + hh * BLK;
+                fence_proxy_async(); /* generic stores, read by wgmma */
+                state_sync(hh);
+                /* X = S^T W^T (A = S^T, B = W: both K-major); x defined here (the first product
+                 * ignores it) so that it is dead outside, not held across the update */
+                const uint32_t sbs = sb + Lay::sb + buf * 4 * BLK + hh * BLK;
 #pragma unroll
-            for (int i = 0; i < 32; i++)
-                x[i] = 0.0f;
-            wgmma_fence();
+                for (int i = 0; i < 32; i++)
+                    x[i] = 0.0f;
+                wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < 8; kk++)
-                wgmma_ss<DT, 64>(x, wgmma_desc(sbs + (kk / 4) * 2 * BLK + (kk % 4) * 32),
-                                 wgmma_desc(stage(sx) + Lay::w + (kk / 4) * BLK + (kk % 4) * 32), kk > 0);
-            wgmma_commit();
-            wgmma_wait<0>();
-            fence_operands(x);
-            /* Delta^T = U^T - X on the valid rows (x[4 nn + e]: v0 + 8 (e / 2), row 8 nn + 2 t + e % 2);
-             * the decayed one as the A fragments of the update, Delta itself for the output */
-            const float gl = gam[L - 1];
-            uint32_t da[4][4];
-            /* U^T by ldmatrix.trans, matrix m = 2 (nn % 2) + half of an nn pair: U's chunk rows
-             * 8 nn + l % 8 (lane l gives a row of matrix l / 8), value columns v0 - g + 8 half .. + 7 */
-            const int lm = lane / 8, lr = lane % 8;
-            /* the masks of a partial chunk's rows; a full chunk's step compiled without them */
-            auto delta_rows = [&](auto full) {
-                constexpr bool FULL = decltype(full)::value;
+                for (int kk = 0; kk < 8; kk++)
+                    wgmma_ss<DT, 64>(x, wgmma_desc(sbs + (kk / 4) * 2 * BLK + (kk % 4) * 32),
+                                     wgmma_desc(stage(sx) + Lay::w + (kk / 4) * BLK + (kk % 4) * 32), kk > 0);
+                wgmma_commit();
+                wgmma_wait<0>();
+                fence_operands(x);
+                /* Delta^T = U^T - X on the valid rows (x[4 nn + e]: v0 + 8 (e / 2), row 8 nn + 2 t + e % 2);
+                 * the decayed one as the A fragments of the update, Delta itself for the output */
+                const float gl = gam[L - 1];
+                uint32_t da[4][4];
+                /* U^T by ldmatrix.trans, matrix m = 2 (nn % 2) + half of an nn pair: U's chunk rows
+                 * 8 nn + l % 8 (lane l gives a row of matrix l / 8), value columns v0 - g + 8 half .. + 7 */
+                const int lm = lane / 8, lr = lane % 8;
+                /* the masks of a partial chunk's rows; a full chunk's step compiled without them */
+                auto delta_rows = [&](auto full) {
+                    constexpr bool FULL = decltype(full)::value;
 #pragma unroll
-                for (int np = 0; np < 4; np++) {
-                    uint32_t ur[4] = {0u, 0u, 0u, 0u}, dr[4];
-                    if (PASS != PASS_TRANSITION) { /* U^T (v, rows i, i + 1) from U [rows][v] */
-                        const int nn = 2 * np + lm / 2, v = v0 - g + 8 * (lm % 2);
-                        rdg_ldsm_x4_trans(stage(sx) + Lay::u + (uint32_t)hh * BLK + (uint32_t)(8 * nn + lr) * 128 +
-                                              ((uint32_t)(((v % 64) >> 3) ^ lr) << 4),
-                                          ur);
-                    }
-#pragma unroll
-                    for (int m = 0; m < 4; m++) {
-                        const int nn = 2 * np + m / 2, half = m % 2, i = 8 * nn + 2 * t;
-                        const float u0 = from16<DT>((uint16_t)(ur[m] & 0xffffu)), u1 = from16<DT>((uint16_t)(ur[m] >> 16));
-                        const float d0 = FULL || i < L ? u0 - x[4 * nn + 2 * half] : 0.0f;
-                        const float d1 = FULL || i + 1 < L ? u1 - x[4 * nn + 2 * half + 1] : 0.0f;
-                        const float f0 = FULL || i < L ? __expf(gl - gam[i]) : 0.0f;
-                        const float f1 = FULL || i + 1 < L ? __expf(gl - gam[i + 1]) : 0.0f;
-                        dr[m] = pack2(DT, d0, d1);
-                        da[np][m] = pack2(DT, d0 * f0, d1 * f1);
-                    }
-                    if constexpr (OUT) {
+                    for (int np = 0; np < 4; np++) {
+                        uint32_t ur[4] = {0u, 0u, 0u, 0u}, dr[4];
+                        if constexpr (!TR) { /* U^T (v, rows i, i + 1) from U [rows][v] */
+                            const int nn = 2 * np + lm / 2, v = v0 - g + 8 * (lm % 2);
+                            rdg_ldsm_x4_trans(stage(sx) + Lay::u + (uint32_t)hh * BLK + (uint32_t)(8 * nn + lr) * 128 +
+                                                  ((uint32_t)(((v % 64) >> 3) ^ lr) << 4),
+                                              ur);
+                        }
 #pragma unroll
                         for (int m = 0; m < 4; m++) {
-                            const int i = 8 * (2 * np + m / 2) + 2 * t; /* (stmatrix here spills) */
-                            *(uint32_t *)(base + Lay::du + px * 2 * BLK + swz(v0 + 8 * (m % 2), i)) = dr[m];
+                            const int nn = 2 * np + m / 2, half = m % 2, i = 8 * nn + 2 * t;
+                            const float u0 = from16<DT>((uint16_t)(ur[m] & 0xffffu)), u1 = from16<DT>((uint16_t)(ur[m] >> 16));
+                            const float d0 = FULL || i < L ? u0 - x[4 * nn + 2 * half] : 0.0f;
+                            const float d1 = FULL || i + 1 < L ? u1 - x[4 * nn + 2 * half + 1] : 0.0f;
+                            const float f0 = FULL || i < L ? __expf(gl - gam[i]) : 0.0f;
+                            const float f1 = FULL || i + 1 < L ? __expf(gl - gam[i + 1]) : 0.0f;
+                            dr[m] = pack2(DT, d0, d1);
+                            da[np][m] = pack2(DT, d0 * f0, d1 * f1);
+                        }
+                        if constexpr (OUT) {
+#pragma unroll
+                            for (int m = 0; m < 4; m++) {
+                                const int i = 8 * (2 * np + m / 2) + 2 * t; /* (stmatrix here spills) */
+                                *(uint32_t *)(base + Lay::du + buf * 2 * BLK + swz(v0 + 8 * (m % 2), i)) = dr[m];
+                            }
                         }
                     }
+                };
+                if (L == CH)
+                    delta_rows(std::true_type{});
+                else
+                    delta_rows(std::false_type{});
+                if constexpr (OUT) {
+                    fence_proxy_async(); /* S and Delta (generic stores) before the output's wgmma */
+                    mbar_arrive(sfull(buf));
                 }
+                /* S^T = e^gl S^T + (decayed Delta)^T K (B = K, MN-major: rows are chunk rows) */
+                const float decay_all = __expf(gl);
+#pragma unroll
+                for (int e = 0; e < 64; e++)
+                    sa[e] *= decay_all;
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++)
+                    wgmma_rs<DT, 128, 1>(sa, da[kk], wgmma_desc_mn(stage(sx) + Lay::k + kk * 2048, BLK), 1);
+                wgmma_commit();
+                wgmma_wait<0>();
+                fence_operands(sa);
             };
-            if (L == CH)
-                delta_rows(std::true_type{});
-            else
-                delta_rows(std::false_type{});
-            if constexpr (OUT) {
-                fence_proxy_async(); /* S and Delta (generic stores) before the output's wgmma */
-                mbar_arrive(sfull(px));
+            if constexpr (TWO) {
+                if (trans) {
+                    step(st, std::false_type{}, 0);
+                    step(mt, std::true_type{}, 1);
+                } else {
+                    step(st, std::false_type{}, px);
+                }
+            } else {
+                step(st, std::integral_constant<bool, PASS == PASS_TRANSITION>{}, px);
             }
-            /* S^T = e^gl S^T + (decayed Delta)^T K (B = K, MN-major: rows are chunk rows) */
-            const float decay_all = __expf(gl);
-#pragma unroll
-            for (int e = 0; e < 64; e++)
-                st[e] *= decay_all;
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++)
-                wgmma_rs<DT, 128, 1>(st, da[kk], wgmma_desc_mn(stage(sx) + Lay::k + kk * 2048, BLK), 1);
-            wgmma_commit();
-            wgmma_wait<0>();
-            fence_operands(st);
             mbar_arrive(empty(sx));
         }
         /* the leaving state: the sequence's final state, S_local_j into X[j + 1], or M_j */
-        float *dst = PASS == PASS_STATE   ? (j == writer ? (float *)state_at(s_out, p, si.row, h) : nullptr)
-                     : PASS == PASS_LOCAL ? xs + ((s * segs + j + 1) * p.heads + h) * st_elems
-                                          : ms + ((s * segs + j) * p.heads + h) * st_elems;
+        float *dst = PASS == PASS_STATE       ? (j == writer ? (float *)state_at(s_out, p, si.row, h) : nullptr)
+                     : PASS == PASS_TRANSITION ? ms + ((s * segs + j) * p.heads + h) * st_elems
+                                               : xs + ((s * segs + j + 1) * p.heads + h) * st_elems;
+        float *mdst = trans ? ms + ((s * segs + j) * p.heads + h) * st_elems : nullptr;
         if (dst) {
 #pragma unroll
             for (int nn = 0; nn < 16; nn++)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     dst[(8 * nn + 2 * t + (e % 2)) * KD + v0_ + 8 * (e / 2)] = st[4 * nn + e];
+        }
+        if constexpr (TWO) {
+            if (mdst) {
+#pragma unroll
+                for (int nn = 0; nn < 16; nn++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        mdst[(8 * nn + 2 * t + (e % 2)) * KD + v0_ + 8 * (e / 2)] = mt[4 * nn + e];
+            }
         }
         return;
     }
@@ -422,6 +455,8 @@ rudnn_status_t wg_pass_dt(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, con
 {
     if (pass == PASS_STATE)
         return wg_launch<DT, PASS_STATE>(q, p, o, blocks, "gated_delta.wg_state");
+    if (pass == PASS_SEGMENT)
+        return wg_launch<DT, PASS_SEGMENT>(q, p, o, blocks, "gated_delta.wg_segment");
     if (pass == PASS_LOCAL)
         return wg_launch<DT, PASS_LOCAL>(q, p, o, blocks, "gated_delta.wg_segment");
     return wg_launch<DT, PASS_TRANSITION>(q, p, o, blocks, "gated_delta.wg_segment");
