@@ -549,6 +549,40 @@ __host__ __device__ constexpr size_t carry_smem(int kd)
     return (size_t)2 * kd * carry_pitch(kd) * 4 + (size_t)kd * carry_cols(kd) * 4;
 }
 
+/* One step of tc_carry on mma.sync with 3xTF32 (about FP32's precision), GDR_TC_CARRY_MMA: warp w
+ * takes the m16 x n8 tile (w % (KD / 16), w / (KD / 16)) of X[j + 1] = M_j X[j] + X[j + 1], each
+ * element of M_j read once from shared memory (the SIMT form reads a row a thread as float4 and
+ * X[j]'s columns as broadcasts). m: M_j [KD][KD + 4]; xcol: X[j]'s CARRY_COLS columns [KD][cols];
+ * next: X[j + 1] at the block's first column, its local state in, the true state out. */
+template <int KD, int VD>
+__device__ __forceinline__ void carry_step_mma(const float *m, float *xcol, float *next, bool more)
+{
+    constexpr int COLS = carry_cols(KD), MP = carry_pitch(KD), MT = KD / 16;
+    static_assert(MT * (COLS / 8) == CARRY_THREADS / 32, "tc_carry: one m16 x n8 tile a warp");
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int row = 16 * (warp % MT) + g, col = 8 * (warp / MT) + 2 * t;
+    /* this lane's C elements: (row, col .. col + 1) and (row + 8, col .. col + 1) */
+    const float2 l0 = *(const float2 *)(next + (size_t)row * VD + col);
+    const float2 l1 = *(const float2 *)(next + (size_t)(row + 8) * VD + col);
+    rdg_copy_async_wait_n(more ? 1 : 0);
+    __syncthreads(); /* M_j has landed; X[j]'s columns are in xcol */
+    float acc[2][4] = {}; /* alternate k steps: two shorter dependent chains */
+#pragma unroll
+    for (int ks = 0; ks < KD / 8; ks++) {
+        const float *ar = m + row * MP + ks * 8 + t;
+        const float a[4] = {ar[0], ar[8 * MP], ar[4], ar[8 * MP + 4]};
+        const float *bc = xcol + (ks * 8 + t) * COLS + 8 * (warp / MT) + g;
+        mma1688_3xtf32(acc[ks % 2], a, bc[0], bc[4 * COLS]);
+    }
+    __syncthreads(); /* every read of X[j] and of this stage done */
+    const float o[4] = {acc[0][0] + acc[1][0] + l0.x, acc[0][1] + acc[1][1] + l0.y, acc[0][2] + acc[1][2] + l1.x,
+                        acc[0][3] + acc[1][3] + l1.y};
+    *(float2 *)(next + (size_t)row * VD + col) = make_float2(o[0], o[1]);
+    *(float2 *)(next + (size_t)(row + 8) * VD + col) = make_float2(o[2], o[3]);
+    xcol[row * COLS + col] = o[0], xcol[row * COLS + col + 1] = o[1];
+    xcol[(row + 8) * COLS + col] = o[2], xcol[(row + 8) * COLS + col + 1] = o[3];
+}
+
 template <int KD, int VD>
 __global__ void __launch_bounds__(CARRY_THREADS)
     tc_carry_kernel(const rudnn_gated_delta_plan_t p, const void *__restrict__ table, float *__restrict__ xs,
@@ -583,6 +617,10 @@ __global__ void __launch_bounds__(CARRY_THREADS)
         const bool more = jj + 2 < live;
         if (more)
             issue(jj + 1);
+        if constexpr (GDR_TC_CARRY_MMA) {
+            carry_step_mma<KD, VD>(mst + (jj % 2) * KD * MP, &xc[0][0], x_at(jj + 1) + c0, more);
+            continue;
+        }
         const float4 local = *(const float4 *)(x_at(jj + 1) + r * VD + c0 + cg);
         rdg_copy_async_wait_n(more ? 1 : 0);
         __syncthreads(); /* M_jj has landed; X[jj]'s columns are in xc */

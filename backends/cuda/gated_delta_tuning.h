@@ -61,6 +61,14 @@
 #ifndef GDR_TC_CARRY_THREADS
 #define GDR_TC_CARRY_THREADS 256
 #endif
+/* 1: tc_carry's product M_j X[j] on mma.sync with 3xTF32 (a tile a warp, each element of M_j read
+ * once a step from shared memory); 0: FP32 FMAs, a row a thread. ncu on an H100 (B 1, H 8,
+ * T 32768): 46.3 us, bound on the FMA form's shared-memory reads (short scoreboard 2.6 cycles an
+ * issued instruction); a deeper ring of M_j changed nothing. 0 until the mma form has run on a
+ * GPU (written 2026-12-06 with no device time left: it compiles, not tested or timed). */
+#ifndef GDR_TC_CARRY_MMA
+#define GDR_TC_CARRY_MMA 0
+#endif
 
 /* The recurrent form's 4-column kernel (gated_delta.cu, recurrent4): state rows a thread keeps (4
  * floats each: 4 GDR_REC4_ROWS registers, all its state loads issued before the first use), and the
