@@ -660,11 +660,18 @@ rudnn_status_t allow_smem(const void *fn, std::atomic<int> *raised, int dev, siz
     return RUDNN_STATUS_SUCCESS;
 }
 
+/* Hopper: the state and segment passes on wgmma (gated_delta_wg.cu) */
+template <int KD, int VD>
+bool wg_passes(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o)
+{
+    return KD == 128 && VD == 128 && rdg_gdr_wg_fits(&q->dev, p, o);
+}
+
 template <int DT, int KD, int VD, int PASS>
 rudnn_status_t launch_pass(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_operands_t *o,
                            int64_t blocks, const char *name)
 {
-    if (KD == 128 && VD == 128 && rdg_gdr_wg_fits(&q->dev, p, o)) /* Hopper: the wgmma passes */
+    if (wg_passes<KD, VD>(q, p, o))
         return rdg_gdr_wg_pass(q, p, o, PASS, blocks);
     static std::atomic<int> raised[64];
     const size_t bytes = PassSmem<KD, PASS == PASS_TRANSITION ? KD : VD, PASS == PASS_STATE>::bytes;
@@ -694,7 +701,7 @@ rudnn_status_t launch(rdg_queue_t *q, const rudnn_gated_delta_plan_t *p, const r
     const int64_t segs = p->segments;
     if (segs > 1) { /* the segments from zero and their transitions, then the true entering states */
         /* on wgmma both in one pass (GDR_WG_FUSED_SEGMENT), else a pass each */
-        const bool fused = GDR_WG_FUSED_SEGMENT && KD == 128 && VD == 128 && rdg_gdr_wg_fits(&q->dev, p, o);
+        const bool fused = GDR_WG_FUSED_SEGMENT && wg_passes<KD, VD>(q, p, o);
         if (fused)
             TRY(rdg_gdr_wg_pass(q, p, o, PASS_SEGMENT, segs - 1));
         else

@@ -334,22 +334,19 @@ __global__ void __launch_bounds__(WgLayout<PASS>::threads, 1)
         float *dst = PASS == PASS_STATE       ? (j == writer ? (float *)state_at(s_out, p, si.row, h) : nullptr)
                      : PASS == PASS_TRANSITION ? ms + ((s * segs + j) * p.heads + h) * st_elems
                                                : xs + ((s * segs + j + 1) * p.heads + h) * st_elems;
-        float *mdst = trans ? ms + ((s * segs + j) * p.heads + h) * st_elems : nullptr;
-        if (dst) {
+        /* a state's columns of this thread out to a [K][K] FP32 matrix */
+        auto store = [&](float *to, const float(&sa)[64]) {
 #pragma unroll
             for (int nn = 0; nn < 16; nn++)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    dst[(8 * nn + 2 * t + (e % 2)) * KD + v0_ + 8 * (e / 2)] = st[4 * nn + e];
-        }
+                    to[(8 * nn + 2 * t + (e % 2)) * KD + v0_ + 8 * (e / 2)] = sa[4 * nn + e];
+        };
+        if (dst)
+            store(dst, st);
         if constexpr (TWO) {
-            if (mdst) {
-#pragma unroll
-                for (int nn = 0; nn < 16; nn++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        mdst[(8 * nn + 2 * t + (e % 2)) * KD + v0_ + 8 * (e / 2)] = mt[4 * nn + e];
-            }
+            if (trans)
+                store(ms + ((s * segs + j) * p.heads + h) * st_elems, mt);
         }
         return;
     }
