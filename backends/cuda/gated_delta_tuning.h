@@ -32,12 +32,10 @@
 #endif
 /* 1: a segment's zero-state run and its transition in one wgmma pass (PASS_SEGMENT: each
  * warpgroup carries its 64 columns of both through every chunk, so W and K are read once); 0: a
- * pass each. 0 until the fused pass has run on a GPU (written 2026-12-06 with no device time
- * left: it compiles, it has not been tested or timed; A/B it with -DGDR_WG_FUSED_SEGMENT=1). ncu
- * on an H100 (B 1, H 8, T 32768) put the two passes at 72.9 and 58.3 us, the first at 79% of DRAM
- * throughput, the second re-reading 118 MB of W and K (bench/RESULTS.md). */
+ * pass each. H100, bf16, B 1 / H 8 / T 32768: 0.926 of the two passes' time (0.490 -> 0.454 ms);
+ * B 8 / H 16 / T 4096 and varlen (no segments) unchanged (bench/RESULTS.md). */
 #ifndef GDR_WG_FUSED_SEGMENT
-#define GDR_WG_FUSED_SEGMENT 0
+#define GDR_WG_FUSED_SEGMENT 1
 #endif
 /* Stages of the wgmma zero-state and transition passes' ring (the output's pass has room for 2
  * only). H100, bf16, B 1 / H 8 / T 32768 and B 8 / H 16 / T 4096: 3 stages timed as 2 (0.989, 1.000);
@@ -62,12 +60,11 @@
 #define GDR_TC_CARRY_THREADS 256
 #endif
 /* 1: tc_carry's product M_j X[j] on mma.sync with 3xTF32 (a tile a warp, each element of M_j read
- * once a step from shared memory); 0: FP32 FMAs, a row a thread. ncu on an H100 (B 1, H 8,
- * T 32768): 46.3 us, bound on the FMA form's shared-memory reads (short scoreboard 2.6 cycles an
- * issued instruction); a deeper ring of M_j changed nothing. 0 until the mma form has run on a
- * GPU (written 2026-12-06 with no device time left: it compiles, not tested or timed). */
+ * once a step from shared memory); 0: FP32 FMAs, a row a thread (bound on its shared-memory reads,
+ * ncu on an H100: 46 us at B 1 / H 8 / T 32768). H100, same case: 0.990 of the FMA form's time
+ * alone, 0.918 with the fused segment pass against 0.926 without (bench/RESULTS.md). */
 #ifndef GDR_TC_CARRY_MMA
-#define GDR_TC_CARRY_MMA 0
+#define GDR_TC_CARRY_MMA 1
 #endif
 
 /* The recurrent form's 4-column kernel (gated_delta.cu, recurrent4): state rows a thread keeps (4
