@@ -329,8 +329,15 @@ static int compare(rt_log_t *log, const char *what, const hdata_t *h, const floa
     return problems;
 }
 
+/* The message of call()'s last failure: the synchronize and the workspace's destroy after the op
+ * clear rudnn_last_error(). */
+static char call_msg[1024];
+
+static const char *call_error(void) { return call_msg; }
+
 /* One call through the public API: the size query, then the op with a workspace of exactly that
- * size (pooled 0) or NULL (pooled 1). kernel gets rudnn_last_kernel() ("" when nothing ran). */
+ * size (pooled 0) or NULL (pooled 1). kernel gets rudnn_last_kernel() ("" when nothing ran); a
+ * failure's message stays in call_error(). */
 static rudnn_status_t call(int chunked, int64_t chunk, const rudnn_gated_delta_input_t *in,
                            const rudnn_gated_delta_varlen_t *vl, const rudnn_gated_delta_output_t *out, int pooled,
                            char kernel[64])
@@ -339,19 +346,28 @@ static rudnn_status_t call(int chunked, int64_t chunk, const rudnn_gated_delta_i
     kernel[0] = 0;
     rudnn_status_t st = chunked ? rudnn_chunk_gated_delta_rule_workspace_size(rt_queue, in, vl, chunk, out, &bytes)
                                 : rudnn_gated_delta_rule_workspace_size(rt_queue, in, vl, out, &bytes);
-    if (st)
+    call_msg[0] = 0;
+    if (st) {
+        snprintf(call_msg, sizeof call_msg, "%s", rudnn_last_error());
         return st;
+    }
     rudnn_buffer_t ws = NULL;
     if (!pooled && bytes) {
         st = rudnn_buffer_create(rt_ctx, bytes, &ws);
-        if (st)
+        if (st) {
+            snprintf(call_msg, sizeof call_msg, "%s", rudnn_last_error());
             return st;
+        }
     }
     st = chunked ? rudnn_chunk_gated_delta_rule(rt_queue, in, vl, chunk, ws, bytes, out)
                  : rudnn_gated_delta_rule(rt_queue, in, vl, ws, bytes, out);
     if (!st)
         snprintf(kernel, 64, "%s", rudnn_last_kernel());
+    else
+        snprintf(call_msg, sizeof call_msg, "%s", rudnn_last_error());
     const rudnn_status_t sync = rudnn_queue_synchronize(rt_queue);
+    if (!st && sync)
+        snprintf(call_msg, sizeof call_msg, "%s", rudnn_last_error());
     if (ws)
         rudnn_buffer_destroy(ws);
     return st ? st : sync;
@@ -394,13 +410,16 @@ static int plan_matches(rt_log_t *log, const char *what, int chunked, int64_t ch
         st = rudnn_buffer_write(rt_queue, d->s1.buffer, 0, s1_before, d->s1.buffer_bytes);
     if (!st)
         st = rudnn_gated_delta_varlen_plan_create(rt_queue, vl, chunk, &plan);
+    int called = 0;
     if (!st) {
         const rudnn_gated_delta_varlen_t vp = {.plan = plan};
         char kernel[64];
         st = call(chunked, chunk, in, &vp, out, pooled, kernel);
+        called = 1;
     }
     if (st) {
-        rt_logf(log, "  %s, varlen plan: returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
+        rt_logf(log, "  %s, varlen plan: returned %s: %s\n", what, rudnn_status_string(st),
+                called ? call_error() : rudnn_last_error());
         problems++;
     } else {
         uint8_t *out_plan = rt_buffer_snapshot(d->out.buffer, d->out.buffer_bytes);
@@ -460,7 +479,7 @@ static int run_case(rt_log_t *log, const gcase_t *c, rudnn_dtype_t dt, int chunk
     const rudnn_status_t st = call(chunked, c->chunk, &in, varlen ? &vl : NULL, &out, pooled, kernel);
     int problems = 0;
     if (st) {
-        rt_logf(log, "  %s: returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
+        rt_logf(log, "  %s: returned %s: %s\n", what, rudnn_status_string(st), call_error());
         problems++;
         goto done;
     }
@@ -545,7 +564,7 @@ static void empty_sequence(void **state)
                          chunked ? "chunked" : "recurrent", pooled ? "NULL" : "sized");
                 const rudnn_status_t st = call(chunked, 4, &in, NULL, &out, pooled, kernel);
                 if (st) {
-                    rt_logf(log, "  %s: returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
+                    rt_logf(log, "  %s: returned %s: %s\n", what, rudnn_status_string(st), call_error());
                     log->failures++;
                 } else {
                     float s1[2 * 2 * 8 * 4];
@@ -616,7 +635,7 @@ static void prefill_then_decode(void **state)
                 st = call(0, 0, &i2, NULL, &o2, (int)(t % 2), kernel);
             }
             if (st) {
-                rt_logf(log, "  %s: returned %s: %s\n", what, rudnn_status_string(st), rudnn_last_error());
+                rt_logf(log, "  %s: returned %s: %s\n", what, rudnn_status_string(st), call_error());
                 log->failures++;
             } else {
                 const rt_tensor_t *final = (T - P) % 2 ? &s_b : &d.s1;

@@ -336,8 +336,9 @@ static rudnn_status_t call(rudnn_paged_plan_t plan, rudnn_paged_split_workspace_
         if (d->Q)
             saw_kernel(kernel);
     }
-    const rudnn_status_t sync = rudnn_queue_synchronize(rt_queue);
-    return st ? st : sync;
+    if (st)
+        return st; /* its message stays in rudnn_last_error() (a synchronize would clear it) */
+    return rudnn_queue_synchronize(rt_queue);
 }
 
 /* Reads out as floats, NaN where an element still holds the sentinel (never written). */

@@ -37,6 +37,15 @@ typedef struct karg_list {
 
 #define ARG(v) {KARG_VALUE, sizeof(v), &(v)}
 #define LOCAL_ARG(bytes) {KARG_LOCAL, (bytes), NULL}
+
+/* What a LOCAL_ARG of `bytes` may take of a work-group's local memory: a driver places each local
+ * argument at an alignment of its own (NVIDIA's refused a launch whose six arrays summed to 20
+ * bytes under CL_DEVICE_LOCAL_MEM_SIZE), so budgets count each array rounded up to this. */
+#define OCL_LOCAL_ARG_ALIGN 256u
+static inline uint64_t ocl_local_arg_bytes(uint64_t bytes)
+{
+    return (bytes + OCL_LOCAL_ARG_ALIGN - 1) / OCL_LOCAL_ARG_ALIGN * OCL_LOCAL_ARG_ALIGN;
+}
 /* Stands where the kernel takes its ulong group0 (row0): the first work-group
  * of the launch, which ocl_enqueue_groups sets per split launch. */
 #define GROUP0_ARG() {KARG_GROUP0, sizeof(cl_ulong), NULL}

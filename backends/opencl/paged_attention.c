@@ -71,11 +71,14 @@ typedef struct pa_shape {
     size_t local;
 } pa_shape_t;
 
-/* Local memory of an attend group serving gb heads, bytes (paged_attention.cl's local arrays). */
+/* Local memory of an attend group serving gb heads, bytes: paged_attention.cl's six local arrays as
+ * pa_attend passes them, each at the drivers' alignment (ocl_local_arg_bytes). */
 static uint64_t attend_local_bytes(const rudnn_paged_args_t *a, uint64_t gb)
 {
-    const uint64_t per_head = (uint64_t)(a->head_dim + a->rope_dim + a->value_dim) + PA_KEYS + 3;
-    return (gb * per_head + (uint64_t)PA_CHUNK * (PA_KEYS + 1)) * sizeof(float) + PA_KEYS * sizeof(cl_long);
+    const uint64_t W = (uint64_t)a->head_dim + (uint64_t)a->rope_dim, f = sizeof(float);
+    return ocl_local_arg_bytes(gb * W * f) + ocl_local_arg_bytes((uint64_t)PA_CHUNK * (PA_KEYS + 1) * f) +
+           ocl_local_arg_bytes(gb * PA_KEYS * f) + ocl_local_arg_bytes(gb * (uint64_t)a->value_dim * f) +
+           ocl_local_arg_bytes(3 * gb * f) + ocl_local_arg_bytes(PA_KEYS * sizeof(cl_long));
 }
 
 /* Work-items of an attend group serving gb heads (PA_GPU_LOCAL, PA_CPU_LOCAL above). */
