@@ -232,6 +232,18 @@ template <int DT, int NW>
 __device__ __forceinline__ void mma_ticket_merge(const PaDev &d, const PaRow *rows, int nrows, int64_t group,
                                                  int *flag, int warp, int lane)
 {
+#if PA_TICKET_RELEASE
+    __syncthreads(); /* the CTA's partials written: the release below is cumulative over them */
+    if (threadIdx.x == 0) {
+        uint32_t t;
+        asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], 1;\n" : "=r"(t) : "l"(d.tickets + group) : "memory");
+        const int last = t == (uint32_t)d.splits - 1;
+        if (last)
+            d.tickets[group] = 0; /* every split counted: zero for the next call (and graph replays) */
+        *flag = last;
+    }
+    __syncthreads(); /* the acquire's view of the others' partials, for every thread of the CTA */
+#else
     __threadfence(); /* this thread's partials reach the device before the ticket */
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -244,6 +256,7 @@ __device__ __forceinline__ void mma_ticket_merge(const PaDev &d, const PaRow *ro
         *flag = last;
     }
     __syncthreads();
+#endif
     if (!*flag)
         return;
     const int chunks = (d.dv + 127) / 128;
