@@ -28,10 +28,10 @@ static size_t pow2_at_most(size_t v)
 /* Local memory of the flash kernel (kernels/attention.cl, part 1), bytes. */
 static uint64_t flash_local_bytes(const rudnn_attention_plan_t *plan, const flash_config_t *cfg)
 {
-    const uint64_t d = (uint64_t)plan->head_dim, dv = (uint64_t)plan->head_dim_v;
-    const uint64_t floats = cfg->rows * d + cfg->keys * (d + 1) + cfg->keys * dv +
-                            (uint64_t)cfg->rows * cfg->keys + (uint64_t)cfg->rows * cfg->threads;
-    return floats * sizeof(float);
+    const uint64_t d = (uint64_t)plan->head_dim, dv = (uint64_t)plan->head_dim_v, f = sizeof(float);
+    return ocl_local_arg_bytes(cfg->rows * d * f) + ocl_local_arg_bytes(cfg->keys * (d + 1) * f) +
+           ocl_local_arg_bytes(cfg->keys * dv * f) + ocl_local_arg_bytes((uint64_t)cfg->rows * cfg->keys * f) +
+           ocl_local_arg_bytes((uint64_t)cfg->rows * cfg->threads * f);
 }
 
 /* The device type's starting shape, shrunk (keys, then rows) to the device's work-group and

@@ -64,7 +64,9 @@ static rudnn_status_t pick_shape(ocl_queue_t *q, ocl_kernel_set_t *ks, const rud
         c /= 2;
     while (rows > 1 && c * rows > cap)
         rows /= 2;
-#define GDR_BYTES(c, r) (((uint64_t)(c) * floats_per_col + (uint64_t)(c) * (r) * floats_per_item) * 4)
+/* each launch passes two local arrays: room for the drivers' alignment of both (ocl_local_arg_bytes) */
+#define GDR_BYTES(c, r)                                                                                  \
+    (((uint64_t)(c) * floats_per_col + (uint64_t)(c) * (r) * floats_per_item) * 4 + 2 * OCL_LOCAL_ARG_ALIGN)
     while (c > 1 && GDR_BYTES(c, rows) > q->dev->local_mem)
         c /= 2;
     while (rows > 1 && GDR_BYTES(c, rows) > q->dev->local_mem)
