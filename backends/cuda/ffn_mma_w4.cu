@@ -202,15 +202,12 @@ __device__ __forceinline__ void bulk_init(uint32_t bar0, int n)
         mbar_init(bar0 + 8u * (uint32_t)i, 1);
     mbar_fence_init();
 }
-/* bytes (a multiple of 16) from 16-byte aligned global src into shared dst, counted on bar; the
- * fence orders the warp's earlier reads of dst (after a __syncwarp) before the copy's writes */
+/* the fence orders the warp's earlier reads of dst (after a __syncwarp) before the copy's writes */
 [[maybe_unused]] __device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_t bytes,
                                                            uint32_t bar)
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
+    bulk_copy_g2s(dst, src, bytes, bar);
 }
 __device__ __forceinline__ void bulk_expect(uint32_t bar, int bytes) { mbar_expect_tx(bar, bytes); }
 __device__ __forceinline__ void bulk_wait(uint32_t bar, uint32_t parity) { mbar_wait(bar, parity); }

@@ -45,6 +45,15 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar)
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
+/* bytes (a multiple of 16) from 16-byte aligned global src into shared dst by the async proxy,
+ * counted (complete_tx) on bar. Earlier generic-proxy reads of dst need a fence.proxy.async first. */
+__device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
 /* waits until the phase with this parity has completed */
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
 {

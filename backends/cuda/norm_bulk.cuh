@@ -35,9 +35,7 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     mbar_expect_tx(bar, (int)bytes);
     /* no L2 evict-first hint: it measured 0.8% to 1.7% slower (twelfth session) */
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
+    bulk_copy_g2s(dst, src, bytes, bar);
 }
 
 /* layer_norm's output for this thread's vectors (lane + i * T < count): y = (x - c) * inv *
