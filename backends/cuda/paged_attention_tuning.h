@@ -28,15 +28,6 @@
 #ifndef PA_FUSED_MERGE
 #define PA_FUSED_MERGE 1
 #endif
-/* The fused merge's count-in: 1: after the CTA's barrier one thread adds its ticket with a gpu-scope
- * acquire-release atomic (the release covers the CTA's partials, the acquire the others'; one L2
- * round trip, as CUTLASS's semaphore releases); 0: every thread fences its partials, then the
- * ticket, then a fence in the CTA that merges (two round trips before the merge). B 1 KV 2k's
- * slowest CTA waits out that chain after its keys (bench/RESULTS.md). 0 until it has run on a GPU
- * (written 2026-12-06 with no device time left; A/B it with -DPA_TICKET_RELEASE=1). */
-#ifndef PA_TICKET_RELEASE
-#define PA_TICKET_RELEASE 0
-#endif
 
 /* ---- mma (paged_attention_mma.cu): mma.sync m16n8k16, F16/BF16, D and Dv <= 256 ---- */
 /* decode: 4 warps split each 64-key tile (16 keys each, the k of one P V MMA) over one m16 tile of
