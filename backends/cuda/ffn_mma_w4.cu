@@ -36,7 +36,6 @@
 #include "rdg_internal.h"
 #include "ffn_tuning.h"
 #include "int4_bits.cuh"
-#include "mbarrier.cuh"
 #include "mma_sync.cuh"
 #include "pdl.cuh"
 
@@ -48,9 +47,6 @@ constexpr int STAGES = FFN_MMA_W4_STAGES;
 /* 1: the weights enter the products as their raw codes (bias + w, exact), and each group's sums are
  * scaled in FP32 at the group's end (see the header); 0: each weight is dequantized and rounded first */
 constexpr bool FOLD = FFN_MMA_W4_FOLD != 0;
-/* the weights by bulk copies counted on an mbarrier a stage (FFN_MMA_W4_BULK; device code for sm_90+
- * only, cp.async elsewhere): the host sizes shared memory for the barriers either way */
-constexpr bool BULK = FFN_MMA_W4_BULK != 0;
 static_assert(WARPS == 4, "a block is 4 warps (wc x wk of 4 x 1, 2 x 2, 1 x 4)");
 static_assert(STAGES >= 2 && STAGES <= 8, "cp.async waits are written for 2 .. 8 stages");
 
@@ -193,32 +189,6 @@ __device__ __forceinline__ uint32_t deq_off(uint32_t t, float o, float s)
         return (uint32_t)rdg_f32_to_f16(lo) | (uint32_t)rdg_f32_to_f16(hi) << 16;
 }
 
-/* BULK's copies (sm_90 device code; elsewhere BULK_CODE is 0 and the kernel keeps cp.async) */
-#if RUDNN_HAS_CLUSTERS && !RDG_HIP
-#define FFN_W4_BULK_CODE 1
-__device__ __forceinline__ void bulk_init(uint32_t bar0, int n)
-{
-    for (int i = 0; i < n; i++)
-        mbar_init(bar0 + 8u * (uint32_t)i, 1);
-    mbar_fence_init();
-}
-/* the fence orders the warp's earlier reads of dst (after a __syncwarp) before the copy's writes */
-[[maybe_unused]] __device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_t bytes,
-                                                           uint32_t bar)
-{
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    bulk_copy_g2s(dst, src, bytes, bar);
-}
-__device__ __forceinline__ void bulk_expect(uint32_t bar, int bytes) { mbar_expect_tx(bar, bytes); }
-__device__ __forceinline__ void bulk_wait(uint32_t bar, uint32_t parity) { mbar_wait(bar, parity); }
-#else
-#define FFN_W4_BULK_CODE 0
-__device__ __forceinline__ void bulk_init(uint32_t, int) {}
-__device__ __forceinline__ void bulk_copy(uint32_t, const void *, uint32_t, uint32_t) {}
-__device__ __forceinline__ void bulk_expect(uint32_t, int) {}
-__device__ __forceinline__ void bulk_wait(uint32_t, uint32_t) {}
-#endif
-
 /* ---- the kernel --------------------------------------------------------------------------------- */
 
 /* Shared memory: the weight rings (WARPS x STAGES x 128 VB bytes), then the two activation chunk
@@ -231,14 +201,12 @@ struct Smem {
     static constexpr int RING = WARPS * STAGES * STAGE;
     static constexpr int REGS = 4 * VB * NT;
     static constexpr int EPI = WARPS * REGS * 33 * 4;
-    static __host__ __device__ size_t a_stride(int kc) { return (size_t)kc + 16; }
-    /* BULK: the warps' stage barriers (8 bytes each), past everything the epilogue reuses */
-    static __host__ __device__ size_t bars(int kc)
+    static size_t a_stride(int kc) { return (size_t)kc + 16; }
+    static size_t bytes(int kc)
     {
         const size_t main = (size_t)RING + 2 * (size_t)MT * a_stride(kc) * 2;
         return main > (size_t)EPI ? main : (size_t)EPI;
     }
-    static size_t bytes(int kc) { return bars(kc) + (BULK ? (size_t)WARPS * STAGES * 8 : 0); }
 };
 
 template <int ADT, int VB, int NT, bool OFF, int MINB, bool GROUPED>
@@ -328,38 +296,15 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
                          (int64_t)(4 * (slot0 & 3) + (slot0 >> 2)) * rowbytes + 16 * part0;
     const int64_t qstride = (int64_t)(16 / VB) * rowbytes;
     const uint32_t dst0 = ring_s + (uint32_t)lane * 16u;
-    /* BULK: lane l < 16 copies slot l of a stage (row 4 (l % 4) + l / 4 of the step: 8 VB bytes), one
-     * barrier a stage of this warp (phase parity a bit a slot) */
-    constexpr bool BULKD = BULK && FFN_W4_BULK_CODE;
-    const uint32_t bar0 = rdg_smem_addr(smem + SM::bars(g.kc)) + (uint32_t)warp * STAGES * 8u;
-    const uint8_t *bsrc = gb + (int64_t)16 * (s0 + kw) * rowbytes + col_w / 2 +
-                          (int64_t)(4 * (lane & 3) + ((lane >> 2) & 3)) * rowbytes;
-    uint32_t parity = 0;
-    if constexpr (BULKD) {
-        if (lane == 0)
-            bulk_init(bar0, STAGES);
-        __syncwarp();
-    }
     int issued = 0, slot_in = 0;
     auto issue = [&]() {
-        if constexpr (BULKD) {
-            if (issued < nsteps) {
-                const uint32_t bar = bar0 + 8u * (uint32_t)slot_in;
-                if (lane == 0)
-                    bulk_expect(bar, STAGE);
-                if (lane < 16)
-                    bulk_copy(ring_s + (uint32_t)(slot_in * STAGE + lane * 8 * VB), bsrc, 8 * VB, bar);
-                bsrc += step_bytes;
-            }
-        } else {
-            if (issued < nsteps) {
+        if (issued < nsteps) {
 #pragma unroll
-                for (int q = 0; q < CPL; q++)
-                    cp16(dst0 + (uint32_t)(slot_in * STAGE + 512 * q), src + q * qstride);
-                src += step_bytes;
-            }
-            cp_commit();
+            for (int q = 0; q < CPL; q++)
+                cp16(dst0 + (uint32_t)(slot_in * STAGE + 512 * q), src + q * qstride);
+            src += step_bytes;
         }
+        cp_commit();
         issued++;
         slot_in = slot_in + 1 == STAGES ? 0 : slot_in + 1;
     };
@@ -479,10 +424,7 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
 
     int slot_out = 0, done = 0;
     for (int ch = 0; ch < nch; ch++) {
-        if constexpr (BULKD)
-            cp_wait<0>(); /* this chunk's copies: the only cp.async groups */
-        else
-            cp_wait_runtime(after_a < STAGES - 1 ? after_a : STAGES - 1); /* this chunk's own copies */
+        cp_wait_runtime(after_a < STAGES - 1 ? after_a : STAGES - 1); /* this chunk's own copies */
         __syncthreads(); /* every thread's copies of it, and everyone past the chunk before */
         if (ch + 1 < nch) {
             stage_a(ch + 1);
@@ -492,13 +434,8 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
         const uint16_t *ab = abuf + (size_t)(ch & 1) * MT * ast;
         const int cs0 = s0 + ch * cs, cs1 = cs0 + cs < s1 ? cs0 + cs : s1;
         for (int s = s0 + kw + wk * done; s < cs1; s += wk, done++) {
-            if constexpr (BULKD) { /* this step's weights */
-                bulk_wait(bar0 + 8u * (uint32_t)slot_out, (parity >> slot_out) & 1u);
-                parity ^= 1u << slot_out;
-            } else {
-                cp_wait<STAGES - 2>(); /* this step's weights (copies of this thread) */
-            }
-            __syncwarp(); /* ... of every lane; and every lane past the slot issue() refills */
+            cp_wait<STAGES - 2>(); /* this step's weights (copies of this thread) */
+            __syncwarp();          /* ... of every lane; and every lane past the slot issue() refills */
             issue();
             after_a++;
             const uint8_t *st = ring + slot_out * STAGE;

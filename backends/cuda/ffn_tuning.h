@@ -67,15 +67,6 @@
 #ifndef FFN_MMA_W4_FOLD
 #define FFN_MMA_W4_FOLD 1
 #endif
-/* 1: ffn.mma_w4 copies its weights with bulk asynchronous copies (cp.async.bulk, sm_90: one 16..64
- * byte row piece a lane, a stage counted on an mbarrier a warp) instead of cp.async's 16 bytes a
- * lane (elsewhere it keeps cp.async). ncu on an H100 (M 1) put 41% of the first GEMM's stall
- * samples on a register that the step's cp.async still held (the copies queue in the load path),
- * at 72% of DRAM's rate. 0 until it has run on a GPU (written 2026-12-06 with no device time left:
- * it compiles, not tested or timed; A/B it with -DFFN_MMA_W4_BULK=1). */
-#ifndef FFN_MMA_W4_BULK
-#define FFN_MMA_W4_BULK 0
-#endif
 /* the weight-only path past the few-rows kernels (dequantized weights into the workspace, then
  * cuBLAS): consecutive columns a thread of the dequantization (one 16-byte store) */
 #ifndef FFN_DEQ_COLS
