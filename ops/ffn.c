@@ -608,23 +608,31 @@ static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudn
     /* y is not empty (rudnn_ffn): K1 = N2 >= 1, and N1 >= 1 where K2 >= 1 */
     if (d->K2 > 0) {
         const int64_t s1 = d->experts ? e * g1.groups * d->N1 : 0;
-        TRY(rudnn_kernel_status(op, k->gemm(qh, &g1, at_elem(a->x, r0 * d->K1), at_elem(a->weight1, el1),
-                                            at_elem(a->antiquant_scale1, s1), at_elem(a->antiquant_offset1, s1),
-                                            scratch, h1)));
+        const rudnn_mem_ref_t x = at_elem(a->x, r0 * d->K1), w1 = at_elem(a->weight1, el1);
+        const rudnn_mem_ref_t aqs1 = at_elem(a->antiquant_scale1, s1), aqo1 = at_elem(a->antiquant_offset1, s1);
+        const rudnn_mem_ref_t b1 = at_elem(a->bias1, e * d->N1);
         rudnn_ffn_act_plan_t ap = {.rows = rows, .n1 = d->N1, .k2 = d->K2, .activation = a->activation,
                                    .h_dtype = l->h_dtype, .has_bias = a->bias1 != NULL,
                                    .bias_dtype = a->bias1 ? a->bias1->dtype : RUDNN_F32,
                                    .pre_dtype = act_pre_dtype(a, d), .out_dtype = l->a_dtype};
-        rudnn_mem_ref_t deq = {NULL, 0}, scale = {NULL, 0}, offset = {NULL, 0};
-        if (d->sc == FFN_QUANT) {
-            ap.deq_dtype = a->deq_scale1->dtype;
-            ap.deq_len = per_len(a->deq_scale1, d);
-            ap.scale_len = per_len(a->scale, d);
-            deq = at_elem(a->deq_scale1, e * ap.deq_len);
-            scale = at_elem(a->scale, e * ap.scale_len);
-            offset = at_elem(a->offset, e);
+        rudnn_status_t (*gemm_act)(void *, const rudnn_ffn_gemm_plan_t *, const rudnn_ffn_act_plan_t *,
+                                   rudnn_mem_ref_t, rudnn_mem_ref_t, rudnn_mem_ref_t, rudnn_mem_ref_t, rudnn_mem_ref_t,
+                                   rudnn_mem_ref_t, rudnn_mem_ref_t, rudnn_mem_ref_t) = RUDNN_KERNEL_ENTRY(k, gemm_act);
+        if (d->sc != FFN_QUANT && gemm_act) { /* the backend may fuse a split k's sum with the activation */
+            TRY(rudnn_kernel_status(op, gemm_act(qh, &g1, &ap, x, w1, aqs1, aqo1, b1, scratch, h1, act)));
+        } else {
+            TRY(rudnn_kernel_status(op, k->gemm(qh, &g1, x, w1, aqs1, aqo1, scratch, h1)));
+            rudnn_mem_ref_t deq = {NULL, 0}, scale = {NULL, 0}, offset = {NULL, 0};
+            if (d->sc == FFN_QUANT) {
+                ap.deq_dtype = a->deq_scale1->dtype;
+                ap.deq_len = per_len(a->deq_scale1, d);
+                ap.scale_len = per_len(a->scale, d);
+                deq = at_elem(a->deq_scale1, e * ap.deq_len);
+                scale = at_elem(a->scale, e * ap.scale_len);
+                offset = at_elem(a->offset, e);
+            }
+            TRY(rudnn_kernel_status(op, k->act(qh, &ap, h1, b1, deq, scale, offset, act)));
         }
-        TRY(rudnn_kernel_status(op, k->act(qh, &ap, h1, at_elem(a->bias1, e * d->N1), deq, scale, offset, act)));
         const int64_t s2 = d->experts ? e * g2.groups * d->N2 : 0;
         TRY(rudnn_kernel_status(op, k->gemm(qh, &g2, act, at_elem(a->weight2, el2),
                                             at_elem(a->antiquant_scale2, s2), at_elem(a->antiquant_offset2, s2),

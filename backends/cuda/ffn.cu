@@ -372,6 +372,46 @@ bool ffn_act_vec_fits(const rudnn_ffn_act_plan_t *p)
     return p->h_dtype != RUDNN_I32 && p->out_dtype != RUDNN_I8 && p->deq_len == 0 && p->k2 % 4 == 0;
 }
 
+#if !RDG_HIP
+/* The split sum of k and the activation in one (ffn_gemm_act): element i = (r, j) of a [rows, k2]
+ * from the splits' FP32 partials [splits, rows, n1] added in split order and rounded to h_dtype (the
+ * value rdg_ffn_split_sum stores and ffn_act_vec4 loads), then ffn_act_vec4's arithmetic: the same
+ * bits, without h's round trip and one launch fewer. A programmatic dependent of the product. */
+__global__ void ffn_split_act(rudnn_ffn_act_plan_t p, const float *__restrict__ partial, int splits,
+                              const void *bias, void *out)
+{
+    rdg_pdl_trigger();
+    rdg_pdl_wait();
+    const int gated = p.activation >= RUDNN_FFN_GEGLU;
+    const int64_t total = p.rows * p.k2, mn = p.rows * p.n1;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / p.k2, j = i - r * p.k2;
+        const float *pv = partial + r * p.n1 + j;
+        float v = pv[0], g = gated ? pv[p.k2] : 0.0f;
+        for (int s = 1; s < splits; s++) {
+            v += pv[s * mn];
+            if (gated)
+                g += pv[s * mn + p.k2];
+        }
+        v = round_to(v, p.h_dtype);
+        g = round_to(g, p.h_dtype);
+        if (p.has_bias) {
+            v += ld_any(bias, j, p.bias_dtype);
+            if (gated)
+                g += ld_any(bias, p.k2 + j, p.bias_dtype);
+        }
+        v = round_to(v, p.pre_dtype);
+        const float a = gated ? v * act_scalar(p.activation, round_to(g, p.pre_dtype)) : act_scalar(p.activation, v);
+        if (p.out_dtype == RUDNN_F32)
+            ((float *)out)[i] = a;
+        else if (p.out_dtype == RUDNN_F16)
+            ((uint16_t *)out)[i] = rdg_f32_to_f16(a);
+        else
+            ((uint16_t *)out)[i] = rdg_f32_to_bf16(a);
+    }
+}
+#endif
+
 __global__ void ffn_out_kernel(rudnn_ffn_out_plan_t p, const void *h, const void *bias, const void *deq, void *y)
 {
     const int64_t total = p.rows * p.n;
@@ -466,6 +506,16 @@ rudnn_status_t ffn_gemm_workspace(void *device, const rudnn_ffn_gemm_plan_t *p, 
     return RUDNN_STATUS_SUCCESS;
 }
 
+#if !RDG_HIP
+/* Whether ffn_gemm runs this call on the int4 tensor-core kernel (the wgmma kernel not taking it) */
+bool gemm_takes_mma_w4(const rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_ref_t a, rudnn_mem_ref_t b,
+                       rudnn_mem_ref_t scale, rudnn_mem_ref_t scratch, rudnn_mem_ref_t c)
+{
+    return !(wgmma_w4_plan_fits(&q->dev, p, 1, p->m) && wgmma_w4_aligned(a, b, scale, c)) &&
+           rdg_ffn_mma_w4_fits(&q->dev, p, rdg_at(b), scratch.mem != NULL);
+}
+#endif
+
 /* The GEMM implementation is the backend's choice, as a BLAS picks its kernels: cuBLAS for float
  * operands and for int8 with leading dims that are multiples of 4, the int4 wgmma kernel (sm_90a)
  * for BF16 / F16 x int4 without offset from FFN_WGMMA_W4_MIN_ROWS rows (aligned operands), the
@@ -491,7 +541,7 @@ rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_r
     if (wgmma_w4_plan_fits(&q->dev, p, 1, p->m) && wgmma_w4_aligned(a, b, scale, c))
         return rdg_ffn_wgmma_w4(q, p, 1, rdg_at(a), rdg_at(b), rdg_at(scale), nullptr,
                                 scratch.mem ? rdg_at(scratch) : nullptr, rdg_at(c));
-    if (rdg_ffn_mma_w4_fits(&q->dev, p, rdg_at(b), scratch.mem != NULL))
+    if (gemm_takes_mma_w4(q, p, a, b, scale, scratch, c))
         return rdg_ffn_mma_w4(q, p, rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(scratch), rdg_at(c));
 #endif
     /* the few-rows kernel reads a row's weights as one aligned word (int4) or two (int8) */
@@ -523,6 +573,36 @@ rudnn_status_t ffn_act(void *queue, const rudnn_ffn_act_plan_t *p, rudnn_mem_ref
     ffn_act_kernel<<<elementwise_blocks(q, p->rows * p->k2), FFN_EW_THREADS, 0, q->stream>>>(
         *p, rdg_at(h), rdg_at(bias), rdg_at(deq), rdg_at(scale), rdg_at(offset), rdg_at(a));
     return rdg_launched("ffn.act");
+}
+
+/* gemm, then act (hal/ffn.h gemm_act): where the int4 tensor-core kernel splits k, its partials go
+ * straight into ffn_split_act (h left unwritten); elsewhere the two entries as they are. */
+rudnn_status_t ffn_gemm_act(void *queue, const rudnn_ffn_gemm_plan_t *p, const rudnn_ffn_act_plan_t *ap,
+                            rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t scale, rudnn_mem_ref_t offset,
+                            rudnn_mem_ref_t bias, rudnn_mem_ref_t scratch, rudnn_mem_ref_t h, rudnn_mem_ref_t out)
+{
+    const rudnn_mem_ref_t none = {NULL, 0};
+#if !RDG_HIP
+    rdg_queue_t *q = (rdg_queue_t *)queue;
+    if (FFN_SPLIT_ACT && ap->out_dtype != RUDNN_I8 && ap->deq_len == 0 && ap->h_dtype == p->c_dtype &&
+        gemm_takes_mma_w4(q, p, a, b, scale, scratch, h)) {
+        TRY(rdg_use_device(q->dev.index));
+        int splits = 1;
+        TRY(rdg_ffn_mma_w4_unsummed(q, p, rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(scratch),
+                                    rdg_at(h), &splits));
+        if (splits > 1) {
+            const int64_t want = rdg_ceil_div(ap->rows * ap->k2, FFN_EW_THREADS);
+            const int64_t cap = (int64_t)q->dev.sm_count * FFN_EW_BLOCKS_PER_SM;
+            rdg_note_kernel("ffn.split_act");
+            return rdg_launch_pdl(q, FFN_PDL, "ffn.split_act", ffn_split_act, dim3((unsigned)(want < cap ? want : cap)),
+                                  dim3(FFN_EW_THREADS), 0, *ap, (const float *)rdg_at(scratch), splits,
+                                  (const void *)rdg_at(bias), rdg_at(out));
+        }
+        return ffn_act(queue, ap, h, bias, none, none, none, out);
+    }
+#endif
+    TRY(ffn_gemm(queue, p, a, b, scale, offset, scratch, h));
+    return ffn_act(queue, ap, h, bias, none, none, none, out);
 }
 
 rudnn_status_t ffn_out(void *queue, const rudnn_ffn_out_plan_t *p, rudnn_mem_ref_t h, rudnn_mem_ref_t bias,
@@ -602,6 +682,7 @@ rudnn_ffn_kernels_t make_ffn_table(void)
     table.gemm = ffn_gemm;
     table.act = ffn_act;
     table.out = ffn_out;
+    table.gemm_act = ffn_gemm_act;
 #if !RDG_HIP
     table.gemm_grouped_fits = ffn_gemm_grouped_fits;
     table.gemm_grouped = ffn_gemm_grouped;

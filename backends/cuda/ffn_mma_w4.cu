@@ -786,8 +786,8 @@ rudnn_status_t launch(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const Plan
 
 } // namespace
 
-rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
-                              const void *scale, const void *offset, void *scratch, void *c)
+rudnn_status_t rdg_ffn_mma_w4_unsummed(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
+                                       const void *scale, const void *offset, void *scratch, void *c, int *splits)
 {
     const Plan pl = make_plan(&q->dev, p);
     if (pl.wk == 0)
@@ -795,11 +795,18 @@ rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, co
                          (long long)p->n);
     if (pl.splits > 1 && !scratch)
         return rdg_error(RUDNN_STATUS_INTERNAL, "ffn gemm: ffn.mma_w4 without its scratch");
-    const MmaArgs g = make_args(p, pl, a, b, scale, offset, scratch, c);
-    const rudnn_status_t st = launch<false>(q, p, pl, g, MmaExperts{});
-    if (st != RUDNN_STATUS_SUCCESS || pl.splits == 1)
-        return st;
-    return rdg_ffn_split_sum(q, "ffn.mma_w4_reduce", g.partial, c, p->m * p->n, pl.splits, p->c_dtype);
+    *splits = pl.splits;
+    return launch<false>(q, p, pl, make_args(p, pl, a, b, scale, offset, scratch, c), MmaExperts{});
+}
+
+rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
+                              const void *scale, const void *offset, void *scratch, void *c)
+{
+    int splits = 1;
+    TRY(rdg_ffn_mma_w4_unsummed(q, p, a, b, scale, offset, scratch, c, &splits));
+    if (splits == 1)
+        return RUDNN_STATUS_SUCCESS;
+    return rdg_ffn_split_sum(q, "ffn.mma_w4_reduce", (const float *)scratch, c, p->m * p->n, splits, p->c_dtype);
 }
 
 rudnn_status_t rdg_ffn_split_sum(rdg_queue_t *q, const char *name, const float *partial, void *c, int64_t mn,

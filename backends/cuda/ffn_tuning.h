@@ -140,6 +140,13 @@
 #define FFN_PDL 1
 #endif
 
+/* 1: where the int4 tensor-core kernel splits k, the first product's split sum and the activation
+ * run as one kernel (ffn.split_act); 0: the split sum, then the activation. H100, W4A16 K1 8192
+ * N1 28672: 1 is 2-4% faster at M 1..32 */
+#ifndef FFN_SPLIT_ACT
+#define FFN_SPLIT_ACT 1
+#endif
+
 /* The element-wise epilogues: threads a block, and at most this many blocks an SM (grid-stride). */
 #define FFN_EW_THREADS 256
 #define FFN_EW_BLOCKS_PER_SM 8

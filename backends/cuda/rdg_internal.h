@@ -160,6 +160,10 @@ rudnn_status_t rdg_ffn_mma_w4_grouped(rdg_queue_t *q, const rudnn_ffn_gemm_plan_
                                       void *c);
 rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
                               const void *scale, const void *offset, void *scratch, void *c);
+/* The same product without the split sum: where the plan splits k, the splits' FP32 partials
+ * [*splits, m, n] in scratch for the caller to add in split order; else c written (*splits 1). */
+rudnn_status_t rdg_ffn_mma_w4_unsummed(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
+                                       const void *scale, const void *offset, void *scratch, void *c, int *splits);
 
 /* ffn_cublas.cu (CUDA with cuBLAS's headers): the FFN's float GEMM (hal/ffn.h) on cuBLAS. */
 rudnn_status_t rdg_ffn_gemm_cublas(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,

@@ -111,6 +111,14 @@ typedef struct rudnn_ffn_kernels {
     rudnn_status_t (*gemm_grouped_act)(void *queue, const rudnn_ffn_gemm_plan_t *plan,
                                        const rudnn_ffn_act_plan_t *act, int64_t experts, rudnn_mem_ref_t a,
                                        rudnn_mem_ref_t b, rudnn_mem_ref_t offsets, rudnn_mem_ref_t out);
+    /* gemm into h, then act from h into out, in one call (optional): the same bits as the two
+     * entries, with act->h_dtype = plan->c_dtype, act->rows = plan->m, act->n1 = plan->n, and no
+     * quantization (deq, scale and offset none); bias as act's. The backend may leave h unwritten
+     * (it fuses the activation with the sum of a split k, h's round trip and a launch fewer). */
+    rudnn_status_t (*gemm_act)(void *queue, const rudnn_ffn_gemm_plan_t *plan, const rudnn_ffn_act_plan_t *act,
+                               rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t scale, rudnn_mem_ref_t offset,
+                               rudnn_mem_ref_t bias, rudnn_mem_ref_t scratch, rudnn_mem_ref_t h,
+                               rudnn_mem_ref_t out);
 } rudnn_ffn_kernels_t;
 
 /* A table shorter than this is refused (the family is then absent on that backend). */
