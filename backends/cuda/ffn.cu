@@ -28,6 +28,17 @@ __device__ __forceinline__ float ld_any(const void *p, int64_t i, int dt)
     }
 }
 
+/* v rounded to F16 / BF16 (to nearest even) or kept as F32, stored as element i of p's dtype dt. */
+__device__ __forceinline__ void st_any(void *p, int64_t i, int dt, float v)
+{
+    if (dt == RUDNN_F32)
+        ((float *)p)[i] = v;
+    else if (dt == RUDNN_F16)
+        ((uint16_t *)p)[i] = rdg_f32_to_f16(v);
+    else
+        ((uint16_t *)p)[i] = rdg_f32_to_bf16(v);
+}
+
 /* A [m, k] element as the accumulator's type. */
 template <int DT, typename Acc>
 struct LoadA {
@@ -297,12 +308,8 @@ __global__ void ffn_act_kernel(rudnn_ffn_act_plan_t p, const void *h, const void
         if (p.out_dtype == RUDNN_I8) {
             const float s = ((const float *)scale)[p.scale_len == 1 ? 0 : j];
             ((int8_t *)out)[i] = requant(a * s + ((const float *)offset)[0]);
-        } else if (p.out_dtype == RUDNN_F32) {
-            ((float *)out)[i] = a;
-        } else if (p.out_dtype == RUDNN_F16) {
-            ((uint16_t *)out)[i] = rdg_f32_to_f16(a);
         } else {
-            ((uint16_t *)out)[i] = rdg_f32_to_bf16(a);
+            st_any(out, i, p.out_dtype, a);
         }
     }
 }
@@ -402,12 +409,7 @@ __global__ void ffn_split_act(rudnn_ffn_act_plan_t p, const float *__restrict__ 
         }
         v = round_to(v, p.pre_dtype);
         const float a = gated ? v * act_scalar(p.activation, round_to(g, p.pre_dtype)) : act_scalar(p.activation, v);
-        if (p.out_dtype == RUDNN_F32)
-            ((float *)out)[i] = a;
-        else if (p.out_dtype == RUDNN_F16)
-            ((uint16_t *)out)[i] = rdg_f32_to_f16(a);
-        else
-            ((uint16_t *)out)[i] = rdg_f32_to_bf16(a);
+        st_any(out, i, p.out_dtype, a);
     }
 }
 #endif
@@ -430,12 +432,7 @@ __global__ void ffn_out_kernel(rudnn_ffn_out_plan_t p, const void *h, const void
         }
         if (p.deq_len > 0)
             v *= ld_any(deq, p.deq_len == 1 ? 0 : c, p.deq_dtype);
-        if (p.y_dtype == RUDNN_F32)
-            ((float *)y)[i] = v;
-        else if (p.y_dtype == RUDNN_F16)
-            ((uint16_t *)y)[i] = rdg_f32_to_f16(v);
-        else
-            ((uint16_t *)y)[i] = rdg_f32_to_bf16(v);
+        st_any(y, i, p.y_dtype, v);
     }
 }
 
