@@ -615,11 +615,9 @@ static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudn
                                    .h_dtype = l->h_dtype, .has_bias = a->bias1 != NULL,
                                    .bias_dtype = a->bias1 ? a->bias1->dtype : RUDNN_F32,
                                    .pre_dtype = act_pre_dtype(a, d), .out_dtype = l->a_dtype};
-        rudnn_status_t (*gemm_act)(void *, const rudnn_ffn_gemm_plan_t *, const rudnn_ffn_act_plan_t *,
-                                   rudnn_mem_ref_t, rudnn_mem_ref_t, rudnn_mem_ref_t, rudnn_mem_ref_t, rudnn_mem_ref_t,
-                                   rudnn_mem_ref_t, rudnn_mem_ref_t, rudnn_mem_ref_t) = RUDNN_KERNEL_ENTRY(k, gemm_act);
-        if (d->sc != FFN_QUANT && gemm_act) { /* the backend may fuse a split k's sum with the activation */
-            TRY(rudnn_kernel_status(op, gemm_act(qh, &g1, &ap, x, w1, aqs1, aqo1, b1, scratch, h1, act)));
+        if (d->sc != FFN_QUANT && RUDNN_KERNEL_ENTRY(k, gemm_act)) { /* may fuse a split k's sum and act */
+            TRY(rudnn_kernel_status(
+                op, RUDNN_KERNEL_ENTRY(k, gemm_act)(qh, &g1, &ap, x, w1, aqs1, aqo1, b1, scratch, h1, act)));
         } else {
             TRY(rudnn_kernel_status(op, k->gemm(qh, &g1, x, w1, aqs1, aqo1, scratch, h1)));
             rudnn_mem_ref_t deq = {NULL, 0}, scale = {NULL, 0}, offset = {NULL, 0};

@@ -578,13 +578,12 @@ rudnn_status_t ffn_gemm_act(void *queue, const rudnn_ffn_gemm_plan_t *p, const r
                             rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t scale, rudnn_mem_ref_t offset,
                             rudnn_mem_ref_t bias, rudnn_mem_ref_t scratch, rudnn_mem_ref_t h, rudnn_mem_ref_t out)
 {
-    const rudnn_mem_ref_t none = {NULL, 0};
+    int splits = 0; /* 0: the product not run yet */
 #if !RDG_HIP
     rdg_queue_t *q = (rdg_queue_t *)queue;
     if (FFN_SPLIT_ACT && ap->out_dtype != RUDNN_I8 && ap->deq_len == 0 && ap->h_dtype == p->c_dtype &&
         gemm_takes_mma_w4(q, p, a, b, scale, scratch, h)) {
         TRY(rdg_use_device(q->dev.index));
-        int splits = 1;
         TRY(rdg_ffn_mma_w4_unsummed(q, p, rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(scratch),
                                     rdg_at(h), &splits));
         if (splits > 1) {
@@ -595,10 +594,11 @@ rudnn_status_t ffn_gemm_act(void *queue, const rudnn_ffn_gemm_plan_t *p, const r
                                   dim3(FFN_EW_THREADS), 0, *ap, (const float *)rdg_at(scratch), splits,
                                   (const void *)rdg_at(bias), rdg_at(out));
         }
-        return ffn_act(queue, ap, h, bias, none, none, none, out);
     }
 #endif
-    TRY(ffn_gemm(queue, p, a, b, scale, offset, scratch, h));
+    if (splits == 0)
+        TRY(ffn_gemm(queue, p, a, b, scale, offset, scratch, h));
+    const rudnn_mem_ref_t none = {NULL, 0};
     return ffn_act(queue, ap, h, bias, none, none, none, out);
 }
 
