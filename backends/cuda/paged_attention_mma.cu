@@ -37,6 +37,7 @@
 
 #include "mma_sync.cuh"
 #include "paged_attention.cuh"
+#include "pdl.cuh"
 #include "paged_attention_tuning.h"
 
 static_assert(PA_MAX_STAGES >= 2 && PA_MAX_STAGES <= 8, "rdg_copy_async_wait_n covers 0 .. 6 pending groups");
@@ -565,6 +566,11 @@ __global__ void RDG_LAUNCH_BOUNDS(WR *WK * 32, PA_CTAS_PER_SM) mma_kernel(const 
     PaRow *rows = (PaRow *)(pa_smem + s.off_rows);
     unsigned char *k_ring = pa_smem + s.off_k, *v_ring = pa_smem + s.off_v;
     const int64_t items = (int64_t)d.heads_kv * s.chunks * d.splits * d.nblocks;
+    /* a programmatic dependent (PA_PDL): the plan (blocks, tables, lengths: written by its upload,
+     * never by a kernel) is read before the wait, Q, the caches, the workspace and out after it;
+     * the next kernel may be scheduled at once (it waits for this grid's end the same way) */
+    rdg_pdl_trigger();
+    bool waited = false;
     for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
         const int hk = (int)(item % d.heads_kv);
         int64_t rest = item / d.heads_kv;
@@ -596,13 +602,19 @@ __global__ void RDG_LAUNCH_BOUNDS(WR *WK * 32, PA_CTAS_PER_SM) mma_kernel(const 
                                     v_ring + slot * s.stage_v);
         };
 #endif
+        /* the first two tiles' pages: the end of the plan's dependent reads, before the wait */
+        const int32_t page0 = page_of(0), page1 = s.stages > 2 ? page_of(1) : 0;
+        if (!waited) {
+            rdg_pdl_wait();
+            waited = true;
+        }
         __syncthreads(); /* the previous item's readers of shared memory are done */
         /* the ring: tiles 0 .. stages - 2 in flight before the first is computed (and while the
          * rows load); one group a tile (empty ones too), so that "stages - 2 pending" means "tile
          * t has landed" */
         for (int t = 0; t < s.stages - 1; t++) {
             if (t < ntiles)
-                stage(t, t, page_of(t));
+                stage(t, t, t == 0 ? page0 : t == 1 ? page1 : page_of(t));
             rdg_copy_async_commit();
         }
         mma_load_rows<RC>(d, s, b, hk, rc, nrows, k0, k1, q_sm, rows);
@@ -771,7 +783,7 @@ rudnn_status_t rdg_pa_mma_run(rdg_queue_t *q, const rudnn_paged_args_t *a, const
     const char *name = c.prefill ? PA_MMA_PREFILL_NAME : PA_MMA_DECODE_NAME;
     if (grid > 0) {
         rdg_note_kernel(name);
-        fn<<<dim3((unsigned)grid), dim3((unsigned)c.threads), c.smem, q->stream>>>(d, c.s);
+        rdg_launch_pdl_raw(q, PA_PDL, fn, dim3((unsigned)grid), dim3((unsigned)c.threads), c.smem, d, c.s);
         TRY(pa_launched(name, grid, c.threads, c.smem));
     }
     return d.splits > 1 && !fused ? pa_run_merge(q, a, d) : RUDNN_STATUS_SUCCESS;

@@ -69,6 +69,14 @@
 #ifndef PA_STAGE_BLOCKED
 #define PA_STAGE_BLOCKED 1
 #endif
+/* 1: the mma kernel (decode, prefill) launched as a programmatic dependent: its launch and its
+ * plan reads (item, split range, first two tiles' pages) overlap the previous kernel's end; 0: a
+ * plain launch. H100, bf16, B 1 KV 2k replayed from a CUDA graph: 0.0129 against 0.0131 ms a call
+ * (page 16 and 64); a call between its own events, B 8 KV 8k, B 64 KV 2k, B 1 KV 128k: within
+ * 0.5% (bench/RESULTS.md). */
+#ifndef PA_PDL
+#define PA_PDL 1
+#endif
 /* Ring stages at most (cp.async.wait_group takes an immediate: 0 .. this - 2). */
 #define PA_MAX_STAGES 8
 /* Shared memory the hardware keeps a CTA on sm_80+ (an SM has smem_optin + this in all). */

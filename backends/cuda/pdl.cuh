@@ -24,10 +24,10 @@ __device__ __forceinline__ void rdg_pdl_trigger()
 }
 
 /* fn<<<grid, block, smem, q's stream>>>(args), as a programmatic dependent where pdl is set and the
- * device and the runtime allow it (sm_90, CUDA 12); then rdg_launched(what). */
+ * device and the runtime allow it (sm_90, CUDA 12); a failed launch is left for cudaGetLastError
+ * (callers that report launches their own way). */
 template <typename... P, typename... A>
-rudnn_status_t rdg_launch_pdl(rdg_queue_t *q, bool pdl, const char *what, void (*fn)(P...), dim3 grid, dim3 block,
-                              size_t smem, A... args)
+void rdg_launch_pdl_raw(rdg_queue_t *q, bool pdl, void (*fn)(P...), dim3 grid, dim3 block, size_t smem, A... args)
 {
 #if !RDG_HIP && RDG_HOST_CLUSTERS
     if (pdl && q->dev.arch >= 90) {
@@ -41,15 +41,21 @@ rudnn_status_t rdg_launch_pdl(rdg_queue_t *q, bool pdl, const char *what, void (
         cfg.stream = q->stream;
         cfg.attrs = attr;
         cfg.numAttrs = 1;
-        const cudaError_t err = cudaLaunchKernelEx(&cfg, fn, args...);
-        if (err != cudaSuccess)
-            return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, what);
-        return rdg_launched(what);
+        (void)cudaLaunchKernelEx(&cfg, fn, args...);
+        return;
     }
 #else
     (void)pdl;
 #endif
     fn<<<grid, block, smem, q->stream>>>(args...);
+}
+
+/* rdg_launch_pdl_raw, then rdg_launched(what). */
+template <typename... P, typename... A>
+rudnn_status_t rdg_launch_pdl(rdg_queue_t *q, bool pdl, const char *what, void (*fn)(P...), dim3 grid, dim3 block,
+                              size_t smem, A... args)
+{
+    rdg_launch_pdl_raw(q, pdl, fn, grid, block, smem, args...);
     return rdg_launched(what);
 }
 
