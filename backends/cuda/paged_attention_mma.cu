@@ -468,14 +468,18 @@ struct MmaWarp {
         }
     }
 
-    /* Decode: the warp's rows into the merge area: acc [rows][Dv], m and l [rows]. */
-    __device__ __forceinline__ void flush(float *mg_acc, float *mg_m, float *mg_l, int r0, int Dv, int lane)
+    /* Decode: the warp's rows below nrows (the merge reads no other) into the merge area: acc
+     * [rows][Dv], m and l [rows]. */
+    __device__ __forceinline__ void flush(float *mg_acc, float *mg_m, float *mg_l, int r0, int nrows, int Dv,
+                                          int lane)
     {
         const int g = lane / 4, t = lane % 4;
         sum_rows();
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int r = r0 + g + 8 * h;
+            if (r >= nrows)
+                continue;
             float *row = mg_acc + (size_t)r * Dv;
 #pragma unroll
             for (int n = 0; n < DMAX / 8; n++)
@@ -489,6 +493,44 @@ struct MmaWarp {
     }
 };
 
+/* Row r of the CTA (below nrows): its query and query head, and its limit in the split [k0, k1):
+ * plan data only (written by its upload), so it may be read before the programmatic wait. */
+template <int RC>
+__device__ __forceinline__ PaRow mma_row(const PaDev &d, const rudnn_paged_block_t &b, int hk, int rc, int nrows,
+                                         int k0, int k1, int r)
+{
+    PaRow rw = {0, 0, 0, 0};
+    if (r < nrows) {
+        const int br = rc * RC + r, qi = br / d.group;
+        rw.i = b.q0 + qi;
+        rw.h = hk * d.group + (br - qi * d.group);
+        rw.lim = pa_lim(d, rw.i, k0, k1);
+    }
+    return rw;
+}
+
+#if PA_ROWS_FIRST
+/* The CTA's Q rows (raw dtype bits; zeros past nrows and past D) copied by cp.async into the
+ * group that is committed next (the first tile's), so that they are issued before the K/V tiles
+ * and land with the first one. */
+template <int RC>
+__device__ __forceinline__ void mma_copy_q(const PaDev &d, const MmaShape &s, const rudnn_paged_block_t &b, int hk,
+                                           int rc, int nrows, unsigned char *q_sm)
+{
+    const int tid = (int)threadIdx.x, nt = (int)blockDim.x, G = d.group, cpr = s.dk16 / 8;
+    for (int e = tid; e < RC * cpr; e += nt) {
+        const int r = e / cpr, c = e - r * cpr;
+        const bool ok = r < nrows && c < d.d / 8;
+        const char *src = (const char *)d.q; /* a valid address where nothing is read */
+        if (ok) {
+            const int br = rc * RC + r, qi = br / G;
+            const int64_t h = (int64_t)hk * G + (br - qi * G);
+            src += (((int64_t)b.q0 + qi) * d.heads_q + h) * d.d * 2 + c * 16;
+        }
+        rdg_copy16_async_zfill(q_sm + r * s.qpitch + c * 16, src, ok);
+    }
+}
+#else
 /* The CTA's Q rows (raw dtype bits; zeros past nrows and past D) and their PaRow. */
 template <int RC>
 __device__ __forceinline__ void mma_load_rows(const PaDev &d, const MmaShape &s, const rudnn_paged_block_t &b, int hk,
@@ -505,17 +547,10 @@ __device__ __forceinline__ void mma_load_rows(const PaDev &d, const MmaShape &s,
         }
         *(uint4 *)(q_sm + r * s.qpitch + c * 16) = x;
     }
-    if (tid < RC) {
-        PaRow rw = {0, 0, 0, 0};
-        if (tid < nrows) {
-            const int br = rc * RC + tid, qi = br / G;
-            rw.i = b.q0 + qi;
-            rw.h = hk * G + (br - qi * G);
-            rw.lim = pa_lim(d, rw.i, k0, k1);
-        }
-        rows[tid] = rw;
-    }
+    if (tid < RC)
+        rows[tid] = mma_row<RC>(d, b, hk, rc, nrows, k0, k1, tid);
 }
+#endif
 
 /* Decode's end: the key warps' states merged per row (weights e^(m_w - M)), then each output
  * element (or partial) written by the CTA's threads. */
@@ -527,7 +562,7 @@ __device__ __forceinline__ void mma_merge(const PaDev &d, const PaRow *rows, Mma
     float *mg_acc = (float *)area;
     float *mg_m = mg_acc + (size_t)WK * RC * Dv, *mg_l = mg_m + WK * RC, *mg_w = mg_l + WK * RC;
     float *mg_L = mg_w + WK * RC;
-    st.flush(mg_acc + (size_t)wk * RC * Dv, mg_m + wk * RC, mg_l + wk * RC, 16 * wr, Dv, lane);
+    st.flush(mg_acc + (size_t)wk * RC * Dv, mg_m + wk * RC, mg_l + wk * RC, 16 * wr, nrows, Dv, lane);
     __syncthreads();
     if (tid < nrows) {
         float M = -INFINITY;
@@ -602,8 +637,12 @@ __global__ void RDG_LAUNCH_BOUNDS(WR *WK * 32, PA_CTAS_PER_SM) mma_kernel(const 
                                     v_ring + slot * s.stage_v);
         };
 #endif
-        /* the first two tiles' pages: the end of the plan's dependent reads, before the wait */
+        /* the first two tiles' pages (and the rows' limits): the end of the plan's dependent
+         * reads, before the wait */
         const int32_t page0 = page_of(0), page1 = s.stages > 2 ? page_of(1) : 0;
+#if PA_ROWS_FIRST
+        const PaRow myrow = tid < RC ? mma_row<RC>(d, b, hk, rc, nrows, k0, k1, tid) : PaRow{0, 0, 0, 0};
+#endif
         if (!waited) {
             rdg_pdl_wait();
             waited = true;
@@ -611,13 +650,21 @@ __global__ void RDG_LAUNCH_BOUNDS(WR *WK * 32, PA_CTAS_PER_SM) mma_kernel(const 
         __syncthreads(); /* the previous item's readers of shared memory are done */
         /* the ring: tiles 0 .. stages - 2 in flight before the first is computed (and while the
          * rows load); one group a tile (empty ones too), so that "stages - 2 pending" means "tile
-         * t has landed" */
+         * t has landed". PA_ROWS_FIRST: Q goes first, in tile 0's group. */
+#if PA_ROWS_FIRST
+        mma_copy_q<RC>(d, s, b, hk, rc, nrows, q_sm);
+#endif
         for (int t = 0; t < s.stages - 1; t++) {
             if (t < ntiles)
                 stage(t, t, t == 0 ? page0 : t == 1 ? page1 : page_of(t));
             rdg_copy_async_commit();
         }
+#if PA_ROWS_FIRST
+        if (tid < RC)
+            rows[tid] = myrow;
+#else
         mma_load_rows<RC>(d, s, b, hk, rc, nrows, k0, k1, q_sm, rows);
+#endif
         if (s.dk16 > d.d) /* K's pad columns (never copied into): one 16-byte chunk at D of every ring row */
             for (int r = tid; r < s.stages * TK; r += NT)
                 *(uint4 *)(k_ring + r * s.kpitch + d.d * 2) = make_uint4(0u, 0u, 0u, 0u);
