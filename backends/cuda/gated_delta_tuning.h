@@ -13,8 +13,11 @@
 
 /* The state passes on wgmma where the device and binary have it (sm_90a) and K = V = 128
  * (gated_delta_wg.cu); 0 keeps tc_pass's mma.sync. Registers a thread of its warpgroups (setmaxnreg:
- * the producer gives its share to the consumers; 512 threads in tc_state's pass: 56 + 3 x 152 <= 512,
- * 384 in the segment passes: 40 + 2 x 232 <= 512, per 128-thread unit of the 64K registers). */
+ * the producer gives its share to the consumers, whose increase is drawn from what it released:
+ * per 128-thread unit, at most the registers the launch gave (64K over the block's threads, in
+ * steps of 8): 512 threads in tc_state's pass, 128 a thread: 56 + 3 x 152 <= 4 x 128; 384 in the
+ * segment passes, 168: 40 + 2 x 232 <= 3 x 168. Past that the consumers' increase waits for the
+ * producer to exit, which waits for them: a hang (48 did that; gated_delta_wg.cu asserts it). */
 #ifndef GDR_TC_WGMMA
 #define GDR_TC_WGMMA 1
 #endif
@@ -51,6 +54,15 @@
  * 1.001, 0.984 (bench/RESULTS.md). */
 #ifndef GDR_TC_PREP_BLOCKS
 #define GDR_TC_PREP_BLOCKS 6
+#endif
+
+/* 1: tc_prep's Gram matrix (the lower triangle, 10 n16 column pairs of 16-row blocks) split 3 / 3 /
+ * 2 / 2 pairs over its 4 warps; 0: each warp its own row block's, 1 / 2 / 3 / 4 (the old split,
+ * for A/B), so that 3 warps wait at the barrier on the fourth. H100, bf16: B 1 / H 8 / T 32768
+ * 0.444 against 0.451 ms, B 8 / H 16 / T 4096 0.585 against 0.597, varlen 0.425 against 0.429
+ * (bench/RESULTS.md). */
+#ifndef GDR_PREP_GRAM_BALANCED
+#define GDR_PREP_GRAM_BALANCED 1
 #endif
 
 /* Threads of a tc_carry block (a thread a row of the transition and 4 columns). H100, B 1 / H 8 /
