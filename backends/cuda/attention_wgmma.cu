@@ -57,6 +57,10 @@ constexpr int wg_threads(int nc)
     return 128 * (nc + 1);
 }
 
+static_assert(setmaxnreg_fits(ATT_WG_PRODUCER_REGS, 2, ATT_WG_CONSUMER_REGS) &&
+                  setmaxnreg_fits(ATT_WG3_PRODUCER_REGS, 3, ATT_WG3_CONSUMER_REGS),
+              "the warpgroups' registers after setmaxnreg exceed the launch's");
+
 /* Shared memory of a CTA with nc consumer warpgroups and qb (vb) 64-column blocks of Q and K (V). */
 constexpr size_t wg_smem_bytes(int nc, int qb, int vb)
 {

@@ -212,11 +212,12 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
     __syncthreads();
 
     /* Lm = beta_i e^(gamma_i - gamma_j) k_i . k_j below the diagonal */
-#if GDR_PREP_GRAM_BALANCED
     {
         /* The lower triangle's 10 n16 column pairs (row block rb has rb + 1) over the 4 warps, 3 / 3 /
-         * 2 / 2 (was 1 / 2 / 3 / 4): warp w its own row block's pairs [0, na) and row block rbb's
-         * [pb0, pb1); the pairs right of the diagonal are its own row block's zeros. */
+         * 2 / 2: warp w its own row block's pairs [0, na) and row block rbb's [pb0, pb1); the pairs
+         * right of the diagonal are its own row block's zeros. (Each warp its own row block's, 1 / 2 /
+         * 3 / 4, left three waiting at the barrier on the fourth: H100, B 1 / H 8 / T 32768 0.451 ->
+         * 0.444 ms, bench/RESULTS.md.) */
         const int na = warp == 0 || warp == 3 ? 1 : 2;
         const int rbb = warp == 3 ? 2 : 3, pb0 = warp == 1 ? 1 : 2;
         const int pb1 = warp == 0 ? 4 : warp == 1 ? 2 : warp == 3 ? 3 : pb0;
@@ -241,19 +242,6 @@ __global__ void __launch_bounds__(THREADS, GDR_TC_PREP_BLOCKS)
             for (int e = 0; e < 4; e++)
                 Lm[(warp * 16 + g + (e / 2) * 8) * LP + nt * 8 + 2 * t + (e % 2)] = 0.0f;
     }
-#else
-    {
-        float acc[CH / 8][4] = {};
-        mma_abt<DT, CH / 8, KD / 16>(acc, Ks + warp * 16 * (KD + PAD), KD + PAD, Ks, KD + PAD, warp + 1);
-#pragma unroll
-        for (int nt = 0; nt < CH / 8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int i = warp * 16 + g + (e / 2) * 8, j = nt * 8 + 2 * t + (e % 2);
-                Lm[i * LP + j] = nt < 2 * (warp + 1) && j < i ? bet[i] * __expf(gam[i] - gam[j]) * acc[nt][e] : 0.0f;
-            }
-    }
-#endif
     __syncthreads();
     /* T = (I + Lm)^-1 by blocks of 16, in place over Lm: the diagonal blocks by forward
      * substitution (a thread a column: column j of a unit lower inverse needs only its own earlier

@@ -56,15 +56,6 @@
 #define GDR_TC_PREP_BLOCKS 6
 #endif
 
-/* 1: tc_prep's Gram matrix (the lower triangle, 10 n16 column pairs of 16-row blocks) split 3 / 3 /
- * 2 / 2 pairs over its 4 warps; 0: each warp its own row block's, 1 / 2 / 3 / 4 (the old split,
- * for A/B), so that 3 warps wait at the barrier on the fourth. H100, bf16: B 1 / H 8 / T 32768
- * 0.444 against 0.451 ms, B 8 / H 16 / T 4096 0.585 against 0.597, varlen 0.425 against 0.429
- * (bench/RESULTS.md). */
-#ifndef GDR_PREP_GRAM_BALANCED
-#define GDR_PREP_GRAM_BALANCED 1
-#endif
-
 /* Threads of a tc_carry block (a thread a row of the transition and 4 columns). H100, B 1 / H 8 /
  * T 32768: 512 (half the blocks, half the L2 reads of each transition) was 5% slower than 256, and
  * so were 2 or 4 threads a (row, 4 columns), each summing a share of the row's k range. */

@@ -53,11 +53,8 @@ struct WgLayout {
     static constexpr uint32_t bar = gam + stages * CH * 4; /* full[stages], empty[stages], sfull[2], sempty[2] */
     static constexpr size_t smem = 1024 + (size_t)bar + 8 * (2 * stages + 4);
 };
-/* The registers a thread of a block of n threads gets at launch (one block an SM); the setmaxnreg
- * split of the warpgroups must fit them (gated_delta_tuning.h). */
-constexpr int launch_regs(int n) { return 65536 / n / 8 * 8; }
-static_assert(GDR_WG_STATE_PRODUCER_REGS + 3 * GDR_WG_STATE_CONSUMER_REGS <= 4 * launch_regs(512) &&
-                  GDR_WG_PRODUCER_REGS + 2 * GDR_WG_SEGMENT_CONSUMER_REGS <= 3 * launch_regs(384),
+static_assert(setmaxnreg_fits(GDR_WG_STATE_PRODUCER_REGS, 3, GDR_WG_STATE_CONSUMER_REGS) &&
+                  setmaxnreg_fits(GDR_WG_PRODUCER_REGS, 2, GDR_WG_SEGMENT_CONSUMER_REGS),
               "the warpgroups' registers after setmaxnreg exceed the launch's");
 static_assert(WgLayout<PASS_STATE>::smem <= 227 * 1024 && WgLayout<PASS_LOCAL>::smem <= 227 * 1024,
               "the block's shared memory");

@@ -61,6 +61,8 @@ constexpr int W_BM = 64, W_BN = 64;  /* rows a CTA, keys a tile */
 constexpr int W_BLK = 64 * 128;      /* one 64 x 64 block of 16-bit values: 64 rows of 128 bytes */
 constexpr int W_KSTEPS = (W_R + W_P) / 16;
 constexpr int W_THREADS = 384;
+static_assert(W_THREADS == 3 * 128 && setmaxnreg_fits(PA_MLA_WG_PRODUCER_REGS, 2, PA_MLA_WG_CONSUMER_REGS),
+              "the warpgroups' registers after setmaxnreg exceed the launch's");
 /* shared-memory offsets from the 1024-byte aligned base */
 constexpr int W_OFF_Q = 0;
 constexpr int W_OFF_STAGE = W_OFF_Q + W_CB * W_BLK;

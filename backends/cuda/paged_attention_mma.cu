@@ -509,10 +509,10 @@ __device__ __forceinline__ PaRow mma_row(const PaDev &d, const rudnn_paged_block
     return rw;
 }
 
-#if PA_ROWS_FIRST
 /* The CTA's Q rows (raw dtype bits; zeros past nrows and past D) copied by cp.async into the
  * group that is committed next (the first tile's), so that they are issued before the K/V tiles
- * and land with the first one. */
+ * and land with the first one (loaded after them, they returned behind the 64 KiB of K/V: H100,
+ * B 1 KV 2k from a graph 0.0118 -> 0.0109 ms a call, bench/RESULTS.md). */
 template <int RC>
 __device__ __forceinline__ void mma_copy_q(const PaDev &d, const MmaShape &s, const rudnn_paged_block_t &b, int hk,
                                            int rc, int nrows, unsigned char *q_sm)
@@ -530,27 +530,6 @@ __device__ __forceinline__ void mma_copy_q(const PaDev &d, const MmaShape &s, co
         rdg_copy16_async_zfill(q_sm + r * s.qpitch + c * 16, src, ok);
     }
 }
-#else
-/* The CTA's Q rows (raw dtype bits; zeros past nrows and past D) and their PaRow. */
-template <int RC>
-__device__ __forceinline__ void mma_load_rows(const PaDev &d, const MmaShape &s, const rudnn_paged_block_t &b, int hk,
-                                              int rc, int nrows, int k0, int k1, unsigned char *q_sm, PaRow *rows)
-{
-    const int tid = (int)threadIdx.x, nt = (int)blockDim.x, G = d.group, cpr = s.dk16 / 8;
-    for (int e = tid; e < RC * cpr; e += nt) {
-        const int r = e / cpr, c = e - r * cpr;
-        uint4 x = make_uint4(0u, 0u, 0u, 0u);
-        if (r < nrows && c < d.d / 8) {
-            const int br = rc * RC + r, qi = br / G;
-            const int64_t h = (int64_t)hk * G + (br - qi * G);
-            x = *(const uint4 *)((const char *)d.q + (((int64_t)b.q0 + qi) * d.heads_q + h) * d.d * 2 + c * 16);
-        }
-        *(uint4 *)(q_sm + r * s.qpitch + c * 16) = x;
-    }
-    if (tid < RC)
-        rows[tid] = mma_row<RC>(d, b, hk, rc, nrows, k0, k1, tid);
-}
-#endif
 
 /* Decode's end: the key warps' states merged per row (weights e^(m_w - M)), then each output
  * element (or partial) written by the CTA's threads. */
@@ -640,9 +619,7 @@ __global__ void RDG_LAUNCH_BOUNDS(WR *WK * 32, PA_CTAS_PER_SM) mma_kernel(const 
         /* the first two tiles' pages (and the rows' limits): the end of the plan's dependent
          * reads, before the wait */
         const int32_t page0 = page_of(0), page1 = s.stages > 2 ? page_of(1) : 0;
-#if PA_ROWS_FIRST
         const PaRow myrow = tid < RC ? mma_row<RC>(d, b, hk, rc, nrows, k0, k1, tid) : PaRow{0, 0, 0, 0};
-#endif
         if (!waited) {
             rdg_pdl_wait();
             waited = true;
@@ -650,21 +627,15 @@ __global__ void RDG_LAUNCH_BOUNDS(WR *WK * 32, PA_CTAS_PER_SM) mma_kernel(const 
         __syncthreads(); /* the previous item's readers of shared memory are done */
         /* the ring: tiles 0 .. stages - 2 in flight before the first is computed (and while the
          * rows load); one group a tile (empty ones too), so that "stages - 2 pending" means "tile
-         * t has landed". PA_ROWS_FIRST: Q goes first, in tile 0's group. */
-#if PA_ROWS_FIRST
+         * t has landed". Q goes first, in tile 0's group. */
         mma_copy_q<RC>(d, s, b, hk, rc, nrows, q_sm);
-#endif
         for (int t = 0; t < s.stages - 1; t++) {
             if (t < ntiles)
                 stage(t, t, t == 0 ? page0 : t == 1 ? page1 : page_of(t));
             rdg_copy_async_commit();
         }
-#if PA_ROWS_FIRST
         if (tid < RC)
             rows[tid] = myrow;
-#else
-        mma_load_rows<RC>(d, s, b, hk, rc, nrows, k0, k1, q_sm, rows);
-#endif
         if (s.dk16 > d.d) /* K's pad columns (never copied into): one 16-byte chunk at D of every ring row */
             for (int r = tid; r < s.stages * TK; r += NT)
                 *(uint4 *)(k_ring + r * s.kpitch + d.d * 2) = make_uint4(0u, 0u, 0u, 0u);

@@ -77,14 +77,6 @@
 #ifndef PA_PDL
 #define PA_PDL 1
 #endif
-/* 1: the mma kernel copies Q's rows by cp.async ahead of the K/V tiles (in the first tile's
- * group) and reads its rows' limits before the programmatic wait; 0: Q loaded and stored after
- * the tiles are issued, its loads queued behind them (the old path, for A/B). H100, bf16, B 1 KV
- * 2k from a CUDA graph: 0.0109 against 0.0118 ms a call (page 16 and 64), B 8 KV 8k 0.98 and
- * B 64 KV 2k 0.997 of the old path's time (bench/RESULTS.md). */
-#ifndef PA_ROWS_FIRST
-#define PA_ROWS_FIRST 1
-#endif
 /* Ring stages at most (cp.async.wait_group takes an immediate: 0 .. this - 2). */
 #define PA_MAX_STAGES 8
 /* Shared memory the hardware keeps a CTA on sm_80+ (an SM has smem_optin + this in all). */

@@ -46,6 +46,8 @@ constexpr int BN = PA_WG_BN, STAGES = PA_WG_STAGES;
 constexpr int BM = 128;      /* query rows of a CTA: two consumer warpgroups of 64 */
 constexpr int ROW_BYTES = 128; /* 64 16-bit elements: one swizzled shared row */
 constexpr int THREADS = 384;
+static_assert(THREADS == 3 * 128 && setmaxnreg_fits(PA_WG_PRODUCER_REGS, 2, PA_WG_CONSUMER_REGS),
+              "the warpgroups' registers after setmaxnreg exceed the launch's");
 constexpr int KIND = 7;      /* the plan's blocks of up to 128 queries */
 static_assert(((int64_t)1 << KIND) == BM, "a block's queries fill the CTA's rows");
 static_assert(BN == 128, "the producer's 128 threads hold a tile's cache rows, one each");

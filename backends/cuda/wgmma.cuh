@@ -38,6 +38,15 @@ rudnn_status_t allow_smem_once(std::atomic<int> (&done)[SLOTS][64], int slot, co
     return RUDNN_STATUS_SUCCESS;
 }
 
+/* Whether a producer warpgroup at `producer` registers a thread and `consumers` warpgroups at
+ * `consumer` fit the registers a launch of (consumers + 1) x 128 threads, one block an SM, gives
+ * (64K over its threads, in steps of 8). setmaxnreg.inc draws on what .dec released, so past that
+ * the consumers wait for the producer's exit, which waits on them: a hang. */
+constexpr bool setmaxnreg_fits(int producer, int consumers, int consumer)
+{
+    return producer + consumers * consumer <= (consumers + 1) * (65536 / (128 * (consumers + 1)) / 8 * 8);
+}
+
 __device__ __forceinline__ uint32_t smem_u32(const void *p)
 {
     return (uint32_t)__cvta_generic_to_shared(p);
