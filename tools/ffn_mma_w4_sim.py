@@ -126,7 +126,7 @@ def fmaf(a, b, c):
     return f32(a * b + c)  # the product of two floats is exact in double
 
 def run(dt, m, n, k, groups, off, VB, NT, wk, splits, kc, STAGES=6, seed=0, fold=None):
-    # FFN_MMA_W4_FOLD (1): the kernel folds the groups' sums when NT == 1
+    # FFN_MMA_W4_FOLD (1), FFN_MMA_W4_FOLD_NT (1): the kernel folds the groups' sums when NT == 1
     fold = NT == 1 if fold is None else fold
     rng = np.random.default_rng(seed)
     W = rng.integers(-8, 8, size=(k, n))
@@ -318,6 +318,11 @@ if __name__ == '__main__':
         # VB 16 (256 columns a warp: the kernel takes it, no plan chooses it now)
         (True, 5, 512, 512, 4, False, 16, 1, 2, 3, 1024),
         (False, 8, 1024, 256, 2, True, 16, 1, 1, 2, 1024),
+        # folded sums of 2 and 4 token tiles (FFN_MMA_W4_FOLD_NT 2 and 4)
+        (True, 11, 256, 512, 4, True, 8, 2, 4, 2, 256, 6, 0, True),
+        (False, 16, 256, 1024, 8, False, 8, 2, 2, 3, 512, 6, 0, True),
+        (True, 20, 256, 256, 16, False, 4, 4, 1, 1, 64, 6, 0, True),
+        (False, 27, 256, 512, 4, True, 4, 4, 2, 2, 64, 6, 0, True),
     ]
     sel = int(sys.argv[1]) if len(sys.argv) > 1 else None
     bad = 0

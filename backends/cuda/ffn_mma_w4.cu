@@ -47,6 +47,37 @@ constexpr int STAGES = FFN_MMA_W4_STAGES;
 /* 1: the weights enter the products as their raw codes (bias + w, exact), and each group's sums are
  * scaled in FP32 at the group's end (see the header); 0: each weight is dequantized and rounded first */
 constexpr bool FOLD = FFN_MMA_W4_FOLD != 0;
+static_assert(FFN_MMA_W4_FOLD_NT == 1 || FFN_MMA_W4_FOLD_NT == 2 || FFN_MMA_W4_FOLD_NT == 4,
+              "FFN_MMA_W4_FOLD_NT: 1, 2 or 4 token tiles");
+
+/* whether a variant of nt token tiles a warp folds its groups' sums */
+__host__ __device__ constexpr bool folds(int nt)
+{
+    return FOLD && nt <= FFN_MMA_W4_FOLD_NT;
+}
+
+/* whether a folding variant keeps its FP32 sums in shared memory (more than one tile: only the
+ * group ends touch them, and the registers then fit more blocks an SM) */
+__host__ __device__ constexpr bool acc_smem(int nt)
+{
+    return FFN_MMA_W4_FOLD_SMEM && nt > 1 && folds(nt);
+}
+
+/* bytes a row a thread of a variant of nt token tiles: 8 up to two tiles (a warp 128 columns; 4
+ * at two tiles and 3 blocks an SM was as slow on an H100 as the fold's 2), else 4 */
+__host__ __device__ constexpr int vb_of(int nt)
+{
+    return nt <= 2 ? 8 : 4;
+}
+
+/* blocks an SM of a variant (its registers): 8 tiles' accumulators, the FP32 scales and offsets, or
+ * the group sums of more than one tile take the larger count of registers */
+constexpr int blocks_sm(int nt, bool off)
+{
+    return nt == 8 || off ? FFN_MMA_W4_BLOCKS_SM_LARGE
+           : nt > 1 && folds(nt) ? FFN_MMA_W4_BLOCKS_SM_FOLD
+                                 : FFN_MMA_W4_BLOCKS_SM_SMALL;
+}
 static_assert(WARPS == 4, "a block is 4 warps (wc x wk of 4 x 1, 2 x 2, 1 x 4)");
 static_assert(STAGES >= 2 && STAGES <= 8, "cp.async waits are written for 2 .. 8 stages");
 
@@ -201,12 +232,15 @@ struct Smem {
     static constexpr int RING = WARPS * STAGES * STAGE;
     static constexpr int REGS = 4 * VB * NT;
     static constexpr int EPI = WARPS * REGS * 33 * 4;
-    static size_t a_stride(int kc) { return (size_t)kc + 16; }
-    static size_t bytes(int kc)
+    static constexpr bool ACCS = acc_smem(NT);
+    __host__ __device__ static size_t a_stride(int kc) { return (size_t)kc + 16; }
+    /* the FP32 sums ([REGS][THREADS] floats where ACCS) past the main loop's and the epilogue's */
+    __host__ __device__ static size_t acc_off(int kc)
     {
         const size_t main = (size_t)RING + 2 * (size_t)MT * a_stride(kc) * 2;
         return main > (size_t)EPI ? main : (size_t)EPI;
     }
+    static size_t bytes(int kc) { return acc_off(kc) + (ACCS ? (size_t)THREADS * REGS * 4 : 0); }
 };
 
 template <int ADT, int VB, int NT, bool OFF, int MINB, bool GROUPED>
@@ -216,7 +250,8 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
     constexpr int MT = SM::MT, STAGE = SM::STAGE, COLS_W = 16 * VB, WORDS = VB / 4;
     constexpr int CPL = STAGE / 16 / 32; /* 16-byte copies a lane a stage */
     constexpr float MAGIC_BIAS = ADT == RUDNN_BF16 ? 136.0f : 72.0f; /* FOLD: raw_code's value less w */
-    constexpr bool FOLDV = FOLD && NT == 1; /* the group sums double the accumulators: 8 tokens only */
+    constexpr bool FOLDV = folds(NT);
+    constexpr bool ACCS = SM::ACCS; /* acc in shared memory: accs[(j NT + nt) 4 + i][THREADS] */
     static_assert(VB == 4 || VB == 8 || VB == 16, "VB: 4, 8 or 16 bytes a row a thread");
     extern __shared__ __align__(16) uint8_t smem[];
 
@@ -365,14 +400,19 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
     if (nsteps > 0)
         prefetch(grp);
 
-    float acc[VB][NT][4];
+    float acc[ACCS ? 1 : VB][ACCS ? 1 : NT][4];
+    float *accs = (float *)(smem + SM::acc_off(kc)) + tid;
 #pragma unroll
     for (int j = 0; j < VB; j++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-                acc[j][nt][i] = 0.0f;
+            for (int i = 0; i < 4; i++) {
+                if constexpr (ACCS)
+                    accs[((j * NT + nt) * 4 + i) * THREADS] = 0.0f;
+                else
+                    acc[j][nt][i] = 0.0f;
+            }
     /* FOLD: the group's sums of the raw codes (bias + w) and of the tokens (the all-ones product, in
      * the accumulators' layout: token 2 tq + (i & 1) of tile nt), folded into acc at its end */
     float accg[FOLDV ? VB : 1][NT][4], xg[NT][4];
@@ -399,7 +439,13 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
                         const int c = 2 * j + (i >> 1);
-                        acc[j][nt][i] = fmaf(sf[c], fmaf(of[c], xg[nt][i & 1], accg[j][nt][i]), acc[j][nt][i]);
+                        const float add = fmaf(of[c], xg[nt][i & 1], accg[j][nt][i]);
+                        if constexpr (ACCS) {
+                            float *a = accs + ((j * NT + nt) * 4 + i) * THREADS;
+                            *a = fmaf(sf[c], add, *a);
+                        } else {
+                            acc[j][nt][i] = fmaf(sf[c], add, acc[j][nt][i]);
+                        }
                     }
             zero_group();
         }
@@ -531,7 +577,8 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int i = 0; i < 4; i++)
-                ep[(warp * REGS + (nt * VB + j) * 4 + i) * 33 + lane] = acc[j][nt][i];
+                ep[(warp * REGS + (nt * VB + j) * 4 + i) * 33 + lane] =
+                    ACCS ? accs[((j * NT + nt) * 4 + i) * THREADS] : acc[ACCS ? 0 : j][ACCS ? 0 : nt][i];
     __syncthreads();
     const int64_t mn = (int64_t)g.m * g.n;
     for (int e = tid; e < mrows * cols_cta; e += THREADS) {
@@ -589,17 +636,10 @@ struct Plan {
 /* The variant by the rows of A. */
 void variant(int64_t m, bool off, Plan *pl)
 {
-    if (m <= 8)
-        pl->vb = 8, pl->nt = 1, pl->minb = FFN_MMA_W4_BLOCKS_SM_SMALL;
-    else if (m <= 16)
-        pl->vb = 8, pl->nt = 2, pl->minb = FFN_MMA_W4_BLOCKS_SM_SMALL;
-    else if (m <= 32)
-        pl->vb = 4, pl->nt = 4, pl->minb = FFN_MMA_W4_BLOCKS_SM_SMALL;
-    else
-        pl->vb = 4, pl->nt = 8, pl->minb = FFN_MMA_W4_BLOCKS_SM_LARGE;
-    pl->kc = FFN_MMA_W4_CHUNK_ELEMS / (8 * pl->nt);
-    if (off)
-        pl->minb = FFN_MMA_W4_BLOCKS_SM_LARGE; /* the FP32 scales and offsets: 32 registers more */
+    pl->nt = m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
+    pl->vb = vb_of(pl->nt);
+    pl->minb = blocks_sm(pl->nt, off);
+    pl->kc = FFN_MMA_W4_CHUNK_ELEMS / (8 * pl->nt) / (acc_smem(pl->nt) ? 2 : 1); /* room for the sums */
     pl->tblocks = (int)rdg_ceil_div(m, 8 * pl->nt);
 }
 
@@ -630,7 +670,7 @@ Plan make_plan(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t
         const int64_t cols = (int64_t)(WARPS / wk) * 16 * best.vb;
         if (p->n % cols != 0 || (p->groups > 1 && p->k / p->groups / 16 % wk != 0))
             continue; /* the column tiles, and the kernel's group countdown (see ffn_mma_w4) */
-        if (FOLD && best.nt == 1 && wk > 1 && p->groups > 1 && p->n % ((int64_t)WARPS * 16 * best.vb) == 0)
+        if (folds(best.nt) && wk > 1 && p->groups > 1 && p->n % ((int64_t)WARPS * 16 * best.vb) == 0)
             continue; /* a fold a group a warp: whole groups a warp where the columns allow it */
         const int64_t units = p->n / cols * best.tblocks * experts;
         int64_t smax = steps / ((int64_t)wk * FFN_MMA_W4_MIN_STEPS);
@@ -690,14 +730,13 @@ rudnn_status_t launch_variant(rdg_queue_t *q, const Plan &pl, const MmaArgs &g, 
 template <int ADT, bool OFF, bool GROUPED>
 rudnn_status_t launch_dtype(rdg_queue_t *q, const Plan &pl, const MmaArgs &g, const MmaExperts &ex)
 {
-    constexpr int SMALL = OFF ? FFN_MMA_W4_BLOCKS_SM_LARGE : FFN_MMA_W4_BLOCKS_SM_SMALL; /* as variant() */
     if (pl.nt == 1)
-        return launch_variant<ADT, 8, 1, OFF, SMALL, GROUPED>(q, pl, g, ex);
+        return launch_variant<ADT, vb_of(1), 1, OFF, blocks_sm(1, OFF), GROUPED>(q, pl, g, ex);
     if (pl.nt == 2)
-        return launch_variant<ADT, 8, 2, OFF, SMALL, GROUPED>(q, pl, g, ex);
+        return launch_variant<ADT, vb_of(2), 2, OFF, blocks_sm(2, OFF), GROUPED>(q, pl, g, ex);
     if (pl.nt == 4)
-        return launch_variant<ADT, 4, 4, OFF, SMALL, GROUPED>(q, pl, g, ex);
-    return launch_variant<ADT, 4, 8, OFF, FFN_MMA_W4_BLOCKS_SM_LARGE, GROUPED>(q, pl, g, ex);
+        return launch_variant<ADT, vb_of(4), 4, OFF, blocks_sm(4, OFF), GROUPED>(q, pl, g, ex);
+    return launch_variant<ADT, vb_of(8), 8, OFF, blocks_sm(8, OFF), GROUPED>(q, pl, g, ex);
 }
 
 } // namespace

@@ -63,9 +63,26 @@
 /* 1: the int4 GEMM multiplies the raw codes (bias + w) and applies (w + offset) x scale to each
  * group's FP32 sums (no rounding of the dequantized weight; ~70 fewer instructions a KiB); 0: each
  * weight is dequantized and rounded to A's dtype before the product. H200, bf16, K 8192, N 28672,
- * g128: M 1-8 4-5% faster with 1 (bench/RESULTS.md); M 16 and up never fold (two token blocks) */
+ * g128: M 1-8 4-5% faster with 1 (bench/RESULTS.md); past FFN_MMA_W4_FOLD_NT tiles it never folds */
 #ifndef FFN_MMA_W4_FOLD
 #define FFN_MMA_W4_FOLD 1
+#endif
+/* the most token tiles of 8 a warp (NT: 1 at m <= 8, 2 at m <= 16, 4 at m <= 32) whose sums are
+ * folded; past one tile the group sums double the accumulators (240 registers at NT 2: no spills
+ * only at 2 blocks an SM, FFN_MMA_W4_BLOCKS_SM_FOLD). H100, K1 8192, N1 28672, g128: M 16 1.12x
+ * slower with 2 than with 1 (the 2-block wave splits the first product unevenly: 224 blocks of 264
+ * slots); the H200, issue-bound there, not measured */
+#ifndef FFN_MMA_W4_FOLD_NT
+#define FFN_MMA_W4_FOLD_NT 1
+#endif
+#ifndef FFN_MMA_W4_BLOCKS_SM_FOLD
+#define FFN_MMA_W4_BLOCKS_SM_FOLD 2
+#endif
+/* 1: those variants keep their FP32 sums in shared memory (only the group ends touch them: 168
+ * registers without spills, so 3 blocks an SM fit, with FFN_MMA_W4_BLOCKS_SM_FOLD 3) and halve
+ * the activation chunks (73 KB a block); 0: in registers. Not yet timed (bench/RESULTS.md) */
+#ifndef FFN_MMA_W4_FOLD_SMEM
+#define FFN_MMA_W4_FOLD_SMEM 0
 #endif
 /* the weight-only path past the few-rows kernels (dequantized weights into the workspace, then
  * cuBLAS): consecutive columns a thread of the dequantization (one 16-byte store) */
