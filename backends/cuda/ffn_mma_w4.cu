@@ -402,17 +402,20 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
 
     float acc[ACCS ? 1 : VB][ACCS ? 1 : NT][4];
     float *accs = (float *)(smem + SM::acc_off(kc)) + tid;
+    /* the FP32 sum of fragment row pair (j, i) of token tile nt, in registers or shared memory */
+    auto sum = [&](int j, int nt, int i) -> float & {
+        if constexpr (ACCS)
+            return accs[((j * NT + nt) * 4 + i) * THREADS];
+        else
+            return acc[j][nt][i];
+    };
 #pragma unroll
     for (int j = 0; j < VB; j++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                if constexpr (ACCS)
-                    accs[((j * NT + nt) * 4 + i) * THREADS] = 0.0f;
-                else
-                    acc[j][nt][i] = 0.0f;
-            }
+            for (int i = 0; i < 4; i++)
+                sum(j, nt, i) = 0.0f;
     /* FOLD: the group's sums of the raw codes (bias + w) and of the tokens (the all-ones product, in
      * the accumulators' layout: token 2 tq + (i & 1) of tile nt), folded into acc at its end */
     float accg[FOLDV ? VB : 1][NT][4], xg[NT][4];
@@ -439,13 +442,8 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
                         const int c = 2 * j + (i >> 1);
-                        const float add = fmaf(of[c], xg[nt][i & 1], accg[j][nt][i]);
-                        if constexpr (ACCS) {
-                            float *a = accs + ((j * NT + nt) * 4 + i) * THREADS;
-                            *a = fmaf(sf[c], add, *a);
-                        } else {
-                            acc[j][nt][i] = fmaf(sf[c], add, acc[j][nt][i]);
-                        }
+                        float &a = sum(j, nt, i);
+                        a = fmaf(sf[c], fmaf(of[c], xg[nt][i & 1], accg[j][nt][i]), a);
                     }
             zero_group();
         }
@@ -577,8 +575,7 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int i = 0; i < 4; i++)
-                ep[(warp * REGS + (nt * VB + j) * 4 + i) * 33 + lane] =
-                    ACCS ? accs[((j * NT + nt) * 4 + i) * THREADS] : acc[ACCS ? 0 : j][ACCS ? 0 : nt][i];
+                ep[(warp * REGS + (nt * VB + j) * 4 + i) * 33 + lane] = sum(j, nt, i);
     __syncthreads();
     const int64_t mn = (int64_t)g.m * g.n;
     for (int e = tid; e < mrows * cols_cta; e += THREADS) {
