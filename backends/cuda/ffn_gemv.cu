@@ -215,23 +215,6 @@ __global__ void __launch_bounds__(FFN_GEMV_THREADS) ffn_gemv_wq(GemvArgs g)
     }
 }
 
-/* C = the slices' partials added in order, stored as F32 or rounded once to F16 / BF16. */
-__global__ void ffn_gemv_reduce(const float *__restrict__ partial, void *__restrict__ c, int64_t mn, int splits,
-                                int c_dtype)
-{
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn; i += (int64_t)gridDim.x * blockDim.x) {
-        float v = partial[i];
-        for (int s = 1; s < splits; s++)
-            v += partial[s * mn + i];
-        if (c_dtype == RUDNN_F16)
-            ((uint16_t *)c)[i] = rdg_f32_to_f16(v);
-        else if (c_dtype == RUDNN_BF16)
-            ((uint16_t *)c)[i] = rdg_f32_to_bf16(v);
-        else
-            ((float *)c)[i] = v;
-    }
-}
-
 /* Splits of k: enough blocks for FFN_GEMV_BLOCKS_PER_SM a SM, each slice at least
  * FFN_GEMV_MIN_ROWS rows. */
 int gemv_splits(const rdg_devinfo_t *dev, int64_t n, int64_t k)
@@ -268,11 +251,7 @@ rudnn_status_t launch(rdg_queue_t *q, const GemvArgs &g, int splits, int c_dtype
     else
         launch_rows<ADT, BDT, false>(q, g, grid);
     TRY(rdg_launched(name));
-    const int64_t mn = g.m * g.n;
-    const int64_t blocks = rdg_ceil_div(mn, 256);
-    ffn_gemv_reduce<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, q->stream>>>(g.partial, c, mn, splits,
-                                                                                       c_dtype);
-    return rdg_launched("ffn.gemv_reduce");
+    return rdg_ffn_split_sum(q, "ffn.gemv_reduce", g.partial, c, g.m * g.n, splits, c_dtype);
 }
 
 } // namespace

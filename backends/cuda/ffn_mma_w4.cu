@@ -599,27 +599,6 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
     }
 }
 
-/* C = the splits' partials added in split order, stored as F32 or rounded once to F16 / BF16.
- * Launched as a programmatic dependent of ffn_mma_w4 (pdl.cuh): scheduled while that grid ends, it
- * reads the partials once that grid has finished. */
-__global__ void ffn_mma_w4_reduce(const float *__restrict__ partial, void *__restrict__ c, int64_t mn, int splits,
-                                  int c_dtype)
-{
-    rdg_pdl_trigger();
-    rdg_pdl_wait();
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn; i += (int64_t)gridDim.x * blockDim.x) {
-        float v = partial[i];
-        for (int s = 1; s < splits; s++)
-            v += partial[s * mn + i];
-        if (c_dtype == RUDNN_F16)
-            ((uint16_t *)c)[i] = rdg_f32_to_f16(v);
-        else if (c_dtype == RUDNN_BF16)
-            ((uint16_t *)c)[i] = rdg_f32_to_bf16(v);
-        else
-            ((float *)c)[i] = v;
-    }
-}
-
 /* ---- the launch plan ------------------------------------------------------------------------------ */
 
 /* What a launch runs: the variant (VB bytes a row a thread, NT token tiles a warp), the block's
@@ -843,15 +822,6 @@ rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, co
     if (splits == 1)
         return RUDNN_STATUS_SUCCESS;
     return rdg_ffn_split_sum(q, "ffn.mma_w4_reduce", (const float *)scratch, c, p->m * p->n, splits, p->c_dtype);
-}
-
-rudnn_status_t rdg_ffn_split_sum(rdg_queue_t *q, const char *name, const float *partial, void *c, int64_t mn,
-                                 int splits, int c_dtype)
-{
-    const int64_t want = rdg_ceil_div(mn, 256), cap = (int64_t)q->dev.sm_count * 8;
-    const unsigned blocks = (unsigned)(want < cap ? want : cap);
-    return rdg_launch_pdl(q, FFN_PDL, name, ffn_mma_w4_reduce, dim3(blocks), dim3(256), 0, partial, c, mn, splits,
-                          c_dtype);
 }
 
 /* The expert form's product for all experts in one launch: plan p with m the rows of all experts

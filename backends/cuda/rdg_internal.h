@@ -140,8 +140,8 @@ rudnn_status_t rdg_ffn_gemv(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, cons
 int rdg_ffn_mma_w4_plan_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
 int rdg_ffn_mma_w4_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, const void *b, int has_scratch);
 size_t rdg_ffn_mma_w4_scratch(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
-/* The sum of split-k partials [splits, mn] (F32) into c in c_dtype, in split order (deterministic);
- * name: the kernel's, for errors. */
+/* ffn_split_sum.cu: the sum of split-k partials [splits, mn] (F32) into c in c_dtype, in split
+ * order (deterministic); name: the kernel's, for errors. */
 rudnn_status_t rdg_ffn_split_sum(rdg_queue_t *q, const char *name, const float *partial, void *c, int64_t mn,
                                  int splits, int c_dtype);
 /* ffn_wgmma_w4.cu (sm_90a): the int4 weight-only product on wgmma, dense (offsets NULL) or for all
