@@ -71,7 +71,7 @@
  * folded; past one tile the group sums double the accumulators (240 registers at NT 2: no spills
  * only at 2 blocks an SM, FFN_MMA_W4_BLOCKS_SM_FOLD). H100, K1 8192, N1 28672, g128: M 16 1.12x
  * slower with 2 than with 1 (the 2-block wave splits the first product unevenly: 224 blocks of 264
- * slots); the H200, issue-bound there, not measured */
+ * slots); the H200 not measured */
 #ifndef FFN_MMA_W4_FOLD_NT
 #define FFN_MMA_W4_FOLD_NT 1
 #endif
@@ -80,7 +80,8 @@
 #endif
 /* 1: those variants keep their FP32 sums in shared memory (only the group ends touch them: 168
  * registers without spills, so 3 blocks an SM fit, with FFN_MMA_W4_BLOCKS_SM_FOLD 3) and halve
- * the activation chunks (73 KB a block); 0: in registers. Not yet timed (bench/RESULTS.md) */
+ * the activation chunks (73 KB a block); 0: in registers. H100, same shape: M 16 1.07x slower with
+ * 1 (each group's end loads and stores 64 sums a thread); the H200 not measured */
 #ifndef FFN_MMA_W4_FOLD_SMEM
 #define FFN_MMA_W4_FOLD_SMEM 0
 #endif
