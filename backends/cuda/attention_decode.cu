@@ -763,7 +763,7 @@ int dec_config(const rdg_devinfo_t *dev, const rudnn_attention_plan_t *plan, Dec
     s.off_scr = s.off_rows + DEC_RM * (int)sizeof(DecRow);
     s.heads_kv = plan->heads_kv;
 
-    const size_t smem_sm = dev->smem_optin + ATT_DEC_SMEM_RESERVED;
+    const size_t smem_sm = dev->smem_optin + RDG_SMEM_RESERVED;
     int found = 0;
     for (int nw = ATT_DEC_WARPS; nw >= 1 && !found; nw /= 2) {
         if (dev->max_threads > 0 && nw * w > dev->max_threads)
@@ -774,7 +774,7 @@ int dec_config(const rdg_devinfo_t *dev, const rudnn_attention_plan_t *plan, Dec
         const size_t stage = stage_k + stage_v, merge = dec_merge_bytes(nw, plan->head_dim_v);
         for (int ctas = ATT_DEC_CTAS_PER_SM; ctas >= 1 && !found; ctas--) {
             size_t budget = smem_sm / ctas;
-            budget = budget > ATT_DEC_SMEM_RESERVED ? budget - ATT_DEC_SMEM_RESERVED : 0;
+            budget = budget > RDG_SMEM_RESERVED ? budget - RDG_SMEM_RESERVED : 0;
             if (budget > dev->smem_optin)
                 budget = dev->smem_optin;
             /* stages - 1 tiles in flight while one is computed */

@@ -106,8 +106,6 @@
 #define ATT_DEC_CTAS_PER_SM 2
 /* flash_decode: staged tiles at most (cp.async.wait_group takes an immediate: 0 .. this - 2). */
 #define ATT_DEC_MAX_STAGES 8
-/* Shared memory the hardware keeps per CTA on sm_80+ (an SM has smem_optin + this in all). */
-#define ATT_DEC_SMEM_RESERVED 1024u
 /* flash_decode split-KV: splits of one (b, hk) key range at most (the merge kernel's weights
  * live in shared memory), and the split choice's cost model (dec_splits), in tile times of one
  * CTA: CTAs per SM taken to saturate DRAM (one, with ~64 KiB of stages in flight), a CTA's

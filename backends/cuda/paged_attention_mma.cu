@@ -694,8 +694,8 @@ mma_fn mma_kernel_dt(const MmaConfig &c)
  * 0 where two do not fit. */
 int mma_stages(const rdg_devinfo_t *dev, size_t fixed, size_t stage, size_t extra, int ctas)
 {
-    size_t budget = (dev->smem_optin + PA_SMEM_RESERVED) / (size_t)ctas;
-    budget = budget > PA_SMEM_RESERVED ? budget - PA_SMEM_RESERVED : 0;
+    size_t budget = (dev->smem_optin + RDG_SMEM_RESERVED) / (size_t)ctas;
+    budget = budget > RDG_SMEM_RESERVED ? budget - RDG_SMEM_RESERVED : 0;
     budget = budget < dev->smem_optin ? budget : dev->smem_optin;
     int stages = 1 + (int)rdg_ceil_div((int64_t)(PA_INFLIGHT_PER_SM / (unsigned)ctas), (int64_t)stage);
     stages = stages < 2 ? 2 : stages > PA_MAX_STAGES ? PA_MAX_STAGES : stages;

@@ -79,8 +79,6 @@
 #endif
 /* Ring stages at most (cp.async.wait_group takes an immediate: 0 .. this - 2). */
 #define PA_MAX_STAGES 8
-/* Shared memory the hardware keeps a CTA on sm_80+ (an SM has smem_optin + this in all). */
-#define PA_SMEM_RESERVED 1024u
 
 /* ---- mla (paged_attention_mla.cu): MLA with R 512, P 64 on mma.sync ---- */
 /* Warps a CTA: 8, so that the 512 output columns split 64 a warp (a 16-row accumulator is then 32

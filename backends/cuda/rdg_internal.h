@@ -79,6 +79,10 @@ static inline void *rdg_at(rudnn_mem_ref_t m)
     return m.mem ? (void *)((char *)m.mem + m.offset) : nullptr;
 }
 
+/* Shared memory the hardware keeps a block on sm_80+: an SM has smem_optin + this in all, so n
+ * blocks of b bytes fit where n (b + this) <= smem_optin + this. */
+#define RDG_SMEM_RESERVED 1024u
+
 static inline int64_t rdg_ceil_div(int64_t a, int64_t b)
 {
     return (a + b - 1) / b;
