@@ -615,7 +615,14 @@ static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudn
                                    .h_dtype = l->h_dtype, .has_bias = a->bias1 != NULL,
                                    .bias_dtype = a->bias1 ? a->bias1->dtype : RUDNN_F32,
                                    .pre_dtype = act_pre_dtype(a, d), .out_dtype = l->a_dtype};
-        if (d->sc != FFN_QUANT && RUDNN_KERNEL_ENTRY(k, gemm_act)) { /* may fuse a split k's sum and act */
+        const int64_t s2 = d->experts ? e * g2.groups * d->N2 : 0;
+        const rudnn_ffn_second_t second = {&g2, at_elem(a->weight2, el2), at_elem(a->antiquant_scale2, s2),
+                                           at_elem(a->antiquant_offset2, s2), h2};
+        const int both = d->sc != FFN_QUANT && RUDNN_KERNEL_ENTRY(k, gemm_act_gemm); /* they may overlap */
+        if (both) {
+            TRY(rudnn_kernel_status(op, RUDNN_KERNEL_ENTRY(k, gemm_act_gemm)(qh, &g1, &ap, x, w1, aqs1, aqo1, b1,
+                                                                              scratch, h1, act, &second)));
+        } else if (d->sc != FFN_QUANT && RUDNN_KERNEL_ENTRY(k, gemm_act)) { /* may fuse a split k's sum and act */
             TRY(rudnn_kernel_status(
                 op, RUDNN_KERNEL_ENTRY(k, gemm_act)(qh, &g1, &ap, x, w1, aqs1, aqo1, b1, scratch, h1, act)));
         } else {
@@ -631,10 +638,8 @@ static rudnn_status_t run_expert(const char *op, rudnn_queue_t queue, const rudn
             }
             TRY(rudnn_kernel_status(op, k->act(qh, &ap, h1, b1, deq, scale, offset, act)));
         }
-        const int64_t s2 = d->experts ? e * g2.groups * d->N2 : 0;
-        TRY(rudnn_kernel_status(op, k->gemm(qh, &g2, act, at_elem(a->weight2, el2),
-                                            at_elem(a->antiquant_scale2, s2), at_elem(a->antiquant_offset2, s2),
-                                            scratch, h2)));
+        if (!both)
+            TRY(rudnn_kernel_status(op, k->gemm(qh, &g2, act, second.b, second.scale, second.offset, scratch, h2)));
     } else { /* K2 = 0: a W2 is 0 (y's dtypes and F32 / I32 all have 0 as zero bytes) */
         TRY(rudnn_kernel_status(op, queue->context->backend->mem_fill(
                                         qh, h2, 0, (size_t)rows * d->N2 * rudnn_dtype_size(g2.c_dtype))));

@@ -452,14 +452,27 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
 
     /* prologue: chunk 0 of the activations, STAGES - 1 steps of weights */
     const int nch = s1 > s0 ? (s1 - s0 + cs - 1) / cs : 0;
-    if (nch > 0)
-        stage_a(0);
-    cp_commit();
     int after_a = 0; /* copy groups committed after the latest activation chunk's */
+    if constexpr (FFN_MMA_W4_EARLY && !GROUPED) {
+        /* launched early (Plan::early), the weights first: final before the previous kernel began,
+         * they are read while it ends; the activations, its output, after the wait (a no-op where
+         * the launch was plain). The chunk's group is then the newest: its wait takes all. */
 #pragma unroll
-    for (int p = 0; p < STAGES - 1; p++)
-        issue();
-    after_a = STAGES - 1;
+        for (int p = 0; p < STAGES - 1; p++)
+            issue();
+        rdg_pdl_wait();
+        if (nch > 0)
+            stage_a(0);
+        cp_commit();
+    } else {
+        if (nch > 0)
+            stage_a(0);
+        cp_commit();
+#pragma unroll
+        for (int p = 0; p < STAGES - 1; p++)
+            issue();
+        after_a = STAGES - 1;
+    }
     if (nsteps > 0) {
         unpack();
         if ((grp + 1) * gs < s1)
@@ -607,6 +620,7 @@ struct Plan {
     int vb, nt, minb, kc;
     int tblocks, wk, splits, steps_per_split;
     int64_t coltiles;
+    bool early; /* launched as a programmatic dependent, the weights loaded before the wait */
 };
 
 /* The variant by the rows of A. */
@@ -697,6 +711,24 @@ rudnn_status_t launch_variant(rdg_queue_t *q, const Plan &pl, const MmaArgs &g, 
             return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize)");
     }
     const dim3 grid((unsigned)pl.tblocks, (unsigned)pl.coltiles, (unsigned)pl.splits);
+    if (FFN_MMA_W4_EARLY && pl.early && !GROUPED) {
+        /* launched early, the blocks land on the SMs the previous kernels free first: where the grid
+         * fits 2 an SM, shared memory for no more than 2, so that they spread (at up to 3 an SM,
+         * M 1 .. 16 ran 1.03 .. 1.05x slower) */
+        size_t room = smem;
+        const size_t sm_bytes = q->dev.smem_optin + RDG_SMEM_RESERVED;
+        if ((int64_t)grid.x * grid.y * grid.z <= 2 * (int64_t)q->dev.sm_count && MINB > 2) {
+            const size_t two = sm_bytes / 3 - RDG_SMEM_RESERVED + 16;
+            room = room > two ? room : two;
+        }
+        if (room > 48 * 1024) {
+            const cudaError_t err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                         (int)room);
+            if (err != cudaSuccess)
+                return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize)");
+        }
+        return rdg_launch_pdl(q, true, "ffn.mma_w4", fn, grid, dim3(THREADS), room, g, ex);
+    }
     /* a plain launch: launched early (pdl.cuh), its blocks would land first on the SMs the previous
      * kernel frees first, unevenly (M 1 .. 16 ran 1.03 .. 1.05x slower so) */
     fn<<<grid, THREADS, smem, q->stream>>>(g, ex);
@@ -737,6 +769,16 @@ int rdg_ffn_mma_w4_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p
         return 0;
     const Plan pl = make_plan(dev, p);
     return pl.wk > 0 && (has_scratch || pl.splits == 1);
+}
+
+/* The order in which the product p's blocks read b: `splits` slices of k, `split_rows` rows of b
+ * apart, each read from its first row upward (the blocks of every slice start together). */
+void rdg_ffn_mma_w4_order(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t *splits,
+                          int64_t *split_rows)
+{
+    const Plan pl = make_plan(dev, p);
+    *splits = pl.wk > 0 ? pl.splits : 1;
+    *split_rows = pl.wk > 0 ? (int64_t)pl.steps_per_split * 16 : p->k;
 }
 
 /* The largest partials of any m' <= m (ops/ffn.c sizes the workspace once with all the rows, then
@@ -802,9 +844,11 @@ rudnn_status_t launch(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const Plan
 } // namespace
 
 rudnn_status_t rdg_ffn_mma_w4_unsummed(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
-                                       const void *scale, const void *offset, void *scratch, void *c, int *splits)
+                                       const void *scale, const void *offset, void *scratch, void *c, int *splits,
+                                       bool early)
 {
-    const Plan pl = make_plan(&q->dev, p);
+    Plan pl = make_plan(&q->dev, p);
+    pl.early = early;
     if (pl.wk == 0)
         return rdg_error(RUDNN_STATUS_NOT_SUPPORTED, "ffn gemm: ffn.mma_w4 has no block shape for n = %lld",
                          (long long)p->n);
@@ -815,10 +859,10 @@ rudnn_status_t rdg_ffn_mma_w4_unsummed(rdg_queue_t *q, const rudnn_ffn_gemm_plan
 }
 
 rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
-                              const void *scale, const void *offset, void *scratch, void *c)
+                              const void *scale, const void *offset, void *scratch, void *c, bool early)
 {
     int splits = 1;
-    TRY(rdg_ffn_mma_w4_unsummed(q, p, a, b, scale, offset, scratch, c, &splits));
+    TRY(rdg_ffn_mma_w4_unsummed(q, p, a, b, scale, offset, scratch, c, &splits, early));
     if (splits == 1)
         return RUDNN_STATUS_SUCCESS;
     return rdg_ffn_split_sum(q, "ffn.mma_w4_reduce", (const float *)scratch, c, p->m * p->n, splits, p->c_dtype);

@@ -140,10 +140,13 @@ rudnn_status_t rdg_ffn_gemv(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, cons
 /* ffn_mma_w4.cu (CUDA only): the int4 weight-only GEMM on tensor cores (sm_80+). plan_fits: the
  * plan can take it (BF16 / F16 A, m <= FFN_MMA_W4_MAX_M, n % 256, k % 16, groups of a multiple of 16
  * rows); fits: also 16-byte aligned weights, and a scratch where this m needs partials; scratch:
- * the partials' bytes for any m' <= the plan's m (0: none, the kernel then writes c itself). */
+ * the partials' bytes for any m' <= the plan's m (0: none, the kernel then writes c itself); order:
+ * how its blocks read b (*splits k slices, *split_rows rows apart, each from its first row up). */
 int rdg_ffn_mma_w4_plan_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
 int rdg_ffn_mma_w4_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, const void *b, int has_scratch);
 size_t rdg_ffn_mma_w4_scratch(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
+void rdg_ffn_mma_w4_order(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t *splits,
+                          int64_t *split_rows);
 /* ffn_split_sum.cu: the sum of split-k partials [splits, mn] (F32) into c in c_dtype, in split
  * order (deterministic); name: the kernel's, for errors. */
 rudnn_status_t rdg_ffn_split_sum(rdg_queue_t *q, const char *name, const float *partial, void *c, int64_t mn,
@@ -162,12 +165,16 @@ int rdg_ffn_mma_w4_grouped_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_p
 rudnn_status_t rdg_ffn_mma_w4_grouped(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, int64_t experts, const void *a,
                                       const void *b, const void *scale, const void *offset, const uint32_t *offsets,
                                       void *c);
+/* early: b, scale and offset were final before the stream's previous kernel began (that kernel and
+ * the one before it do not write them): launched as a programmatic dependent (FFN_MMA_W4_EARLY),
+ * the product loads its first weights while the previous kernel ends. */
 rudnn_status_t rdg_ffn_mma_w4(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
-                              const void *scale, const void *offset, void *scratch, void *c);
+                              const void *scale, const void *offset, void *scratch, void *c, bool early);
 /* The same product without the split sum: where the plan splits k, the splits' FP32 partials
  * [*splits, m, n] in scratch for the caller to add in split order; else c written (*splits 1). */
 rudnn_status_t rdg_ffn_mma_w4_unsummed(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,
-                                       const void *scale, const void *offset, void *scratch, void *c, int *splits);
+                                       const void *scale, const void *offset, void *scratch, void *c, int *splits,
+                                       bool early);
 
 /* ffn_cublas.cu (CUDA with cuBLAS's headers): the FFN's float GEMM (hal/ffn.h) on cuBLAS. */
 rudnn_status_t rdg_ffn_gemm_cublas(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, const void *a, const void *b,

@@ -74,6 +74,12 @@ typedef struct rudnn_ffn_out_plan {
     rudnn_dtype_t y_dtype;    /* F32, F16 or BF16 */
 } rudnn_ffn_out_plan_t;
 
+/* The second product of gemm_act_gemm: c = a' b per plan, a' the activation's output. */
+typedef struct rudnn_ffn_second {
+    const rudnn_ffn_gemm_plan_t *plan;
+    rudnn_mem_ref_t b, scale, offset, c;
+} rudnn_ffn_second_t;
+
 typedef struct rudnn_ffn_kernels {
     uint32_t struct_size; /* sizeof(rudnn_ffn_kernels_t) the plugin was built with */
     /* Extra workspace bytes gemm needs for plan (beyond h, a and h2), given to it as scratch;
@@ -119,6 +125,15 @@ typedef struct rudnn_ffn_kernels {
                                rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t scale, rudnn_mem_ref_t offset,
                                rudnn_mem_ref_t bias, rudnn_mem_ref_t scratch, rudnn_mem_ref_t h,
                                rudnn_mem_ref_t out);
+    /* The second product after gemm_act, in one call (optional; ops/ffn.c calls it where present,
+     * else gemm_act and gemm): gemm_act(plan, act, a, b, scale, offset, bias, scratch, h, out), then
+     * gemm(second->plan, out, second->b, second->scale, second->offset, scratch, second->c); the same
+     * bits. second's weights are inputs of the op, final before the call: the backend may read them
+     * (into a cache, or to start the second product) while the first product still runs. */
+    rudnn_status_t (*gemm_act_gemm)(void *queue, const rudnn_ffn_gemm_plan_t *plan, const rudnn_ffn_act_plan_t *act,
+                                    rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t scale,
+                                    rudnn_mem_ref_t offset, rudnn_mem_ref_t bias, rudnn_mem_ref_t scratch,
+                                    rudnn_mem_ref_t h, rudnn_mem_ref_t out, const rudnn_ffn_second_t *second);
 } rudnn_ffn_kernels_t;
 
 /* A table shorter than this is refused (the family is then absent on that backend). */
