@@ -577,8 +577,11 @@ bool gemm_takes_mma_w4(const rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, rud
  * weights dequantized into the scratch and cuBLAS (deq_gemm_fits), the tiled kernel otherwise
  * (HIP, cuBLAS not found, int4 tensor-core shapes with unaligned weights). rudnn_last_kernel names
  * what ran. */
-rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_ref_t a, rudnn_mem_ref_t b,
-                        rudnn_mem_ref_t scale, rudnn_mem_ref_t offset, rudnn_mem_ref_t scratch, rudnn_mem_ref_t c)
+/* ffn_gemm; early: b, scale and offset final before the stream's previous kernel began, so the
+ * int4 tensor-core kernel may launch early (rdg_ffn_mma_w4) */
+rudnn_status_t gemm_run(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_ref_t a, rudnn_mem_ref_t b,
+                        rudnn_mem_ref_t scale, rudnn_mem_ref_t offset, rudnn_mem_ref_t scratch, rudnn_mem_ref_t c,
+                        bool early)
 {
     rdg_queue_t *q = (rdg_queue_t *)queue;
     TRY(rdg_use_device(q->dev.index));
@@ -595,7 +598,9 @@ rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_r
                                 scratch.mem ? rdg_at(scratch) : nullptr, rdg_at(c));
     if (gemm_takes_mma_w4(q, p, a, b, scale, scratch, c))
         return rdg_ffn_mma_w4(q, p, rdg_at(a), rdg_at(b), rdg_at(scale), rdg_at(offset), rdg_at(scratch), rdg_at(c),
-                              false);
+                              early);
+#else
+    (void)early;
 #endif
     /* the few-rows kernel reads a row's weights as one aligned word (int4) or two (int8) */
     const uintptr_t word = p->b_dtype == RUDNN_I4 ? 4 : 8;
@@ -608,6 +613,12 @@ rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_r
         return ffn_gemm_dequant_cublas(q, p, g, rdg_at(scratch));
 #endif
     return ffn_gemm_tiled_any(q, p, g);
+}
+
+rudnn_status_t ffn_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, rudnn_mem_ref_t a, rudnn_mem_ref_t b,
+                        rudnn_mem_ref_t scale, rudnn_mem_ref_t offset, rudnn_mem_ref_t scratch, rudnn_mem_ref_t c)
+{
+    return gemm_run(queue, p, a, b, scale, offset, scratch, c, false);
 }
 
 rudnn_status_t ffn_act(void *queue, const rudnn_ffn_act_plan_t *p, rudnn_mem_ref_t h, rudnn_mem_ref_t bias,
@@ -632,14 +643,14 @@ rudnn_status_t ffn_act(void *queue, const rudnn_ffn_act_plan_t *p, rudnn_mem_ref
 /* What ffn_split_act loads ahead of the second product (hal/ffn.h gemm_act_gemm): its first
  * FFN_AHEAD_L2_PCT % of L2 where the int4 tensor-core kernel runs it (its read order known), spread
  * over its k slices; nothing elsewhere. */
-FfnAhead ahead_of(const rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *next, rudnn_mem_ref_t b, rudnn_mem_ref_t scale,
-                  rudnn_mem_ref_t scratch)
+FfnAhead ahead_of(const rdg_queue_t *q, const rudnn_ffn_second_t *second, rudnn_mem_ref_t scratch)
 {
     FfnAhead ah;
     memset(&ah, 0, sizeof ah);
-    if (FFN_AHEAD_L2_PCT <= 0 || !next || !b.mem || next->b_dtype != RUDNN_I4 ||
+    const rudnn_ffn_gemm_plan_t *next = second ? second->plan : nullptr;
+    if (FFN_AHEAD_L2_PCT <= 0 || !next || !second->b.mem || next->b_dtype != RUDNN_I4 ||
         wgmma_w4_plan_fits(&q->dev, next, 1, next->m) ||
-        !rdg_ffn_mma_w4_fits(&q->dev, next, rdg_at(b), scratch.mem != NULL))
+        !rdg_ffn_mma_w4_fits(&q->dev, next, rdg_at(second->b), scratch.mem != NULL))
         return ah;
     int64_t slices = 1, split_rows = next->k;
     rdg_ffn_mma_w4_order(&q->dev, next, &slices, &split_rows);
@@ -647,8 +658,8 @@ FfnAhead ahead_of(const rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *next, rudnn
     const int64_t row_bytes = next->n / 2, lead = budget / (slices * row_bytes);
     if (lead < 1)
         return ah;
-    ah.b = (const char *)rdg_at(b);
-    ah.scale = scale.mem ? (const char *)rdg_at(scale) : nullptr;
+    ah.b = (const char *)rdg_at(second->b);
+    ah.scale = (const char *)rdg_at(second->scale);
     ah.row_bytes = row_bytes;
     ah.scale_row_bytes = next->n * 2;
     ah.rows = next->k;
@@ -682,15 +693,11 @@ rudnn_status_t gemm_act_run(void *queue, const rudnn_ffn_gemm_plan_t *p, const r
         if (splits > 1) {
             const int64_t want = rdg_ceil_div(ap->rows * ap->k2, FFN_EW_THREADS);
             const int64_t cap = (int64_t)q->dev.sm_count * FFN_EW_BLOCKS_PER_SM;
-            FfnAhead ah;
-            memset(&ah, 0, sizeof ah);
-            if (second)
-                ah = ahead_of(q, second->plan, second->b, second->scale, scratch);
             *fused = true;
             rdg_note_kernel("ffn.split_act");
             return rdg_launch_pdl(q, FFN_PDL, "ffn.split_act", ffn_split_act, dim3((unsigned)(want < cap ? want : cap)),
                                   dim3(FFN_EW_THREADS), 0, *ap, (const float *)rdg_at(scratch), splits,
-                                  (const void *)rdg_at(bias), rdg_at(out), ah);
+                                  (const void *)rdg_at(bias), rdg_at(out), ahead_of(q, second, scratch));
         }
     }
 #else
@@ -711,8 +718,8 @@ rudnn_status_t ffn_gemm_act(void *queue, const rudnn_ffn_gemm_plan_t *p, const r
 }
 
 /* hal/ffn.h gemm_act_gemm: gemm_act_run with the second product's weights loaded ahead, then the
- * second product; after ffn_split_act, where the int4 tensor-core kernel runs it, launched early
- * (FFN_MMA_W4_EARLY: its weights are final, so it stages them before it waits for its input). */
+ * second product, after ffn_split_act free to launch early (its weights are the op's inputs, and
+ * neither ffn_split_act nor the first product writes them). */
 rudnn_status_t ffn_gemm_act_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, const rudnn_ffn_act_plan_t *ap,
                                  rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t scale, rudnn_mem_ref_t offset,
                                  rudnn_mem_ref_t bias, rudnn_mem_ref_t scratch, rudnn_mem_ref_t h, rudnn_mem_ref_t out,
@@ -720,14 +727,7 @@ rudnn_status_t ffn_gemm_act_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, co
 {
     bool fused;
     TRY(gemm_act_run(queue, p, ap, a, b, scale, offset, bias, scratch, h, out, second, &fused));
-#if !RDG_HIP
-    rdg_queue_t *q = (rdg_queue_t *)queue;
-    const rudnn_ffn_gemm_plan_t *p2 = second->plan;
-    if (FFN_MMA_W4_EARLY && fused && gemm_takes_mma_w4(q, p2, out, second->b, second->scale, scratch, second->c))
-        return rdg_ffn_mma_w4(q, p2, rdg_at(out), rdg_at(second->b), rdg_at(second->scale), rdg_at(second->offset),
-                              rdg_at(scratch), rdg_at(second->c), true);
-#endif
-    return ffn_gemm(queue, second->plan, out, second->b, second->scale, second->offset, scratch, second->c);
+    return gemm_run(queue, second->plan, out, second->b, second->scale, second->offset, scratch, second->c, fused);
 }
 
 rudnn_status_t ffn_out(void *queue, const rudnn_ffn_out_plan_t *p, rudnn_mem_ref_t h, rudnn_mem_ref_t bias,

@@ -453,7 +453,8 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
     /* prologue: chunk 0 of the activations, STAGES - 1 steps of weights */
     const int nch = s1 > s0 ? (s1 - s0 + cs - 1) / cs : 0;
     int after_a = 0; /* copy groups committed after the latest activation chunk's */
-    if constexpr (FFN_MMA_W4_EARLY && !GROUPED) {
+    constexpr bool WEIGHTS_FIRST = FFN_MMA_W4_EARLY && !GROUPED;
+    if constexpr (WEIGHTS_FIRST) {
         /* launched early (Plan::early), the weights first: final before the previous kernel began,
          * they are read while it ends; the activations, its output, after the wait (a no-op where
          * the launch was plain). The chunk's group is then the newest: its wait takes all. */
@@ -461,13 +462,11 @@ __global__ void __launch_bounds__(THREADS, MINB) ffn_mma_w4(MmaArgs g, MmaExpert
         for (int p = 0; p < STAGES - 1; p++)
             issue();
         rdg_pdl_wait();
-        if (nch > 0)
-            stage_a(0);
-        cp_commit();
-    } else {
-        if (nch > 0)
-            stage_a(0);
-        cp_commit();
+    }
+    if (nch > 0)
+        stage_a(0);
+    cp_commit();
+    if constexpr (!WEIGHTS_FIRST) {
 #pragma unroll
         for (int p = 0; p < STAGES - 1; p++)
             issue();
@@ -703,36 +702,23 @@ template <int ADT, int VB, int NT, bool OFF, int MINB, bool GROUPED>
 rudnn_status_t launch_variant(rdg_queue_t *q, const Plan &pl, const MmaArgs &g, const MmaExperts &ex)
 {
     const auto fn = ffn_mma_w4<ADT, VB, NT, OFF, MINB, GROUPED>;
-    const size_t smem = Smem<VB, NT>::bytes(g.kc);
+    const dim3 grid((unsigned)pl.tblocks, (unsigned)pl.coltiles, (unsigned)pl.splits);
+    /* Launched early (pdl.cuh), the blocks land first on the SMs the previous kernels free first, up
+     * to 3 an SM, unevenly (M 1 .. 16 ran 1.03 .. 1.05x slower so): where the grid fits 2 an SM,
+     * shared memory for no more than 2. A plain launch elsewhere. */
+    const bool early = FFN_MMA_W4_EARLY && pl.early && !GROUPED;
+    size_t smem = Smem<VB, NT>::bytes(g.kc);
+    if (early && MINB > 2 && (int64_t)grid.x * grid.y * grid.z <= 2 * (int64_t)q->dev.sm_count) {
+        const size_t two = (q->dev.smem_optin + RDG_SMEM_RESERVED) / 3 - RDG_SMEM_RESERVED + 16;
+        smem = smem > two ? smem : two;
+    }
     if (smem > 48 * 1024) {
         const cudaError_t err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                      (int)smem);
         if (err != cudaSuccess)
             return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize)");
     }
-    const dim3 grid((unsigned)pl.tblocks, (unsigned)pl.coltiles, (unsigned)pl.splits);
-    if (FFN_MMA_W4_EARLY && pl.early && !GROUPED) {
-        /* launched early, the blocks land on the SMs the previous kernels free first: where the grid
-         * fits 2 an SM, shared memory for no more than 2, so that they spread (at up to 3 an SM,
-         * M 1 .. 16 ran 1.03 .. 1.05x slower) */
-        size_t room = smem;
-        const size_t sm_bytes = q->dev.smem_optin + RDG_SMEM_RESERVED;
-        if ((int64_t)grid.x * grid.y * grid.z <= 2 * (int64_t)q->dev.sm_count && MINB > 2) {
-            const size_t two = sm_bytes / 3 - RDG_SMEM_RESERVED + 16;
-            room = room > two ? room : two;
-        }
-        if (room > 48 * 1024) {
-            const cudaError_t err = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                         (int)room);
-            if (err != cudaSuccess)
-                return rdg_fail(RUDNN_STATUS_DEVICE_ERROR, err, "FuncSetAttribute(MaxDynamicSharedMemorySize)");
-        }
-        return rdg_launch_pdl(q, true, "ffn.mma_w4", fn, grid, dim3(THREADS), room, g, ex);
-    }
-    /* a plain launch: launched early (pdl.cuh), its blocks would land first on the SMs the previous
-     * kernel frees first, unevenly (M 1 .. 16 ran 1.03 .. 1.05x slower so) */
-    fn<<<grid, THREADS, smem, q->stream>>>(g, ex);
-    return rdg_launched("ffn.mma_w4");
+    return rdg_launch_pdl(q, early, "ffn.mma_w4", fn, grid, dim3(THREADS), smem, g, ex);
 }
 
 template <int ADT, bool OFF, bool GROUPED>
