@@ -380,69 +380,14 @@ bool ffn_act_vec_fits(const rudnn_ffn_act_plan_t *p)
 }
 
 #if !RDG_HIP
-/* The second product's weights that ffn_split_act loads into L2 before its wait, while the first
- * product ends (hal/ffn.h gemm_act_gemm): the first lead_rows rows of each of its `slices` k
- * slices (split_rows rows apart, each read from its first row up: rdg_ffn_mma_w4_order), and the
- * scale rows of their groups. slices 0: nothing. */
-struct FfnAhead {
-    const char *b, *scale;
-    int64_t row_bytes, scale_row_bytes; /* b's and scale's bytes a row */
-    int64_t rows, split_rows, lead_rows, group_rows, groups; /* rows: b's (k) */
-    int slices;
-};
-
-/* L2 prefetch of bytes at p (a chunk of at most FFN_AHEAD_CHUNK): one bulk prefetch on sm_90 where
- * the copy engine takes the range (16-byte aligned and sized), else a prefetch a 128-byte line. */
-__device__ __forceinline__ void prefetch_l2(const char *p, int64_t bytes)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if ((uintptr_t)p % 16 == 0 && bytes % 16 == 0) {
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((uint32_t)bytes) : "memory");
-        return;
-    }
-#endif
-    for (int64_t o = 0; o < bytes; o += 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
-}
-
-/* The grid's share of ah's ranges, in FFN_AHEAD_CHUNK pieces spread over every thread: each
- * slice's lead rows of b, then (a second pass) their scale rows. */
-__device__ void ffn_ahead(const FfnAhead &ah)
-{
-    const int64_t lead = ah.lead_rows * ah.row_bytes, per = (lead + FFN_AHEAD_CHUNK - 1) / FFN_AHEAD_CHUNK;
-    const int64_t srows = ah.lead_rows / ah.group_rows + 2; /* the most group rows a lead meets */
-    const int64_t sper = (srows * ah.scale_row_bytes + FFN_AHEAD_CHUNK - 1) / FFN_AHEAD_CHUNK;
-    const int64_t nt = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < ah.slices * (per + sper); u += nt) {
-        if (u < ah.slices * per) {
-            const int64_t sl = u / per, o = (u - sl * per) * FFN_AHEAD_CHUNK, r0 = sl * ah.split_rows;
-            const int64_t end = (ah.rows - r0 < ah.lead_rows ? ah.rows - r0 : ah.lead_rows) * ah.row_bytes;
-            if (o < end) /* the last slice may be shorter than a lead */
-                prefetch_l2(ah.b + r0 * ah.row_bytes + o, end - o < FFN_AHEAD_CHUNK ? end - o : FFN_AHEAD_CHUNK);
-        } else if (ah.scale) {
-            const int64_t v = u - ah.slices * per, sl = v / sper, r0 = sl * ah.split_rows;
-            const int64_t r1 = ah.rows - r0 < ah.lead_rows ? ah.rows : r0 + ah.lead_rows;
-            const int64_t g0 = r0 / ah.group_rows, g1e = (r1 + ah.group_rows - 1) / ah.group_rows;
-            const int64_t end = (g1e < ah.groups ? g1e : ah.groups) * ah.scale_row_bytes;
-            const int64_t o = g0 * ah.scale_row_bytes + (v - sl * sper) * FFN_AHEAD_CHUNK;
-            if (o < end)
-                prefetch_l2(ah.scale + o, end - o < FFN_AHEAD_CHUNK ? end - o : FFN_AHEAD_CHUNK);
-        }
-    }
-}
-
 /* The split sum of k and the activation in one (ffn_gemm_act): element i = (r, j) of a [rows, k2]
  * from the splits' FP32 partials [splits, rows, n1] added in split order and rounded to h_dtype (the
  * value rdg_ffn_split_sum stores and ffn_act_vec4 loads), then ffn_act_vec4's arithmetic: the same
- * bits, without h's round trip and one launch fewer. A programmatic dependent of the product; the
- * next product's first weights (ahead) are read into L2 before the wait: they are never written,
- * and the DRAM the product's last blocks leave idle loads them. */
+ * bits, without h's round trip and one launch fewer. A programmatic dependent of the product. */
 __global__ void ffn_split_act(rudnn_ffn_act_plan_t p, const float *__restrict__ partial, int splits,
-                              const void *bias, void *out, FfnAhead ahead)
+                              const void *bias, void *out)
 {
     rdg_pdl_trigger();
-    if (ahead.slices > 0)
-        ffn_ahead(ahead);
     rdg_pdl_wait();
     const int gated = p.activation >= RUDNN_FFN_GEGLU;
     const int64_t total = p.rows * p.k2, mn = p.rows * p.n1;
@@ -639,47 +584,13 @@ rudnn_status_t ffn_act(void *queue, const rudnn_ffn_act_plan_t *p, rudnn_mem_ref
     return rdg_launched("ffn.act");
 }
 
-#if !RDG_HIP
-/* What ffn_split_act loads ahead of the second product (hal/ffn.h gemm_act_gemm): its first
- * FFN_AHEAD_L2_PCT % of L2 where the int4 tensor-core kernel runs it (its read order known), spread
- * over its k slices; nothing elsewhere. */
-FfnAhead ahead_of(const rdg_queue_t *q, const rudnn_ffn_second_t *second, rudnn_mem_ref_t scratch)
-{
-    FfnAhead ah;
-    memset(&ah, 0, sizeof ah);
-    const rudnn_ffn_gemm_plan_t *next = second ? second->plan : nullptr;
-    if (FFN_AHEAD_L2_PCT <= 0 || !next || !second->b.mem || next->b_dtype != RUDNN_I4 ||
-        wgmma_w4_plan_fits(&q->dev, next, 1, next->m) ||
-        !rdg_ffn_mma_w4_fits(&q->dev, next, rdg_at(second->b), scratch.mem != NULL))
-        return ah;
-    int64_t slices = 1, split_rows = next->k;
-    rdg_ffn_mma_w4_order(&q->dev, next, &slices, &split_rows);
-    const int64_t budget = (int64_t)(q->dev.l2_bytes / 100 * FFN_AHEAD_L2_PCT);
-    const int64_t row_bytes = next->n / 2, lead = budget / (slices * row_bytes);
-    if (lead < 1)
-        return ah;
-    ah.b = (const char *)rdg_at(second->b);
-    ah.scale = (const char *)rdg_at(second->scale);
-    ah.row_bytes = row_bytes;
-    ah.scale_row_bytes = next->n * 2;
-    ah.rows = next->k;
-    ah.split_rows = split_rows;
-    ah.lead_rows = lead < split_rows ? lead : split_rows;
-    ah.groups = next->groups > 0 ? next->groups : 1;
-    ah.group_rows = next->k / ah.groups;
-    ah.slices = (int)slices;
-    return ah;
-}
-#endif
-
 /* gemm, then act (hal/ffn.h gemm_act): where the int4 tensor-core kernel splits k, its partials go
- * straight into ffn_split_act (h left unwritten), which also loads the start of the second
- * product's weights into L2 where it is given (ahead; slices 0: none); elsewhere the two entries as
- * they are. *fused: whether ffn_split_act ran. */
+ * straight into ffn_split_act (h left unwritten); elsewhere the two entries as they are. *fused:
+ * whether ffn_split_act ran. */
 rudnn_status_t gemm_act_run(void *queue, const rudnn_ffn_gemm_plan_t *p, const rudnn_ffn_act_plan_t *ap,
                             rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t scale, rudnn_mem_ref_t offset,
                             rudnn_mem_ref_t bias, rudnn_mem_ref_t scratch, rudnn_mem_ref_t h, rudnn_mem_ref_t out,
-                            const rudnn_ffn_second_t *second, bool *fused)
+                            bool *fused)
 {
     int splits = 0; /* 0: the product not run yet */
     *fused = false;
@@ -697,11 +608,9 @@ rudnn_status_t gemm_act_run(void *queue, const rudnn_ffn_gemm_plan_t *p, const r
             rdg_note_kernel("ffn.split_act");
             return rdg_launch_pdl(q, FFN_PDL, "ffn.split_act", ffn_split_act, dim3((unsigned)(want < cap ? want : cap)),
                                   dim3(FFN_EW_THREADS), 0, *ap, (const float *)rdg_at(scratch), splits,
-                                  (const void *)rdg_at(bias), rdg_at(out), ahead_of(q, second, scratch));
+                                  (const void *)rdg_at(bias), rdg_at(out));
         }
     }
-#else
-    (void)second;
 #endif
     if (splits == 0)
         TRY(ffn_gemm(queue, p, a, b, scale, offset, scratch, h));
@@ -714,19 +623,19 @@ rudnn_status_t ffn_gemm_act(void *queue, const rudnn_ffn_gemm_plan_t *p, const r
                             rudnn_mem_ref_t bias, rudnn_mem_ref_t scratch, rudnn_mem_ref_t h, rudnn_mem_ref_t out)
 {
     bool fused;
-    return gemm_act_run(queue, p, ap, a, b, scale, offset, bias, scratch, h, out, nullptr, &fused);
+    return gemm_act_run(queue, p, ap, a, b, scale, offset, bias, scratch, h, out, &fused);
 }
 
-/* hal/ffn.h gemm_act_gemm: gemm_act_run with the second product's weights loaded ahead, then the
- * second product, after ffn_split_act free to launch early (its weights are the op's inputs, and
- * neither ffn_split_act nor the first product writes them). */
+/* hal/ffn.h gemm_act_gemm: gemm_act_run, then the second product, after ffn_split_act free to
+ * launch early (its weights are the op's inputs, and neither ffn_split_act nor the first product
+ * writes them). */
 rudnn_status_t ffn_gemm_act_gemm(void *queue, const rudnn_ffn_gemm_plan_t *p, const rudnn_ffn_act_plan_t *ap,
                                  rudnn_mem_ref_t a, rudnn_mem_ref_t b, rudnn_mem_ref_t scale, rudnn_mem_ref_t offset,
                                  rudnn_mem_ref_t bias, rudnn_mem_ref_t scratch, rudnn_mem_ref_t h, rudnn_mem_ref_t out,
                                  const rudnn_ffn_second_t *second)
 {
     bool fused;
-    TRY(gemm_act_run(queue, p, ap, a, b, scale, offset, bias, scratch, h, out, second, &fused));
+    TRY(gemm_act_run(queue, p, ap, a, b, scale, offset, bias, scratch, h, out, &fused));
     return gemm_run(queue, second->plan, out, second->b, second->scale, second->offset, scratch, second->c, fused);
 }
 

@@ -757,16 +757,6 @@ int rdg_ffn_mma_w4_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p
     return pl.wk > 0 && (has_scratch || pl.splits == 1);
 }
 
-/* The order in which the product p's blocks read b: `splits` slices of k, `split_rows` rows of b
- * apart, each read from its first row upward (the blocks of every slice start together). */
-void rdg_ffn_mma_w4_order(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t *splits,
-                          int64_t *split_rows)
-{
-    const Plan pl = make_plan(dev, p);
-    *splits = pl.wk > 0 ? pl.splits : 1;
-    *split_rows = pl.wk > 0 ? (int64_t)pl.steps_per_split * 16 : p->k;
-}
-
 /* The largest partials of any m' <= m (ops/ffn.c sizes the workspace once with all the rows, then
  * runs each expert with its own): the plan depends on m only through the variant and the token
  * blocks, and within those grows with m, so the classes' last rows up to m and m itself cover it. */

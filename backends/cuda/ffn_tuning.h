@@ -165,22 +165,13 @@
 #define FFN_SPLIT_ACT 1
 #endif
 
-/* Share of L2, percent, that the first product's split sum (ffn.split_act) fills with the start of
- * the second product's weights before it waits for the first (hal/ffn.h gemm_act_gemm): read while
- * the first product's last blocks leave DRAM idle, then found in L2 by the second's first steps.
- * 0 (none) until an A/B says otherwise: not yet run on a GPU (e.g. tools/gpu-ab.sh -v
- * a10=-DFFN_AHEAD_L2_PCT=10). */
-#ifndef FFN_AHEAD_L2_PCT
-#define FFN_AHEAD_L2_PCT 0
-#endif
-/* bytes an L2 prefetch of that (one bulk prefetch on sm_90) */
-#define FFN_AHEAD_CHUNK 16384
 /* 1: after ffn.split_act the second product (ffn.mma_w4) launches as a programmatic dependent and
  * copies its first weight stages before it waits for the activations (its weights are the op's
  * inputs, final before the first product began), at most 2 blocks an SM where its grid fits that;
- * 0: a plain launch. 0 until an A/B says otherwise: not yet run on a GPU. */
+ * 0: a plain launch. H100, W4A16 K1 8192 N1 28672 g128: M 1 / 8 / 16 0.925 / 0.957 / 0.988 of the
+ * plain launch's time (bench/RESULTS.md). */
 #ifndef FFN_MMA_W4_EARLY
-#define FFN_MMA_W4_EARLY 0
+#define FFN_MMA_W4_EARLY 1
 #endif
 
 /* The element-wise epilogues: threads a block, and at most this many blocks an SM (grid-stride). */

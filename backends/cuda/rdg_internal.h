@@ -140,13 +140,10 @@ rudnn_status_t rdg_ffn_gemv(rdg_queue_t *q, const rudnn_ffn_gemm_plan_t *p, cons
 /* ffn_mma_w4.cu (CUDA only): the int4 weight-only GEMM on tensor cores (sm_80+). plan_fits: the
  * plan can take it (BF16 / F16 A, m <= FFN_MMA_W4_MAX_M, n % 256, k % 16, groups of a multiple of 16
  * rows); fits: also 16-byte aligned weights, and a scratch where this m needs partials; scratch:
- * the partials' bytes for any m' <= the plan's m (0: none, the kernel then writes c itself); order:
- * how its blocks read b (*splits k slices, *split_rows rows apart, each from its first row up). */
+ * the partials' bytes for any m' <= the plan's m (0: none, the kernel then writes c itself). */
 int rdg_ffn_mma_w4_plan_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
 int rdg_ffn_mma_w4_fits(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, const void *b, int has_scratch);
 size_t rdg_ffn_mma_w4_scratch(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p);
-void rdg_ffn_mma_w4_order(const rdg_devinfo_t *dev, const rudnn_ffn_gemm_plan_t *p, int64_t *splits,
-                          int64_t *split_rows);
 /* ffn_split_sum.cu: the sum of split-k partials [splits, mn] (F32) into c in c_dtype, in split
  * order (deterministic); name: the kernel's, for errors. */
 rudnn_status_t rdg_ffn_split_sum(rdg_queue_t *q, const char *name, const float *partial, void *c, int64_t mn,
