@@ -24,9 +24,10 @@
  *
  * Memory: each weight byte is read once, by cp.async (evicted first from L2) into a ring of
  * FFN_MMA_W4_STAGES k16 steps a warp (each lane reads back only what its warp copied: __syncwarp, no
- * block barrier), so that the bytes in flight do not hold registers. The activations of the block's k slice are staged in
- * chunks of kc rows (double-buffered, one block barrier a chunk). A block is 4 warps: wc warps side
- * by side along n and wk along k (interleaved k16 steps), summed in shared memory in a fixed order;
+ * block barrier), so that the bytes in flight do not hold registers. The activations of the
+ * block's k slice are staged in chunks of kc rows (double-buffered, one block barrier a chunk). A
+ * block is 4 warps: wc warps side by side along n and wk along k (interleaved k16 steps), summed in
+ * shared memory in a fixed order;
  * the grid splits k (so that one wave of blocks fills the GPU) and, past FFN_MMA_W4_TOKENS_MAX
  * tokens, the tokens. Splits write FP32 partials [split, m, n] that a second kernel adds in split
  * order. Every sum has one fixed order: deterministic. */
