@@ -7,6 +7,7 @@
 #include "rdg_internal.h"
 #include "elem.cuh"
 #include "ffn_act.cuh"
+#include "ffn_split.cuh"
 #include "ffn_tuning.h"
 #include "pdl.cuh"
 
@@ -394,12 +395,7 @@ __global__ void ffn_split_act(rudnn_ffn_act_plan_t p, const float *__restrict__ 
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / p.k2, j = i - r * p.k2;
         const float *pv = partial + r * p.n1 + j;
-        float v = pv[0], g = gated ? pv[p.k2] : 0.0f;
-        for (int s = 1; s < splits; s++) {
-            v += pv[s * mn];
-            if (gated)
-                g += pv[s * mn + p.k2];
-        }
+        float v = ffn_sum_splits(pv, mn, splits), g = gated ? ffn_sum_splits(pv + p.k2, mn, splits) : 0.0f;
         v = round_to(v, p.h_dtype);
         g = round_to(g, p.h_dtype);
         if (p.has_bias) {

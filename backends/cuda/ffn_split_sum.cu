@@ -3,6 +3,7 @@
  * (pdl.cuh): scheduled while that grid ends, it reads the partials once that grid has finished. */
 #include "rdg_internal.h"
 #include "ffn_tuning.h"
+#include "ffn_split.cuh"
 #include "pdl.cuh"
 
 namespace {
@@ -14,9 +15,7 @@ __global__ void ffn_split_sum(const float *__restrict__ partial, void *__restric
     rdg_pdl_trigger();
     rdg_pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < mn; i += (int64_t)gridDim.x * blockDim.x) {
-        float v = partial[i];
-        for (int s = 1; s < splits; s++)
-            v += partial[s * mn + i];
+        const float v = ffn_sum_splits(partial + i, mn, splits);
         if (c_dtype == RUDNN_F16)
             ((uint16_t *)c)[i] = rdg_f32_to_f16(v);
         else if (c_dtype == RUDNN_BF16)

@@ -174,6 +174,15 @@
 #define FFN_MMA_W4_EARLY 1
 #endif
 
+/* splits of k whose partials a split sum loads at once (ffn_split.cuh; 16 was 1-5% slower than 8
+ * at M 8..32), from FFN_SPLIT_BATCH_MIN splits on (M 32's 3 splits were 2% slower batched) */
+#ifndef FFN_SPLIT_BATCH
+#define FFN_SPLIT_BATCH 8
+#endif
+#ifndef FFN_SPLIT_BATCH_MIN
+#define FFN_SPLIT_BATCH_MIN 5
+#endif
+
 /* The element-wise epilogues: threads a block, and at most this many blocks an SM (grid-stride). */
 #define FFN_EW_THREADS 256
 #define FFN_EW_BLOCKS_PER_SM 8
