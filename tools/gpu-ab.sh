@@ -7,6 +7,7 @@
 # thermal drift spread over all of them. JSON lines go to $OUT/ab.jsonl with "variant" added.
 #
 #   tools/gpu-ab.sh [-r ROUNDS] -v NAME=CUDA_ARGS ... -t NAME=DIR ... -- 'BENCH ARGS' ...
+#   tools/gpu-ab.sh [-r ROUNDS] -p PACK [-T 'TEST ARGS'] ... -- 'BENCH ARGS' ...
 #
 #   -v NAME=CUDA_ARGS   a variant; CUDA_ARGS is a comma-separated nvcc argument list for meson's
 #                       cuda_args (empty: the committed defaults), e.g. -v lineinfo=-lineinfo
@@ -14,6 +15,12 @@
 #                       checkout, carried along), by DIR's own tools/gpu-suite.sh, into
 #                       DIR/build-ab-NAME; DIR shares this tree's .debs. Benchmark arguments must
 #                       be ones both trees' binaries accept.
+#   -p PACK             prebuilt variants instead (tools/gpu-pack.sh PACK ..., made on a machine
+#                       without a GPU and carried): "base" and each of PACK/v/*, each plugin linked
+#                       here from PACK's objects in seconds; the commands run PACK's binaries
+#   -T 'TEST ARGS'      (with -p) a test program of PACK and its arguments, e.g. tests/test_ffn, run
+#                       once on each variant before the benchmarks: its exit status printed, its
+#                       output in $OUT/test-NAME-N.log
 #   BENCH ARGS          a benchmark binary of the build folder and its arguments, e.g.
 #                       'bench/rudnn-bench-moe --backend cuda --case mixtral --only forward'
 #
@@ -32,19 +39,29 @@ names=()
 args=()
 tree_names=()
 tree_dirs=()
+pack=""
+tests=()
 while (( $# )); do
   case $1 in
     -r) rounds=$2; shift 2 ;;
+    -p) pack=$(cd "$2" && pwd); shift 2 ;;
+    -T) tests+=("$2"); shift 2 ;;
     -v) names+=("${2%%=*}"); args+=("${2#*=}"); shift 2 ;;
     -t) tree_names+=("${2%%=*}"); tree_dirs+=("$(cd "${2#*=}" && pwd)"); shift 2 ;;
     --) shift; break ;;
     *) echo "gpu-ab.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-if (( ${#names[@]} + ${#tree_names[@]} < 1 || $# < 1 )); then
-  echo "usage: tools/gpu-ab.sh [-r ROUNDS] -v NAME=CUDA_ARGS ... -t NAME=DIR ... -- 'BENCH ARGS' ..." >&2
+if [[ $pack ]] && (( ${#names[@]} + ${#tree_names[@]} > 0 )); then
+  echo "gpu-ab.sh: -p takes its variants from the pack, not from -v / -t" >&2
   exit 2
 fi
+if [[ -z $pack ]] && (( ${#names[@]} + ${#tree_names[@]} < 1 || $# < 1 || ${#tests[@]} > 0 )); then
+  echo "usage: tools/gpu-ab.sh [-r ROUNDS] -v NAME=CUDA_ARGS ... -t NAME=DIR ... -- 'BENCH ARGS' ..." >&2
+  echo "       tools/gpu-ab.sh [-r ROUNDS] -p PACK [-T 'TEST ARGS'] ... -- 'BENCH ARGS' ..." >&2
+  exit 2
+fi
+DEBROOT=${DEBROOT:-/tmp/debroot}
 
 # where each variant's binaries and plugins are
 declare -A bin_dir plugin_path
@@ -59,8 +76,41 @@ for i in "${!tree_names[@]}"; do
   plugin_path[$n]=$d/build-ab-$n/backends/cuda:$d/build-ab-$n/backends/opencl
 done
 
+# Prebuilt: each variant's plugin linked from the pack's objects (its own objects over base's),
+# the programs the pack's; cmocka (the tests) from .debs. Then straight to the runs.
+if [[ $pack ]]; then
+  work=${AB_PACK_WORK:-/tmp/gpu-ab-pack}
+  rm -rf "$work"
+  mkdir -p "$work/base/o"
+  tar xJf "$pack/objs.tar.xz" -C "$work/base/o"
+  names=(base)
+  for v in "$pack"/v/*/; do [[ -d $v ]] && names+=("$(basename "$v")"); done
+  read -r -a link_flags < <(sed "s/'//g" "$pack/link-flags")
+  pids=()
+  for n in "${names[@]}"; do
+    if [[ $n != base ]]; then
+      mkdir -p "$work/$n/o"
+      cp "$work"/base/o/*.o "$work/$n/o/"
+      for f in "$pack/v/$n"/*.o.xz; do xz -dc "$f" > "$work/$n/o/$(basename "${f%.xz}")"; done
+    fi
+    nvcc -o "$work/$n/librudnn-cuda.so" "$work/$n"/o/*.o "${link_flags[@]}" > "$OUT/link-$n.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || { echo "gpu-ab.sh: linking variant ${names[$i]} failed:"; cat "$OUT/link-${names[$i]}.log"; exit 1; }
+    bin_dir[${names[$i]}]=$pack
+    plugin_path[${names[$i]}]=$work/${names[$i]}
+  done
+  if [[ ! -e $DEBROOT/usr/lib/x86_64-linux-gnu/libcmocka.so.0 ]] && compgen -G ".debs/libcmocka0_*.deb" >/dev/null; then
+    mkdir -p "$DEBROOT"
+    dpkg -x .debs/libcmocka0_*.deb "$DEBROOT"
+  fi
+  echo "gpu-ab.sh: prebuilt variants ${names[*]}"
+fi
+
 # one ccache for every variant, the -t trees' builds too (their gpu-suite.sh keeps a CCACHE_DIR given)
 export CCACHE_DIR=${CCACHE_DIR:-$repo_root/build-ccache}
+if [[ -z $pack ]]; then
 pids=()
 names_of_pids=()
 build_variant() {
@@ -105,9 +155,17 @@ for i in "${!pids[@]}"; do
   fi
 done
 (( rc == 0 )) || exit 1
+fi
 
-DEBROOT=${DEBROOT:-/tmp/debroot}
 export LD_LIBRARY_PATH=$DEBROOT/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+for i in "${!tests[@]}"; do
+  for n in "${names[@]}"; do
+    # shellcheck disable=SC2086
+    RUDNN_BACKEND=${RUDNN_BACKEND:-cuda} RUDNN_BACKEND_PATH=${plugin_path[$n]} timeout "$ab_timeout" \
+      "${bin_dir[$n]}"/${tests[$i]} > "$OUT/test-$n-$i.log" 2>&1
+    echo "== gpu-ab: test variant $n: ${tests[$i]}: exit status $? ($OUT/test-$n-$i.log)"
+  done
+done
 : > "$OUT/ab.jsonl"
 for cmd in "$@"; do
   for ((r = 0; r < rounds; r++)); do
