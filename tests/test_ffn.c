@@ -320,6 +320,11 @@ static const tcase_t wo_cases[] = {
     {.label = "mma_w4 full GPU: I4 per group (G 8, 28), offset, M 17, K1 1024, K2 3584", .nlead = 1, .lead = {17},
      .k1 = 1024, .k2 = 3584, .int4 = 1, .g1 = 8, .g2 = 28, .aoffset = 1, .aligned = 2, .cuda_kernel = "ffn.mma_w4",
      .cuda_only = 1, .acts = 1u << RUDNN_FFN_GELU | 1u << RUDNN_FFN_GEGLU},
+    /* the second GEMM unsplit with one warp along k (K2 128, 264 column tiles of 512 on 132 SMs): y
+     * stored from the registers in F16 / BF16, rows past M's 9 of the second token tile skipped */
+    {.label = "mma_w4 full GPU: unsplit second GEMM, I4 per group (G 1056, 2), M 9, K1 135168, K2 128", .nlead = 1,
+     .lead = {9}, .k1 = 135168, .k2 = 128, .int4 = 1, .g1 = 1056, .g2 = 2, .aligned = 2, .cuda_kernel = "ffn.mma_w4",
+     .cuda_only = 1, .acts = 1u << RUDNN_FFN_SWIGLU},
     /* shapes it does not take, through the other kernels: N2 = 264 (not a multiple of 256, and K1 264
      * not of 16); groups of 8 rows (G1 32) with the second GEMM still its */
     {.label = "mma_w4 misfit: I4 per channel, no offset, M 9, K1 264, K2 256", .nlead = 1, .lead = {9}, .k1 = 264,
