@@ -64,12 +64,15 @@ for spec in "${variants[@]}"; do
   IFS=, read -r -a list <<< "$files"
   IFS=, read -r -a extra <<< "$cuda_args"
   for item in "${list[@]}"; do
-    file=${item%%:*} src=../backends/cuda/${item%%:*}
+    file=${item%%:*} src=../backends/cuda/$file
     [[ $item == *:* ]] && src=$(cd "$(dirname "${item#*:}")" && pwd)/$(basename "${item#*:}")
     cmd=$(grep -F -- "-o $objdir/$file.o -c" <<< "$commands" || true)
     [[ $cmd ]] || { echo "gpu-pack.sh: $file is not a source of the CUDA plugin" >&2; exit 1; }
     out=$dir/v/$name/$file.o
-    cmd=${cmd/"-o $objdir/$file.o -c ../backends/cuda/$file"/"-o $out -c $src"}
+    from="-o $objdir/$file.o -c ../backends/cuda/$file"
+    # the build's own object must never be the output: stop where its command has another form
+    [[ $cmd == *"$from"* ]] || { echo "gpu-pack.sh: unexpected compile command for $file: $cmd" >&2; exit 1; }
+    cmd=${cmd/"$from"/"-o $out -c $src"}
     echo "gpu-pack.sh: $name: $file${cuda_args:+ with $cuda_args}"
     # shellcheck disable=SC2086  # the build's own command line, split as ninja would
     (cd "$build" && eval "$cmd ${extra[*]:-}")
