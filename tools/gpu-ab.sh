@@ -17,10 +17,14 @@
 #                       be ones both trees' binaries accept.
 #   -p PACK             prebuilt variants instead (tools/gpu-pack.sh PACK ..., made on a machine
 #                       without a GPU and carried): "base" and each of PACK/v/*, each plugin linked
-#                       here from PACK's objects in seconds; the commands run PACK's binaries
+#                       here from PACK's objects in seconds; the commands run PACK's binaries.
+#                       Each variant gets a build folder's layout, $AB_PACK_WORK/NAME/build
+#                       (default /tmp/gpu-ab-pack), where gpu-suite.sh's benchmark stages run
+#                       (BUILD=/tmp/gpu-ab-pack/base/build tools/gpu-suite.sh gdr). With no
+#                       BENCH ARGS, -p only links and tests.
 #   -T 'TEST ARGS'      (with -p) a test program of PACK and its arguments, e.g. tests/test_ffn, run
 #                       once on each variant before the benchmarks: its exit status printed, its
-#                       output in $OUT/test-NAME-N.log
+#                       output in $OUT/test-NAME-N.log (AB_TEST_VARIANTS="base ...": those only)
 #   BENCH ARGS          a benchmark binary of the build folder and its arguments, e.g.
 #                       'bench/rudnn-bench-moe --backend cuda --case mixtral --only forward'
 #
@@ -93,13 +97,16 @@ if [[ $pack ]]; then
       cp "$work"/base/o/*.o "$work/$n/o/"
       for f in "$pack/v/$n"/*.o.xz; do xz -dc "$f" > "$work/$n/o/$(basename "${f%.xz}")"; done
     fi
-    nvcc -o "$work/$n/librudnn-cuda.so" "$work/$n"/o/*.o "${link_flags[@]}" > "$OUT/link-$n.log" 2>&1 &
+    # a build folder's layout, for gpu-suite.sh's benchmark stages: BUILD=$work/NAME/build
+    mkdir -p "$work/$n/build/backends/cuda"
+    for d in bench core tests; do ln -sfn "$pack/$d" "$work/$n/build/$d"; done
+    nvcc -o "$work/$n/build/backends/cuda/librudnn-cuda.so" "$work/$n"/o/*.o "${link_flags[@]}" > "$OUT/link-$n.log" 2>&1 &
     pids+=($!)
   done
   for i in "${!pids[@]}"; do
     wait "${pids[$i]}" || { echo "gpu-ab.sh: linking variant ${names[$i]} failed:"; cat "$OUT/link-${names[$i]}.log"; exit 1; }
     bin_dir[${names[$i]}]=$pack
-    plugin_path[${names[$i]}]=$work/${names[$i]}
+    plugin_path[${names[$i]}]=$work/${names[$i]}/build/backends/cuda
   done
   if [[ ! -e $DEBROOT/usr/lib/x86_64-linux-gnu/libcmocka.so.0 ]] && compgen -G ".debs/libcmocka0_*.deb" >/dev/null; then
     mkdir -p "$DEBROOT"
@@ -159,7 +166,7 @@ fi
 
 export LD_LIBRARY_PATH=$DEBROOT/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 for i in "${!tests[@]}"; do
-  for n in "${names[@]}"; do
+  for n in ${AB_TEST_VARIANTS:-${names[*]}}; do
     # shellcheck disable=SC2086
     RUDNN_BACKEND=${RUDNN_BACKEND:-cuda} RUDNN_BACKEND_PATH=${plugin_path[$n]} timeout "$ab_timeout" \
       "${bin_dir[$n]}"/${tests[$i]} > "$OUT/test-$n-$i.log" 2>&1
