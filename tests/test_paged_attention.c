@@ -652,7 +652,7 @@ static void split_workspaces(void **state)
                              causal ? "causal" : "not causal", splits, used);
                     float *got = NULL;
                     int bad = run_checked(log, what, &sc, plan, ws, &d, NULL, NULL, scale_of(c), causal, &got);
-                    if (got && !splits) { /* the plan's splits (CUDA: CTAs taking others' splits): same bits again */
+                    if (got && !splits) { /* the plan's splits, merged in split order: the same bits again */
                         float *again = NULL;
                         bad += run_checked(log, what, &sc, plan, ws, &d, NULL, NULL, scale_of(c), causal, &again);
                         if (again && memcmp(again, got, (size_t)n * sizeof *got)) {
