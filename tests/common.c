@@ -599,3 +599,47 @@ void rt_guard_free(rt_guard_t *guard)
         free(guard->items[i].before);
     guard->count = 0;
 }
+
+void rt_out_watch_begin(rt_out_watch_t *w, const rt_tensor_t *t)
+{
+    w->t = t;
+    rt_tensor_poison(t);
+    w->before = rt_buffer_snapshot(t->buffer, t->buffer_bytes);
+}
+
+int rt_out_watch_end(rt_out_watch_t *w, int written, float *values, rt_log_t *log, const char *label, const char *what)
+{
+    int ok = 1;
+    const rudnn_status_t sync = rudnn_queue_synchronize(rt_queue);
+    if (sync != RUDNN_STATUS_SUCCESS) {
+        rt_logf(log, "  %s: %s: queue_synchronize returned %s: %s\n", label, what, rudnn_status_string(sync),
+                rudnn_last_error());
+        ok = 0;
+    }
+    const rt_tensor_t *t = w->t;
+    uint8_t *after = rt_buffer_snapshot(t->buffer, t->buffer_bytes);
+    const size_t begin = t->t.offset, end = t->t.offset + rudnn_tensor_bytes(&t->t);
+    size_t first = 0;
+    const size_t changed =
+        rt_count_changed(w->before, after, t->buffer_bytes, &begin, &end, written ? 1 : 0, &first);
+    if (changed) {
+        rt_logf(log, "  %s: %s: %zu byte(s) of the buffer changed %s (first at byte %zu)\n", label, what, changed,
+                written ? "outside the output" : "by a call that must write nothing", first);
+        ok = 0;
+    }
+    const size_t n = (size_t)rudnn_tensor_numel(&t->t);
+    if (written) {
+        const size_t unwritten = rt_count_poisoned(t, after);
+        if (unwritten) {
+            rt_logf(log, "  %s: %s: %zu of %zu element(s) never written (still the sentinel)\n", label, what,
+                    unwritten, n);
+            ok = 0;
+        }
+    }
+    if (values)
+        rt_decode(t->t.dtype, after + t->t.offset, values, n);
+    free(after);
+    free(w->before);
+    w->before = NULL;
+    return ok;
+}

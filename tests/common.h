@@ -229,7 +229,23 @@ void rt_print_lines(const char *text);
  * rt_log_finish_free frees the log (from rt_log_new) in any case. */
 #define rt_log_finish(log, unit) rt_log_finish_impl((log), (unit), 0, __FILE__, __LINE__)
 #define rt_log_finish_free(log, unit) rt_log_finish_impl((log), (unit), 1, __FILE__, __LINE__)
+
 void rt_log_finish_impl(rt_log_t *log, const char *unit, int free_log, const char *file, int line);
+
+/* An output watched across calls: rt_out_watch_begin poisons it and snapshots its whole buffer. */
+typedef struct rt_out_watch {
+    const rt_tensor_t *t;
+    uint8_t *before;
+} rt_out_watch_t;
+
+void rt_out_watch_begin(rt_out_watch_t *w, const rt_tensor_t *t);
+
+/* After the calls (rt_queue synchronized first): written, every element written and no byte around
+ * the tensor changed; not written (a rejected or empty call), no byte of the buffer changed. Logs
+ * each failure as "  label: what: ..." and returns 0 then, else 1. Decodes the tensor into values
+ * (NULL: not). Frees the snapshot. */
+int rt_out_watch_end(rt_out_watch_t *w, int written, float *values, rt_log_t *log, const char *label,
+                     const char *what);
 
 /* ---- buffers that must not change ------------------------------------------------- */
 

@@ -183,57 +183,6 @@ static int read_raw(rt_log_t *log, const char *label, const rudnn_tensor_t *t, v
     return check_ok(log, label, "tensor_read", rudnn_tensor_read(rt_queue, t, host, bytes));
 }
 
-/* An output: poisoned, the whole buffer snapshot before the call. */
-typedef struct out_watch {
-    const rt_tensor_t *t;
-    uint8_t *before;
-} out_watch_t;
-
-static void out_begin(out_watch_t *w, const rt_tensor_t *t)
-{
-    w->t = t;
-    rt_tensor_poison(t);
-    w->before = rt_buffer_snapshot(t->buffer, t->buffer_bytes);
-}
-
-/* After the call: with written, every element of the tensor must have been
- * written and no byte outside it changed; without (a rejected call, or an
- * empty tensor), no byte at all changed. Decodes the tensor into values. */
-static int out_end(out_watch_t *w, int written, float *values, rt_log_t *log, const char *label, const char *what)
-{
-    int ok = 1;
-    rudnn_status_t sync = rudnn_queue_synchronize(rt_queue);
-    if (sync != RUDNN_STATUS_SUCCESS) {
-        rt_logf(log, "  %s: %s: queue_synchronize returned %s: %s\n", label, what, rudnn_status_string(sync),
-                rudnn_last_error());
-        ok = 0;
-    }
-    const rt_tensor_t *t = w->t;
-    uint8_t *after = rt_buffer_snapshot(t->buffer, t->buffer_bytes);
-    size_t begin = t->t.offset, end = t->t.offset + rudnn_tensor_bytes(&t->t), first = 0;
-    size_t changed = rt_count_changed(w->before, after, t->buffer_bytes, &begin, &end, written ? 1 : 0, &first);
-    if (changed) {
-        rt_logf(log, "  %s: %s: %zu byte(s) of the buffer changed %s (first at byte %zu)\n", label, what, changed,
-                written ? "outside the output" : "by a call that must write nothing", first);
-        ok = 0;
-    }
-    size_t n = (size_t)rudnn_tensor_numel(&t->t);
-    if (written) {
-        size_t unwritten = rt_count_poisoned(t, after);
-        if (unwritten) {
-            rt_logf(log, "  %s: %s: %zu of %zu element(s) never written (still the poison sentinel)\n", label, what,
-                    unwritten, n);
-            ok = 0;
-        }
-    }
-    if (values)
-        rt_decode(t->t.dtype, after + t->t.offset, values, n);
-    free(after);
-    free(w->before);
-    w->before = NULL;
-    return ok;
-}
-
 /* Inputs that no call may change (an rt_guard_t): each whole buffer is
  * snapshot when added and compared at the end. */
 static void in_add(rt_guard_t *g, const rt_tensor_t *t, const char *name)
@@ -495,8 +444,8 @@ static int run_experts(state_t *s, rudnn_moe_strategy_t strategy, rudnn_buffer_t
     snprintf(cw, sizeof cw, "swiglu_experts_choose for %s", what);
     if (!check_ok(log, label, cw, rudnn_swiglu_experts_choose(s->experts, s->disp, &eo->t, strategy, &choice)))
         return 0;
-    out_watch_t w;
-    out_begin(&w, eo);
+    rt_out_watch_t w;
+    rt_out_watch_begin(&w, eo);
     rudnn_status_t st = rudnn_swiglu_experts_forward_dispatched(rt_queue, s->experts, s->disp, strategy, ws, ws_bytes,
                                                                &eo->t);
     int ok = check_ok(log, label, what, st);
@@ -507,7 +456,7 @@ static int run_experts(state_t *s, rudnn_moe_strategy_t strategy, rudnn_buffer_t
                 choice.kernel, ran[0] ? ran : "(none)");
         ok = 0;
     }
-    ok &= out_end(&w, ok && rudnn_tensor_numel(&eo->t) > 0, values, log, label, what);
+    ok &= rt_out_watch_end(&w, ok && rudnn_tensor_numel(&eo->t) > 0, values, log, label, what);
     return ok;
 }
 
@@ -558,17 +507,17 @@ static int one_call_matches_split(const mcase_t *c, state_t *s, rudnn_moe_strate
                                   rt_log_t *log, const char *label)
 {
     char what[96];
-    out_watch_t w;
-    out_begin(&w, out);
+    rt_out_watch_t w;
+    rt_out_watch_begin(&w, out);
     snprintf(what, sizeof what, "moe_combine (%s experts)", name);
     int ok = check_ok(log, label, what, rudnn_moe_combine(rt_queue, s->disp, &eo->t, &out->t));
     snprintf(what, sizeof what, "combine (%s experts)", name);
-    ok &= out_end(&w, ok && nout > 0, s->out, log, label, what);
-    out_begin(&w, one);
+    ok &= rt_out_watch_end(&w, ok && nout > 0, s->out, log, label, what);
+    rt_out_watch_begin(&w, one);
     snprintf(what, sizeof what, "swiglu_experts_forward_sigmoid_grouped (%s)", name);
     ok &= check_ok(log, label, what, call_one(c, s, strategy, one));
     snprintf(what, sizeof what, "one-call (%s)", name);
-    ok &= out_end(&w, ok && nout > 0, s->out2, log, label, what);
+    ok &= rt_out_watch_end(&w, ok && nout > 0, s->out2, log, label, what);
     snprintf(what, sizeof what, "one-call (%s) vs split path (%s)", name, name);
     return ok && compare_exact(s->out2, s->out, nout, log, label, what);
 }
@@ -622,8 +571,8 @@ static int check_every_kernel(const mcase_t *c, rudnn_dtype_t dt, state_t *s, in
                  check_experts(c, dt, s, s->eo2, log, label, what, worst);
             gu_rounded = 0;
         } else {
-            out_watch_t w;
-            out_begin(&w, &s->EO_K);
+            rt_out_watch_t w;
+            rt_out_watch_begin(&w, &s->EO_K);
             rs = rudnn_swiglu_experts_forward_dispatched(rt_queue, s->experts, s->disp, strategy, NULL, 0,
                                                          &s->EO_K.t);
             if (rs != RUDNN_STATUS_NOT_SUPPORTED || !strstr(rudnn_last_error(), name)) {
@@ -631,7 +580,7 @@ static int check_every_kernel(const mcase_t *c, rudnn_dtype_t dt, state_t *s, in
                         rudnn_status_string(rs), rudnn_last_error());
                 ok = 0;
             }
-            ok &= out_end(&w, 0, NULL, log, label, what);
+            ok &= rt_out_watch_end(&w, 0, NULL, log, label, what);
         }
     }
     ok &= check_ok(log, label, "swiglu_experts_set_kernel(NULL)", rudnn_swiglu_experts_set_kernel(s->experts, NULL));
@@ -680,8 +629,8 @@ static int check_tc_workspace(state_t *s, int64_t pairs, const float *tc_vals, s
         ok = 0;
     }
     if (bytes > 0) {
-        out_watch_t w;
-        out_begin(&w, &s->EO_TC_WS);
+        rt_out_watch_t w;
+        rt_out_watch_begin(&w, &s->EO_TC_WS);
         rudnn_status_t rs = rudnn_swiglu_experts_forward_dispatched(rt_queue, s->experts, s->disp,
                                                                    RUDNN_MOE_TENSOR_CORE, s->ws_tc, bytes - 1,
                                                                    &s->EO_TC_WS.t);
@@ -692,7 +641,7 @@ static int check_tc_workspace(state_t *s, int64_t pairs, const float *tc_vals, s
                        "naming the workspace and its kernel\n", label, rudnn_status_string(rs), msg);
             ok = 0;
         }
-        ok &= out_end(&w, 0, NULL, log, label, "experts (TensorCore, workspace one byte short)");
+        ok &= rt_out_watch_end(&w, 0, NULL, log, label, "experts (TensorCore, workspace one byte short)");
         uint8_t *after = rt_buffer_snapshot(s->ws_tc, total);
         if (memcmp(after, snap, total) != 0) {
             rt_logf(log, "  %s: the rejected TensorCore call changed its workspace\n", label);
@@ -1018,13 +967,13 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
             rt_logf(log, "  %s: Auto resolved to TensorCore, which cannot run\n", label);
             failed = 1;
         }
-        out_watch_t w;
-        out_begin(&w, &s->EO_TC);
+        rt_out_watch_t w;
+        rt_out_watch_begin(&w, &s->EO_TC);
         rs = rudnn_swiglu_experts_forward_dispatched(rt_queue, s->experts, s->disp, RUDNN_MOE_TENSOR_CORE, NULL, 0,
                                                      &s->EO_TC.t);
         if (tc_runs) {
             int ok = check_ok(log, label, "experts (TensorCore)", rs);
-            ok &= out_end(&w, ok && neo > 0, s->eo2, log, label, "experts (TensorCore)");
+            ok &= rt_out_watch_end(&w, ok && neo > 0, s->eo2, log, label, "experts (TensorCore)");
             if (ok)
                 ok = check_experts(c, dt, s, s->eo2, log, label, "expert_output (TensorCore)", &worst);
             if (ok && resolved == RUDNN_MOE_TENSOR_CORE) {
@@ -1045,7 +994,7 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
                         rudnn_status_string(rs), msg);
                 failed = 1;
             }
-            failed |= !out_end(&w, 0, NULL, log, label, "experts (TensorCore, rejected)");
+            failed |= !rt_out_watch_end(&w, 0, NULL, log, label, "experts (TensorCore, rejected)");
             size_t tc_bytes;
             rs = rudnn_swiglu_experts_workspace_size(s->experts, pairs, RUDNN_MOE_TENSOR_CORE, &tc_bytes);
             if (rs != RUDNN_STATUS_NOT_SUPPORTED) {
@@ -1071,10 +1020,10 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
         s->out2 = rt_xmalloc(nout * sizeof(float));
         rt_guard_t eo_guard = {0};
         in_add(&eo_guard, &s->EO, "expert_output");
-        out_watch_t w;
-        out_begin(&w, &s->OUT);
+        rt_out_watch_t w;
+        rt_out_watch_begin(&w, &s->OUT);
         int ok = check_ok(log, label, "moe_combine", rudnn_moe_combine(rt_queue, s->disp, &s->EO.t, &s->OUT.t));
-        ok &= out_end(&w, ok && nout > 0, s->out, log, label, "combine");
+        ok &= rt_out_watch_end(&w, ok && nout > 0, s->out, log, label, "combine");
         ok &= in_check(&eo_guard, log, label);
         rt_guard_free(&eo_guard);
         if (!ok) {
@@ -1100,11 +1049,11 @@ static void run_case(rudnn_dtype_t dt, const mcase_t *c, const char *test, int c
         }
 
         /* the one-call form equals the split path (Scalar) bit for bit */
-        out_begin(&w, &s->OUT_ONE);
+        rt_out_watch_begin(&w, &s->OUT_ONE);
         ok = check_ok(log, label, c->routing == R_SOFTMAX ? "swiglu_experts_forward"
                                                           : "swiglu_experts_forward_sigmoid_grouped (Scalar)",
                       call_one(c, s, RUDNN_MOE_SCALAR, &s->OUT_ONE));
-        ok &= out_end(&w, ok && nout > 0, s->out2, log, label, "one-call (Scalar)");
+        ok &= rt_out_watch_end(&w, ok && nout > 0, s->out2, log, label, "one-call (Scalar)");
         if (ok)
             ok = compare_exact(s->out2, s->out, nout, log, label, "one-call vs route+dispatch+experts+combine");
         failed |= !ok;
