@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/pool.h"
+#include "moe_internal.h"
 #include "rudnn/moe.h"
 #include "validate.h"
 
@@ -458,6 +459,16 @@ static rudnn_status_t combine(rudnn_queue_t queue, rudnn_dispatched_t d, const r
                                               (rudnn_mem_ref_t){d->positions->mem, 0},
                                               (rudnn_mem_ref_t){d->plan->mem->mem, d->plan->weights_offset},
                                               rudnn_mem_of(output)));
+}
+
+void rudnn_dispatched_info(rudnn_dispatched_t d, rudnn_dispatched_info_t *info)
+{
+    const rudnn_routing_plan_t p = d->plan;
+    *info = (rudnn_dispatched_info_t){.context = d->context, .dtype = d->dtype, .weight_dtype = p->dtype,
+                                      .tokens = p->tokens, .hidden = d->hidden, .rows = d->rows,
+                                      .top_k = p->top_k, .experts = p->experts,
+                                      .positions = {d->positions->mem, 0},
+                                      .weights = {p->mem->mem, p->weights_offset}};
 }
 
 rudnn_status_t rudnn_moe_combine(rudnn_queue_t queue, rudnn_dispatched_t d, const rudnn_tensor_t *expert_output,

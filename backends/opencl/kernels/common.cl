@@ -55,6 +55,23 @@ ushort f32_to_bf16(float v)
 #endif
 #endif
 
+/* w_t / LOAD_W: the storage of routing weights (-DRUDNN_WDTYPE, the logits dtype; combine and its
+ * backward), read as float. */
+#if defined(RUDNN_WDTYPE)
+#if RUDNN_WDTYPE == 0
+#define w_t float
+#define LOAD_W(p, i) ((p)[i])
+#elif RUDNN_WDTYPE == 1
+#define w_t half
+#define LOAD_W(p, i) vload_half((i), (p))
+#elif RUDNN_WDTYPE == 2
+#define w_t ushort
+#define LOAD_W(p, i) bf16_to_f32((p)[i])
+#else
+#error "RUDNN_WDTYPE must be 0 (F32), 1 (F16) or 2 (BF16)"
+#endif
+#endif
+
 /* ---- work-group reductions -------------------------------------------------------
  * Over the local size (a power of two), in a fixed tree order, so results are
  * deterministic for a given local size. Every work-item gets the result; the

@@ -16,9 +16,10 @@
  * The build puts backends/limits.h before this file (embed_cl.py); the
  * program cache prepends kernels/common.cl, which defines the dtype codes,
  * act_t / raw_t / LOAD_A / LOAD8_A / STORE_A (the RUDNN_DTYPE storage: logits,
- * tokens, expert weights, activations, outputs), bf16_to_f32, group_sum,
- * group_max, and turns FP_CONTRACT off (the expert dot products use MOE_MAC,
- * an fma where the device says it is fast).
+ * tokens, expert weights, activations, outputs), w_t / LOAD_W (the RUDNN_WDTYPE
+ * routing weights), bf16_to_f32, group_sum, group_max, and turns FP_CONTRACT
+ * off (the expert dot products use MOE_MAC, an fma where the device says it is
+ * fast).
  *
  * Arguments: buffers and element offsets are separate (no sub-buffers). Every
  * kernel takes group0, the first work-group of this launch: the host splits
@@ -28,22 +29,6 @@
 
 #ifndef RUDNN_MOE_PART
 #error "RUDNN_MOE_PART must be defined: 1 (route), 2 (dispatch), 3 (experts), 4 (combine), 5 (ep)"
-#endif
-
-/* w_t / LOAD_W: the routing weights' storage in combine. */
-#if defined(RUDNN_WDTYPE)
-#if RUDNN_WDTYPE == 0
-#define w_t float
-#define LOAD_W(p, i) ((p)[i])
-#elif RUDNN_WDTYPE == 1
-#define w_t half
-#define LOAD_W(p, i) vload_half((i), (p))
-#elif RUDNN_WDTYPE == 2
-#define w_t ushort
-#define LOAD_W(p, i) bf16_to_f32((p)[i])
-#else
-#error "RUDNN_WDTYPE must be 0 (F32), 1 (F16) or 2 (BF16)"
-#endif
 #endif
 
 /* ================================================================================

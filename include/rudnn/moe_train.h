@@ -1,0 +1,99 @@
+/* MoE first-order training: the router's weights for a fixed selection of experts and their
+ * gradient with respect to the logits (the guide's selected_router_weights and
+ * selected_router_backward), and the backward of combine and dispatch (rudnn/moe.h).
+ *
+ *   logits [T, E] + indices [T, k] -> selected_router_weights -> weights [T, k] (F32)
+ *   logits + indices + grad_weights [T, k] -> selected_router_backward -> grad_logits [T, E]
+ *   grad_output [T, H] -> combine_backward -> d expert_output [T*k, H], grad_weights [T, k] (F32)
+ *   d dispatched rows [T*k, H] -> dispatch_backward -> d input [T, H]
+ *
+ * The selection is fixed: nothing here differentiates the top-k or group choice, or a selection
+ * bias. The indices are usually a routing plan's (rudnn_routing_plan_indices) but may be any.
+ * Bad arguments return a status, set rudnn_last_error() and write nothing. */
+#ifndef RUDNN_MOE_TRAIN_H
+#define RUDNN_MOE_TRAIN_H
+
+#include "rudnn/core.h"
+#include "rudnn/moe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How a logit becomes a score p. */
+typedef enum rudnn_router_scoring {
+    RUDNN_ROUTER_SOFTMAX = 0, /* p[e] = softmax over the row's E logits (FP32, max-subtracted) */
+    RUDNN_ROUTER_SIGMOID = 1  /* p[e] = sigmoid(logit[e]) (FP32, the stable form) */
+} rudnn_router_scoring_t;
+
+typedef struct rudnn_router_weight_options {
+    rudnn_router_scoring_t scoring;
+    int renormalize; /* divide the selected scores by their sum (a repeated index counted each time) */
+    float scale;     /* finite, > 0; multiplies the weights last */
+} rudnn_router_weight_options_t;
+
+/* The most experts a row selects (top_k = indices' last dim). */
+#define RUDNN_MOE_TRAIN_MAX_TOP_K 64
+
+/* weights[t, j] = scale * p[t, i] / (renormalize ? sum over j' of p[t, indices[t, j']] : 1), with
+ * i = indices[t, j].
+ * logits: F32/F16/BF16 [T, E], contiguous, T >= 0, E >= 1. indices: U32/I32/I64 [T, k], contiguous,
+ * 1 <= k <= min(E, RUDNN_MOE_TRAIN_MAX_TOP_K). weights: F32 [T, k], contiguous, disjoint from both
+ * inputs. All on the queue's context.
+ * A repeated index is gathered again (a weight of its own, counted again in the sum). An index
+ * outside [0, E) makes its row's k weights NaN: nothing is read out of bounds and the call does
+ * not synchronise with the host. Non-finite logits propagate through the formula (NaN or inf in
+ * their row). */
+RUDNN_API rudnn_status_t rudnn_moe_selected_router_weights(rudnn_queue_t queue, const rudnn_tensor_t *logits,
+                                                           const rudnn_tensor_t *indices,
+                                                           const rudnn_router_weight_options_t *options,
+                                                           const rudnn_tensor_t *weights);
+
+/* grad_logits = d(sum over t, j of grad_weights[t, j] * weights[t, j]) / d logits, for the weights
+ * rudnn_moe_selected_router_weights gives with the same logits, indices and options; every
+ * occurrence of a repeated index adds its share. grad_weights: F32 [T, k], contiguous.
+ * grad_logits: [T, E] in the logits dtype, contiguous, disjoint from every input; every element is
+ * written (zero where the logit does not reach a weight: with sigmoid scoring, or softmax
+ * renormalized, the experts the row did not select). Computed in FP32, rounded once.
+ * An index outside [0, E) makes its row of grad_logits NaN (no out-of-bounds read, no host sync). */
+RUDNN_API rudnn_status_t rudnn_moe_selected_router_backward(rudnn_queue_t queue, const rudnn_tensor_t *logits,
+                                                            const rudnn_tensor_t *indices,
+                                                            const rudnn_tensor_t *grad_weights,
+                                                            const rudnn_router_weight_options_t *options,
+                                                            const rudnn_tensor_t *grad_logits);
+
+/* ---- combine and dispatch backward ---------------------------------------------------------- */
+
+/* How combine_backward sums each grad_weights element over the hidden axis. */
+typedef enum rudnn_combine_grad_strategy {
+    RUDNN_COMBINE_GRAD_SERIAL = 0, /* one work-item a (token, slot), h ascending (the default) */
+    RUDNN_COMBINE_GRAD_PLANE = 1   /* a work-group a token, each sum a fixed tree over its items */
+} rudnn_combine_grad_strategy_t;
+
+/* The backward of rudnn_moe_combine(dispatched, expert_output) -> output, for grad_output = dL/d output:
+ *   grad_expert_output[positions[t, j], :] = weight[t, j] * grad_output[t, :]   (rounded once)
+ *   grad_weights[t, j] = sum over h of grad_output[t, h] * expert_output[positions[t, j], h]   (FP32)
+ * with the dispatched tokens' routing plan's weights and positions (rudnn/moe.h).
+ * expert_output, grad_expert_output: [T*k, H] in the dispatched dtype; grad_output [T, H] in the
+ * dispatched dtype; grad_weights F32 [T, k] (what rudnn_moe_selected_router_backward takes).
+ * All contiguous; the outputs disjoint from every input and from each other. Both strategies are
+ * deterministic; they differ in the order of the sums' additions. */
+RUDNN_API rudnn_status_t rudnn_moe_combine_backward(rudnn_queue_t queue, rudnn_dispatched_t dispatched,
+                                                    const rudnn_tensor_t *expert_output,
+                                                    const rudnn_tensor_t *grad_output,
+                                                    rudnn_combine_grad_strategy_t strategy,
+                                                    const rudnn_tensor_t *grad_expert_output,
+                                                    const rudnn_tensor_t *grad_weights);
+
+/* The backward of rudnn_moe_dispatch: grad_input[t, :] = sum over j of grad_rows[positions[t, j], :],
+ * in slot order, in FP32, rounded once (no routing weight: combine_backward applied it).
+ * grad_rows [T*k, H] and grad_input [T, H] in the dispatched dtype, contiguous, disjoint. */
+RUDNN_API rudnn_status_t rudnn_moe_dispatch_backward(rudnn_queue_t queue, rudnn_dispatched_t dispatched,
+                                                     const rudnn_tensor_t *grad_rows,
+                                                     const rudnn_tensor_t *grad_input);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
