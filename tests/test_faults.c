@@ -10,7 +10,7 @@
  * with the fault-free result, while every allocation fails. On OpenCL every op allocates from a
  * cold context (its program's cache entry), so there a cold count of 0 means the hook is not
  * wired, and fails. Runs on the default backend (OpenCL on PoCL in CI). argv[1]: one family
- * (core, norm, moe, attention, ffn, gated_delta). */
+ * (core, norm, moe, attention, ffn, gated_delta, paged_attention, moe_train). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +21,8 @@
 
 static const fault_family_t *const families[] = {&fault_family_core, &fault_family_norm, &fault_family_moe,
                                                  &fault_family_attention, &fault_family_ffn,
-                                                 &fault_family_gated_delta, &fault_family_paged_attention};
+                                                 &fault_family_gated_delta, &fault_family_paged_attention,
+                                                 &fault_family_moe_train};
 
 /* Logs one failed check (rt_logf only appends text). */
 #define fault_fail(log, ...)                                                                                 \
@@ -258,7 +259,8 @@ int main(int argc, char **argv)
         n++;
     }
     if (n == 0) {
-        fprintf(stderr, "test_faults: no family '%s' (core, norm, moe, attention, ffn, gated_delta)\n", argv[1]);
+        fprintf(stderr, "test_faults: no family '%s' (core, norm, moe, attention, ffn, gated_delta, "
+                        "paged_attention, moe_train)\n", argv[1]);
         return 1;
     }
     rt_open_or_skip("faults");

@@ -65,6 +65,7 @@ extern const fault_family_t fault_family_attention;
 extern const fault_family_t fault_family_ffn;
 extern const fault_family_t fault_family_gated_delta;
 extern const fault_family_t fault_family_paged_attention;
+extern const fault_family_t fault_family_moe_train;
 
 /* ---- helpers for the cases (fault_util.c) ---- */
 

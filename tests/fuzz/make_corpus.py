@@ -580,6 +580,285 @@ def paged_attention_seeds():
     return seeds
 
 
+def moe_train_seeds():
+    # header (fuzz_moe_train.c): op, logits dtype, T, E, top_k, index dtype, flags, bad index / row,
+    # seed, scale, -, -, -, -, foreign fill, fill
+    WEIGHTS, BACKWARD = range(2)
+    SIGMOID, RENORM, W_IDX, W_LOGITS, W_GRAD, REPEAT, BAD, WIDE = (1 << i for i in range(8))
+    E1, E2, E3, E5, E8, E16, E64, E65 = range(8)  # E index
+    U32, I32, I64 = range(3)
+
+    def header(op, dtype=0, t=2, e=E8, k=1, idt=I32, flags=W_IDX | W_LOGITS | W_GRAD, pick=0, seed=5, scale=0,
+               fill=0):
+        # t 2 -> 3 tokens, k 1 -> top-2 of 8 experts, I32 indices, values written
+        return [op, dtype, t, e, k, idt, flags, pick, seed, scale, 0, 0, 0, 0, 0, fill]
+
+    # slots: queue, logits, indices, [grad_weights,] options, scoring, renormalize, scale, output
+    n = {WEIGHTS: 8, BACKWARD: 9}
+    names = {WEIGHTS: "weights", BACKWARD: "backward"}
+    seeds = {}
+    valid = {
+        "softmax": header(0),
+        "softmax-renormalize": header(0, flags=RENORM | W_IDX | W_LOGITS | W_GRAD),
+        "sigmoid": header(0, flags=SIGMOID | W_IDX | W_LOGITS | W_GRAD, scale=1),
+        "sigmoid-renormalize-f16": header(0, dtype=1, flags=SIGMOID | RENORM | W_IDX | W_LOGITS | W_GRAD),
+        "softmax-bf16-u32": header(0, dtype=2, idt=U32, flags=W_IDX | W_LOGITS),
+        "softmax-renormalize-i64-wide": header(0, idt=I64, flags=RENORM | W_IDX | W_LOGITS | WIDE, scale=3),
+        "sigmoid-wide-scale-3e4": header(0, flags=SIGMOID | W_IDX | W_GRAD | WIDE, scale=4),
+        "repeated-index": header(0, flags=RENORM | W_IDX | W_LOGITS | REPEAT, pick=0x10),
+        "top-1-of-1": header(0, e=E1, k=0, t=5, flags=RENORM | W_IDX | W_LOGITS),
+        "top-64-of-64": header(0, e=E64, k=63, t=0, flags=RENORM | W_IDX | W_LOGITS),
+        "top-64-of-65-f16": header(0, dtype=1, e=E65, k=63, t=0, flags=SIGMOID | W_IDX | W_GRAD),
+        "top-3-of-5-six-tokens": header(0, e=E5, k=2, t=5, flags=RENORM | W_IDX | W_LOGITS),
+        "tokens-zero": header(0, t=15),
+        # indices from the fill alone: 0x00 (every index 0: repeated), 0x7f / 0xa5 (out of range)
+        "fill-zero-indices-repeated": header(0, flags=RENORM, fill=1),
+        "fill-huge-indices": header(0, flags=SIGMOID, fill=3),
+        "fill-nan": header(0, flags=W_IDX | RENORM, fill=4),
+        "fill-negative-logits": header(0, flags=W_IDX | SIGMOID | RENORM, fill=7),
+    }
+    # a bad index in row 1 (pick bits 4-7), entry pick % k, value bad_index(pick & 15)
+    bad = {"e": 0, "minus-1": 1, "e-plus-1": 2, "int32-max": 3, "int32-min": 4, "2-32": 5, "2-32-plus-1": 6,
+           "uint32-max": 7, "int64-min": 8, "int64-max": 9}
+    for what, v in bad.items():
+        for idt, idt_name in ((I64, "i64"), (I32, "i32"), (U32, "u32")):
+            if idt != I64 and v in (8, 9):
+                continue
+            valid[f"bad-index-{what}-{idt_name}"] = header(0, idt=idt, flags=BAD | RENORM | W_IDX | W_LOGITS,
+                                                           pick=0x10 | v)
+    valid["bad-index-sigmoid-repeated"] = header(0, flags=BAD | REPEAT | SIGMOID | W_IDX | W_GRAD, pick=0x21)
+    for name, h in valid.items():
+        for op in (WEIGHTS, BACKWARD):
+            seeds[f"{names[op]}-{name}"] = seed([op] + h[1:], n[op])
+
+    base = header(0)
+    errors = {
+        "queue-null": {0: slot(0x80)},
+        "queue-other-context": {0: slot(0x80, 1)},
+        "logits-null": {1: mutation(NULL)},
+        "logits-no-buffer": {1: mutation(NO_BUFFER)},
+        "logits-foreign": {1: mutation(FOREIGN)},
+        "logits-dtype-i32": {1: mutation(DTYPE, pick=4)},
+        "logits-dtype-invalid": {1: mutation(DTYPE, pick=8)},
+        "logits-rank-3": {1: mutation(RANK, pick=3)},
+        "logits-rank-1": {1: mutation(RANK, pick=1)},
+        "logits-experts-zero": {1: mutation(DIM, index=1, pick=0)},
+        "logits-experts-int32-max": {1: mutation(DIM, index=1, pick=9)},
+        "logits-tokens-other": {1: mutation(DIM, index=0, raw=4)},
+        "logits-dims-overflow": {1: mutation(OVERFLOW)},
+        "logits-stride": {1: mutation(STRIDE, index=0, pick=2)},
+        "logits-offset-misaligned": {1: mutation(OFFSET, pick=0)},
+        "logits-offset-past-end": {1: mutation(OFFSET, pick=6)},
+        "indices-null": {2: mutation(NULL)},
+        "indices-dtype-f32": {2: mutation(DTYPE, pick=0)},
+        "indices-dtype-i8": {2: mutation(DTYPE, pick=6)},
+        "indices-dtype-bool": {2: mutation(DTYPE, pick=13)},
+        "indices-top-k-zero": {2: mutation(DIM, index=1, pick=0)},
+        "indices-top-k-past-experts": {2: mutation(DIM, index=1, raw=9)},
+        "indices-tokens-other": {2: mutation(DIM, index=0, raw=2)},
+        "indices-rank-3": {2: mutation(RANK, pick=3)},
+        "indices-stride-zero": {2: mutation(STRIDE, index=1, pick=0)},
+        "indices-foreign": {2: mutation(FOREIGN)},
+        "indices-on-logits": {2: mutation(ALIAS, index=0)},
+        "options-null": {3: slot(0x80)},
+        "scoring-2": {4: slot(0x80, 0, 1)},
+        "scoring-minus-1": {4: slot(0x80, 0, 0)},
+        "scoring-int-min": {4: slot(0x80, 1, 0, 6)},
+        "renormalize-int-max": {5: slot(0x80, 1, 0, 7)},
+        "renormalize-minus-1": {5: slot(0x80, 1, 0, 4)},
+        "scale-zero": {6: slot(0x80, 0, 0, 0)},
+        "scale-minus-zero": {6: slot(0x80, 0, 0, 1)},
+        "scale-minus-1": {6: slot(0x80, 0, 0, 2)},
+        "scale-nan": {6: slot(0x80, 0, 0, 3)},
+        "scale-inf": {6: slot(0x80, 0, 0, 5)},
+        "scale-minus-inf": {6: slot(0x80, 0, 0, 6)},
+        "scale-denormal": {6: slot(0x80, 0, 0, 7)},
+        "scale-flt-max": {6: slot(0x80, 0, 0, 9)},
+        "scale-1e30": {6: slot(0x80, 0, 0, 12)},
+        "output-null": {7: mutation(NULL)},
+        "output-no-buffer": {7: mutation(NO_BUFFER)},
+        "output-foreign": {7: mutation(FOREIGN)},
+        "output-dtype-bf16": {7: mutation(DTYPE, pick=2)},
+        "output-dtype-i32": {7: mutation(DTYPE, pick=4)},
+        "output-shape-other": {7: mutation(DIM, index=1, raw=3)},
+        "output-rank-3": {7: mutation(RANK, pick=3)},
+        "output-stride": {7: mutation(STRIDE, index=0, pick=3)},
+        "output-offset-misaligned": {7: mutation(OFFSET, pick=1)},
+        "output-offset-past-end": {7: mutation(OFFSET, pick=6)},
+        "output-on-logits": {7: mutation(ALIAS, index=0)},
+        "output-on-indices": {7: mutation(ALIAS, index=1)},
+        "output-overlaps-logits": {7: mutation(OVERLAP, index=0)},
+        "output-overlaps-indices": {7: mutation(OVERLAP, index=1)},
+    }
+    # backward: grad_weights takes slot 3, the later slots move by one
+    for name, changes in errors.items():
+        seeds[f"weights-{name}"] = seed(base, n[WEIGHTS], changes)
+        seeds[f"backward-{name}"] = seed([BACKWARD] + base[1:], n[BACKWARD],
+                                         {k + 1 if k >= 3 else k: v for k, v in changes.items()})
+    grad_errors = {
+        "grad-weights-null": {3: mutation(NULL)},
+        "grad-weights-dtype-f16": {3: mutation(DTYPE, pick=1)},
+        "grad-weights-top-k-other": {3: mutation(DIM, index=1, raw=3)},
+        "grad-weights-tokens-other": {3: mutation(DIM, index=0, raw=4)},
+        "grad-weights-foreign": {3: mutation(FOREIGN)},
+        "grad-weights-stride": {3: mutation(STRIDE, index=1, pick=2)},
+        "grad-weights-on-logits": {3: mutation(ALIAS, index=0)},
+        "grad-logits-on-grad-weights": {8: mutation(ALIAS, index=2)},
+        "grad-logits-overlaps-grad-weights": {8: mutation(OVERLAP, index=2)},
+        "grad-logits-dtype-f32-for-f16": {8: mutation(DTYPE, pick=0)},
+    }
+    for name, changes in grad_errors.items():
+        h = header(0, dtype=1) if name == "grad-logits-dtype-f32-for-f16" else base
+        seeds[f"backward-{name}"] = seed([BACKWARD] + h[1:], n[BACKWARD], changes)
+
+    # every tensor on the other context's queue: accepted (the output at offset 1024 of logits' buffer)
+    other = {0: slot(0x80, 1), 1: mutation(FOREIGN), 2: mutation(FOREIGN, index=1)}
+    seeds["weights-other-context"] = seed(base, n[WEIGHTS],
+                                          {**other, 7: slot(0x80, FOREIGN, 0, 0, extra=(4, 0, 0, 0))})
+    seeds["backward-other-context"] = seed([BACKWARD] + base[1:], n[BACKWARD],
+                                           {**other, 3: slot(0x80, FOREIGN, 1, 0, extra=(4, 0, 0, 0)),
+                                            8: slot(0x80, FOREIGN, 0, 0, extra=(4, 0, 0, 0))})
+    seeds.update(moe_train_rows_seeds())
+    return seeds
+
+
+def moe_train_rows_seeds():
+    # header (fuzz_moe_train.c, the rows ops): op, logits dtype, T, E, top_k, rows dtype, flags, -, seed,
+    # scale, H, strategy, -, -, foreign fill, fill
+    COMBINE, DISPATCH = 2, 3
+    GROUPED, RENORM, W_ROWS, W_LOGITS, W_GRAD, WIDE = 1, 2, 4, 8, 16, 128
+    E1, E2, E3, E5, E8, E16, E64, E65 = range(8)  # E index
+    H1, H2, H3, H5, H8, H16, H33, H64 = range(8)  # H index
+    F32, F16, BF16 = range(3)
+    SERIAL, PLANE = range(2)
+
+    def header(op, ldt=F32, t=2, e=E8, k=1, xdt=F32, flags=RENORM | W_ROWS | W_LOGITS | W_GRAD, seed=5, scale=0,
+               h=H8, strategy=SERIAL, fill=0):
+        # t 2 -> 3 tokens, k 1 -> top-2 of 8 experts, H 8, logits and values written
+        return [op, ldt, t, e, k, xdt, flags, 0, seed, scale, h, strategy, 0, 0, 0, fill]
+
+    # slots: combine: queue, dispatched, expert_output, grad_output, strategy, grad_expert_output,
+    # grad_weights; dispatch: queue, dispatched, grad_rows, grad_input
+    n = {COMBINE: 7, DISPATCH: 4}
+    names = {COMBINE: "combine_backward", DISPATCH: "dispatch_backward"}
+    seeds = {}
+    valid = {
+        "softmax-renormalize": header(0),
+        "plane": header(0, strategy=PLANE),
+        "softmax-top-1": header(0, k=0, flags=W_ROWS | W_LOGITS | W_GRAD),
+        "grouped-sigmoid-scale-2.5": header(0, flags=GROUPED | W_ROWS | W_LOGITS | W_GRAD, scale=1),
+        "grouped-sigmoid-renormalize-plane": header(0, flags=GROUPED | RENORM | W_ROWS | W_LOGITS | W_GRAD,
+                                                    strategy=PLANE, scale=4),
+        "f16-rows-f32-logits": header(0, xdt=F16),
+        "bf16-rows-f16-logits-plane": header(0, ldt=F16, xdt=BF16, strategy=PLANE),
+        "f32-rows-bf16-logits": header(0, ldt=BF16),
+        "f16-rows-bf16-logits-wide": header(0, ldt=BF16, xdt=F16, flags=RENORM | W_ROWS | W_LOGITS | W_GRAD | WIDE),
+        "bf16-rows-bf16-logits": header(0, ldt=BF16, xdt=BF16, h=H33),
+        "hidden-1": header(0, h=H1),
+        "hidden-33-plane": header(0, h=H33, strategy=PLANE),
+        "hidden-64-six-tokens-plane": header(0, t=5, h=H64, strategy=PLANE),
+        "top-1-of-1": header(0, e=E1, k=0, t=5),
+        "top-3-of-5": header(0, e=E5, k=2, t=4, h=H5),
+        "top-64-of-65-one-token": header(0, e=E65, k=63, t=0, h=H64, strategy=PLANE),
+        "top-16-of-16-grouped": header(0, e=E16, k=15, t=1, flags=GROUPED | W_ROWS | W_LOGITS | W_GRAD),
+        "tokens-zero": header(0, t=15),
+        # logits from the fill alone: 0x00 (equal: ties), 0x7f (huge), 0xff (NaN weights); values unwritten
+        "fill-zero-ties": header(0, flags=RENORM, fill=1),
+        "fill-huge": header(0, flags=RENORM | W_ROWS, fill=3),
+        "fill-nan": header(0, flags=0, fill=4),
+        "fill-nan-plane": header(0, flags=W_LOGITS, strategy=PLANE, fill=4),
+        "fill-negative-grouped": header(0, flags=GROUPED, fill=7),
+    }
+    for name, h in valid.items():
+        for op in (COMBINE, DISPATCH):
+            if op == DISPATCH and name.endswith("plane"):
+                continue  # one kernel: the strategy is combine's
+            seeds[f"{names[op]}-{name}"] = seed([op] + h[1:], n[op])
+
+    # dispatched: fz_object_choice(7) takes 1 + kind % 6: NULL, other context, hidden + 1, another dtype,
+    # tokens + 1, another top_k
+    dispatched = {"null": 0, "other-context": 1, "other-hidden": 2, "other-dtype": 3, "other-tokens": 4,
+                  "other-top-k": 5}
+    common = {"queue-null": {0: slot(0x80)}, "queue-other-context": {0: slot(0x80, 1)}}
+    for what, kind in dispatched.items():
+        common[f"dispatched-{what}"] = {1: slot(0x80, kind)}
+    # tensor slot numbers per op: (name, slot, is_rows)
+    tensors = {COMBINE: (("expert-output", 2, True), ("grad-output", 3, False), ("grad-expert-output", 5, True),
+                         ("grad-weights", 6, False)),
+               DISPATCH: (("grad-rows", 2, True), ("grad-input", 3, False))}
+    mutations = {
+        "null": mutation(NULL),
+        "no-buffer": mutation(NO_BUFFER),
+        "foreign": mutation(FOREIGN),
+        "dtype-i32": mutation(DTYPE, pick=4),
+        "dtype-f16": mutation(DTYPE, pick=1),
+        "dtype-invalid": mutation(DTYPE, pick=9),
+        "rank-3": mutation(RANK, pick=3),
+        "rank-1": mutation(RANK, pick=1),
+        "rows-other": mutation(DIM, index=0, raw=7),
+        "cols-other": mutation(DIM, index=1, raw=3),
+        "dims-overflow": mutation(OVERFLOW),
+        "stride": mutation(STRIDE, index=0, pick=4),
+        "stride-zero": mutation(STRIDE, index=1, pick=0),
+        "offset-misaligned": mutation(OFFSET, pick=1),
+        "offset-past-end": mutation(OFFSET, pick=6),
+    }
+    for op in (COMBINE, DISPATCH):
+        base = header(op)
+        for what, changes in common.items():
+            seeds[f"{names[op]}-{what}"] = seed(base, n[op], changes)
+        for tname, i, _ in tensors[op]:
+            for what, s in mutations.items():
+                seeds[f"{names[op]}-{tname}-{what}"] = seed(base, n[op], {i: s})
+    # the F16 rows get an F32 tensor (dtype pick 0): rejected, the dispatched dtype rules
+    seeds["combine_backward-grad-output-f32-for-f16"] = seed(header(COMBINE, xdt=F16), n[COMBINE],
+                                                             {3: mutation(DTYPE, pick=0)})
+    seeds["dispatch_backward-grad-input-f32-for-bf16"] = seed(header(DISPATCH, xdt=BF16), n[DISPATCH],
+                                                              {3: mutation(DTYPE, pick=0)})
+    # combine's strategy (fz_int): one past either end, -2, INT_MIN, INT_MAX
+    strategies = {"plane-plus-1": (PLANE, slot(0x80, 0, 1)), "serial-minus-1": (SERIAL, slot(0x80, 0, 0)),
+                  "minus-2": (SERIAL, slot(0x80, 1, 0, 5)), "int-min": (SERIAL, slot(0x80, 1, 0, 6)),
+                  "int-max": (PLANE, slot(0x80, 1, 0, 7))}
+    for what, (strategy, s) in strategies.items():
+        seeds[f"combine_backward-strategy-{what}"] = seed(header(COMBINE, strategy=strategy), n[COMBINE], {4: s})
+    # outputs on or over inputs and each other (ALIAS / OVERLAP index: the tensor arguments so far); the
+    # inputs may overlap (grad_output on expert_output: accepted)
+    aliases = {
+        "grad-expert-output-on-expert-output": {5: mutation(ALIAS, index=0)},
+        "grad-expert-output-overlaps-expert-output": {5: mutation(OVERLAP, index=0)},
+        "grad-weights-on-grad-output": {6: mutation(ALIAS, index=1)},
+        "grad-weights-overlaps-grad-output": {6: mutation(OVERLAP, index=1)},
+        "grad-weights-on-grad-expert-output": {6: mutation(ALIAS, index=2)},
+        "grad-weights-overlaps-grad-expert-output": {6: mutation(OVERLAP, index=2)},
+        "grad-output-on-expert-output": {3: mutation(ALIAS, index=0)},
+    }
+    for what, changes in aliases.items():
+        seeds[f"combine_backward-{what}"] = seed(header(COMBINE), n[COMBINE], changes)
+    seeds["dispatch_backward-grad-input-on-grad-rows"] = seed(header(DISPATCH), n[DISPATCH],
+                                                              {3: mutation(ALIAS, index=0)})
+    seeds["dispatch_backward-grad-input-overlaps-grad-rows"] = seed(header(DISPATCH), n[DISPATCH],
+                                                                    {3: mutation(OVERLAP, index=0)})
+    # queue, dispatched and every tensor on the other context: accepted (2 buffers there: the outputs at 256)
+    def foreign(buffer, at):
+        return slot(0x80, FOREIGN, buffer, 0, extra=(at, 0, 0, 0))
+
+    other = {0: slot(0x80, 1), 1: slot(0x80, 1)}
+    seeds["combine_backward-other-context"] = seed(header(COMBINE), n[COMBINE],
+                                                   {**other, 2: foreign(0, 0), 3: foreign(1, 0), 5: foreign(0, 1),
+                                                    6: foreign(1, 1)})
+    seeds["combine_backward-other-context-plane"] = seed(header(COMBINE, strategy=PLANE), n[COMBINE],
+                                                         {**other, 2: foreign(0, 0), 3: foreign(1, 0),
+                                                          5: foreign(0, 1), 6: foreign(1, 1)})
+    seeds["dispatch_backward-other-context"] = seed(header(DISPATCH), n[DISPATCH],
+                                                    {**other, 2: foreign(0, 0), 3: foreign(1, 0)})
+    # the tensors on the other context, the dispatched object on this one (and the reverse): rejected
+    seeds["combine_backward-tensors-other-context"] = seed(header(COMBINE), n[COMBINE],
+                                                           {0: slot(0x80, 1), 2: foreign(0, 0), 3: foreign(1, 0),
+                                                            5: foreign(0, 1), 6: foreign(1, 1)})
+    seeds["dispatch_backward-dispatched-other-context-queue-too"] = seed(header(DISPATCH), n[DISPATCH], other)
+    return seeds
+
+
 if __name__ == "__main__":
     write("norm", norm_seeds())
     write("moe", moe_seeds())
@@ -587,3 +866,4 @@ if __name__ == "__main__":
     write("ffn", ffn_seeds())
     write("gated_delta", gated_delta_seeds())
     write("paged_attention", paged_attention_seeds())
+    write("moe_train", moe_train_seeds())

@@ -1,0 +1,214 @@
+/* Fault cases of MoE training (rudnn/moe_train.h): the router's selected weights and their backward,
+ * each with softmax scoring renormalized and with sigmoid scoring (scale 2.5, not renormalized); the
+ * combine backward with each strategy and the dispatch backward, on tokens that setup routes (softmax
+ * top-2, renormalized) and dispatches.
+ * T 5 tokens, E 8 experts, top-2, H 16; F32 logits, I32 indices (row 2 selects expert 2 twice: a repeated
+ * index is valid), F32 rows. The ops take no workspace: their allocations are the plugin's (the program build
+ * from a cold context); a warm call that allocates nothing is checked with every allocation failing. */
+#include <stdio.h>
+
+#include "fault_case.h"
+#include <rudnn/moe_train.h>
+
+#define T 5
+#define E 8
+#define K 2
+#define H 16
+
+enum { V_SOFTMAX, V_SIGMOID };
+
+typedef struct train_state {
+    fault_env_t env;
+    rudnn_tensor_t logits, indices, grad_weights;
+    rudnn_tensor_t weights, grad_logits; /* outputs */
+    rudnn_router_weight_options_t options;
+} train_state_t;
+
+static rudnn_status_t setup(void *s, const fault_env_t *env)
+{
+    train_state_t *m = s;
+    m->env = *env;
+    static const int32_t idx[T * K] = {0, 3, 7, 1, 2, 2, 5, 4, 6, 0};
+    const int64_t logits[2] = {T, E}, selected[2] = {T, K};
+    rudnn_status_t st = fault_f32_tensor(env, 2, logits, 81, &m->logits);
+    if (!st)
+        st = fault_f32_tensor(env, 2, selected, 82, &m->grad_weights);
+    if (!st) {
+        rudnn_buffer_t b = NULL;
+        st = fault_buffer(env, sizeof idx, idx, &b);
+        if (!st)
+            st = rudnn_tensor_init(&m->indices, b, 0, RUDNN_I32, 2, selected);
+    }
+    if (!st)
+        st = fault_out_tensor(env, RUDNN_F32, 2, selected, &m->weights);
+    if (!st)
+        st = fault_out_tensor(env, RUDNN_F32, 2, logits, &m->grad_logits);
+    static const rudnn_router_weight_options_t softmax = {.scoring = RUDNN_ROUTER_SOFTMAX, .renormalize = 1,
+                                                          .scale = 1.0f};
+    static const rudnn_router_weight_options_t sigmoid = {.scoring = RUDNN_ROUTER_SIGMOID, .renormalize = 0,
+                                                          .scale = 2.5f};
+    m->options = env->variant == V_SIGMOID ? sigmoid : softmax;
+    return st;
+}
+
+static rudnn_status_t prepare(void *s)
+{
+    train_state_t *m = s;
+    rudnn_status_t st = fault_fill_sentinel(&m->env, &m->weights);
+    return st ? st : fault_fill_sentinel(&m->env, &m->grad_logits);
+}
+
+static rudnn_status_t weights_call(void *s)
+{
+    train_state_t *m = s;
+    return rudnn_moe_selected_router_weights(m->env.queue, &m->logits, &m->indices, &m->options, &m->weights);
+}
+
+static rudnn_status_t backward_call(void *s)
+{
+    train_state_t *m = s;
+    return rudnn_moe_selected_router_backward(m->env.queue, &m->logits, &m->indices, &m->grad_weights, &m->options,
+                                              &m->grad_logits);
+}
+
+/* Both outputs, whichever op ran: the other one must stay untouched too. */
+static int unchanged(void *s, char *why, size_t cap)
+{
+    train_state_t *m = s;
+    return fault_is_sentinel(&m->env, &m->weights, "weights", why, cap) &&
+           fault_is_sentinel(&m->env, &m->grad_logits, "grad_logits", why, cap);
+}
+
+static rudnn_status_t result(void *s, uint8_t **bytes, size_t *size)
+{
+    train_state_t *m = s;
+    *bytes = NULL;
+    *size = 0;
+    rudnn_status_t st = fault_append_tensor(&m->env, &m->weights, bytes, size);
+    return st ? st : fault_append_tensor(&m->env, &m->grad_logits, bytes, size);
+}
+
+static void undo(void *s) { (void)s; }
+
+static void teardown(void *s)
+{
+    train_state_t *m = s;
+    rudnn_tensor_t *all[] = {&m->logits, &m->indices, &m->grad_weights, &m->weights, &m->grad_logits};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        fault_drop_tensor(all[i]);
+}
+
+/* ---- combine and dispatch backward ---- */
+
+typedef struct rows_state {
+    fault_env_t env;
+    rudnn_tensor_t logits, input, expert_output, grad_output, grad_rows;
+    rudnn_tensor_t grad_expert_output, grad_weights, grad_input; /* outputs */
+    rudnn_routing_plan_t plan; /* made by setup: the calls read the positions and weights through these */
+    rudnn_dispatched_t dispatched;
+} rows_state_t;
+
+static rudnn_status_t rows_setup(void *s, const fault_env_t *env)
+{
+    rows_state_t *m = s;
+    m->env = *env;
+    static const rudnn_routing_options_t route = {.top_k = K, .renormalize = 1};
+    const int64_t logits[2] = {T, E}, tokens[2] = {T, H}, rows[2] = {T * K, H}, selected[2] = {T, K};
+    rudnn_status_t st = fault_f32_tensor(env, 2, logits, 91, &m->logits);
+    if (!st)
+        st = fault_f32_tensor(env, 2, tokens, 92, &m->input);
+    if (!st)
+        st = fault_f32_tensor(env, 2, rows, 93, &m->expert_output);
+    if (!st)
+        st = fault_f32_tensor(env, 2, tokens, 94, &m->grad_output);
+    if (!st)
+        st = fault_f32_tensor(env, 2, rows, 95, &m->grad_rows);
+    if (!st)
+        st = fault_out_tensor(env, RUDNN_F32, 2, rows, &m->grad_expert_output);
+    if (!st)
+        st = fault_out_tensor(env, RUDNN_F32, 2, selected, &m->grad_weights);
+    if (!st)
+        st = fault_out_tensor(env, RUDNN_F32, 2, tokens, &m->grad_input);
+    if (!st)
+        st = rudnn_moe_route(env->queue, &m->logits, &route, &m->plan);
+    if (!st)
+        st = rudnn_moe_dispatch(env->queue, m->plan, &m->input, &m->dispatched);
+    return st;
+}
+
+static rudnn_status_t rows_prepare(void *s)
+{
+    rows_state_t *m = s;
+    rudnn_status_t st = fault_fill_sentinel(&m->env, &m->grad_expert_output);
+    if (!st)
+        st = fault_fill_sentinel(&m->env, &m->grad_weights);
+    return st ? st : fault_fill_sentinel(&m->env, &m->grad_input);
+}
+
+static rudnn_status_t combine_backward_call(void *s)
+{
+    rows_state_t *m = s;
+    return rudnn_moe_combine_backward(m->env.queue, m->dispatched, &m->expert_output, &m->grad_output,
+                                      (rudnn_combine_grad_strategy_t)m->env.variant, &m->grad_expert_output,
+                                      &m->grad_weights);
+}
+
+static rudnn_status_t dispatch_backward_call(void *s)
+{
+    rows_state_t *m = s;
+    return rudnn_moe_dispatch_backward(m->env.queue, m->dispatched, &m->grad_rows, &m->grad_input);
+}
+
+/* Every output, whichever op ran: the other op's must stay untouched too. */
+static int rows_unchanged(void *s, char *why, size_t cap)
+{
+    rows_state_t *m = s;
+    return fault_is_sentinel(&m->env, &m->grad_expert_output, "grad_expert_output", why, cap) &&
+           fault_is_sentinel(&m->env, &m->grad_weights, "grad_weights", why, cap) &&
+           fault_is_sentinel(&m->env, &m->grad_input, "grad_input", why, cap);
+}
+
+static rudnn_status_t rows_result(void *s, uint8_t **bytes, size_t *size)
+{
+    rows_state_t *m = s;
+    *bytes = NULL;
+    *size = 0;
+    rudnn_status_t st = fault_append_tensor(&m->env, &m->grad_expert_output, bytes, size);
+    if (!st)
+        st = fault_append_tensor(&m->env, &m->grad_weights, bytes, size);
+    return st ? st : fault_append_tensor(&m->env, &m->grad_input, bytes, size);
+}
+
+static void rows_teardown(void *s)
+{
+    rows_state_t *m = s;
+    rudnn_dispatched_destroy(m->dispatched);
+    rudnn_routing_plan_destroy(m->plan);
+    rudnn_tensor_t *all[] = {&m->logits,    &m->input,              &m->expert_output, &m->grad_output,
+                             &m->grad_rows, &m->grad_expert_output, &m->grad_weights,  &m->grad_input};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        fault_drop_tensor(all[i]);
+}
+
+#define TRAIN_CASE(op, call, label, variant)                                                                     \
+    {op,     sizeof(train_state_t), FAULT_COLD_CONTEXT | FAULT_COLD_QUEUE | FAULT_WARM, setup, prepare, call, \
+     unchanged, result, undo, teardown, label, variant}
+
+#define ROWS_CASE(op, call, label, variant)                                                                    \
+    {op,   sizeof(rows_state_t), FAULT_COLD_CONTEXT | FAULT_COLD_QUEUE | FAULT_WARM, rows_setup, rows_prepare, \
+     call, rows_unchanged, rows_result, undo, rows_teardown, label, variant}
+
+/* The messages name the op without the rudnn_ prefix (ops/moe_train.c), as in the moe family. */
+static const fault_case_t cases[] = {
+    TRAIN_CASE("moe_selected_router_weights", weights_call, "selected_router_weights (softmax, renormalize)",
+               V_SOFTMAX),
+    TRAIN_CASE("moe_selected_router_weights", weights_call, "selected_router_weights (sigmoid)", V_SIGMOID),
+    TRAIN_CASE("moe_selected_router_backward", backward_call, "selected_router_backward (softmax, renormalize)",
+               V_SOFTMAX),
+    TRAIN_CASE("moe_selected_router_backward", backward_call, "selected_router_backward (sigmoid)", V_SIGMOID),
+    ROWS_CASE("moe_combine_backward", combine_backward_call, "combine_backward (serial)", RUDNN_COMBINE_GRAD_SERIAL),
+    ROWS_CASE("moe_combine_backward", combine_backward_call, "combine_backward (plane)", RUDNN_COMBINE_GRAD_PLANE),
+    ROWS_CASE("moe_dispatch_backward", dispatch_backward_call, "dispatch_backward", 0),
+};
+
+const fault_family_t fault_family_moe_train = {"moe_train", cases, sizeof cases / sizeof cases[0]};
