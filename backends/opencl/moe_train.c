@@ -19,7 +19,7 @@ static const char *const k_rows_names[K_ROWS_COUNT] = {"rudnn_combine_backward",
 /* Work-items a token row at most: the softmax's reductions over E, the router backward's pass over
  * the row's E gradients and the rows' passes over H stride by the local size (ocl_pick_local takes
  * fewer on CPUs). */
-#define ROUTER_TRAIN_MAX_LOCAL 256u
+#define MOE_TRAIN_MAX_LOCAL 256u
 
 /* The program of the plan's dtypes, and the element sizes of logits and indices. */
 static rudnn_status_t program(ocl_queue_t *q, const rudnn_router_train_plan_t *p, ocl_kernel_set_t **ks,
@@ -43,7 +43,7 @@ static rudnn_status_t router_weights(void *queue, const rudnn_router_train_plan_
     ocl_kernel_set_t *ks;
     size_t elem, ielem;
     RUDNN_TRY(program(q, p, &ks, &elem, &ielem));
-    const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)p->experts, ROUTER_TRAIN_MAX_LOCAL);
+    const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)p->experts, MOE_TRAIN_MAX_LOCAL);
     const cl_mem lm = (cl_mem)logits.mem, im = (cl_mem)indices.mem, wm = (cl_mem)weights.mem;
     const cl_ulong lo = logits.offset / elem, io = indices.offset / ielem, wo = weights.offset / 4;
     const cl_uint experts = (cl_uint)p->experts, top_k = (cl_uint)p->top_k, sig = (cl_uint)p->sigmoid,
@@ -64,7 +64,7 @@ static rudnn_status_t router_backward(void *queue, const rudnn_router_train_plan
     ocl_kernel_set_t *ks;
     size_t elem, ielem;
     RUDNN_TRY(program(q, p, &ks, &elem, &ielem));
-    const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)p->experts, ROUTER_TRAIN_MAX_LOCAL);
+    const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)p->experts, MOE_TRAIN_MAX_LOCAL);
     const cl_mem lm = (cl_mem)logits.mem, im = (cl_mem)indices.mem, gm = (cl_mem)grad_weights.mem,
                  xm = (cl_mem)grad_logits.mem;
     const cl_ulong lo = logits.offset / elem, io = indices.offset / ielem, go = grad_weights.offset / 4,
@@ -102,7 +102,7 @@ static rudnn_status_t combine_backward(void *queue, const rudnn_moe_rows_plan_t 
     ocl_kernel_set_t *ks;
     size_t elem, welem;
     RUDNN_TRY(rows_program(q, p, &ks, &elem, &welem));
-    const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)p->hidden, ROUTER_TRAIN_MAX_LOCAL);
+    const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)p->hidden, MOE_TRAIN_MAX_LOCAL);
     const cl_mem em = (cl_mem)expert_out.mem, pm = (cl_mem)positions.mem, wm = (cl_mem)weights.mem,
                  gm = (cl_mem)grad_out.mem, xm = (cl_mem)grad_expert.mem, gwm = (cl_mem)grad_weights.mem;
     const cl_ulong eo = expert_out.offset / elem, po = positions.offset / 4, wo = weights.offset / welem,
@@ -123,7 +123,7 @@ static rudnn_status_t dispatch_backward(void *queue, const rudnn_moe_rows_plan_t
     ocl_kernel_set_t *ks;
     size_t elem, welem;
     RUDNN_TRY(rows_program(q, p, &ks, &elem, &welem));
-    const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)p->hidden, ROUTER_TRAIN_MAX_LOCAL);
+    const size_t local = ocl_pick_local(q->dev, ks, (uint64_t)p->hidden, MOE_TRAIN_MAX_LOCAL);
     const cl_mem rm = (cl_mem)grad_rows.mem, pm = (cl_mem)positions.mem, im = (cl_mem)grad_input.mem;
     const cl_ulong ro = grad_rows.offset / elem, po = positions.offset / 4, io = grad_input.offset / elem;
     const cl_uint top_k = (cl_uint)p->top_k, hidden = (cl_uint)p->hidden;
