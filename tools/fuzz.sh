@@ -68,7 +68,7 @@ run_one() {
   local limit=()
   [ "$max_time" -gt 0 ] && limit=(-max_total_time="$max_time")
   local t0=$SECONDS status=0
-  nice "$root/$build/tests/fuzz/fuzz_$f" -runs="$runs" -seed="$seed" "${limit[@]}" \
+  FZ_ARTIFACT_PREFIX="$artifacts" nice "$root/$build/tests/fuzz/fuzz_$f" -runs="$runs" -seed="$seed" "${limit[@]}" \
     -max_len=512 -timeout=60 -rss_limit_mb=4096 -print_final_stats=1 \
     -dict="$root/tests/fuzz/fuzz.dict" -artifact_prefix="$artifacts" \
     "$work" "$root/tests/fuzz/corpus/$f" >"$log" 2>&1 || status=$?
@@ -77,7 +77,7 @@ run_one() {
   inputs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -n 1 || true)
   [ -n "$inputs" ] || inputs=$(grep -o '^#[0-9]*' "$log" | tail -n 1 | tr -d '#')
   local artifact
-  artifact=$(grep -o 'Test unit written to .*' "$log" | sed 's/Test unit written to //' | tail -n 1 || true)
+  artifact=$(grep -o -E '(Test unit|input) written to .*' "$log" | sed -E 's/.* written to //' | tail -n 1 || true)
   local crashes=0
   [ "$status" -ne 0 ] && crashes=1
   echo "fuzz_$f: ${inputs:-0} inputs, $seconds s, $crashes crashes${artifact:+, artifact $artifact}"

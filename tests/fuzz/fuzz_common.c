@@ -130,12 +130,18 @@ rudnn_dtype_t fz_float_dtype(uint8_t byte)
 /* Bytes that make useful input values in every float dtype: sentinel-ish, 0, ~1, huge, NaN. */
 static const uint8_t fill_bytes[] = {0xa5, 0x00, 0x3f, 0x7f, 0xff, 0x80, 0x41, 0xc7};
 
+/* the input under test, for fz_fail */
+static const uint8_t *g_input;
+static size_t g_input_size;
+
 void fz_begin(fz_call_t *c, const uint8_t *data, size_t size)
 {
     memset(c, 0, sizeof *c);
     c->env = fz_env();
     c->data = data;
     c->size = size;
+    g_input = data;
+    g_input_size = size;
     read_bytes(c, c->header, sizeof c->header);
     for (int k = 0; k < FZ_BUFFERS + FZ_FOREIGN_BUFFERS; k++) {
         uint8_t pick = k < FZ_BUFFERS ? c->header[15] : c->header[14];
@@ -455,11 +461,34 @@ static void print_args(const fz_call_t *c)
 
 static const fz_call_t *g_failing_call;
 
+/* The failing input, in hex on stderr (a CI log keeps it when no file survives the run) and as
+ * <FZ_ARTIFACT_PREFIX>fail-input: libFuzzer writes no crash file for an abort() here. */
+static void dump_input(void)
+{
+    if (!g_input)
+        return;
+    fprintf(stderr, "fuzz: input (%zu bytes):", g_input_size);
+    for (size_t i = 0; i < g_input_size; i++)
+        fprintf(stderr, "%s%02x", i % 32 ? "" : "\nfuzz:   ", g_input[i]);
+    fprintf(stderr, "\n");
+    const char *prefix = getenv("FZ_ARTIFACT_PREFIX");
+    char path[4096];
+    if (!prefix || snprintf(path, sizeof path, "%sfail-input", prefix) >= (int)sizeof path)
+        return;
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        const int ok = fwrite(g_input, 1, g_input_size, f) == g_input_size;
+        if (fclose(f) == 0 && ok)
+            fprintf(stderr, "fuzz: input written to %s\n", path);
+    }
+}
+
 void fz_fail(const char *why, const char *op, rudnn_status_t st)
 {
     fprintf(stderr, "fuzz: %s\n  op %s returned %s (%d)\n", why, op, rudnn_status_string(st), (int)st);
     if (g_failing_call)
         print_args(g_failing_call);
+    dump_input();
     abort();
 }
 
