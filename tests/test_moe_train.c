@@ -13,6 +13,10 @@
  *                rows 1 and T - 2 of half the cases with T >= 5 hold an out-of-range index: -1 or E
  *                (I32), -1 or 2^32 (I64: it wraps to 0 if cut to 32 bits), E or 2^31 (U32: negative
  *                if read as I32), whose rows must come out all NaN while the others are right;
+ *   tiny         the large data under all four scorings with grad_weights of magnitude 1e-12: a
+ *                sigmoid score of the k smallest (about 1e-35) times such a gradient is subnormal
+ *                in FP32, so a kernel that forms g p and then divides by the scores' sum loses the
+ *                gradient's digits; one that works with p / sum keeps them;
  *   large        softmax logits of magnitude 76 to 84 of random sign (max-subtraction needed: exp(84)
  *                overflows FP32), E 2 to 257; even rows select the row's largest logit first, odd
  *                rows (k < E) its k smallest: their scores underflow FP32 next to the row's max, yet
@@ -89,6 +93,7 @@ typedef struct tcase {
     data_t data;
     int repeats; /* every row holds a repeated index (k >= 2) */
     int bad;     /* rows 1 and T - 2 hold an out-of-range index */
+    double grad_scale; /* grad_weights in [-grad_scale, grad_scale] (0: 1) */
 } tcase_t;
 
 /* The largest error of a dtype, absolute and as a fraction of its allowance. */
@@ -291,6 +296,10 @@ static void case_label(const tcase_t *c, rudnn_dtype_t dt, char *label, size_t c
              (long long)c->E, c->k, (long long)c->T, c->sigmoid ? "sigmoid" : "softmax",
              c->renorm ? " renormalized" : "", (double)c->scale, rudnn_dtype_name(c->idt),
              c->repeats ? " repeats" : "", c->bad ? " bad-rows" : "", c->data == D_LARGE ? " large" : "");
+    if (c->grad_scale != 0.0) {
+        const size_t used = strlen(label);
+        snprintf(label + used, cap - used, " grad %g", c->grad_scale);
+    }
 }
 
 static int run_case(rt_log_t *log, stats_t *stats, rudnn_dtype_t dt, const tcase_t *c, int seed)
@@ -306,7 +315,8 @@ static int run_case(rt_log_t *log, stats_t *stats, rudnn_dtype_t dt, const tcase
     int64_t *idx = rt_xmalloc(sizeof(int64_t) * nk);
     make_logits(c, dt, &rng, x);
     make_indices(c, &rng, x, idx);
-    rt_fill_uniform(&rng, gw, nk, -1.0, 1.0);
+    const double gs = c->grad_scale != 0.0 ? c->grad_scale : 1.0;
+    rt_fill_uniform(&rng, gw, nk, -gs, gs);
 
     /* small element offsets: the tensors need not start aligned */
     const size_t off = (size_t)(seed % 3);
@@ -454,6 +464,33 @@ static void test_large(void **state)
             }
     }
     print_stats("large", p->dtype, &stats);
+    rt_log_finish_free(log, "case(s)");
+}
+
+/* The large data with gradients of 1e-12, every scoring: g p is subnormal where p is a sigmoid
+ * score near 1e-35. */
+static void test_tiny(void **state)
+{
+    const param_t *p = *state;
+    rt_log_t *log = rt_log_new();
+    stats_t stats = {0};
+    static const int64_t Es[2] = {7, 64};
+    static const int ks[2] = {1, 4};
+    int seed = 0;
+    for (int ei = 0; ei < 2; ei++)
+        for (int ki = 0; ki < 2; ki++)
+            for (int combo = 0; combo < 4; combo++) {
+                tcase_t c = {0};
+                c.E = Es[ei], c.k = ks[ki];
+                c.sigmoid = combo >> 1, c.renorm = combo & 1;
+                c.idt = index_dtypes[seed % 3];
+                c.T = 33;
+                c.scale = seed % 2 ? 2.5f : 1.0f;
+                c.data = D_LARGE;
+                c.grad_scale = 1e-12;
+                log->failures += run_case(log, &stats, p->dtype, &c, seed++) != 0;
+            }
+    print_stats("tiny", p->dtype, &stats);
     rt_log_finish_free(log, "case(s)");
 }
 
@@ -1196,14 +1233,14 @@ static rudnn_status_t probe(char *why, size_t cap)
 
 int main(int argc, char **argv)
 {
-    static param_t params[4][3];
-    static struct CMUnitTest tests[4 * 3 + 2];
+    static param_t params[5][3];
+    static struct CMUnitTest tests[5 * 3 + 2];
     size_t n = 0;
-    static const char *const kinds[4] = {"sweep", "large", "empty", "rows"};
-    static const CMUnitTestFunction fns[4] = {test_sweep, test_large, test_empty, test_rows};
+    static const char *const kinds[5] = {"sweep", "large", "tiny", "empty", "rows"};
+    static const CMUnitTestFunction fns[5] = {test_sweep, test_large, test_tiny, test_empty, test_rows};
     tests[n++] = (struct CMUnitTest){"reference", test_reference, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"gradients", test_gradients, NULL, NULL, NULL};
-    for (int f = 0; f < 4; f++)
+    for (int f = 0; f < 5; f++)
         for (int d = 0; d < 3; d++) {
             param_t *p = &params[f][d];
             p->dtype = dtypes[d];

@@ -228,7 +228,8 @@ static void check_values(rudnn_queue_t q, const char *op, int backward, const ru
     const double scale = o->scale;
     /* rounding of the output dtype (grad_logits: the logits'), and its range */
     const double rel = !backward || out->dtype == RUDNN_F32 ? 1e-4 : out->dtype == RUDNN_F16 ? 2e-3 : 8e-3;
-    const double floor_abs = backward && out->dtype == RUDNN_F16 ? 1e-7 : 1e-30;
+    /* F16's subnormal step; else FP32's, once for each of the k + 4 operations behind an element */
+    const double floor_abs = backward && out->dtype == RUDNN_F16 ? 1e-7 : 1e-30 + fabs(scale) * (double)(k + 4) * 0x1p-149;
     const double range = backward && out->dtype == RUDNN_F16 ? 6e4 : 1e37;
     const int64_t width = backward ? E : k;
     for (int64_t t = 0; t < T; t++) {
@@ -293,7 +294,8 @@ static void check_values(rudnn_queue_t q, const char *op, int backward, const ru
             pdp += p[e] * dp[e];
         const int zero_unselected = sigmoid || renorm;
         for (int64_t e = 0; e < E; e++) {
-            const double want = sigmoid ? dp[e] * p[e] * (1 - p[e]) : p[e] * (dp[e] - pdp);
+            /* 1 - p as 1 / (1 + exp(x)): no cancellation where p rounds to 1 */
+            const double want = sigmoid ? dp[e] * p[e] / (1.0 + exp((double)lr[e])) : p[e] * (dp[e] - pdp);
             if (zero_unselected && c[e] == 0) {
                 if (outr[e] != 0.0f)
                     mismatch(op, "a gradient the selection does not reach is not 0 (moe_train.h)", t, e, 0.0,

@@ -133,10 +133,12 @@ __kernel void rudnn_router_weights(const __global act_t *logits, ulong logits_of
 /* grad_logits[e] = D p[e] + sum over the occurrences j of e of c[j] (D only for softmax without
  * renormalization, where every logit reaches every weight through the softmax's denominator):
  *   softmax:            c[j] = s g[j] p[j],              D = -s sum_j g[j] p[j]
- *   softmax, renorm:    q[j] = p[j] / P, A = sum_j g[j] q[j],  c[j] = s q[j] (g[j] - A)
+ *   softmax, renorm:    q[j] = p[j] / P, A = sum_j g[j] q[j],  c[j] = s (g[j] - A) q[j]
  *   sigmoid:            c[j] = s g[j] p[j] (1 - p[j])
- *   sigmoid, renorm:    S = sum_j p[j], B = sum_j g[j] p[j] / S,  c[j] = s (g[j] - B) / S p[j] (1 - p[j])
- * (1 - p[j] taken as sigmoid(-x): no cancellation where p[j] is near 1)
+ *   sigmoid, renorm:    q[j] = p[j] / S, A = sum_j g[j] q[j],  c[j] = s (g[j] - A) q[j] (1 - p[j])
+ * (1 - p[j] taken as sigmoid(-x): no cancellation where p[j] is near 1). Renormalized, every
+ * product is formed from q (at most 1) rather than from p: g p may be subnormal where S is tiny
+ * (sigmoid scores near 1e-27), and dividing such a product by S would scale its lost digits up.
  * with p[j] the score of the j-th selected expert (P, S: their sum, a repeat counted each time; for
  * softmax renormalized, selected_scores' exp(x - the selected max), whose ratios are the same). */
 __kernel void rudnn_router_backward(const __global act_t *logits, ulong logits_off,
@@ -161,31 +163,25 @@ __kernel void rudnn_router_backward(const __global act_t *logits, ulong logits_o
     float m, sum;
     selected_scores(x, experts, top_k, ids, sigmoid_scoring, renormalize, scratch, sel, &m, &sum);
     if (lid == 0) {
-        float total = 0.0f, dot = 0.0f; /* sum of p, sum of g p: slot order */
+        float total = 0.0f, dot = 0.0f; /* sum of p, then sum of g p (g q renormalized): slot order */
         for (uint j = 0; j < top_k; j++) {
             total = total + sel[j];
-            dot = dot + g[j] * sel[j];
         }
-        float d = 0.0f;
+        for (uint j = 0; j < top_k; j++) {
+            dot = dot + g[j] * (renormalize ? sel[j] / total : sel[j]);
+        }
         for (uint j = 0; j < top_k; j++) {
             const float p = sel[j];
             float c;
-            if (!sigmoid_scoring && !renormalize) {
-                c = scale * g[j] * p;
-            } else if (!sigmoid_scoring) {
-                const float q = p / total;
-                c = scale * q * (g[j] - dot / total);
-            } else if (!renormalize) {
-                c = scale * g[j] * (p * sigmoid_of(-LOAD_A(x, ids[j])));
+            if (!renormalize) {
+                c = scale * g[j] * (sigmoid_scoring ? p * sigmoid_of(-LOAD_A(x, ids[j])) : p);
             } else {
-                c = scale * (g[j] - dot / total) / total * (p * sigmoid_of(-LOAD_A(x, ids[j])));
+                const float q = p / total;
+                c = scale * (g[j] - dot) * (sigmoid_scoring ? q * sigmoid_of(-LOAD_A(x, ids[j])) : q);
             }
             coef[j] = c;
         }
-        if (!sigmoid_scoring && !renormalize) {
-            d = -scale * dot;
-        }
-        dense = d;
+        dense = !sigmoid_scoring && !renormalize ? -scale * dot : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const int with_dense = !sigmoid_scoring && !renormalize;
