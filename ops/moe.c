@@ -471,6 +471,13 @@ void rudnn_dispatched_info(rudnn_dispatched_t d, rudnn_dispatched_info_t *info)
                                       .weights = {p->mem->mem, p->weights_offset}};
 }
 
+void rudnn_swiglu_experts_info(rudnn_swiglu_experts_t x, rudnn_swiglu_experts_info_t *info)
+{
+    *info = (rudnn_swiglu_experts_info_t){.context = x->context, .dtype = x->dtype, .experts = x->experts,
+                                          .inter = x->inter, .hidden = x->hidden, .gate = &x->gate, .up = &x->up,
+                                          .down = &x->down};
+}
+
 rudnn_status_t rudnn_moe_combine(rudnn_queue_t queue, rudnn_dispatched_t d, const rudnn_tensor_t *expert_output,
                                  const rudnn_tensor_t *output)
 {

@@ -18,4 +18,14 @@ typedef struct rudnn_dispatched_info {
 
 void rudnn_dispatched_info(rudnn_dispatched_t d, rudnn_dispatched_info_t *info);
 
+/* What ops/moe_train.c reads of SwiGLU experts: their context, dtype, shape and weights. */
+typedef struct rudnn_swiglu_experts_info {
+    rudnn_context_t context;
+    rudnn_dtype_t dtype;
+    int64_t experts, inter, hidden;
+    const rudnn_tensor_t *gate, *up, *down; /* [E, I, H], [E, I, H], [E, H, I]: owned by the experts */
+} rudnn_swiglu_experts_info_t;
+
+void rudnn_swiglu_experts_info(rudnn_swiglu_experts_t x, rudnn_swiglu_experts_info_t *info);
+
 #endif

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/pool.h"
 #include "moe_internal.h"
 #include "rudnn/moe_train.h"
 #include "validate.h"
@@ -228,4 +229,231 @@ rudnn_status_t rudnn_moe_dispatch_backward(rudnn_queue_t queue, rudnn_dispatched
     const rudnn_moe_rows_plan_t rp = rows_plan(&info);
     return rudnn_kernel_status(op, k->dispatch_backward(queue->handle, &rp, rudnn_mem_of(grad_rows), info.positions,
                                                         rudnn_mem_of(grad_input)));
+}
+
+/* ---- SwiGLU experts: training ---- */
+
+#define TRAINING_SIZE_QUERY "rudnn_swiglu_experts_training_workspace_size"
+
+/* rows * inter * 8: the backward's FP32 (dg, du) of each row, which covers the forward's act. */
+static rudnn_status_t training_bytes(const char *op, int64_t rows, int64_t inter, size_t *bytes)
+{
+    if (rows < 0)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: rows = %lld, expected >= 0", op, (long long)rows);
+    if (rows > 0 && (uint64_t)inter > (uint64_t)(SIZE_MAX / 8) / (uint64_t)rows)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: rows %lld x inter %lld x 8 bytes overflows size_t", op,
+                               (long long)rows, (long long)inter);
+    *bytes = (size_t)rows * (size_t)inter * 8u;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_swiglu_experts_training_workspace_size(rudnn_swiglu_experts_t experts, int64_t rows,
+                                                            size_t *bytes)
+{
+    const char *op = "swiglu_experts_training_workspace_size";
+    rudnn_clear_error();
+    TRY(rudnn_check_arg(op, "experts", experts));
+    TRY(rudnn_check_arg(op, "bytes", bytes));
+    rudnn_swiglu_experts_info_t x;
+    rudnn_swiglu_experts_info(experts, &x);
+    return training_bytes(op, rows, x.inter, bytes);
+}
+
+/* What both training calls share: the experts and dispatched tokens (context, shape, dtype), views of
+ * the tokens and their expert offsets, the strategy, the plan and the workspace need. */
+typedef struct training_call {
+    rudnn_swiglu_experts_info_t x;
+    rudnn_dispatched_info_t d;
+    rudnn_tensor_t tokens, offsets;
+    rudnn_moe_rows_plan_t plan;
+    size_t need;
+} training_call_t;
+
+static rudnn_status_t check_training(const char *op, rudnn_queue_t queue, rudnn_swiglu_experts_t experts,
+                                     rudnn_dispatched_t dispatched, rudnn_moe_strategy_t strategy,
+                                     training_call_t *c)
+{
+    TRY(check_dispatched(op, queue, dispatched, &c->d));
+    TRY(rudnn_check_arg(op, "experts", experts));
+    rudnn_swiglu_experts_info(experts, &c->x);
+    if (c->x.context != queue->context)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: experts are on another context than the queue", op);
+    if (c->d.experts != c->x.experts)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: routing chose among %d experts, the weights hold %lld", op,
+                               c->d.experts, (long long)c->x.experts);
+    if (c->d.hidden != c->x.hidden)
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: dispatched tokens have hidden %lld, the weights %lld", op,
+                               (long long)c->d.hidden, (long long)c->x.hidden);
+    if (c->d.dtype != c->x.dtype)
+        return rudnn_set_error(RUDNN_STATUS_BAD_DTYPE, "%s: dispatched tokens are %s, the weights %s (must match)", op,
+                               rudnn_dtype_name(c->d.dtype), rudnn_dtype_name(c->x.dtype));
+    if (strategy != RUDNN_MOE_SCALAR && strategy != RUDNN_MOE_AUTO && strategy != RUDNN_MOE_TENSOR_CORE)
+        return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: strategy = %d, expected RUDNN_MOE_SCALAR (0), "
+                               "RUDNN_MOE_AUTO (1) or RUDNN_MOE_TENSOR_CORE (2)", op, (int)strategy);
+    if (c->d.rows > UINT32_MAX || c->x.inter > UINT32_MAX || c->x.hidden > UINT32_MAX)
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: rows %lld, inter %lld and hidden %lld must each fit "
+                               "32 bits", op, (long long)c->d.rows, (long long)c->x.inter, (long long)c->x.hidden);
+    TRY(training_bytes(op, c->d.rows, c->x.inter, &c->need));
+    rudnn_dispatched_tokens(dispatched, &c->tokens);
+    rudnn_dispatched_offsets(dispatched, &c->offsets);
+    c->plan = (rudnn_moe_rows_plan_t){.dtype = c->d.dtype, .weight_dtype = c->d.weight_dtype, .tokens = c->d.tokens,
+                                      .top_k = c->d.top_k, .experts = c->d.experts, .hidden = c->d.hidden,
+                                      .inter = c->x.inter, .rows = c->d.rows};
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* The strategy that runs (after every argument check): Scalar for Scalar and Auto. */
+static rudnn_status_t training_strategy(const char *op, rudnn_moe_strategy_t strategy)
+{
+    if (strategy == RUDNN_MOE_TENSOR_CORE)
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: no backend has TensorCore training kernels for SwiGLU "
+                               "experts yet; ask for RUDNN_MOE_SCALAR or RUDNN_MOE_AUTO", op);
+    return RUDNN_STATUS_SUCCESS;
+}
+
+/* out disjoint from every tensor of ins. */
+static rudnn_status_t check_apart(const char *op, const char *out_name, const rudnn_tensor_t *out,
+                                  const rudnn_tensor_t *const *ins, const char *const *in_names, int n)
+{
+    for (int i = 0; i < n; i++)
+        TRY(rudnn_check_disjoint(op, out_name, out, in_names[i], ins[i]));
+    return RUDNN_STATUS_SUCCESS;
+}
+
+static rudnn_status_t check_reserve(const char *op, rudnn_queue_t queue, const rudnn_tensor_t *reserve,
+                                    const training_call_t *c)
+{
+    TRY(rudnn_check_arg(op, "reserve", reserve));
+    TRY(check_matrix(op, "reserve", queue, reserve, c->d.rows, 2 * c->x.inter, "dispatched rows, 2 x inter"));
+    return rudnn_check_dtype(op, "reserve", reserve, RUDNN_F32, "the reserve holds FP32 g and u");
+}
+
+/* An FP32 weight gradient of shape [E, a, b]. */
+static rudnn_status_t check_weight_grad(const char *op, const char *arg, rudnn_queue_t queue, const rudnn_tensor_t *t,
+                                        int64_t experts, int64_t a, int64_t b, const char *what)
+{
+    TRY(rudnn_check_arg(op, arg, t));
+    TRY(rudnn_check_tensor(op, arg, queue, t, 3));
+    if (t->rank != 3 || t->dims[0] != experts || t->dims[1] != a || t->dims[2] != b) {
+        char s[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has shape %s, expected [%lld, %lld, %lld] (%s)", op,
+                               arg, rudnn_shape_str(t, s, sizeof s), (long long)experts, (long long)a, (long long)b,
+                               what);
+    }
+    return rudnn_check_dtype(op, arg, t, RUDNN_F32, "weight gradients are f32");
+}
+
+/* The scratch of a launch: the caller's workspace, or a pool block (released by scratch_end). */
+static rudnn_status_t scratch_begin(const char *op, rudnn_queue_t queue, rudnn_buffer_t workspace, size_t need,
+                                    void **mem)
+{
+    if (workspace) {
+        *mem = workspace->mem;
+        return RUDNN_STATUS_SUCCESS;
+    }
+    return rudnn_kernel_status(op, rudnn_pool_acquire(queue, need, mem));
+}
+
+static void scratch_end(rudnn_queue_t queue, rudnn_buffer_t workspace, void *mem, size_t need)
+{
+    if (!workspace) /* stream order makes the block safe to hand to later work on this queue */
+        rudnn_pool_release(queue, mem, need);
+}
+
+rudnn_status_t rudnn_swiglu_experts_forward_dispatched_training(rudnn_queue_t queue, rudnn_swiglu_experts_t experts,
+                                                                rudnn_dispatched_t dispatched,
+                                                                rudnn_moe_strategy_t strategy,
+                                                                rudnn_buffer_t workspace, size_t workspace_bytes,
+                                                                const rudnn_tensor_t *reserve,
+                                                                const rudnn_tensor_t *expert_output)
+{
+    const char *op = "swiglu_experts_forward_dispatched_training";
+    rudnn_clear_error();
+    training_call_t c;
+    TRY(check_training(op, queue, experts, dispatched, strategy, &c));
+    TRY(check_reserve(op, queue, reserve, &c));
+    TRY(check_rows(op, "expert_output", queue, expert_output, &c.d, c.d.rows, "dispatched rows, hidden"));
+    const rudnn_tensor_t *ins[4] = {c.x.gate, c.x.up, c.x.down, &c.tokens};
+    const char *const in_names[4] = {"the gate weights", "the up weights", "the down weights",
+                                     "the dispatched tokens"};
+    TRY(check_apart(op, "reserve", reserve, ins, in_names, 4));
+    TRY(check_apart(op, "expert_output", expert_output, ins, in_names, 4));
+    TRY(rudnn_check_disjoint(op, "expert_output", expert_output, "reserve", reserve));
+    const rudnn_tensor_t *all[6] = {reserve, expert_output, c.x.gate, c.x.up, c.x.down, &c.tokens};
+    const char *const all_names[6] = {"reserve", "expert_output", "the gate weights", "the up weights",
+                                      "the down weights", "the dispatched tokens"};
+    TRY(rudnn_check_workspace(op, queue, workspace, workspace_bytes, c.need, TRAINING_SIZE_QUERY, all, all_names, 6));
+    TRY(training_strategy(op, strategy));
+    const rudnn_moe_train_kernels_t *k;
+    TRY(kernels(op, queue, &k));
+    if (!RUDNN_KERNEL_ENTRY(k, experts_forward_train))
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: backend '%s' has no SwiGLU experts training kernels",
+                               op, queue->context->backend->name);
+    if (c.d.rows == 0)
+        return RUDNN_STATUS_SUCCESS;
+    void *act;
+    TRY(scratch_begin(op, queue, workspace, c.need, &act));
+    const rudnn_status_t st = k->experts_forward_train(
+        queue->handle, &c.plan, rudnn_mem_of(&c.tokens), rudnn_mem_of(&c.offsets), rudnn_mem_of(c.x.gate),
+        rudnn_mem_of(c.x.up), rudnn_mem_of(c.x.down), rudnn_mem_of(reserve), (rudnn_mem_ref_t){act, 0},
+        rudnn_mem_of(expert_output));
+    scratch_end(queue, workspace, act, c.need);
+    return rudnn_kernel_status(op, st);
+}
+
+rudnn_status_t rudnn_swiglu_experts_backward(rudnn_queue_t queue, rudnn_swiglu_experts_t experts,
+                                             rudnn_dispatched_t dispatched, const rudnn_tensor_t *reserve,
+                                             const rudnn_tensor_t *grad_expert_output, rudnn_moe_strategy_t strategy,
+                                             rudnn_buffer_t workspace, size_t workspace_bytes,
+                                             const rudnn_tensor_t *grad_rows, const rudnn_tensor_t *grad_gate,
+                                             const rudnn_tensor_t *grad_up, const rudnn_tensor_t *grad_down)
+{
+    const char *op = "swiglu_experts_backward";
+    rudnn_clear_error();
+    training_call_t c;
+    TRY(check_training(op, queue, experts, dispatched, strategy, &c));
+    TRY(check_reserve(op, queue, reserve, &c));
+    TRY(check_rows(op, "grad_expert_output", queue, grad_expert_output, &c.d, c.d.rows, "dispatched rows, hidden"));
+    TRY(check_rows(op, "grad_rows", queue, grad_rows, &c.d, c.d.rows, "dispatched rows, hidden"));
+    const int64_t E = c.x.experts, I = c.x.inter, H = c.x.hidden;
+    TRY(check_weight_grad(op, "grad_gate", queue, grad_gate, E, I, H, "the gate weights' shape"));
+    TRY(check_weight_grad(op, "grad_up", queue, grad_up, E, I, H, "the up weights' shape"));
+    TRY(check_weight_grad(op, "grad_down", queue, grad_down, E, H, I, "the down weights' shape"));
+    const rudnn_tensor_t *ins[6] = {reserve, grad_expert_output, c.x.gate, c.x.up, c.x.down, &c.tokens};
+    const char *const in_names[6] = {"reserve", "grad_expert_output", "the gate weights", "the up weights",
+                                     "the down weights", "the dispatched tokens"};
+    const rudnn_tensor_t *outs[4] = {grad_rows, grad_gate, grad_up, grad_down};
+    const char *const out_names[4] = {"grad_rows", "grad_gate", "grad_up", "grad_down"};
+    for (int o = 0; o < 4; o++) {
+        TRY(check_apart(op, out_names[o], outs[o], ins, in_names, 6));
+        TRY(check_apart(op, out_names[o], outs[o], outs + o + 1, out_names + o + 1, 3 - o));
+    }
+    const rudnn_tensor_t *all[10] = {grad_rows, grad_gate, grad_up, grad_down, reserve, grad_expert_output,
+                                     c.x.gate, c.x.up, c.x.down, &c.tokens};
+    const char *const all_names[10] = {"grad_rows", "grad_gate", "grad_up", "grad_down", "reserve",
+                                       "grad_expert_output", "the gate weights", "the up weights",
+                                       "the down weights", "the dispatched tokens"};
+    TRY(rudnn_check_workspace(op, queue, workspace, workspace_bytes, c.need, TRAINING_SIZE_QUERY, all, all_names,
+                              10));
+    TRY(training_strategy(op, strategy));
+    const rudnn_moe_train_kernels_t *k;
+    TRY(kernels(op, queue, &k));
+    if (!RUDNN_KERNEL_ENTRY(k, experts_backward))
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: backend '%s' has no SwiGLU experts training kernels",
+                               op, queue->context->backend->name);
+    if (c.d.rows == 0) { /* no expert has a row: every weight gradient is 0 */
+        for (int o = 1; o < 4; o++)
+            TRY(rudnn_kernel_status(op, rudnn_buffer_fill(queue, outs[o]->buffer, outs[o]->offset, 0,
+                                                          rudnn_tensor_bytes(outs[o]))));
+        return RUDNN_STATUS_SUCCESS;
+    }
+    void *work;
+    TRY(scratch_begin(op, queue, workspace, c.need, &work));
+    const rudnn_status_t st = k->experts_backward(
+        queue->handle, &c.plan, rudnn_mem_of(&c.tokens), rudnn_mem_of(&c.offsets), rudnn_mem_of(c.x.gate),
+        rudnn_mem_of(c.x.up), rudnn_mem_of(c.x.down), rudnn_mem_of(reserve), rudnn_mem_of(grad_expert_output),
+        (rudnn_mem_ref_t){work, 0}, rudnn_mem_of(grad_rows), rudnn_mem_of(grad_gate), rudnn_mem_of(grad_up),
+        rudnn_mem_of(grad_down));
+    scratch_end(queue, workspace, work, c.need);
+    return rudnn_kernel_status(op, st);
 }

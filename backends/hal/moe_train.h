@@ -40,6 +40,23 @@ typedef struct rudnn_moe_train_kernels {
     rudnn_status_t (*dispatch_backward)(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t grad_rows,
                                         rudnn_mem_ref_t positions, rudnn_mem_ref_t grad_input);
     /* Entries appended later are optional: read them through RUDNN_KERNEL_ENTRY. */
+
+    /* SwiGLU experts' training, Scalar (plan: dtype, experts, hidden, inter, rows >= 1; align unused).
+     * tokens [rows, hidden] in dtype; offsets U32 [experts + 1]: expert e owns rows offsets[e] ..
+     * offsets[e + 1]. reserve F32 [rows, 2 inter] = (g, u); act [rows, inter] in dtype (scratch) =
+     * silu(g) u; out [rows, hidden] = act down^T. Sums in index order. */
+    rudnn_status_t (*experts_forward_train)(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
+                                            rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
+                                            rudnn_mem_ref_t down, rudnn_mem_ref_t reserve, rudnn_mem_ref_t act,
+                                            rudnn_mem_ref_t out);
+    /* work F32 [rows, 2 inter] (scratch: dg, du); grad_tokens [rows, hidden] in dtype; grad_gate, grad_up
+     * F32 [experts, inter, hidden]; grad_down F32 [experts, hidden, inter] (zeros for an expert without
+     * rows). The formulas of rudnn_swiglu_experts_backward; sums in index order, rows ascending. */
+    rudnn_status_t (*experts_backward)(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t tokens,
+                                       rudnn_mem_ref_t offsets, rudnn_mem_ref_t gate, rudnn_mem_ref_t up,
+                                       rudnn_mem_ref_t down, rudnn_mem_ref_t reserve, rudnn_mem_ref_t grad_out,
+                                       rudnn_mem_ref_t work, rudnn_mem_ref_t grad_tokens, rudnn_mem_ref_t grad_gate,
+                                       rudnn_mem_ref_t grad_up, rudnn_mem_ref_t grad_down);
 } rudnn_moe_train_kernels_t;
 
 /* A table shorter than this is refused (the family is then absent on that backend). */

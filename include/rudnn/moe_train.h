@@ -1,10 +1,13 @@
 /* MoE first-order training: the router's weights for a fixed selection of experts and their
  * gradient with respect to the logits (the guide's selected_router_weights and
- * selected_router_backward), and the backward of combine and dispatch (rudnn/moe.h).
+ * selected_router_backward), the backward of combine and dispatch (rudnn/moe.h), and the SwiGLU
+ * experts' forward with a reserve and their backward.
  *
  *   logits [T, E] + indices [T, k] -> selected_router_weights -> weights [T, k] (F32)
  *   logits + indices + grad_weights [T, k] -> selected_router_backward -> grad_logits [T, E]
+ *   dispatched rows [T*k, H] -> swiglu_experts_forward_dispatched_training -> expert_output, reserve
  *   grad_output [T, H] -> combine_backward -> d expert_output [T*k, H], grad_weights [T, k] (F32)
+ *   d expert_output + reserve -> swiglu_experts_backward -> d rows [T*k, H], d gate, d up, d down (F32)
  *   d dispatched rows [T*k, H] -> dispatch_backward -> d input [T, H]
  *
  * The selection is fixed: nothing here differentiates the top-k or group choice, or a selection
@@ -91,6 +94,51 @@ RUDNN_API rudnn_status_t rudnn_moe_combine_backward(rudnn_queue_t queue, rudnn_d
 RUDNN_API rudnn_status_t rudnn_moe_dispatch_backward(rudnn_queue_t queue, rudnn_dispatched_t dispatched,
                                                      const rudnn_tensor_t *grad_rows,
                                                      const rudnn_tensor_t *grad_input);
+
+/* ---- SwiGLU experts: training ---------------------------------------------------------------- */
+
+/* Workspace bytes of forward_dispatched_training and of backward for rows dispatched rows (rows >= 0):
+ * rows * inter * 8 (the backward's FP32 dgate and dup of each row). */
+RUDNN_API rudnn_status_t rudnn_swiglu_experts_training_workspace_size(rudnn_swiglu_experts_t experts, int64_t rows,
+                                                                      size_t *bytes);
+
+/* The forward of rudnn_swiglu_experts_forward_dispatched that keeps what the backward needs. For each
+ * dispatched row r (R = T*k rows, x = the dispatched tokens) of expert e:
+ *   g[r, i] = sum over h of x[r, h] gate[e, i, h],   u[r, i] = sum over h of x[r, h] up[e, i, h]   (FP32)
+ *   reserve[r, :] = (g[r, 0 .. I), u[r, 0 .. I))
+ *   a[r, i] = silu(g[r, i]) u[r, i], rounded to the weights' dtype   (silu(g) = g / (1 + exp(-g)))
+ *   expert_output[r, h] = sum over i of a[r, i] down[e, h, i]   (FP32, rounded once)
+ * Sums run in index order, so expert_output agrees with forward_dispatched's to FP32 summation order.
+ * expert_output: [R, H] in the weights' dtype (as forward_dispatched's). reserve: F32 [R, 2 I],
+ * contiguous. Both disjoint from each other, from the weights, the dispatched tokens and the
+ * workspace. strategy: RUDNN_MOE_SCALAR or RUDNN_MOE_AUTO (Scalar); RUDNN_MOE_TENSOR_CORE is
+ * NOT_SUPPORTED (no backend has matrix-unit training kernels yet). workspace: at least
+ * rudnn_swiglu_experts_training_workspace_size bytes, or NULL (the context's pool). */
+RUDNN_API rudnn_status_t rudnn_swiglu_experts_forward_dispatched_training(
+    rudnn_queue_t queue, rudnn_swiglu_experts_t experts, rudnn_dispatched_t dispatched,
+    rudnn_moe_strategy_t strategy, rudnn_buffer_t workspace, size_t workspace_bytes,
+    const rudnn_tensor_t *reserve, const rudnn_tensor_t *expert_output);
+
+/* The backward of forward_dispatched_training for grad_expert_output = dL/d expert_output, from its
+ * reserve (same experts and dispatched tokens, both unchanged since). For each row r of expert e, in
+ * FP32, with s = sigmoid(g[r, i]):
+ *   da[r, i] = sum over h of grad_expert_output[r, h] down[e, h, i]
+ *   dg[r, i] = da u s (1 + g (1 - s)),   du[r, i] = da silu(g)   (the rounding of a passed straight)
+ *   grad_rows[r, h] = sum over i of dg[r, i] gate[e, i, h] + du[r, i] up[e, i, h]   (rounded once)
+ *   grad_gate[e, i, h] = sum over e's rows r of dg[r, i] x[r, h];  grad_up the same with du
+ *   grad_down[e, h, i] = sum over e's rows r of grad_expert_output[r, h] a[r, i]   (a as rounded)
+ * Every sum runs in index order (rows ascending): the results are deterministic. The weight
+ * gradients are written, not accumulated: an expert that received no row gets zeros.
+ * grad_expert_output, grad_rows: [R, H] in the weights' dtype. grad_gate, grad_up: F32 [E, I, H];
+ * grad_down: F32 [E, H, I]. All contiguous; the outputs disjoint from each other and from every
+ * input (reserve, grad_expert_output, the weights, the dispatched tokens, the workspace).
+ * strategy and workspace as for forward_dispatched_training (the backward's strategy need not be the
+ * forward's). Then rudnn_moe_dispatch_backward(grad_rows) gives the tokens' gradient. */
+RUDNN_API rudnn_status_t rudnn_swiglu_experts_backward(
+    rudnn_queue_t queue, rudnn_swiglu_experts_t experts, rudnn_dispatched_t dispatched,
+    const rudnn_tensor_t *reserve, const rudnn_tensor_t *grad_expert_output, rudnn_moe_strategy_t strategy,
+    rudnn_buffer_t workspace, size_t workspace_bytes, const rudnn_tensor_t *grad_rows,
+    const rudnn_tensor_t *grad_gate, const rudnn_tensor_t *grad_up, const rudnn_tensor_t *grad_down);
 
 #ifdef __cplusplus
 }

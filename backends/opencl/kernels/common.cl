@@ -55,6 +55,48 @@ ushort f32_to_bf16(float v)
 #endif
 #endif
 
+/* ROUND_A(v): the float that v becomes when stored as act_t (STORE_A then LOAD_A), without a
+ * store: F16 rounds to nearest even at its step (2^-24 for subnormals), past 65504 to inf. */
+#if defined(RUDNN_DTYPE)
+#if RUDNN_DTYPE == 0
+#define ROUND_A(v) (v)
+#elif RUDNN_DTYPE == 1
+float round_to_half(float v)
+{
+    const float a = fabs(v);
+    if (isnan(v)) {
+        return v;
+    }
+    if (a >= 65520.0f) {
+        return copysign(INFINITY, v);
+    }
+    int e;
+    (void)frexp(a, &e); /* a = m 2^e, m in [0.5, 1): 10 fraction bits leave steps of 2^(e - 11) */
+    const float step = ldexp(1.0f, max(e - 11, -24));
+    return copysign(rint(a / step) * step, v);
+}
+#define ROUND_A(v) round_to_half(v)
+#else
+#define ROUND_A(v) bf16_to_f32(f32_to_bf16(v))
+#endif
+#endif
+
+/* The expert of dispatched row r: the largest e < E with offsets[e] <= r
+ * (offsets[0] = 0 <= r < offsets[E] = rows; empty experts are skipped). */
+uint expert_of_row(const __global uint *off, uint experts, uint r)
+{
+    uint lo = 0, hi = experts;
+    while (hi - lo > 1) {
+        const uint mid = lo + (hi - lo) / 2;
+        if (off[mid] <= r) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
 /* w_t / LOAD_W: the storage of routing weights (-DRUDNN_WDTYPE, the logits dtype; combine and its
  * backward), read as float. */
 #if defined(RUDNN_WDTYPE)

@@ -451,22 +451,6 @@ __kernel void rudnn_moe_gather(const __global raw_t *input, ulong input_off,
     }
 }
 
-/* The expert of dispatched row r: the largest e < E with offsets[e] <= r
- * (offsets[0] = 0 <= r < offsets[E] = rows; empty experts are skipped). */
-uint expert_of_row(const __global uint *off, uint experts, uint r)
-{
-    uint lo = 0, hi = experts;
-    while (hi - lo > 1) {
-        const uint mid = lo + (hi - lo) / 2;
-        if (off[mid] <= r) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
 /* Both expert kernels are tiled matrix products over the dispatched rows, one
  * work-group (T_ x T_ work-items, 1-D) per tile of T_ rows x T_ outputs. A row
  * tile may straddle experts: it is processed as segments, one per expert

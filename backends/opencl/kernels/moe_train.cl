@@ -1,12 +1,26 @@
 /* rudnn OpenCL kernels of MoE first-order training (include/rudnn/moe_train.h has the formulas).
- * Two programs, picked with -DMOE_TRAIN_PART:
+ * Three programs, picked with -DMOE_TRAIN_PART:
  *   1  router  -DRUDNN_DTYPE (logits, grad_logits), -DRUDNN_IDX (indices: 0 U32, 1 I32, 2 I64),
  *              -DMAX_TOP_K (the local arrays' length): router_weights, router_backward
  *   2  rows    -DRUDNN_DTYPE (dispatched rows), -DRUDNN_WDTYPE (routing weights):
  *              combine_backward (serial, plane), dispatch_backward
- * act_t / LOAD_A / STORE_A, w_t / LOAD_W, group_sum and group_max come from common.cl. One
- * work-group a token row; every kernel takes group0, the first row of this launch (the host
- * splits long launches). Sums are FP32, in a fixed order; each output is rounded once. */
+ *   3  experts -DRUDNN_DTYPE (tokens, weights, the rows' gradients): train_gate_up, train_down,
+ *              train_dact, train_dx, train_dw_gate_up, train_dw_down (one work-item an output)
+ * act_t / LOAD_A / STORE_A / ROUND_A, w_t / LOAD_W, group_sum, group_max and expert_of_row come
+ * from common.cl. Parts 1 and 2: one work-group a token row. Every kernel takes group0, the first
+ * group of this launch (the host splits long launches). Sums are FP32, in a fixed order; each
+ * output is rounded once. */
+
+/* sigmoid, the stable form (no overflow of exp for either sign): the router's scores, the experts'
+ * silu derivative. */
+float sigmoid_of(float x)
+{
+    if (x >= 0.0f) {
+        return 1.0f / (1.0f + exp(-x));
+    }
+    const float e = exp(x);
+    return e / (1.0f + e);
+}
 
 #if MOE_TRAIN_PART == 1
 
@@ -17,16 +31,6 @@
 #else
 #define idx_t long
 #endif
-
-/* p of one logit under sigmoid scoring: the stable form (no overflow of exp for either sign). */
-float sigmoid_of(float x)
-{
-    if (x >= 0.0f) {
-        return 1.0f / (1.0f + exp(-x));
-    }
-    const float e = exp(x);
-    return e / (1.0f + e);
-}
 
 /* The row's selected expert ids into ids[0..k) (0 where out of range) and whether any is outside
  * [0, experts): that row's outputs are then NaN. Every work-item reads all k ids for the answer (no
@@ -275,6 +279,175 @@ __kernel void rudnn_dispatch_backward(const __global act_t *grad_rows, ulong gra
     }
 }
 
+/* ================================================================================
+ * Part 3: the SwiGLU experts' training forward and backward (rudnn/moe_train.h: g, u, a, dg, du).
+ * One work-item an output element, its sum in index order (rows ascending for the weight
+ * gradients): deterministic. Row r belongs to expert expert_of_row(offsets, r) (common.cl).
+ * ================================================================================ */
+#elif MOE_TRAIN_PART == 3
+
+/* This work-item's output: (group0 + group) * L + lid; the launch is rounded up to whole groups. */
+ulong item_of(ulong group0)
+{
+    return (group0 + get_group_id(0)) * get_local_size(0) + get_local_id(0);
+}
+
+/* silu as the forward of rudnn/moe.h writes it */
+float silu_of(float g)
+{
+    return g / (1.0f + exp(-g));
+}
+
+/* reserve[r] = (g, u); act[r, i] = silu(g) u, in the weights' dtype. Items: rows x inter. */
+__kernel void rudnn_train_gate_up(const __global act_t *tokens, ulong tokens_off, const __global uint *offsets,
+                                  ulong offsets_off, const __global act_t *gate, ulong gate_off,
+                                  const __global act_t *up, ulong up_off, __global float *reserve, ulong reserve_off,
+                                  __global act_t *act, ulong act_off, ulong group0, uint rows, uint experts,
+                                  uint hidden, uint inter)
+{
+    const ulong id = item_of(group0);
+    if (id >= (ulong)rows * inter) {
+        return;
+    }
+    const uint r = (uint)(id / inter), i = (uint)(id % inter);
+    const uint e = expert_of_row(offsets + offsets_off, experts, r);
+    const __global act_t *x = tokens + tokens_off + (ulong)r * hidden;
+    const ulong w = ((ulong)e * inter + i) * hidden;
+    const __global act_t *gw = gate + gate_off + w;
+    const __global act_t *uw = up + up_off + w;
+    float g = 0.0f, u = 0.0f;
+    for (uint h = 0; h < hidden; h++) {
+        const float xv = LOAD_A(x, h);
+        g = g + xv * LOAD_A(gw, h);
+        u = u + xv * LOAD_A(uw, h);
+    }
+    __global float *res = reserve + reserve_off + (ulong)r * 2u * inter;
+    res[i] = g;
+    res[inter + i] = u;
+    STORE_A(act + act_off + (ulong)r * inter, i, silu_of(g) * u);
+}
+
+/* out[r, h] = sum_i act[r, i] down[e, h, i]. Items: rows x hidden. */
+__kernel void rudnn_train_down(const __global act_t *act, ulong act_off, const __global uint *offsets,
+                               ulong offsets_off, const __global act_t *down, ulong down_off, __global act_t *out,
+                               ulong out_off, ulong group0, uint rows, uint experts, uint hidden, uint inter)
+{
+    const ulong id = item_of(group0);
+    if (id >= (ulong)rows * hidden) {
+        return;
+    }
+    const uint r = (uint)(id / hidden), h = (uint)(id % hidden);
+    const uint e = expert_of_row(offsets + offsets_off, experts, r);
+    const __global act_t *a = act + act_off + (ulong)r * inter;
+    const __global act_t *dn = down + down_off + ((ulong)e * hidden + h) * inter;
+    float acc = 0.0f;
+    for (uint i = 0; i < inter; i++) {
+        acc = acc + LOAD_A(a, i) * LOAD_A(dn, i);
+    }
+    STORE_A(out + out_off + (ulong)r * hidden, h, acc);
+}
+
+/* work[r] = (dg, du): da = sum_h dy[r, h] down[e, h, i], dg = da u s (1 + g (1 - s)), du = da silu(g),
+ * with 1 - s taken as sigmoid(-g). Items: rows x inter. */
+__kernel void rudnn_train_dact(const __global act_t *grad_out, ulong grad_out_off, const __global uint *offsets,
+                               ulong offsets_off, const __global act_t *down, ulong down_off,
+                               const __global float *reserve, ulong reserve_off, __global float *work,
+                               ulong work_off, ulong group0, uint rows, uint experts, uint hidden, uint inter)
+{
+    const ulong id = item_of(group0);
+    if (id >= (ulong)rows * inter) {
+        return;
+    }
+    const uint r = (uint)(id / inter), i = (uint)(id % inter);
+    const uint e = expert_of_row(offsets + offsets_off, experts, r);
+    const __global act_t *dy = grad_out + grad_out_off + (ulong)r * hidden;
+    const __global act_t *dn = down + down_off + (ulong)e * hidden * inter + i;
+    float da = 0.0f;
+    for (uint h = 0; h < hidden; h++) {
+        da = da + LOAD_A(dy, h) * LOAD_A(dn, (ulong)h * inter);
+    }
+    const __global float *res = reserve + reserve_off + (ulong)r * 2u * inter;
+    const float g = res[i], u = res[inter + i];
+    const float s = sigmoid_of(g);
+    __global float *wk = work + work_off + (ulong)r * 2u * inter;
+    wk[i] = da * u * (s * (1.0f + g * sigmoid_of(-g)));
+    wk[inter + i] = da * silu_of(g);
+}
+
+/* grad_tokens[r, h] = sum_i dg[r, i] gate[e, i, h] + du[r, i] up[e, i, h]. Items: rows x hidden. */
+__kernel void rudnn_train_dx(const __global float *work, ulong work_off, const __global uint *offsets,
+                             ulong offsets_off, const __global act_t *gate, ulong gate_off, const __global act_t *up,
+                             ulong up_off, __global act_t *grad_tokens, ulong grad_tokens_off, ulong group0,
+                             uint rows, uint experts, uint hidden, uint inter)
+{
+    const ulong id = item_of(group0);
+    if (id >= (ulong)rows * hidden) {
+        return;
+    }
+    const uint r = (uint)(id / hidden), h = (uint)(id % hidden);
+    const uint e = expert_of_row(offsets + offsets_off, experts, r);
+    const __global float *wk = work + work_off + (ulong)r * 2u * inter;
+    const ulong w = (ulong)e * inter * hidden + h;
+    const __global act_t *gw = gate + gate_off + w;
+    const __global act_t *uw = up + up_off + w;
+    float acc = 0.0f;
+    for (uint i = 0; i < inter; i++) {
+        acc = acc + wk[i] * LOAD_A(gw, (ulong)i * hidden);
+        acc = acc + wk[inter + i] * LOAD_A(uw, (ulong)i * hidden);
+    }
+    STORE_A(grad_tokens + grad_tokens_off + (ulong)r * hidden, h, acc);
+}
+
+/* grad_gate[e, i, h] = sum over e's rows of dg[r, i] x[r, h]; grad_up likewise with du.
+ * Items: experts x inter x hidden. */
+__kernel void rudnn_train_dw_gate_up(const __global act_t *tokens, ulong tokens_off, const __global uint *offsets,
+                                     ulong offsets_off, const __global float *work, ulong work_off,
+                                     __global float *grad_gate, ulong grad_gate_off, __global float *grad_up,
+                                     ulong grad_up_off, ulong group0, uint experts, uint hidden, uint inter)
+{
+    const ulong id = item_of(group0);
+    const ulong per_expert = (ulong)inter * hidden;
+    if (id >= (ulong)experts * per_expert) {
+        return;
+    }
+    const uint e = (uint)(id / per_expert);
+    const uint i = (uint)(id % per_expert / hidden), h = (uint)(id % hidden);
+    const __global uint *off = offsets + offsets_off;
+    float sg = 0.0f, su = 0.0f;
+    for (uint r = off[e]; r < off[e + 1]; r++) {
+        const float xv = LOAD_A(tokens + tokens_off + (ulong)r * hidden, h);
+        const __global float *wk = work + work_off + (ulong)r * 2u * inter;
+        sg = sg + wk[i] * xv;
+        su = su + wk[inter + i] * xv;
+    }
+    grad_gate[grad_gate_off + id] = sg;
+    grad_up[grad_up_off + id] = su;
+}
+
+/* grad_down[e, h, i] = sum over e's rows of dy[r, h] a[r, i], a = silu(g) u as the forward rounded it.
+ * Items: experts x hidden x inter. */
+__kernel void rudnn_train_dw_down(const __global act_t *grad_out, ulong grad_out_off, const __global uint *offsets,
+                                  ulong offsets_off, const __global float *reserve, ulong reserve_off,
+                                  __global float *grad_down, ulong grad_down_off, ulong group0, uint experts,
+                                  uint hidden, uint inter)
+{
+    const ulong id = item_of(group0);
+    const ulong per_expert = (ulong)hidden * inter;
+    if (id >= (ulong)experts * per_expert) {
+        return;
+    }
+    const uint e = (uint)(id / per_expert);
+    const uint h = (uint)(id % per_expert / inter), i = (uint)(id % inter);
+    const __global uint *off = offsets + offsets_off;
+    float acc = 0.0f;
+    for (uint r = off[e]; r < off[e + 1]; r++) {
+        const __global float *res = reserve + reserve_off + (ulong)r * 2u * inter;
+        const float a = ROUND_A(silu_of(res[i]) * res[inter + i]);
+        acc = acc + LOAD_A(grad_out + grad_out_off + (ulong)r * hidden, h) * a;
+    }
+    grad_down[grad_down_off + id] = acc;
+}
+
 #else
-#error "MOE_TRAIN_PART must be 1 (router) or 2 (rows)"
+#error "MOE_TRAIN_PART must be 1 (router), 2 (rows) or 3 (experts)"
 #endif
