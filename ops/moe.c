@@ -92,22 +92,22 @@ static rudnn_status_t check_logits(const char *op, rudnn_queue_t queue, const ru
     return RUDNN_STATUS_SUCCESS;
 }
 
-static rudnn_status_t plan_create(const char *op, rudnn_queue_t queue,
-                                  const rudnn_tensor_t *logits, int top_k, rudnn_routing_plan_t *out)
+rudnn_status_t rudnn_routing_plan_create(const char *op, rudnn_queue_t queue, int64_t tokens, int32_t experts,
+                                         int32_t top_k, rudnn_dtype_t weight_dtype, rudnn_routing_plan_t *out)
 {
-    if ((uint64_t)logits->dims[0] * (uint64_t)top_k > UINT32_MAX)
+    if ((uint64_t)tokens * (uint64_t)top_k > UINT32_MAX)
         return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED,
                                "%s: tokens x top_k = %lld x %d exceeds the u32 row indices of dispatch (%u)",
-                               op, (long long)logits->dims[0], top_k, UINT32_MAX);
+                               op, (long long)tokens, top_k, UINT32_MAX);
     rudnn_routing_plan_t p = rudnn_host_calloc(1, sizeof *p);
     if (!p)
         return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", op);
     atomic_init(&p->refs, 1);
     rudnn_live_object(+1);
     p->context = queue->context;
-    p->dtype = logits->dtype;
-    p->tokens = logits->dims[0];
-    p->experts = (int32_t)logits->dims[1];
+    p->dtype = weight_dtype;
+    p->tokens = tokens;
+    p->experts = experts;
     p->top_k = top_k;
     size_t pairs = (size_t)p->tokens * (size_t)top_k;
     /* one block for both (one pool round trip per routing call); weights 256-byte aligned */
@@ -120,6 +120,21 @@ static rudnn_status_t plan_create(const char *op, rudnn_queue_t queue,
     }
     *out = p;
     return RUDNN_STATUS_SUCCESS;
+}
+
+static rudnn_status_t plan_create(const char *op, rudnn_queue_t queue, const rudnn_tensor_t *logits, int top_k,
+                                  rudnn_routing_plan_t *out)
+{
+    return rudnn_routing_plan_create(op, queue, logits->dims[0], (int32_t)logits->dims[1], top_k, logits->dtype,
+                                     out);
+}
+
+void rudnn_routing_plan_retain(rudnn_routing_plan_t p) { atomic_fetch_add(&p->refs, 1); }
+
+void rudnn_routing_plan_info(rudnn_routing_plan_t p, rudnn_routing_plan_info_t *info)
+{
+    *info = (rudnn_routing_plan_info_t){.context = p->context, .weight_dtype = p->dtype, .tokens = p->tokens,
+                                        .experts = p->experts, .top_k = p->top_k};
 }
 
 static const rudnn_moe_kernels_t *moe_kernels(rudnn_queue_t queue) { return RUDNN_FAMILY_TABLE(queue->context->backend, moe); }
@@ -401,6 +416,46 @@ rudnn_status_t rudnn_dispatched_offsets(rudnn_dispatched_t d, rudnn_tensor_t *t)
     return RUDNN_STATUS_SUCCESS;
 }
 
+const char *const rudnn_dispatched_array_names[RUDNN_DISPATCHED_ARRAYS] = {
+    "the dispatched tokens",          "the dispatched counts",        "the dispatched expert offsets",
+    "the dispatched positions",       "the dispatched row tokens",    "the routing plan's indices",
+    "the routing plan's weights"};
+
+void rudnn_dispatched_arrays(rudnn_dispatched_t d, rudnn_tensor_t views[RUDNN_DISPATCHED_ARRAYS])
+{
+    const rudnn_routing_plan_t p = d->plan;
+    view(&views[0], d->tokens, d->dtype, 2, d->rows, d->hidden);
+    view(&views[1], d->counts, RUDNN_U32, 1, p->experts, 0);
+    view(&views[2], d->offsets, RUDNN_U32, 1, (int64_t)p->experts + 1, 0);
+    view(&views[3], d->positions, RUDNN_U32, 2, p->tokens, p->top_k);
+    view(&views[4], d->row_token, RUDNN_U32, 1, d->rows, 0);
+    view(&views[5], p->mem, RUDNN_U32, 2, p->tokens, p->top_k);
+    view_at(&views[6], p->mem, p->weights_offset, p->dtype, 2, p->tokens, p->top_k);
+}
+
+rudnn_status_t rudnn_check_off_dispatched(const char *op, const char *arg, const rudnn_tensor_t *t,
+                                          rudnn_dispatched_t d)
+{
+    rudnn_tensor_t views[RUDNN_DISPATCHED_ARRAYS];
+    rudnn_dispatched_arrays(d, views);
+    for (int i = 0; i < RUDNN_DISPATCHED_ARRAYS; i++)
+        TRY(rudnn_check_disjoint(op, arg, t, rudnn_dispatched_array_names[i], &views[i]));
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_check_workspace_off_dispatched(const char *op, rudnn_buffer_t workspace, size_t workspace_bytes,
+                                                    rudnn_dispatched_t d)
+{
+    rudnn_tensor_t views[RUDNN_DISPATCHED_ARRAYS];
+    rudnn_dispatched_arrays(d, views);
+    for (int i = 0; i < RUDNN_DISPATCHED_ARRAYS; i++)
+        if (workspace && views[i].buffer == workspace && rudnn_tensor_bytes(&views[i]) > 0 &&
+            views[i].offset < workspace_bytes)
+            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s overlaps the first workspace_bytes (%zu) of "
+                                   "workspace", op, rudnn_dispatched_array_names[i], workspace_bytes);
+    return RUDNN_STATUS_SUCCESS;
+}
+
 rudnn_status_t rudnn_dispatched_positions(rudnn_dispatched_t d, rudnn_tensor_t *t)
 {
     TRY(dispatched_view("dispatched_positions", d, t));
@@ -449,6 +504,7 @@ static rudnn_status_t combine(rudnn_queue_t queue, rudnn_dispatched_t d, const r
     if (output->buffer == expert_output->buffer && output->offset == expert_output->offset &&
         rudnn_tensor_bytes(output) > 0)
         return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: output must not alias expert_output", op);
+    TRY(rudnn_check_off_dispatched(op, "output", output, d));
     const rudnn_moe_kernels_t *k = moe_kernels(queue);
     if (!k || !k->combine)
         return no_kernel(op, queue, "combine");
@@ -895,11 +951,13 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
     TRY(check_expert_output(op, queue, d, expert_output));
     TRY(check_off_weights(op, "expert_output", x, expert_output->buffer, expert_output->offset,
                           expert_output->offset + rudnn_tensor_bytes(expert_output)));
+    TRY(rudnn_check_off_dispatched(op, "expert_output", expert_output, d));
     rudnn_moe_rows_plan_t rp = experts_plan(x, d->rows, expert_output);
     uint32_t picked;
     size_t need;
     TRY(experts_prepare(op, queue, x, &rp, strategy, workspace, workspace_size, expert_output, NULL, &picked,
                         &need));
+    TRY(rudnn_check_workspace_off_dispatched(op, workspace, workspace_size, d));
     if (d->rows == 0)
         return RUDNN_STATUS_SUCCESS;
     rudnn_moe_rows_plan_t run = rows_plan(d->plan, d->dtype, d->hidden);

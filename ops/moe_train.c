@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/pool.h"
 #include "moe_internal.h"
@@ -90,13 +91,10 @@ static rudnn_status_t kernels(const char *op, rudnn_queue_t queue, const rudnn_m
     return RUDNN_STATUS_SUCCESS;
 }
 
-rudnn_status_t rudnn_moe_selected_router_weights(rudnn_queue_t queue, const rudnn_tensor_t *logits,
-                                                 const rudnn_tensor_t *indices,
-                                                 const rudnn_router_weight_options_t *options,
-                                                 const rudnn_tensor_t *weights)
+static rudnn_status_t selected_weights(const char *op, rudnn_queue_t queue, const rudnn_tensor_t *logits,
+                                       const rudnn_tensor_t *indices, const rudnn_router_weight_options_t *options,
+                                       const rudnn_tensor_t *weights)
 {
-    const char *op = "moe_selected_router_weights";
-    rudnn_clear_error();
     rudnn_router_train_plan_t plan;
     TRY(check_inputs(op, queue, logits, indices, options, &plan));
     TRY(rudnn_check_arg(op, "weights", weights));
@@ -112,13 +110,20 @@ rudnn_status_t rudnn_moe_selected_router_weights(rudnn_queue_t queue, const rudn
                                                      rudnn_mem_of(weights)));
 }
 
-rudnn_status_t rudnn_moe_selected_router_backward(rudnn_queue_t queue, const rudnn_tensor_t *logits,
-                                                  const rudnn_tensor_t *indices, const rudnn_tensor_t *grad_weights,
-                                                  const rudnn_router_weight_options_t *options,
-                                                  const rudnn_tensor_t *grad_logits)
+rudnn_status_t rudnn_moe_selected_router_weights(rudnn_queue_t queue, const rudnn_tensor_t *logits,
+                                                 const rudnn_tensor_t *indices,
+                                                 const rudnn_router_weight_options_t *options,
+                                                 const rudnn_tensor_t *weights)
 {
-    const char *op = "moe_selected_router_backward";
     rudnn_clear_error();
+    return selected_weights("moe_selected_router_weights", queue, logits, indices, options, weights);
+}
+
+static rudnn_status_t selected_backward(const char *op, rudnn_queue_t queue, const rudnn_tensor_t *logits,
+                                        const rudnn_tensor_t *indices, const rudnn_tensor_t *grad_weights,
+                                        const rudnn_router_weight_options_t *options,
+                                        const rudnn_tensor_t *grad_logits)
+{
     rudnn_router_train_plan_t plan;
     TRY(check_inputs(op, queue, logits, indices, options, &plan));
     TRY(rudnn_check_arg(op, "grad_weights", grad_weights));
@@ -138,6 +143,130 @@ rudnn_status_t rudnn_moe_selected_router_backward(rudnn_queue_t queue, const rud
     return rudnn_kernel_status(op, k->router_backward(queue->handle, &plan, rudnn_mem_of(logits),
                                                       rudnn_mem_of(indices), rudnn_mem_of(grad_weights),
                                                       rudnn_mem_of(grad_logits)));
+}
+
+rudnn_status_t rudnn_moe_selected_router_backward(rudnn_queue_t queue, const rudnn_tensor_t *logits,
+                                                  const rudnn_tensor_t *indices, const rudnn_tensor_t *grad_weights,
+                                                  const rudnn_router_weight_options_t *options,
+                                                  const rudnn_tensor_t *grad_logits)
+{
+    rudnn_clear_error();
+    return selected_backward("moe_selected_router_backward", queue, logits, indices, grad_weights, options,
+                             grad_logits);
+}
+
+/* ---- the router training plan ---- */
+
+struct rudnn_router_training_plan {
+    rudnn_context_t context;
+    rudnn_routing_plan_t routing; /* the kept indices and the recomputed F32 weights */
+    rudnn_tensor_t logits;        /* the caller's: its buffer held */
+    rudnn_router_weight_options_t options;
+};
+
+rudnn_status_t rudnn_routing_plan_into_training(rudnn_queue_t queue, rudnn_routing_plan_t plan,
+                                                const rudnn_tensor_t *logits,
+                                                const rudnn_router_weight_options_t *options,
+                                                rudnn_router_training_plan_t *training)
+{
+    const char *op = "routing_plan_into_training";
+    rudnn_clear_error();
+    TRY(rudnn_check_queue(op, queue));
+    TRY(rudnn_check_arg(op, "plan", plan));
+    TRY(rudnn_check_arg(op, "logits", logits));
+    TRY(rudnn_check_arg(op, "options", options));
+    TRY(rudnn_check_arg(op, "training", training));
+    rudnn_routing_plan_info_t info;
+    rudnn_routing_plan_info(plan, &info);
+    if (info.context != queue->context)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: plan was made on another context than the queue", op);
+    TRY(rudnn_check_tensor(op, "logits", queue, logits, 2));
+    if (logits->rank != 2 || logits->dims[0] != info.tokens || logits->dims[1] != info.experts) {
+        char sh[160];
+        return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: logits has shape %s, expected [%lld, %d] (the plan's "
+                               "tokens and experts)", op, rudnn_shape_str(logits, sh, sizeof sh),
+                               (long long)info.tokens, info.experts);
+    }
+    if (info.top_k > RUDNN_MOE_TRAIN_MAX_TOP_K)
+        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: the plan selects %d experts a token, at most %d "
+                               "supported (RUDNN_MOE_TRAIN_MAX_TOP_K)", op, info.top_k, RUDNN_MOE_TRAIN_MAX_TOP_K);
+    TRY(rudnn_check_float_dtype(op, "logits", logits));
+    TRY(check_options(op, options));
+    const rudnn_moe_train_kernels_t *k;
+    TRY(kernels(op, queue, &k));
+
+    rudnn_router_training_plan_t t = rudnn_host_calloc(1, sizeof *t);
+    if (!t)
+        return rudnn_set_error(RUDNN_STATUS_ALLOC_FAILED, "%s: out of host memory", op);
+    rudnn_status_t st = rudnn_routing_plan_create(op, queue, info.tokens, info.experts, info.top_k, RUDNN_F32,
+                                                  &t->routing);
+    if (st) {
+        free(t);
+        return st;
+    }
+    rudnn_tensor_t from, to, weights;
+    rudnn_routing_plan_indices(plan, &from);
+    rudnn_routing_plan_indices(t->routing, &to);
+    rudnn_routing_plan_weights(t->routing, &weights);
+    const size_t bytes = rudnn_tensor_bytes(&to);
+    st = bytes ? rudnn_buffer_copy(queue, to.buffer, to.offset, from.buffer, from.offset, bytes) : RUDNN_STATUS_SUCCESS;
+    if (st)
+        rudnn_error_prefix(op);
+    if (!st)
+        st = selected_weights(op, queue, logits, &to, options, &weights);
+    if (st) {
+        rudnn_routing_plan_destroy(t->routing);
+        free(t);
+        return st;
+    }
+    rudnn_context_retain(queue->context);
+    rudnn_buffer_hold(logits->buffer);
+    rudnn_live_object(+1);
+    t->context = queue->context;
+    t->logits = *logits;
+    t->options = *options;
+    *training = t;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_router_training_plan_routing(rudnn_router_training_plan_t training,
+                                                  rudnn_routing_plan_t *routing)
+{
+    const char *op = "router_training_plan_routing";
+    rudnn_clear_error();
+    TRY(rudnn_check_arg(op, "training", training));
+    TRY(rudnn_check_arg(op, "routing", routing));
+    rudnn_routing_plan_retain(training->routing);
+    *routing = training->routing;
+    return RUDNN_STATUS_SUCCESS;
+}
+
+rudnn_status_t rudnn_router_training_plan_backward(rudnn_queue_t queue, rudnn_router_training_plan_t training,
+                                                   const rudnn_tensor_t *grad_weights,
+                                                   const rudnn_tensor_t *grad_logits)
+{
+    const char *op = "router_training_plan_backward";
+    rudnn_clear_error();
+    TRY(rudnn_check_queue(op, queue));
+    TRY(rudnn_check_arg(op, "training", training));
+    if (training->context != queue->context)
+        return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: training was made on another context than the queue",
+                               op);
+    rudnn_tensor_t indices;
+    rudnn_routing_plan_indices(training->routing, &indices);
+    return selected_backward(op, queue, &training->logits, &indices, grad_weights, &training->options, grad_logits);
+}
+
+void rudnn_router_training_plan_destroy(rudnn_router_training_plan_t training)
+{
+    if (!training)
+        return;
+    rudnn_context_t ctx = training->context;
+    rudnn_routing_plan_destroy(training->routing);
+    rudnn_buffer_release(training->logits.buffer);
+    free(training);
+    rudnn_live_object(-1);
+    rudnn_context_release(ctx);
 }
 
 /* ---- combine and dispatch backward ---- */
@@ -201,6 +330,8 @@ rudnn_status_t rudnn_moe_combine_backward(rudnn_queue_t queue, rudnn_dispatched_
         for (int i = 0; i < 2; i++)
             TRY(rudnn_check_disjoint(op, out_names[o], outs[o], in_names[i], ins[i]));
     TRY(rudnn_check_disjoint(op, "grad_expert_output", grad_expert_output, "grad_weights", grad_weights));
+    TRY(rudnn_check_off_dispatched(op, "grad_expert_output", grad_expert_output, dispatched));
+    TRY(rudnn_check_off_dispatched(op, "grad_weights", grad_weights, dispatched));
     const rudnn_moe_train_kernels_t *k;
     TRY(kernels(op, queue, &k));
     if (info.tokens == 0)
@@ -222,6 +353,7 @@ rudnn_status_t rudnn_moe_dispatch_backward(rudnn_queue_t queue, rudnn_dispatched
     TRY(check_rows(op, "grad_rows", queue, grad_rows, &info, info.rows, "dispatched rows, hidden"));
     TRY(check_rows(op, "grad_input", queue, grad_input, &info, info.tokens, "tokens, hidden"));
     TRY(rudnn_check_disjoint(op, "grad_input", grad_input, "grad_rows", grad_rows));
+    TRY(rudnn_check_off_dispatched(op, "grad_input", grad_input, dispatched));
     const rudnn_moe_train_kernels_t *k;
     TRY(kernels(op, queue, &k));
     if (info.tokens == 0)
@@ -264,7 +396,7 @@ rudnn_status_t rudnn_swiglu_experts_training_workspace_size(rudnn_swiglu_experts
 typedef struct training_call {
     rudnn_swiglu_experts_info_t x;
     rudnn_dispatched_info_t d;
-    rudnn_tensor_t tokens, offsets;
+    rudnn_tensor_t tokens, offsets; /* views of the dispatched object's */
     rudnn_moe_rows_plan_t plan;
     size_t need;
 } training_call_t;
@@ -373,16 +505,18 @@ rudnn_status_t rudnn_swiglu_experts_forward_dispatched_training(rudnn_queue_t qu
     TRY(check_training(op, queue, experts, dispatched, strategy, &c));
     TRY(check_reserve(op, queue, reserve, &c));
     TRY(check_rows(op, "expert_output", queue, expert_output, &c.d, c.d.rows, "dispatched rows, hidden"));
-    const rudnn_tensor_t *ins[4] = {c.x.gate, c.x.up, c.x.down, &c.tokens};
-    const char *const in_names[4] = {"the gate weights", "the up weights", "the down weights",
-                                     "the dispatched tokens"};
-    TRY(check_apart(op, "reserve", reserve, ins, in_names, 4));
-    TRY(check_apart(op, "expert_output", expert_output, ins, in_names, 4));
+    const rudnn_tensor_t *ins[3] = {c.x.gate, c.x.up, c.x.down};
+    const char *const in_names[3] = {"the gate weights", "the up weights", "the down weights"};
+    TRY(check_apart(op, "reserve", reserve, ins, in_names, 3));
+    TRY(check_apart(op, "expert_output", expert_output, ins, in_names, 3));
+    TRY(rudnn_check_off_dispatched(op, "reserve", reserve, dispatched));
+    TRY(rudnn_check_off_dispatched(op, "expert_output", expert_output, dispatched));
     TRY(rudnn_check_disjoint(op, "expert_output", expert_output, "reserve", reserve));
-    const rudnn_tensor_t *all[6] = {reserve, expert_output, c.x.gate, c.x.up, c.x.down, &c.tokens};
-    const char *const all_names[6] = {"reserve", "expert_output", "the gate weights", "the up weights",
-                                      "the down weights", "the dispatched tokens"};
-    TRY(rudnn_check_workspace(op, queue, workspace, workspace_bytes, c.need, TRAINING_SIZE_QUERY, all, all_names, 6));
+    const rudnn_tensor_t *all[5] = {reserve, expert_output, c.x.gate, c.x.up, c.x.down};
+    const char *const all_names[5] = {"reserve", "expert_output", "the gate weights", "the up weights",
+                                      "the down weights"};
+    TRY(rudnn_check_workspace(op, queue, workspace, workspace_bytes, c.need, TRAINING_SIZE_QUERY, all, all_names, 5));
+    TRY(rudnn_check_workspace_off_dispatched(op, workspace, workspace_bytes, dispatched));
     TRY(training_strategy(op, strategy));
     const rudnn_moe_train_kernels_t *k;
     TRY(kernels(op, queue, &k));
@@ -419,22 +553,23 @@ rudnn_status_t rudnn_swiglu_experts_backward(rudnn_queue_t queue, rudnn_swiglu_e
     TRY(check_weight_grad(op, "grad_gate", queue, grad_gate, E, I, H, "the gate weights' shape"));
     TRY(check_weight_grad(op, "grad_up", queue, grad_up, E, I, H, "the up weights' shape"));
     TRY(check_weight_grad(op, "grad_down", queue, grad_down, E, H, I, "the down weights' shape"));
-    const rudnn_tensor_t *ins[6] = {reserve, grad_expert_output, c.x.gate, c.x.up, c.x.down, &c.tokens};
-    const char *const in_names[6] = {"reserve", "grad_expert_output", "the gate weights", "the up weights",
-                                     "the down weights", "the dispatched tokens"};
+    const rudnn_tensor_t *ins[5] = {reserve, grad_expert_output, c.x.gate, c.x.up, c.x.down};
+    const char *const in_names[5] = {"reserve", "grad_expert_output", "the gate weights", "the up weights",
+                                     "the down weights"};
     const rudnn_tensor_t *outs[4] = {grad_rows, grad_gate, grad_up, grad_down};
     const char *const out_names[4] = {"grad_rows", "grad_gate", "grad_up", "grad_down"};
     for (int o = 0; o < 4; o++) {
-        TRY(check_apart(op, out_names[o], outs[o], ins, in_names, 6));
+        TRY(check_apart(op, out_names[o], outs[o], ins, in_names, 5));
+        TRY(rudnn_check_off_dispatched(op, out_names[o], outs[o], dispatched));
         TRY(check_apart(op, out_names[o], outs[o], outs + o + 1, out_names + o + 1, 3 - o));
     }
-    const rudnn_tensor_t *all[10] = {grad_rows, grad_gate, grad_up, grad_down, reserve, grad_expert_output,
-                                     c.x.gate, c.x.up, c.x.down, &c.tokens};
-    const char *const all_names[10] = {"grad_rows", "grad_gate", "grad_up", "grad_down", "reserve",
-                                       "grad_expert_output", "the gate weights", "the up weights",
-                                       "the down weights", "the dispatched tokens"};
-    TRY(rudnn_check_workspace(op, queue, workspace, workspace_bytes, c.need, TRAINING_SIZE_QUERY, all, all_names,
-                              10));
+    const rudnn_tensor_t *all[9] = {grad_rows, grad_gate, grad_up, grad_down, reserve, grad_expert_output,
+                                    c.x.gate, c.x.up, c.x.down};
+    const char *const all_names[9] = {"grad_rows", "grad_gate", "grad_up", "grad_down", "reserve",
+                                      "grad_expert_output", "the gate weights", "the up weights",
+                                      "the down weights"};
+    TRY(rudnn_check_workspace(op, queue, workspace, workspace_bytes, c.need, TRAINING_SIZE_QUERY, all, all_names, 9));
+    TRY(rudnn_check_workspace_off_dispatched(op, workspace, workspace_bytes, dispatched));
     TRY(training_strategy(op, strategy));
     const rudnn_moe_train_kernels_t *k;
     TRY(kernels(op, queue, &k));

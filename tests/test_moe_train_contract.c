@@ -18,6 +18,15 @@
  * grad_input F32 [4, 6], combine's grad_weights F32 [4, 2]; set a also dispatches its input's bytes read as
  * F16 (rows of another dtype than the tensors). Their messages must name the argument as a whole word
  * (expert_output is not found inside grad_expert_output).
+ * For the SwiGLU experts' training (rudnn_swiglu_experts_training_workspace_size,
+ * rudnn_swiglu_experts_forward_dispatched_training, rudnn_swiglu_experts_backward) each set also holds F32
+ * weights gate, up [8, 2, 6] and down [8, 6, 2] (E = 8, INTER = 2, H = 6) and the experts made of them, a
+ * reserve F32 [8, 4], expert_output, grad_expert_output, grad_rows F32 [8, 6], grad_gate, grad_up F32 [8, 2, 6],
+ * grad_down F32 [8, 6, 2] and a workspace of 128 bytes (8 rows * INTER * 8), each with XSLACK spare bytes so
+ * that any of these shapes fits at any offset inside another; set a's weights read as F16 make f16 experts, and
+ * set a's tokens are also dispatched by a routing over 7 experts and with hidden 7. These buffers and the
+ * dispatched tokens' are watched by a second guard (RT_GUARD_MAX is 32). test_experts_offsets routes one token
+ * among 64 experts, so that outputs fit in the dispatched expert offsets (which both kernels read).
  *
  * Usage: test_moe_train_contract [glob] */
 #include <math.h>
@@ -41,6 +50,15 @@
 #define OPC "moe_combine_backward"
 #define OPD "moe_dispatch_backward"
 
+#define INTER 2                   /* the experts' intermediate size (reserve and workspace fit in the tokens) */
+#define R (T * K)                 /* dispatched rows */
+#define WS_BYTES (R * INTER * 8)  /* rudnn_swiglu_experts_training_workspace_size for R rows */
+#define XSLACK 1024               /* more than any experts-training tensor (384 bytes) */
+
+#define OPXW "swiglu_experts_training_workspace_size"
+#define OPXF "swiglu_experts_forward_dispatched_training"
+#define OPXB "swiglu_experts_backward"
+
 /* ---- fixture -------------------------------------------------------------------- */
 
 typedef struct set {
@@ -50,13 +68,21 @@ typedef struct set {
     rt_tensor_t x, eo, go, ge, cgw, gr, gi;
     rudnn_routing_plan_t plan;
     rudnn_dispatched_t disp;
+    /* SwiGLU experts training: the weights, the forward's outputs (reserve: the backward's input too), the
+     * backward's grad_expert_output input and outputs, a workspace; the experts of gate, up and down */
+    rt_tensor_t gate, up, down, rsv, xeo, xge, xgr, ggate, gup, gdown, ws;
+    rudnn_swiglu_experts_t ex;
 } set_t;
 
 typedef struct fx {
     set_t a, b; /* b: on the second context */
     rt_tensor_t logits16, gl16, idx_u32, idx_i64;
     rudnn_dispatched_t disp16; /* a's plan, x's bytes read as F16 [4, 6] */
+    rudnn_swiglu_experts_t ex16;          /* a's gate, up and down read as F16 */
+    rudnn_routing_plan_t plan_e7;         /* a's logits [4, 7]: a routing among 7 experts */
+    rudnn_dispatched_t disp_e7, disp_h7;  /* x by plan_e7; x read as [4, 7] by a's plan */
     rt_guard_t guard; /* every buffer, read back around each rejected call */
+    rt_guard_t xguard; /* the experts-training buffers and the dispatched tokens' whole buffers */
     rt_log_t log;
     int on_opencl;
 } fx_t;
@@ -65,6 +91,10 @@ static const int64_t dims_logits[2] = {T, E};
 static const int64_t dims_k[2] = {T, K};
 static const int64_t dims_rows[2] = {T * K, H}; /* expert_output, grad_expert_output, grad_rows */
 static const int64_t dims_tok[2] = {T, H};      /* the input, grad_output, grad_input */
+static const int64_t dims_gu[3] = {E, INTER, H};  /* gate, up, grad_gate, grad_up */
+static const int64_t dims_down[3] = {E, H, INTER}; /* down, grad_down */
+static const int64_t dims_rsv[2] = {R, 2 * INTER};
+static const int64_t dims_ws[1] = {WS_BYTES / 4};
 
 static void upload_indices(const rt_tensor_t *t)
 {
@@ -108,16 +138,43 @@ static void make_set(set_t *s, uint64_t seed)
     const rudnn_routing_options_t ro = {K, 1};
     rt_assert_status(rudnn_moe_route(rt_queue, &s->logits.t, &ro, &s->plan), RUDNN_STATUS_SUCCESS);
     rt_assert_status(rudnn_moe_dispatch(rt_queue, s->plan, &s->x.t, &s->disp), RUDNN_STATUS_SUCCESS);
+    rt_tensor_create(&s->gate, RUDNN_F32, 3, dims_gu, 0, XSLACK);
+    rt_tensor_create(&s->up, RUDNN_F32, 3, dims_gu, 0, XSLACK);
+    rt_tensor_create(&s->down, RUDNN_F32, 3, dims_down, 0, XSLACK);
+    rt_tensor_create(&s->rsv, RUDNN_F32, 2, dims_rsv, 0, XSLACK);
+    rt_tensor_create(&s->xeo, RUDNN_F32, 2, dims_rows, 0, XSLACK);
+    rt_tensor_create(&s->xge, RUDNN_F32, 2, dims_rows, 0, XSLACK);
+    rt_tensor_create(&s->xgr, RUDNN_F32, 2, dims_rows, 0, XSLACK);
+    rt_tensor_create(&s->ggate, RUDNN_F32, 3, dims_gu, 0, XSLACK);
+    rt_tensor_create(&s->gup, RUDNN_F32, 3, dims_gu, 0, XSLACK);
+    rt_tensor_create(&s->gdown, RUDNN_F32, 3, dims_down, 0, XSLACK);
+    rt_tensor_create(&s->ws, RUDNN_F32, 1, dims_ws, 0, XSLACK);
+    rt_tensor_fill_uniform(&s->gate, &rng, -0.5, 0.5);
+    rt_tensor_fill_uniform(&s->up, &rng, -0.5, 0.5);
+    rt_tensor_fill_uniform(&s->down, &rng, -0.5, 0.5);
+    rt_tensor_fill_uniform(&s->rsv, &rng, -2.0, 2.0);
+    rt_tensor_fill_uniform(&s->xge, &rng, -1.0, 1.0);
+    rt_assert_status(rudnn_swiglu_experts_create(rt_ctx, &s->gate.t, &s->up.t, &s->down.t, &s->ex),
+                     RUDNN_STATUS_SUCCESS);
 }
+
+/* The experts-training tensors of a set, in one order for free_set and track_set. */
+#define XSET_TENSORS(s)                                                                                        \
+    {&(s)->gate, &(s)->up, &(s)->down, &(s)->rsv, &(s)->xeo, &(s)->xge, &(s)->xgr, &(s)->ggate, &(s)->gup,     \
+     &(s)->gdown, &(s)->ws}
 
 static void free_set(set_t *s)
 {
+    rudnn_swiglu_experts_destroy(s->ex);
     rudnn_dispatched_destroy(s->disp);
     rudnn_routing_plan_destroy(s->plan);
     rt_tensor_t *all[] = {&s->logits, &s->idx, &s->w, &s->gw, &s->gl, &s->x,  &s->eo,
                           &s->go,     &s->ge,  &s->cgw, &s->gr, &s->gi};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         rt_tensor_destroy(all[i]);
+    rt_tensor_t *xall[] = XSET_TENSORS(s);
+    for (size_t i = 0; i < sizeof xall / sizeof xall[0]; i++)
+        rt_tensor_destroy(xall[i]);
 }
 
 static void track_set(fx_t *f, const set_t *s, rudnn_queue_t q)
@@ -126,6 +183,20 @@ static void track_set(fx_t *f, const set_t *s, rudnn_queue_t q)
                                 &s->go,     &s->ge,  &s->cgw, &s->gr, &s->gi};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         rt_guard_track(&f->guard, q, all[i], NULL);
+    const rt_tensor_t *xall[] = XSET_TENSORS(s);
+    for (size_t i = 0; i < sizeof xall / sizeof xall[0]; i++)
+        rt_guard_track(&f->xguard, q, xall[i], NULL);
+}
+
+/* The dispatched tokens' buffer, up to 4 KiB past their offset (outputs are placed over them). */
+static void track_tokens(fx_t *f, rudnn_dispatched_t d, rudnn_queue_t q)
+{
+    rudnn_tensor_t v;
+    rt_assert_status(rudnn_dispatched_tokens(d, &v), RUDNN_STATUS_SUCCESS);
+    size_t bytes = rudnn_buffer_size(v.buffer);
+    if (bytes > v.offset + 4096)
+        bytes = v.offset + 4096;
+    rt_guard_track_buffer(&f->xguard, q, v.buffer, bytes, NULL);
 }
 
 static int fx_setup(void **state)
@@ -149,6 +220,17 @@ static int fx_setup(void **state)
     upload_indices(&f->idx_i64);
     const rudnn_tensor_t x16 = rt_tensor_desc(&f->a.x, RUDNN_F16, 2, dims_tok, 0);
     rt_assert_status(rudnn_moe_dispatch(rt_queue, f->a.plan, &x16, &f->disp16), RUDNN_STATUS_SUCCESS);
+    const rudnn_tensor_t g16 = rt_tensor_desc(&f->a.gate, RUDNN_F16, 3, dims_gu, 0),
+                         u16 = rt_tensor_desc(&f->a.up, RUDNN_F16, 3, dims_gu, 0),
+                         d16 = rt_tensor_desc(&f->a.down, RUDNN_F16, 3, dims_down, 0);
+    rt_assert_status(rudnn_swiglu_experts_create(rt_ctx, &g16, &u16, &d16, &f->ex16), RUDNN_STATUS_SUCCESS);
+    static const int64_t dims_l7[2] = {T, E - 1}, dims_x7[2] = {T, H + 1};
+    const rudnn_tensor_t l7 = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, dims_l7, 0);
+    const rudnn_tensor_t x7 = rt_tensor_desc(&f->a.x, RUDNN_F32, 2, dims_x7, 0);
+    const rudnn_routing_options_t ro = {K, 1};
+    rt_assert_status(rudnn_moe_route(rt_queue, &l7, &ro, &f->plan_e7), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_moe_dispatch(rt_queue, f->plan_e7, &f->a.x.t, &f->disp_e7), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_moe_dispatch(rt_queue, f->a.plan, &x7, &f->disp_h7), RUDNN_STATUS_SUCCESS);
     rudnn_device_info_t info;
     f->on_opencl = rudnn_context_device_info(rt_ctx, &info) == RUDNN_STATUS_SUCCESS &&
                    strcmp(info.backend, "opencl") == 0;
@@ -168,6 +250,10 @@ static int fx_setup(void **state)
     for (int i = 0; i < 3; i++)
         rt_guard_track_buffer(&f->guard, rt_queue, views[i].buffer, views[i].offset + rudnn_tensor_bytes(&views[i]),
                               NULL);
+    const rudnn_dispatched_t more[4] = {f->a.disp, f->disp16, f->disp_e7, f->disp_h7};
+    for (int i = 0; i < 4; i++)
+        track_tokens(f, more[i], rt_queue);
+    track_tokens(f, f->b.disp, rt_queue2);
     return 0;
 }
 
@@ -177,6 +263,11 @@ static int fx_teardown(void **state)
     if (!f)
         return 0;
     rt_guard_free(&f->guard);
+    rt_guard_free(&f->xguard);
+    rudnn_swiglu_experts_destroy(f->ex16);
+    rudnn_dispatched_destroy(f->disp_h7);
+    rudnn_dispatched_destroy(f->disp_e7);
+    rudnn_routing_plan_destroy(f->plan_e7);
     rudnn_dispatched_destroy(f->disp16);
     free_set(&f->a);
     free_set(&f->b);
@@ -228,7 +319,7 @@ static void check_reject_impl(fx_t *f, rudnn_status_t st, rudnn_status_t want, c
             bad = 1;
         }
     }
-    const int changed = rt_guard_changed(&f->guard);
+    const int changed = rt_guard_changed(&f->guard) + rt_guard_changed(&f->xguard);
     if (changed) {
         rt_logf(&f->log, "  %s, %s: %d buffer(s) were written by a rejected call\n", op, what, changed);
         bad = 1;
@@ -245,6 +336,7 @@ static void check_reject(fx_t *f, rudnn_status_t st, rudnn_status_t want, const 
 #define REJECT(f, want, op, n1, n2, what, call)                                                                \
     do {                                                                                                       \
         rt_guard_begin(&(f)->guard);                                                                           \
+        rt_guard_begin(&(f)->xguard);                                                                          \
         rudnn_status_t st_ = (call);                                                                           \
         check_reject(f, st_, want, op, n1, n2, what);                                                          \
     } while (0)
@@ -253,6 +345,7 @@ static void check_reject(fx_t *f, rudnn_status_t st, rudnn_status_t want, const 
 #define REJECT_WORDS(f, want, op, n1, n2, what, call)                                                          \
     do {                                                                                                       \
         rt_guard_begin(&(f)->guard);                                                                           \
+        rt_guard_begin(&(f)->xguard);                                                                          \
         rudnn_status_t st_ = (call);                                                                           \
         check_reject_impl(f, st_, want, op, n1, n2, what, 1);                                                  \
     } while (0)
@@ -1059,6 +1152,703 @@ static void test_rows_success_clears_error(void **state)
     fx_finish(f);
 }
 
+/* ---- SwiGLU experts: training ------------------------------------------------------------------ */
+
+/* The arguments of forward_dispatched_training and backward, starting from set a (f32 experts, Scalar, no
+ * workspace); each test changes one member. rsv is the forward's output and the backward's input. */
+typedef struct xargs {
+    rudnn_queue_t q;
+    rudnn_swiglu_experts_t x;
+    rudnn_dispatched_t d;
+    rudnn_moe_strategy_t strategy;
+    rudnn_buffer_t ws;
+    size_t wsb;
+    const rudnn_tensor_t *rsv, *eo, *ge, *gr, *gg, *gu, *gd;
+} xargs_t;
+
+static xargs_t xargs_ok(fx_t *f)
+{
+    xargs_t a = {rt_queue,    f->a.ex,     f->a.disp,   RUDNN_MOE_SCALAR, NULL,          0,           &f->a.rsv.t,
+                 &f->a.xeo.t, &f->a.xge.t, &f->a.xgr.t, &f->a.ggate.t,    &f->a.gup.t, &f->a.gdown.t};
+    return a;
+}
+
+/* f16 experts (a's weights read as f16) on the f16 dispatched tokens: expert_output, grad_expert_output and
+ * grad_rows in f16 (views of the f32 ones' buffers), reserve and the weight gradients f32. */
+typedef struct xviews16 {
+    rudnn_tensor_t eo, ge, gr;
+} xviews16_t;
+
+static xargs_t xargs_f16(fx_t *f, xviews16_t *v)
+{
+    v->eo = rt_tensor_desc(&f->a.xeo, RUDNN_F16, 2, dims_rows, 0);
+    v->ge = rt_tensor_desc(&f->a.xge, RUDNN_F16, 2, dims_rows, 0);
+    v->gr = rt_tensor_desc(&f->a.xgr, RUDNN_F16, 2, dims_rows, 0);
+    xargs_t a = xargs_ok(f);
+    a.x = f->ex16, a.d = f->disp16, a.eo = &v->eo, a.ge = &v->ge, a.gr = &v->gr;
+    return a;
+}
+
+static rudnn_status_t call_xf(const xargs_t *a)
+{
+    return rudnn_swiglu_experts_forward_dispatched_training(a->q, a->x, a->d, a->strategy, a->ws, a->wsb, a->rsv,
+                                                            a->eo);
+}
+
+static rudnn_status_t call_xb(const xargs_t *a)
+{
+    return rudnn_swiglu_experts_backward(a->q, a->x, a->d, a->rsv, a->ge, a->strategy, a->ws, a->wsb, a->gr, a->gg,
+                                         a->gu, a->gd);
+}
+
+static void reject_xf(fx_t *f, xargs_t a, rudnn_status_t want, const char *n1, const char *n2, const char *what)
+{
+    REJECT_WORDS(f, want, OPXF, n1, n2, what, call_xf(&a));
+}
+
+static void reject_xb(fx_t *f, xargs_t a, rudnn_status_t want, const char *n1, const char *n2, const char *what)
+{
+    REJECT_WORDS(f, want, OPXB, n1, n2, what, call_xb(&a));
+}
+
+static void reject_xfb(fx_t *f, xargs_t a, rudnn_status_t want, const char *n1, const char *n2, const char *what)
+{
+    reject_xf(f, a, want, n1, n2, what);
+    reject_xb(f, a, want, n1, n2, what);
+}
+
+/* The tensor arguments (reserve: both ops; expert_output: the forward's; the others: the backward's), then
+ * the weights (only ever overlapped). */
+static const char *const xnames[10] = {"reserve",   "expert_output", "grad_expert_output", "grad_rows", "grad_gate",
+                                       "grad_up",   "grad_down",     "gate",               "up",        "down"};
+
+static const rudnn_tensor_t **xarg(xargs_t *a, const char *name)
+{
+    const rudnn_tensor_t **all[7] = {&a->rsv, &a->eo, &a->ge, &a->gr, &a->gg, &a->gu, &a->gd};
+    for (int i = 0; i < 7; i++)
+        if (!strcmp(name, xnames[i]))
+            return all[i];
+    return NULL;
+}
+
+static const rt_tensor_t *xset_arg(const set_t *s, const char *name)
+{
+    const rt_tensor_t *all[10] = {&s->rsv, &s->xeo, &s->xge, &s->xgr, &s->ggate, &s->gup, &s->gdown,
+                                  &s->gate, &s->up, &s->down};
+    for (int i = 0; i < 10; i++)
+        if (!strcmp(name, xnames[i]))
+            return all[i];
+    return NULL;
+}
+
+/* The op that takes arg name: 'f' forward, 'b' backward, '2' both (reserve). */
+static char xop_of(const char *name)
+{
+    return !strcmp(name, "reserve") ? '2' : !strcmp(name, "expert_output") ? 'f' : 'b';
+}
+
+/* Rejects with a changed, by the op(s) that take arg name. */
+static void reject_xarg(fx_t *f, xargs_t a, const char *name, rudnn_status_t want, const char *n2, const char *what)
+{
+    const char op = xop_of(name);
+    if (op != 'b')
+        reject_xf(f, a, want, name, n2, what);
+    if (op != 'f')
+        reject_xb(f, a, want, name, n2, what);
+}
+
+static void test_experts_null(void **state)
+{
+    fx_t *f = *state;
+    xargs_t a = xargs_ok(f);
+    a.q = NULL;
+    reject_xfb(f, a, RUDNN_STATUS_BAD_PARAM, "queue", NULL, "NULL queue");
+    a = xargs_ok(f);
+    a.x = NULL;
+    reject_xfb(f, a, RUDNN_STATUS_BAD_PARAM, "experts", NULL, "NULL experts");
+    a = xargs_ok(f);
+    a.d = NULL;
+    reject_xfb(f, a, RUDNN_STATUS_BAD_PARAM, "dispatched", NULL, "NULL dispatched");
+    for (int i = 0; i < 7; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "NULL %s", xnames[i]);
+        a = xargs_ok(f);
+        *xarg(&a, xnames[i]) = NULL;
+        reject_xarg(f, a, xnames[i], RUDNN_STATUS_BAD_PARAM, NULL, what);
+        rudnn_tensor_t nobuf = xset_arg(&f->a, xnames[i])->t;
+        nobuf.buffer = NULL;
+        snprintf(what, sizeof what, "%s without a buffer", xnames[i]);
+        a = xargs_ok(f);
+        *xarg(&a, xnames[i]) = &nobuf;
+        reject_xarg(f, a, xnames[i], RUDNN_STATUS_BAD_PARAM, NULL, what);
+    }
+    fx_finish(f);
+}
+
+static void test_experts_context(void **state)
+{
+    fx_t *f = *state;
+    xargs_t a = xargs_ok(f);
+    a.x = f->b.ex; /* every tensor on the queue's context */
+    reject_xfb(f, a, RUDNN_STATUS_DEVICE_MISMATCH, "experts", NULL, "experts on another context");
+    a = xargs_ok(f);
+    a.d = f->b.disp;
+    reject_xfb(f, a, RUDNN_STATUS_DEVICE_MISMATCH, "dispatched", NULL, "dispatched on another context");
+    for (int i = 0; i < 7; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s on another context", xnames[i]);
+        a = xargs_ok(f);
+        *xarg(&a, xnames[i]) = &xset_arg(&f->b, xnames[i])->t;
+        reject_xarg(f, a, xnames[i], RUDNN_STATUS_DEVICE_MISMATCH, NULL, what);
+    }
+    a = xargs_ok(f);
+    a.ws = f->b.ws.buffer, a.wsb = WS_BYTES;
+    reject_xfb(f, a, RUDNN_STATUS_DEVICE_MISMATCH, "workspace", NULL, "workspace on another context");
+    fx_finish(f);
+}
+
+/* The dispatched tokens against the experts: the number of experts routed among, hidden, dtype. */
+static void test_experts_dispatched(void **state)
+{
+    fx_t *f = *state;
+    xargs_t a = xargs_ok(f);
+    a.d = f->disp_e7;
+    reject_xfb(f, a, RUDNN_STATUS_BAD_SHAPE, "experts", "7", "dispatched routed among 7 experts, weights of 8");
+    /* hidden 7: the rows tensors shaped as the dispatched tokens, so only the weights disagree */
+    static const int64_t rows_h7[2] = {R, H + 1};
+    const rudnn_tensor_t eo7 = rt_tensor_desc(&f->a.xeo, RUDNN_F32, 2, rows_h7, 0),
+                         ge7 = rt_tensor_desc(&f->a.xge, RUDNN_F32, 2, rows_h7, 0),
+                         gr7 = rt_tensor_desc(&f->a.xgr, RUDNN_F32, 2, rows_h7, 0);
+    a = xargs_ok(f);
+    a.d = f->disp_h7, a.eo = &eo7, a.ge = &ge7, a.gr = &gr7;
+    reject_xfb(f, a, RUDNN_STATUS_BAD_SHAPE, "hidden", "7", "dispatched hidden 7, weights hidden 6");
+    a = xargs_ok(f);
+    a.d = f->disp16;
+    reject_xfb(f, a, RUDNN_STATUS_BAD_DTYPE, "dispatched", "f16", "f16 dispatched tokens, f32 weights");
+    xviews16_t v;
+    a = xargs_f16(f, &v);
+    a.d = f->a.disp;
+    reject_xfb(f, a, RUDNN_STATUS_BAD_DTYPE, "dispatched", "f32", "f32 dispatched tokens, f16 weights");
+    fx_finish(f);
+}
+
+static void test_experts_dtype(void **state)
+{
+    fx_t *f = *state;
+    static const rudnn_dtype_t bad[] = {RUDNN_F16, RUDNN_BF16, RUDNN_I32};
+    for (int i = 0; i < 7; i++) {
+        const rt_tensor_t *base = xset_arg(&f->a, xnames[i]);
+        for (size_t d = 0; d < sizeof bad / sizeof bad[0]; d++) {
+            rudnn_tensor_t v = rt_tensor_desc(base, bad[d], base->t.rank, base->t.dims, 0);
+            char what[96];
+            snprintf(what, sizeof what, "%s %s with f32 weights", xnames[i], rudnn_dtype_name(bad[d]));
+            xargs_t a = xargs_ok(f);
+            *xarg(&a, xnames[i]) = &v;
+            reject_xarg(f, a, xnames[i], RUDNN_STATUS_BAD_DTYPE, rudnn_dtype_name(bad[d]), what);
+        }
+    }
+    /* f16 weights: reserve and the weight gradients stay f32, the rows tensors follow the weights */
+    for (int i = 0; i < 7; i++) {
+        xviews16_t v16;
+        xargs_t a = xargs_f16(f, &v16);
+        const rt_tensor_t *base = xset_arg(&f->a, xnames[i]);
+        const int rows = !strcmp(xnames[i], "expert_output") || !strcmp(xnames[i], "grad_expert_output") ||
+                         !strcmp(xnames[i], "grad_rows");
+        rudnn_tensor_t v = rt_tensor_desc(base, rows ? RUDNN_F32 : RUDNN_F16, base->t.rank, base->t.dims, 0);
+        *xarg(&a, xnames[i]) = &v;
+        char what[96];
+        snprintf(what, sizeof what, "%s %s with f16 weights", xnames[i], rows ? "f32" : "f16");
+        reject_xarg(f, a, xnames[i], RUDNN_STATUS_BAD_DTYPE, rows ? "f32" : "f16", what);
+    }
+    fx_finish(f);
+}
+
+static void test_experts_shapes(void **state)
+{
+    fx_t *f = *state;
+    const struct {
+        const char *arg;
+        int rank;
+        int64_t dims[4];
+    } shapes[] = {
+        {"reserve", 2, {R, 2 * INTER + 1}},       {"reserve", 2, {R, 2 * INTER - 1}},
+        {"reserve", 2, {R, INTER}},               {"reserve", 2, {R + 1, 2 * INTER}},
+        {"reserve", 2, {R - 1, 2 * INTER}},       {"reserve", 1, {R * 2 * INTER}},
+        {"reserve", 3, {R, 2, INTER}},            {"expert_output", 2, {R + 1, H}},
+        {"expert_output", 2, {R - 1, H}},         {"expert_output", 2, {R, H + 1}},
+        {"expert_output", 2, {R, H - 1}},         {"expert_output", 2, {T, H}},
+        {"expert_output", 1, {R * H}},            {"expert_output", 3, {R, H, 1}},
+        {"grad_expert_output", 2, {R + 1, H}},    {"grad_expert_output", 2, {R, H - 1}},
+        {"grad_expert_output", 2, {T, H}},        {"grad_expert_output", 3, {R, H, 1}},
+        {"grad_rows", 2, {R + 1, H}},             {"grad_rows", 2, {R - 1, H}},
+        {"grad_rows", 2, {R, H + 1}},             {"grad_rows", 1, {R * H}},
+        {"grad_gate", 3, {E, INTER, H + 1}},      {"grad_gate", 3, {E, INTER + 1, H}},
+        {"grad_gate", 3, {E - 1, INTER, H}},      {"grad_gate", 3, {E + 1, INTER, H}},
+        {"grad_gate", 3, {E, H, INTER}},          {"grad_gate", 2, {E * INTER, H}},
+        {"grad_gate", 4, {E, INTER, H, 1}},       {"grad_up", 3, {E, INTER, H - 1}},
+        {"grad_up", 3, {E, INTER - 1, H}},        {"grad_up", 3, {E + 1, INTER, H}},
+        {"grad_up", 3, {E, H, INTER}},            {"grad_up", 2, {E * INTER, H}},
+        {"grad_down", 3, {E, H, INTER + 1}},      {"grad_down", 3, {E, H + 1, INTER}},
+        {"grad_down", 3, {E - 1, H, INTER}},      {"grad_down", 3, {E, INTER, H}},
+        {"grad_down", 2, {E * H, INTER}},         {"grad_down", 4, {E, H, INTER, 1}},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        rudnn_tensor_t v = rt_tensor_desc(xset_arg(&f->a, shapes[i].arg), RUDNN_F32, shapes[i].rank, shapes[i].dims,
+                                          0);
+        char what[96], s[64];
+        snprintf(what, sizeof what, "%s %s", shapes[i].arg, rt_dims_str(shapes[i].rank, shapes[i].dims, s, sizeof s));
+        xargs_t a = xargs_ok(f);
+        *xarg(&a, shapes[i].arg) = &v;
+        reject_xarg(f, a, shapes[i].arg, RUDNN_STATUS_BAD_SHAPE, NULL, what);
+    }
+    /* padded outer dim (the last dim contiguous): valid views, but the ops take contiguous tensors */
+    for (int i = 0; i < 7; i++) {
+        const rt_tensor_t *base = xset_arg(&f->a, xnames[i]);
+        rudnn_tensor_t pad = rt_tensor_desc(base, RUDNN_F32, base->t.rank, base->t.dims, 0);
+        pad.strides[0] += 1;
+        char what[96];
+        snprintf(what, sizeof what, "%s with a padded first dim", xnames[i]);
+        xargs_t a = xargs_ok(f);
+        *xarg(&a, xnames[i]) = &pad;
+        reject_xarg(f, a, xnames[i], RUDNN_STATUS_NOT_SUPPORTED, NULL, what);
+    }
+    fx_finish(f);
+}
+
+static void test_experts_strategy(void **state)
+{
+    fx_t *f = *state;
+    static const int bad[] = {3, -1, 7};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        xargs_t a = xargs_ok(f);
+        a.strategy = (rudnn_moe_strategy_t)bad[i];
+        char what[64];
+        snprintf(what, sizeof what, "strategy = %d", bad[i]);
+        reject_xfb(f, a, RUDNN_STATUS_BAD_PARAM, "strategy", NULL, what);
+    }
+    /* no backend has matrix-unit training kernels: TensorCore is NOT_SUPPORTED, with 16-bit weights too */
+    xargs_t a = xargs_ok(f);
+    a.strategy = RUDNN_MOE_TENSOR_CORE;
+    reject_xfb(f, a, RUDNN_STATUS_NOT_SUPPORTED, "TensorCore", NULL, "TensorCore with f32 weights");
+    xviews16_t v;
+    a = xargs_f16(f, &v);
+    a.strategy = RUDNN_MOE_TENSOR_CORE;
+    reject_xfb(f, a, RUDNN_STATUS_NOT_SUPPORTED, "TensorCore", NULL, "TensorCore with f16 weights");
+    fx_finish(f);
+}
+
+static void test_experts_workspace(void **state)
+{
+    fx_t *f = *state;
+    xargs_t a = xargs_ok(f);
+    a.ws = f->a.ws.buffer, a.wsb = WS_BYTES - 1;
+    reject_xfb(f, a, RUDNN_STATUS_BAD_PARAM, "workspace_bytes", NULL, "workspace one byte too small");
+    a.wsb = 0;
+    reject_xfb(f, a, RUDNN_STATUS_BAD_PARAM, "workspace_bytes", NULL, "workspace of 0 bytes");
+    a.wsb = rudnn_buffer_size(f->a.ws.buffer) + 1;
+    reject_xfb(f, a, RUDNN_STATUS_BAD_PARAM, "workspace_bytes", NULL, "workspace_bytes larger than the buffer");
+    /* a workspace written while the inputs are read: over the weights and the dispatched tokens (both ops), the
+     * backward's reserve and grad_expert_output (the outputs inside it: test_experts_overlap) */
+    static const char *const ins[5] = {"gate", "up", "down", "reserve", "grad_expert_output"};
+    for (int i = 0; i < 5; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "workspace over %s", ins[i]);
+        a = xargs_ok(f);
+        a.ws = xset_arg(&f->a, ins[i])->buffer, a.wsb = WS_BYTES;
+        if (i < 3)
+            reject_xfb(f, a, RUDNN_STATUS_BAD_PARAM, ins[i], "workspace", what);
+        else
+            reject_xb(f, a, RUDNN_STATUS_BAD_PARAM, ins[i], "workspace", what);
+    }
+    rudnn_tensor_t tok;
+    rt_assert_status(rudnn_dispatched_tokens(f->a.disp, &tok), RUDNN_STATUS_SUCCESS);
+    const size_t tok_wsb = tok.offset + 4 > WS_BYTES ? tok.offset + 4 : WS_BYTES;
+    if (tok_wsb <= rudnn_buffer_size(tok.buffer)) {
+        a = xargs_ok(f);
+        a.ws = tok.buffer, a.wsb = tok_wsb;
+        reject_xfb(f, a, RUDNN_STATUS_BAD_PARAM, "dispatched", "workspace", "workspace over the dispatched tokens");
+    } else {
+        printf("note: the dispatched tokens' buffer is too small for a workspace over them: not checked\n");
+    }
+    fx_finish(f);
+}
+
+/* Each output over each other output, over the inputs and over the weights (at the other's offset, 4 bytes
+ * into it, on its last element); in place; over the dispatched tokens; inside the caller's workspace. */
+static void test_experts_overlap(void **state)
+{
+    fx_t *f = *state;
+    const struct {
+        const char *out, *in;
+    } pairs[] = {
+        {"reserve", "expert_output"},  {"expert_output", "reserve"},   {"reserve", "gate"},
+        {"reserve", "up"},             {"reserve", "down"},            {"expert_output", "gate"},
+        {"expert_output", "up"},       {"expert_output", "down"},      {"grad_rows", "reserve"},
+        {"grad_rows", "grad_expert_output"}, {"grad_rows", "grad_gate"}, {"grad_rows", "grad_up"},
+        {"grad_rows", "grad_down"},    {"grad_gate", "reserve"},       {"grad_gate", "grad_expert_output"},
+        {"grad_gate", "grad_rows"},    {"grad_gate", "grad_up"},       {"grad_gate", "grad_down"},
+        {"grad_up", "reserve"},        {"grad_up", "grad_expert_output"}, {"grad_up", "grad_rows"},
+        {"grad_up", "grad_gate"},      {"grad_up", "grad_down"},       {"grad_down", "reserve"},
+        {"grad_down", "grad_expert_output"}, {"grad_down", "grad_rows"}, {"grad_down", "grad_gate"},
+        {"grad_down", "grad_up"},      {"grad_rows", "gate"},          {"grad_rows", "up"},
+        {"grad_rows", "down"},         {"grad_gate", "gate"},          {"grad_gate", "up"},
+        {"grad_gate", "down"},         {"grad_up", "gate"},            {"grad_up", "up"},
+        {"grad_up", "down"},           {"grad_down", "gate"},          {"grad_down", "up"},
+        {"grad_down", "down"},
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        const rt_tensor_t *out = xset_arg(&f->a, pairs[i].out), *in = xset_arg(&f->a, pairs[i].in);
+        const size_t in_bytes = rudnn_tensor_bytes(&in->t);
+        const size_t offsets[3] = {0, 4, in_bytes - 4}; /* every tensor here starts at byte 0 */
+        for (int v = 0; v < 3; v++) {
+            rudnn_tensor_t o = rt_tensor_desc(in, RUDNN_F32, out->t.rank, out->t.dims, offsets[v]);
+            char what[128];
+            snprintf(what, sizeof what, "%s %s %s", pairs[i].out,
+                     v == 0 ? "at the offset of" : v == 1 ? "4 bytes into" : "on the last element of", pairs[i].in);
+            xargs_t a = xargs_ok(f);
+            *xarg(&a, pairs[i].out) = &o;
+            if (xop_of(pairs[i].out) != 'b') /* reserve: the forward writes it */
+                reject_xf(f, a, RUDNN_STATUS_BAD_PARAM, pairs[i].out, pairs[i].in, what);
+            else
+                reject_xb(f, a, RUDNN_STATUS_BAD_PARAM, pairs[i].out, pairs[i].in, what);
+        }
+    }
+    /* in place: grad_rows as grad_expert_output's own descriptor */
+    xargs_t a = xargs_ok(f);
+    a.gr = &f->a.xge.t;
+    reject_xb(f, a, RUDNN_STATUS_BAD_PARAM, "grad_rows", "grad_expert_output", "grad_rows in place");
+    /* over the dispatched tokens: the view rudnn_dispatched_tokens gives (expert_output and grad_rows exactly it),
+     * reserve at its offset (the tokens' buffer is theirs alone: the weight gradients do not fit in it) */
+    rudnn_tensor_t tok;
+    rt_assert_status(rudnn_dispatched_tokens(f->a.disp, &tok), RUDNN_STATUS_SUCCESS);
+    static const char *const outs[6] = {"reserve", "expert_output", "grad_rows", "grad_gate", "grad_up", "grad_down"};
+    for (int i = 0; i < 3; i++) {
+        const rt_tensor_t *out = xset_arg(&f->a, outs[i]);
+        rudnn_tensor_t o;
+        if (tok.offset + rudnn_tensor_bytes(&out->t) > rudnn_buffer_size(tok.buffer)) {
+            printf("note: %s does not fit in the dispatched tokens' buffer at their offset: not checked\n", outs[i]);
+            continue;
+        }
+        rt_assert_status(rudnn_tensor_init(&o, tok.buffer, tok.offset, RUDNN_F32, out->t.rank, out->t.dims),
+                         RUDNN_STATUS_SUCCESS);
+        char what[96];
+        snprintf(what, sizeof what, "%s over the dispatched tokens", outs[i]);
+        a = xargs_ok(f);
+        *xarg(&a, outs[i]) = &o;
+        if (xop_of(outs[i]) != 'b')
+            reject_xf(f, a, RUDNN_STATUS_BAD_PARAM, outs[i], "dispatched", what);
+        else
+            reject_xb(f, a, RUDNN_STATUS_BAD_PARAM, outs[i], "dispatched", what);
+    }
+    /* inside the first workspace_bytes of the caller's workspace: the workspace is the output's buffer */
+    for (int i = 0; i < 6; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s inside the workspace", outs[i]);
+        a = xargs_ok(f);
+        a.ws = xset_arg(&f->a, outs[i])->buffer, a.wsb = WS_BYTES;
+        if (xop_of(outs[i]) != 'b')
+            reject_xf(f, a, RUDNN_STATUS_BAD_PARAM, outs[i], "workspace", what);
+        else
+            reject_xb(f, a, RUDNN_STATUS_BAD_PARAM, outs[i], "workspace", what);
+    }
+    fx_finish(f);
+}
+
+static void test_experts_workspace_size(void **state)
+{
+    fx_t *f = *state;
+    rudnn_swiglu_experts_t X = f->a.ex;
+    size_t bytes = 7;
+    REJECT_WORDS(f, RUDNN_STATUS_BAD_PARAM, OPXW, "experts", NULL, "NULL experts",
+                 rudnn_swiglu_experts_training_workspace_size(NULL, R, &bytes));
+    REJECT_WORDS(f, RUDNN_STATUS_BAD_PARAM, OPXW, "bytes", NULL, "NULL bytes",
+                 rudnn_swiglu_experts_training_workspace_size(X, R, NULL));
+    REJECT_WORDS(f, RUDNN_STATUS_BAD_PARAM, OPXW, "rows", NULL, "rows -1",
+                 rudnn_swiglu_experts_training_workspace_size(X, -1, &bytes));
+    REJECT_WORDS(f, RUDNN_STATUS_BAD_PARAM, OPXW, "rows", NULL, "rows INT64_MIN",
+                 rudnn_swiglu_experts_training_workspace_size(X, INT64_MIN, &bytes));
+    /* rows * inter * 8 past SIZE_MAX: a status, not a wrapped size (BAD_PARAM here, where
+     * rudnn_swiglu_experts_workspace_size says NOT_SUPPORTED) */
+    const int64_t first_over = (int64_t)(SIZE_MAX / (INTER * 8)) + 1;
+    REJECT_WORDS(f, RUDNN_STATUS_BAD_PARAM, OPXW, "rows", NULL, "rows * inter * 8 = SIZE_MAX + 1",
+                 rudnn_swiglu_experts_training_workspace_size(X, first_over, &bytes));
+    REJECT_WORDS(f, RUDNN_STATUS_BAD_PARAM, OPXW, "rows", NULL, "rows 2^62",
+                 rudnn_swiglu_experts_training_workspace_size(X, (int64_t)1 << 62, &bytes));
+    REJECT_WORDS(f, RUDNN_STATUS_BAD_PARAM, OPXW, "rows", NULL, "rows INT64_MAX",
+                 rudnn_swiglu_experts_training_workspace_size(X, INT64_MAX, &bytes));
+    if (bytes != 7) {
+        rt_logf(&f->log, "  %s: a rejected query wrote bytes (%zu)\n", OPXW, bytes);
+        f->log.failures++;
+    }
+    /* valid: rows * inter * 8 whatever the weights' dtype, up to the largest that fits */
+    const struct {
+        rudnn_swiglu_experts_t x;
+        int64_t rows;
+    } ok[] = {{X, 0}, {X, 1}, {X, R}, {X, 100}, {f->ex16, R}, {f->ex16, 0}, {X, first_over - 1}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        bytes = 7;
+        (void)rudnn_swiglu_experts_training_workspace_size(X, -1, &bytes); /* sets the error */
+        const rudnn_status_t st = rudnn_swiglu_experts_training_workspace_size(ok[i].x, ok[i].rows, &bytes);
+        const size_t want = (size_t)ok[i].rows * INTER * 8;
+        if (st != RUDNN_STATUS_SUCCESS || bytes != want || strcmp(rudnn_last_error(), "") != 0) {
+            rt_logf(&f->log, "  %s(%s experts, rows %lld): returned %s, %zu bytes (expected %zu), last error \"%s\"\n",
+                    OPXW, ok[i].x == X ? "f32" : "f16", (long long)ok[i].rows, rudnn_status_string(st), bytes, want,
+                    rudnn_last_error());
+            f->log.failures++;
+        }
+    }
+    fx_finish(f);
+}
+
+/* The dispatched object's expert offsets (rudnn_dispatched_offsets), which both kernels read to find each
+ * expert's rows, are an input like the tokens: an output or the workspace over them is BAD_PARAM. With 64
+ * experts and 2 rows the offsets (65 U32) hold reserve, expert_output and grad_rows; its own tensors otherwise. */
+static void test_experts_offsets(void **state)
+{
+    fx_t *f = *state;
+    enum { E64 = 64 };
+    static const int64_t dl[2] = {1, E64}, dx[2] = {1, H}, dgu[3] = {E64, INTER, H}, ddown[3] = {E64, H, INTER},
+                         drows[2] = {K, H}, drsv[2] = {K, 2 * INTER};
+    rt_tensor_t logits, gate, up, down, gg, gu, gd;
+    rt_tensor_create(&logits, RUDNN_F32, 2, dl, 0, 0);
+    rt_tensor_create(&gate, RUDNN_F32, 3, dgu, 0, 0);
+    rt_tensor_create(&up, RUDNN_F32, 3, dgu, 0, 0);
+    rt_tensor_create(&down, RUDNN_F32, 3, ddown, 0, 0);
+    rt_tensor_create(&gg, RUDNN_F32, 3, dgu, 0, 0);
+    rt_tensor_create(&gu, RUDNN_F32, 3, dgu, 0, 0);
+    rt_tensor_create(&gd, RUDNN_F32, 3, ddown, 0, 0);
+    rt_rng_t rng;
+    rt_rng_seed(&rng, 64);
+    rt_tensor_fill_uniform(&logits, &rng, -3.0, 3.0);
+    rt_tensor_fill_uniform(&gate, &rng, -0.5, 0.5);
+    rt_tensor_fill_uniform(&up, &rng, -0.5, 0.5);
+    rt_tensor_fill_uniform(&down, &rng, -0.5, 0.5);
+    const rudnn_tensor_t x1 = rt_tensor_desc(&f->a.x, RUDNN_F32, 2, dx, 0);
+    const rudnn_routing_options_t ro = {K, 1};
+    rudnn_routing_plan_t plan = NULL;
+    rudnn_dispatched_t disp = NULL;
+    rudnn_swiglu_experts_t ex = NULL;
+    rt_assert_status(rudnn_moe_route(rt_queue, &logits.t, &ro, &plan), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_moe_dispatch(rt_queue, plan, &x1, &disp), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_swiglu_experts_create(rt_ctx, &gate.t, &up.t, &down.t, &ex), RUDNN_STATUS_SUCCESS);
+    rudnn_tensor_t off;
+    rt_assert_status(rudnn_dispatched_offsets(disp, &off), RUDNN_STATUS_SUCCESS);
+    rt_guard_track_buffer(&f->xguard, rt_queue, off.buffer, rudnn_buffer_size(off.buffer), NULL);
+    const rudnn_tensor_t rsv = rt_tensor_desc(&f->a.rsv, RUDNN_F32, 2, drsv, 0),
+                         eo = rt_tensor_desc(&f->a.xeo, RUDNN_F32, 2, drows, 0),
+                         ge = rt_tensor_desc(&f->a.xge, RUDNN_F32, 2, drows, 0),
+                         gr = rt_tensor_desc(&f->a.xgr, RUDNN_F32, 2, drows, 0);
+    xargs_t a = {rt_queue, ex, disp, RUDNN_MOE_SCALAR, NULL, 0, &rsv, &eo, &ge, &gr, &gg.t, &gu.t, &gd.t};
+    rudnn_tensor_t o_rsv, o_rows;
+    rt_assert_status(rudnn_tensor_init(&o_rsv, off.buffer, off.offset, RUDNN_F32, 2, drsv), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_init(&o_rows, off.buffer, off.offset, RUDNN_F32, 2, drows), RUDNN_STATUS_SUCCESS);
+    uint32_t offsets[E64 + 1];
+    rt_assert_status(rudnn_tensor_read(rt_queue, &off, offsets, sizeof offsets), RUDNN_STATUS_SUCCESS);
+    const int failures = f->log.failures;
+    for (int c = 0; c < 5; c++) {
+        /* the backward only once the forward's cases are rejected: when accepted, its kernels read offsets
+         * they have overwritten, out of bounds (a crash in a device thread on PoCL) */
+        if (c == 3 && f->log.failures != failures) {
+            rt_logf(&f->log, "  %s: the cases over the dispatched offsets not tried: the forward's were accepted\n",
+                    OPXB);
+            break;
+        }
+        xargs_t b = a;
+        const char *arg = c == 0 ? "reserve" : c == 1 ? "expert_output" : c == 4 ? "grad_rows" : "workspace";
+        if (c == 0)
+            b.rsv = &o_rsv;
+        else if (c == 1)
+            b.eo = &o_rows;
+        else if (c == 4)
+            b.gr = &o_rows;
+        else
+            b.ws = off.buffer, b.wsb = K * INTER * 8;
+        char what[96];
+        snprintf(what, sizeof what, "%s over the dispatched offsets", arg);
+        if (c < 3)
+            reject_xf(f, b, RUDNN_STATUS_BAD_PARAM, arg, NULL, what);
+        else
+            reject_xb(f, b, RUDNN_STATUS_BAD_PARAM, arg, NULL, what);
+        /* an accepted call's damage undone, so that the next case starts from valid offsets */
+        rt_assert_status(rudnn_tensor_write(rt_queue, &off, offsets, sizeof offsets), RUDNN_STATUS_SUCCESS);
+    }
+    rudnn_queue_synchronize(rt_queue);
+    rudnn_swiglu_experts_destroy(ex);
+    rudnn_dispatched_destroy(disp);
+    rudnn_routing_plan_destroy(plan);
+    rt_tensor_t *all[] = {&logits, &gate, &up, &down, &gg, &gu, &gd};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        rt_tensor_destroy(all[i]);
+    fx_finish(f);
+}
+
+/* 1 when a valid call's status is acceptable: SUCCESS with an empty error, or on a backend other than opencl
+ * NOT_SUPPORTED naming the op; logs otherwise. */
+static int valid_ok(fx_t *f, rudnn_status_t st, const char *op, const char *what)
+{
+    const int unsupported_ok = !f->on_opencl && st == RUDNN_STATUS_NOT_SUPPORTED && strstr(rudnn_last_error(), op);
+    if (unsupported_ok || (st == RUDNN_STATUS_SUCCESS && strcmp(rudnn_last_error(), "") == 0))
+        return 1;
+    rt_logf(&f->log, "  %s, %s: returned %s, last error \"%s\"\n", op, what, rudnn_status_string(st),
+            rudnn_last_error());
+    f->log.failures++;
+    return 0;
+}
+
+/* Checks that every element of the F32 weight gradient t was written (no poison left) and that the experts
+ * without rows (counts[e] == 0; counts NULL: every expert) hold zeros. */
+static void check_grad_written(fx_t *f, const rt_tensor_t *t, const uint32_t *counts, const char *name,
+                               const char *what)
+{
+    const size_t n = (size_t)rudnn_tensor_numel(&t->t), per = n / E;
+    uint32_t *bits = rt_xmalloc(n * sizeof *bits);
+    rt_assert_status(rudnn_tensor_read(rt_queue, &t->t, bits, n * sizeof *bits), RUDNN_STATUS_SUCCESS);
+    const uint32_t poison = rt_poison_bits(RUDNN_F32);
+    size_t poisoned = 0, nonzero = 0;
+    for (size_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, &bits[i], 4);
+        poisoned += bits[i] == poison;
+        nonzero += bits[i] != poison && (!counts || counts[i / per] == 0) && v != 0.0f;
+    }
+    if (poisoned || nonzero) {
+        rt_logf(&f->log, "  %s, %s: %s has %zu element(s) not written and %zu nonzero for an expert without rows\n",
+                OPXB, what, name, poisoned, nonzero);
+        f->log.failures++;
+    }
+    free(bits);
+}
+
+/* No rows: checked like any other call; the valid forward writes nothing, the valid backward writes zero
+ * weight gradients (every expert received no row) and nothing else. */
+static void test_experts_empty(void **state)
+{
+    fx_t *f = *state;
+    static const int64_t t0e[2] = {0, E}, t0h[2] = {0, H}, r0[2] = {0, 2 * INTER}, r0bad[2] = {0, 2 * INTER + 1},
+                         h0bad[2] = {0, H + 1}, gbad[3] = {E, INTER, H + 1};
+    rudnn_tensor_t l0 = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, t0e, 0);
+    rudnn_tensor_t x0 = rt_tensor_desc(&f->a.x, RUDNN_F32, 2, t0h, 0);
+    rudnn_routing_plan_t plan = NULL;
+    rudnn_dispatched_t disp = NULL;
+    const rudnn_routing_options_t ro = {K, 1};
+    rt_assert_status(rudnn_moe_route(rt_queue, &l0, &ro, &plan), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_moe_dispatch(rt_queue, plan, &x0, &disp), RUDNN_STATUS_SUCCESS);
+    rudnn_tensor_t rsv = rt_tensor_desc(&f->a.rsv, RUDNN_F32, 2, r0, 0);
+    rudnn_tensor_t eo = rt_tensor_desc(&f->a.xeo, RUDNN_F32, 2, t0h, 0);
+    rudnn_tensor_t ge = rt_tensor_desc(&f->a.xge, RUDNN_F32, 2, t0h, 0);
+    rudnn_tensor_t gr = rt_tensor_desc(&f->a.xgr, RUDNN_F32, 2, t0h, 0);
+    rudnn_tensor_t rsv_bad = rt_tensor_desc(&f->a.rsv, RUDNN_F32, 2, r0bad, 0);
+    rudnn_tensor_t eo_bad = rt_tensor_desc(&f->a.xeo, RUDNN_F32, 2, h0bad, 0);
+    rudnn_tensor_t gr_bad = rt_tensor_desc(&f->a.xgr, RUDNN_F32, 2, h0bad, 0);
+    rudnn_tensor_t gg_bad = rt_tensor_desc(&f->a.ggate, RUDNN_F32, 3, gbad, 0);
+    rudnn_tensor_t gd_f16 = rt_tensor_desc(&f->a.gdown, RUDNN_F16, 3, dims_down, 0);
+    xargs_t a = xargs_ok(f);
+    a.d = disp, a.rsv = &rsv, a.eo = &eo, a.ge = &ge, a.gr = &gr;
+    xargs_t b = a;
+    b.rsv = &rsv_bad;
+    reject_xfb(f, b, RUDNN_STATUS_BAD_SHAPE, "reserve", NULL, "reserve [0, 2 INTER + 1] with no rows");
+    b = a;
+    b.eo = &eo_bad;
+    reject_xf(f, b, RUDNN_STATUS_BAD_SHAPE, "expert_output", NULL, "expert_output [0, 7] with no rows");
+    b = a;
+    b.gr = &gr_bad;
+    reject_xb(f, b, RUDNN_STATUS_BAD_SHAPE, "grad_rows", NULL, "grad_rows [0, 7] with no rows");
+    b = a;
+    b.gg = &gg_bad;
+    reject_xb(f, b, RUDNN_STATUS_BAD_SHAPE, "grad_gate", NULL, "grad_gate [E, INTER, H + 1] with no rows");
+    b = a;
+    b.gd = &gd_f16;
+    reject_xb(f, b, RUDNN_STATUS_BAD_DTYPE, "grad_down", "f16", "grad_down f16 with no rows");
+    b = a;
+    b.strategy = (rudnn_moe_strategy_t)3;
+    reject_xfb(f, b, RUDNN_STATUS_BAD_PARAM, "strategy", NULL, "strategy = 3 with no rows");
+    b = a;
+    b.strategy = RUDNN_MOE_TENSOR_CORE;
+    reject_xfb(f, b, RUDNN_STATUS_NOT_SUPPORTED, "TensorCore", NULL, "TensorCore with no rows");
+    b = a;
+    b.ws = f->b.ws.buffer, b.wsb = WS_BYTES;
+    reject_xfb(f, b, RUDNN_STATUS_DEVICE_MISMATCH, "workspace", NULL, "workspace on another context with no rows");
+    b = a;
+    b.gg = &f->a.gup.t;
+    reject_xb(f, b, RUDNN_STATUS_BAD_PARAM, "grad_gate", "grad_up", "grad_gate on grad_up with no rows");
+
+    /* the valid forward: nothing written */
+    rt_guard_begin(&f->guard);
+    rt_guard_begin(&f->xguard);
+    if (valid_ok(f, call_xf(&a), OPXF, "no rows") &&
+        rt_guard_changed(&f->guard) + rt_guard_changed(&f->xguard)) {
+        rt_logf(&f->log, "  %s with no rows wrote to a buffer\n", OPXF);
+        f->log.failures++;
+    }
+    /* the valid backward: the weight gradients zero, nothing else written */
+    rt_tensor_poison(&f->a.ggate);
+    rt_tensor_poison(&f->a.gup);
+    rt_tensor_poison(&f->a.gdown);
+    rt_guard_begin(&f->guard);
+    rt_guard_begin(&f->xguard);
+    if (valid_ok(f, call_xb(&a), OPXB, "no rows")) {
+        rt_guard_changed(&f->guard);
+        rt_guard_changed(&f->xguard);
+        const rt_guard_t *guards[2] = {&f->guard, &f->xguard};
+        for (int g = 0; g < 2; g++)
+            for (int i = 0; i < guards[g]->count; i++) {
+                const rt_guard_item_t *it = &guards[g]->items[i];
+                if (it->changed && it->buffer != f->a.ggate.buffer && it->buffer != f->a.gup.buffer &&
+                    it->buffer != f->a.gdown.buffer) {
+                    rt_logf(&f->log, "  %s with no rows wrote to a buffer other than the weight gradients\n", OPXB);
+                    f->log.failures++;
+                }
+            }
+        if (f->on_opencl) {
+            check_grad_written(f, &f->a.ggate, NULL, "grad_gate", "no rows");
+            check_grad_written(f, &f->a.gup, NULL, "grad_up", "no rows");
+            check_grad_written(f, &f->a.gdown, NULL, "grad_down", "no rows");
+        }
+    }
+    rudnn_dispatched_destroy(disp);
+    rudnn_routing_plan_destroy(plan);
+    fx_finish(f);
+}
+
+/* A valid call of each op after a rejected one: SUCCESS and an empty error (Scalar without a workspace, Auto
+ * with the caller's; f32 and f16 weights); on a backend without the kernels NOT_SUPPORTED naming the op. The
+ * f32 backward writes every element of the weight gradients, zeros for an expert that received no row. */
+static void test_experts_success_clears_error(void **state)
+{
+    fx_t *f = *state;
+    uint32_t counts[E];
+    rudnn_tensor_t cv;
+    rt_assert_status(rudnn_dispatched_counts(f->a.disp, &cv), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_tensor_read(rt_queue, &cv, counts, sizeof counts), RUDNN_STATUS_SUCCESS);
+    for (int f16 = 0; f16 < 2; f16++)
+        for (int variant = 0; variant < 2; variant++)
+            for (int op = 0; op < 2; op++) {
+                xviews16_t v;
+                xargs_t a = f16 ? xargs_f16(f, &v) : xargs_ok(f);
+                if (variant)
+                    a.strategy = RUDNN_MOE_AUTO, a.ws = f->a.ws.buffer, a.wsb = WS_BYTES;
+                xargs_t bad = a;
+                bad.strategy = (rudnn_moe_strategy_t)-1;
+                (void)call_xf(&bad); /* sets the error */
+                if (op) {
+                    rt_tensor_poison(&f->a.ggate);
+                    rt_tensor_poison(&f->a.gup);
+                    rt_tensor_poison(&f->a.gdown);
+                }
+                char what[96];
+                snprintf(what, sizeof what, "valid call after a failed one (%s weights, %s)", f16 ? "f16" : "f32",
+                         variant ? "Auto, caller's workspace" : "Scalar, pooled workspace");
+                const int ok = valid_ok(f, op ? call_xb(&a) : call_xf(&a), op ? OPXB : OPXF, what);
+                rudnn_queue_synchronize(rt_queue);
+                if (ok && op && !f16 && f->on_opencl) {
+                    check_grad_written(f, &f->a.ggate, counts, "grad_gate", what);
+                    check_grad_written(f, &f->a.gup, counts, "grad_up", what);
+                    check_grad_written(f, &f->a.gdown, counts, "grad_down", what);
+                }
+            }
+    fx_finish(f);
+}
+
 /* ---- main ---------------------------------------------------------------------------------------- */
 
 #define TC(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
@@ -1070,6 +1860,10 @@ int main(int argc, char **argv)
         TC(test_weights_output), TC(test_grad_weights), TC(test_grad_logits), TC(test_success_clears_error),
         TC(test_rows_null),      TC(test_rows_context), TC(test_rows_dtype),  TC(test_rows_shapes),
         TC(test_rows_strategy),  TC(test_rows_overlap), TC(test_rows_empty),  TC(test_rows_success_clears_error),
+        TC(test_experts_null),   TC(test_experts_context), TC(test_experts_dispatched), TC(test_experts_dtype),
+        TC(test_experts_shapes), TC(test_experts_strategy), TC(test_experts_workspace), TC(test_experts_overlap),
+        TC(test_experts_workspace_size), TC(test_experts_empty), TC(test_experts_success_clears_error),
+        TC(test_experts_offsets),
     };
     return rt_run_with_second_context("moe_train-contract", tests, argc, argv);
 }

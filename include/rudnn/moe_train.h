@@ -65,6 +65,35 @@ RUDNN_API rudnn_status_t rudnn_moe_selected_router_backward(rudnn_queue_t queue,
                                                             const rudnn_router_weight_options_t *options,
                                                             const rudnn_tensor_t *grad_logits);
 
+/* ---- the router training plan (the guide's RoutingPlan::into_training) ------------------------- */
+
+typedef struct rudnn_router_training_plan *rudnn_router_training_plan_t;
+
+/* Keeps plan's selection (a copy of its indices) and recomputes its weights from logits with options,
+ * as rudnn_moe_selected_router_weights (F32). logits: F32/F16/BF16 [T, E] with the plan's T and E, on
+ * the queue's context (usually the logits the plan was routed from); the plan's top_k at most
+ * RUDNN_MOE_TRAIN_MAX_TOP_K. The training plan keeps logits' buffer alive and reads logits again in
+ * backward: their values must not change before then. plan stays the caller's (unchanged). */
+RUDNN_API rudnn_status_t rudnn_routing_plan_into_training(rudnn_queue_t queue, rudnn_routing_plan_t plan,
+                                                          const rudnn_tensor_t *logits,
+                                                          const rudnn_router_weight_options_t *options,
+                                                          rudnn_router_training_plan_t *training);
+
+/* The routing plan to dispatch with (rudnn_moe_dispatch, then combine and combine_backward): the kept
+ * indices and the recomputed weights, F32. A new reference: release it with rudnn_routing_plan_destroy. */
+RUDNN_API rudnn_status_t rudnn_router_training_plan_routing(rudnn_router_training_plan_t training,
+                                                            rudnn_routing_plan_t *routing);
+
+/* grad_logits [T, E] (the logits' dtype) for grad_weights F32 [T, k]: rudnn_moe_selected_router_backward
+ * on the kept logits, indices and options (its contract: grad_logits disjoint from logits, every element
+ * written). */
+RUDNN_API rudnn_status_t rudnn_router_training_plan_backward(rudnn_queue_t queue,
+                                                             rudnn_router_training_plan_t training,
+                                                             const rudnn_tensor_t *grad_weights,
+                                                             const rudnn_tensor_t *grad_logits);
+
+RUDNN_API void rudnn_router_training_plan_destroy(rudnn_router_training_plan_t training);
+
 /* ---- combine and dispatch backward ---------------------------------------------------------- */
 
 /* How combine_backward sums each grad_weights element over the hidden axis. */

@@ -1,10 +1,13 @@
 /* Fault cases of MoE training (rudnn/moe_train.h): the router's selected weights and their backward,
  * each with softmax scoring renormalized and with sigmoid scoring (scale 2.5, not renormalized); the
  * combine backward with each strategy and the dispatch backward, on tokens that setup routes (softmax
- * top-2, renormalized) and dispatches.
- * T 5 tokens, E 8 experts, top-2, H 16; F32 logits, I32 indices (row 2 selects expert 2 twice: a repeated
- * index is valid), F32 rows. The ops take no workspace: their allocations are the plugin's (the program build
- * from a cold context); a warm call that allocates nothing is checked with every allocation failing. */
+ * top-2, renormalized) and dispatches; the SwiGLU experts' training forward (Scalar, its workspace from the
+ * queue's pool, and Auto with the caller's workspace) and backward (the same two), on those tokens.
+ * T 5 tokens, E 8 experts, top-2, H 16, I 32 (the experts); F32 logits, I32 indices (row 2 selects expert 2
+ * twice: a repeated index is valid), F32 rows and weights. The router, combine and dispatch ops take no
+ * workspace: their allocations are the plugin's (the program build from a cold context); a warm call that
+ * allocates nothing is checked with every allocation failing. The experts' calls without a workspace also
+ * take a pool block (a cold queue's first). */
 #include <stdio.h>
 
 #include "fault_case.h"
@@ -14,6 +17,7 @@
 #define E 8
 #define K 2
 #define H 16
+#define INTER 32
 
 enum { V_SOFTMAX, V_SIGMOID };
 
@@ -190,6 +194,140 @@ static void rows_teardown(void *s)
         fault_drop_tensor(all[i]);
 }
 
+/* ---- SwiGLU experts: training forward and backward ---- */
+
+#define XV_CALLER_WORKSPACE 4 /* variant bit: the caller's workspace (else NULL: a pool block); the rest: strategy */
+
+typedef struct experts_state {
+    fault_env_t env;
+    rudnn_tensor_t logits, input, gate, up, down, reserve, grad_expert_output; /* reserve: the backward's input */
+    rudnn_tensor_t expert_output, reserve_out, grad_rows, grad_gate, grad_up, grad_down; /* outputs */
+    rudnn_buffer_t workspace; /* XV_CALLER_WORKSPACE: workspace_bytes of it */
+    size_t workspace_bytes;
+    rudnn_routing_plan_t plan; /* made by setup */
+    rudnn_dispatched_t dispatched;
+    rudnn_swiglu_experts_t experts;
+} experts_state_t;
+
+static rudnn_status_t experts_setup(void *s, const fault_env_t *env)
+{
+    experts_state_t *m = s;
+    m->env = *env;
+    static const rudnn_routing_options_t route = {.top_k = K, .renormalize = 1};
+    const int64_t logits[2] = {T, E}, tokens[2] = {T, H}, rows[2] = {T * K, H}, reserve[2] = {T * K, 2 * INTER},
+                  gu[3] = {E, INTER, H}, down[3] = {E, H, INTER};
+    rudnn_status_t st = fault_f32_tensor(env, 2, logits, 101, &m->logits);
+    if (!st)
+        st = fault_f32_tensor(env, 2, tokens, 102, &m->input);
+    if (!st)
+        st = fault_f32_tensor(env, 3, gu, 103, &m->gate);
+    if (!st)
+        st = fault_f32_tensor(env, 3, gu, 104, &m->up);
+    if (!st)
+        st = fault_f32_tensor(env, 3, down, 105, &m->down);
+    if (!st)
+        st = fault_f32_tensor(env, 2, reserve, 106, &m->reserve);
+    if (!st)
+        st = fault_f32_tensor(env, 2, rows, 107, &m->grad_expert_output);
+    if (!st)
+        st = fault_out_tensor(env, RUDNN_F32, 2, rows, &m->expert_output);
+    if (!st)
+        st = fault_out_tensor(env, RUDNN_F32, 2, reserve, &m->reserve_out);
+    if (!st)
+        st = fault_out_tensor(env, RUDNN_F32, 2, rows, &m->grad_rows);
+    if (!st)
+        st = fault_out_tensor(env, RUDNN_F32, 3, gu, &m->grad_gate);
+    if (!st)
+        st = fault_out_tensor(env, RUDNN_F32, 3, gu, &m->grad_up);
+    if (!st)
+        st = fault_out_tensor(env, RUDNN_F32, 3, down, &m->grad_down);
+    if (!st)
+        st = rudnn_moe_route(env->queue, &m->logits, &route, &m->plan);
+    if (!st)
+        st = rudnn_moe_dispatch(env->queue, m->plan, &m->input, &m->dispatched);
+    if (!st)
+        st = rudnn_swiglu_experts_create(env->ctx, &m->gate, &m->up, &m->down, &m->experts);
+    if (!st && (env->variant & XV_CALLER_WORKSPACE)) {
+        st = rudnn_swiglu_experts_training_workspace_size(m->experts, T * K, &m->workspace_bytes);
+        if (!st)
+            st = fault_buffer(env, m->workspace_bytes, NULL, &m->workspace);
+    }
+    return st;
+}
+
+static rudnn_status_t experts_prepare(void *s)
+{
+    experts_state_t *m = s;
+    const rudnn_tensor_t *outs[6] = {&m->expert_output, &m->reserve_out, &m->grad_rows,
+                                     &m->grad_gate,     &m->grad_up,     &m->grad_down};
+    rudnn_status_t st = RUDNN_STATUS_SUCCESS;
+    for (int i = 0; !st && i < 6; i++)
+        st = fault_fill_sentinel(&m->env, outs[i]);
+    return st;
+}
+
+static rudnn_moe_strategy_t experts_strategy(const experts_state_t *m)
+{
+    return (rudnn_moe_strategy_t)(m->env.variant & ~XV_CALLER_WORKSPACE);
+}
+
+static rudnn_status_t forward_training_call(void *s)
+{
+    experts_state_t *m = s;
+    return rudnn_swiglu_experts_forward_dispatched_training(m->env.queue, m->experts, m->dispatched,
+                                                            experts_strategy(m), m->workspace, m->workspace_bytes,
+                                                            &m->reserve_out, &m->expert_output);
+}
+
+static rudnn_status_t experts_backward_call(void *s)
+{
+    experts_state_t *m = s;
+    return rudnn_swiglu_experts_backward(m->env.queue, m->experts, m->dispatched, &m->reserve,
+                                         &m->grad_expert_output, experts_strategy(m), m->workspace,
+                                         m->workspace_bytes, &m->grad_rows, &m->grad_gate, &m->grad_up,
+                                         &m->grad_down);
+}
+
+/* Every output of both ops, whichever ran: the other op's must stay untouched too. */
+static int experts_unchanged(void *s, char *why, size_t cap)
+{
+    experts_state_t *m = s;
+    return fault_is_sentinel(&m->env, &m->expert_output, "expert_output", why, cap) &&
+           fault_is_sentinel(&m->env, &m->reserve_out, "reserve", why, cap) &&
+           fault_is_sentinel(&m->env, &m->grad_rows, "grad_rows", why, cap) &&
+           fault_is_sentinel(&m->env, &m->grad_gate, "grad_gate", why, cap) &&
+           fault_is_sentinel(&m->env, &m->grad_up, "grad_up", why, cap) &&
+           fault_is_sentinel(&m->env, &m->grad_down, "grad_down", why, cap);
+}
+
+static rudnn_status_t experts_result(void *s, uint8_t **bytes, size_t *size)
+{
+    experts_state_t *m = s;
+    const rudnn_tensor_t *outs[6] = {&m->expert_output, &m->reserve_out, &m->grad_rows,
+                                     &m->grad_gate,     &m->grad_up,     &m->grad_down};
+    *bytes = NULL;
+    *size = 0;
+    rudnn_status_t st = RUDNN_STATUS_SUCCESS;
+    for (int i = 0; !st && i < 6; i++)
+        st = fault_append_tensor(&m->env, outs[i], bytes, size);
+    return st;
+}
+
+static void experts_teardown(void *s)
+{
+    experts_state_t *m = s;
+    rudnn_swiglu_experts_destroy(m->experts);
+    rudnn_dispatched_destroy(m->dispatched);
+    rudnn_routing_plan_destroy(m->plan);
+    if (m->workspace)
+        rudnn_buffer_destroy(m->workspace);
+    rudnn_tensor_t *all[] = {&m->logits, &m->input, &m->gate, &m->up, &m->down, &m->reserve,
+                             &m->grad_expert_output, &m->expert_output, &m->reserve_out, &m->grad_rows,
+                             &m->grad_gate, &m->grad_up, &m->grad_down};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        fault_drop_tensor(all[i]);
+}
+
 #define TRAIN_CASE(op, call, label, variant)                                                                     \
     {op,     sizeof(train_state_t), FAULT_COLD_CONTEXT | FAULT_COLD_QUEUE | FAULT_WARM, setup, prepare, call, \
      unchanged, result, undo, teardown, label, variant}
@@ -197,6 +335,10 @@ static void rows_teardown(void *s)
 #define ROWS_CASE(op, call, label, variant)                                                                    \
     {op,   sizeof(rows_state_t), FAULT_COLD_CONTEXT | FAULT_COLD_QUEUE | FAULT_WARM, rows_setup, rows_prepare, \
      call, rows_unchanged, rows_result, undo, rows_teardown, label, variant}
+
+#define EXPERTS_CASE(op, call, label, variant)                                                                  \
+    {op,              sizeof(experts_state_t), FAULT_COLD_CONTEXT | FAULT_COLD_QUEUE | FAULT_WARM, experts_setup, \
+     experts_prepare, call, experts_unchanged, experts_result, undo, experts_teardown, label, variant}
 
 /* The messages name the op without the rudnn_ prefix (ops/moe_train.c), as in the moe family. */
 static const fault_case_t cases[] = {
@@ -209,6 +351,15 @@ static const fault_case_t cases[] = {
     ROWS_CASE("moe_combine_backward", combine_backward_call, "combine_backward (serial)", RUDNN_COMBINE_GRAD_SERIAL),
     ROWS_CASE("moe_combine_backward", combine_backward_call, "combine_backward (plane)", RUDNN_COMBINE_GRAD_PLANE),
     ROWS_CASE("moe_dispatch_backward", dispatch_backward_call, "dispatch_backward", 0),
+    /* pool: a NULL workspace (a block of the queue's pool); workspace: the caller's */
+    EXPERTS_CASE("swiglu_experts_forward_dispatched_training", forward_training_call,
+                 "experts_forward_training (Scalar, pool)", RUDNN_MOE_SCALAR),
+    EXPERTS_CASE("swiglu_experts_forward_dispatched_training", forward_training_call,
+                 "experts_forward_training (Auto, workspace)", XV_CALLER_WORKSPACE | RUDNN_MOE_AUTO),
+    EXPERTS_CASE("swiglu_experts_backward", experts_backward_call, "experts_backward (Scalar, pool)",
+                 RUDNN_MOE_SCALAR),
+    EXPERTS_CASE("swiglu_experts_backward", experts_backward_call, "experts_backward (Auto, workspace)",
+                 XV_CALLER_WORKSPACE | RUDNN_MOE_AUTO),
 };
 
 const fault_family_t fault_family_moe_train = {"moe_train", cases, sizeof cases / sizeof cases[0]};
