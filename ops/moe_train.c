@@ -252,8 +252,11 @@ rudnn_status_t rudnn_router_training_plan_backward(rudnn_queue_t queue, rudnn_ro
     if (training->context != queue->context)
         return rudnn_set_error(RUDNN_STATUS_DEVICE_MISMATCH, "%s: training was made on another context than the queue",
                                op);
-    rudnn_tensor_t indices;
+    rudnn_tensor_t indices, weights;
     rudnn_routing_plan_indices(training->routing, &indices);
+    rudnn_routing_plan_weights(training->routing, &weights);
+    if (grad_logits && grad_logits->buffer)
+        TRY(rudnn_check_disjoint(op, "grad_logits", grad_logits, "the training plan's weights", &weights));
     return selected_backward(op, queue, &training->logits, &indices, grad_weights, &training->options, grad_logits);
 }
 

@@ -61,7 +61,29 @@
  *                (itself checked against the device's expert_output), L = sum(grad_expert_output * y); the
  *                central difference against the device's grad_gate, grad_up, grad_down and
  *                rudnn_moe_dispatch_backward(grad_rows), within their tolerance below plus 1e-8 (1 + mag),
- *                and against the reference's (within 1e-8 (1 + mag), grad_down plus its bracket).
+ *                and against the reference's (within 1e-8 (1 + mag), grad_down plus its bracket);
+ *   training_plan  the router training plan (rudnn_routing_plan_into_training and the calls after it), for
+ *                T 0, 1, 7, 33; (E, k) (4, 1), (4, 2), (16, 1), (16, 2), (16, 8), (64, 1), (64, 2), (64, 8);
+ *                each of the four scorings; scale 1 or 2.5: logits in [-8, 8] routed by rudnn_moe_route (the
+ *                options' renormalize) or, in a quarter of the cases, rudnn_moe_route_sigmoid_grouped (4 groups,
+ *                2 selected, a bias, the options' renormalize and scale), then into_training on the same
+ *                logits. Its routing plan (rudnn_router_training_plan_routing; a second reference released at
+ *                once) must be a new plan holding exactly the plan's indices (U32) and F32 weights equal bit
+ *                for bit to rudnn_moe_selected_router_weights on the plan's indices view, and near the
+ *                reference (the sweep's tolerance); with the routing's own options (softmax at scale 1 after
+ *                moe_route; sigmoid after the grouped routing) the plan's weights, rounded to the logits
+ *                dtype, agree with them too (u, z of the logits dtype). rudnn_router_training_plan_backward
+ *                must give the bytes of rudnn_moe_selected_router_backward (and be near the reference, its
+ *                zeros exact). The original plan's indices and weights stay byte-identical and it still
+ *                dispatches: the training routing's dispatch (rows F32, F16 or BF16, H 1, 5 or 33) holds the
+ *                same positions, offsets, counts and rows bytes as the plan's, and rudnn_moe_combine with it
+ *                matches a double combine with the F32 training weights and the positions read back (a =
+ *                gamma_k over sum |w eo|, u and z of the rows dtype, as the rows ops). Lifetimes: the
+ *                original plan and then the logits' buffer handle are destroyed (rudnn_debug_live_objects
+ *                unchanged by the latter: the training plan holds the buffer); backward then gives the same
+ *                bytes; the training plan goes before the routing plan it handed out (the live count drops
+ *                by 2: it and the logits' buffer), which still holds its bytes, dispatches as before and
+ *                combines to the same bytes; at the end of each case no live object is left over.
  * Every output is pre-filled with the sentinel of common.h: every element must be written, no byte
  * around it; inputs stay byte-identical; a success leaves rudnn_last_error() empty and
  * rudnn_last_kernel() naming a "moe_train." kernel.
@@ -110,6 +132,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <rudnn/debug.h> /* rudnn_debug_live_objects */
 #include <rudnn/moe_train.h>
 
 #include "common.h"
@@ -1894,6 +1917,478 @@ static void test_experts_gradients(void **state)
     rt_log_finish_free(log, "check(s)");
 }
 
+/* ==== the router training plan ================================================================== */
+
+/* One training plan problem: logits [T, E] of the test's dtype routed k a token, then into_training on
+ * the same logits with options (scoring, renormalize, scale); rows of rdt [T, H] dispatched with the
+ * training plan's routing plan and combined. */
+typedef struct pcase {
+    int64_t T, E, H;
+    int k;
+    int sigmoid, renorm;
+    float scale;
+    int grouped; /* rudnn_moe_route_sigmoid_grouped (4 groups, 2 selected, a bias, the options' renormalize
+                  * and scale), else rudnn_moe_route (the options' renormalize) */
+    rudnn_dtype_t rdt;
+} pcase_t;
+
+/* The largest error of each comparison, absolute and as a fraction of its allowance. */
+typedef struct pstats {
+    int cases, matched;
+    double w_err, w_ratio, g_err, g_ratio, c_err, c_ratio, p_err, p_ratio;
+} pstats_t;
+
+static void pcase_label(const pcase_t *c, rudnn_dtype_t dt, char *label, size_t cap)
+{
+    snprintf(label, cap, "training plan %s T=%lld E=%lld k=%d, %s%s scale %g, routed by %s, rows %s H=%lld",
+             rudnn_dtype_name(dt), (long long)c->T, (long long)c->E, c->k, c->sigmoid ? "sigmoid" : "softmax",
+             c->renorm ? " renormalized" : "", (double)c->scale, c->grouped ? "sigmoid grouped" : "moe_route",
+             rudnn_dtype_name(c->rdt), (long long)c->H);
+}
+
+/* The bytes of a view (rt_xmalloc'ed, 1 byte for an empty one); *ok = 0 when reading failed. */
+static uint8_t *view_bytes(rt_log_t *log, const char *label, const char *what, const rudnn_tensor_t *v, int *ok)
+{
+    uint8_t *raw = rt_xmalloc(rudnn_tensor_bytes(v) + 1);
+    if (!read_tensor(log, label, what, v, raw))
+        *ok = 0;
+    return raw;
+}
+
+/* 1 when a and b (bytes long, elements of dt) are equal; logs the first differing element. */
+static int same_raw(rt_log_t *log, const char *label, const char *what, rudnn_dtype_t dt, const uint8_t *a,
+                    const uint8_t *b, size_t bytes)
+{
+    const size_t es = rudnn_dtype_size(dt);
+    size_t i = 0;
+    while (i < bytes && a[i] == b[i])
+        i++;
+    if (i == bytes)
+        return 1;
+    rt_logf(log, "  %s: %s: element %zu differs (0x%x vs 0x%x)\n", label, what, i / es,
+            (unsigned)rt_element_bits(dt, a, i / es), (unsigned)rt_element_bits(dt, b, i / es));
+    return 0;
+}
+
+/* 1 when the view v still holds the bytes want (its dtype's elements). */
+static int view_holds(rt_log_t *log, const char *label, const char *what, const rudnn_tensor_t *v,
+                      const uint8_t *want)
+{
+    int ok = 1;
+    uint8_t *now = view_bytes(log, label, what, v, &ok);
+    ok = ok && same_raw(log, label, what, v->dtype, now, want, rudnn_tensor_bytes(v));
+    free(now);
+    return ok;
+}
+
+/* 1 when two dispatched objects hold the same positions, offsets, counts and rows, byte for byte. */
+static int same_dispatch(rt_log_t *log, const char *label, const char *what, rudnn_dispatched_t a,
+                         rudnn_dispatched_t b)
+{
+    typedef rudnn_status_t (*view_fn)(rudnn_dispatched_t, rudnn_tensor_t *);
+    static const view_fn fns[4] = {rudnn_dispatched_positions, rudnn_dispatched_offsets, rudnn_dispatched_counts,
+                                   rudnn_dispatched_tokens};
+    static const char *const names[4] = {"positions", "offsets", "counts", "rows"};
+    int ok = 1;
+    for (int i = 0; i < 4 && ok; i++) {
+        char w[160];
+        snprintf(w, sizeof w, "%s: %s", what, names[i]);
+        rudnn_tensor_t va, vb;
+        if (!check_ok(log, label, w, fns[i](a, &va), 0) || !check_ok(log, label, w, fns[i](b, &vb), 0))
+            return 0;
+        const size_t bytes = rudnn_tensor_bytes(&va);
+        if (bytes != rudnn_tensor_bytes(&vb) || va.dtype != vb.dtype) {
+            rt_logf(log, "  %s: %s: %zu bytes of %s vs %zu of %s\n", label, w, bytes, rudnn_dtype_name(va.dtype),
+                    rudnn_tensor_bytes(&vb), rudnn_dtype_name(vb.dtype));
+            return 0;
+        }
+        uint8_t *ra = view_bytes(log, label, w, &va, &ok), *rb = view_bytes(log, label, w, &vb, &ok);
+        ok = ok && same_raw(log, label, w, va.dtype, ra, rb, bytes);
+        free(ra), free(rb);
+    }
+    return ok;
+}
+
+/* The live-object count is what it should be; logs otherwise. */
+static int live_is(rt_log_t *log, const char *label, const char *when, uint64_t want)
+{
+    const uint64_t now = rudnn_debug_live_objects();
+    if (now == want)
+        return 1;
+    rt_logf(log, "  %s: %s: rudnn_debug_live_objects() = %llu, expected %llu\n", label, when,
+            (unsigned long long)now, (unsigned long long)want);
+    return 0;
+}
+
+/* Route, into_training, and every check of the training plan (see the header). Returns the number of
+ * problems. */
+static int run_plan_case(rt_log_t *log, pstats_t *stats, rudnn_dtype_t dt, const pcase_t *c, int seed)
+{
+    char label[224];
+    pcase_label(c, dt, label, sizeof label);
+    rt_rng_t rng;
+    rt_rng_seed_case(&rng, label, seed);
+    const int64_t T = c->T, E = c->E, H = c->H, pairs = c->T * c->k;
+    const int k = c->k;
+    const size_t nl = (size_t)(T * E), nk = (size_t)pairs, nx = (size_t)(T * H), nr = (size_t)(pairs * H);
+    const uint64_t live0 = rudnn_debug_live_objects();
+    int problems = 0;
+
+    float *x = rt_xmalloc(sizeof(float) * (nl + 1)), *gw = rt_xmalloc(sizeof(float) * (nk + 1));
+    float *xin = rt_xmalloc(sizeof(float) * (nx + 1)), *eo = rt_xmalloc(sizeof(float) * (nr + 1));
+    rt_fill_uniform(&rng, x, nl, -8.0, 8.0);
+    ref_quantize(dt, x, x, nl); /* the values the device holds */
+    rt_fill_uniform(&rng, gw, nk, -1.0, 1.0);
+    rt_fill_uniform(&rng, xin, nx, -2.0, 2.0);
+    ref_quantize(c->rdt, xin, xin, nx);
+    rt_fill_uniform(&rng, eo, nr, -2.0, 2.0);
+    ref_quantize(c->rdt, eo, eo, nr);
+
+    /* small element offsets: the tensors need not start aligned */
+    const size_t off = (size_t)(seed % 3);
+    const int64_t dl[2] = {T, E}, dk[2] = {T, k}, dx[2] = {T, H}, dr[2] = {pairs, H}, db[1] = {E};
+    rt_tensor_t L, B, W, G, GL[3], X, EO, OUT[2];
+    memset(&B, 0, sizeof B);
+    rt_tensor_create(&L, dt, 2, dl, off, RT_TAIL_BYTES);
+    rt_tensor_create(&W, RUDNN_F32, 2, dk, 2 - off, RT_TAIL_BYTES);
+    rt_tensor_create(&G, RUDNN_F32, 2, dk, off + 1, RT_TAIL_BYTES);
+    for (int i = 0; i < 3; i++)
+        rt_tensor_create(&GL[i], dt, 2, dl, (off + (size_t)i) % 3, RT_TAIL_BYTES);
+    rt_tensor_create(&X, c->rdt, 2, dx, 1, RT_TAIL_BYTES);
+    rt_tensor_create(&EO, c->rdt, 2, dr, 2 - off, RT_TAIL_BYTES);
+    rt_tensor_create(&OUT[0], c->rdt, 2, dx, off, RT_TAIL_BYTES);
+    rt_tensor_create(&OUT[1], c->rdt, 2, dx, 1, RT_TAIL_BYTES);
+    rt_tensor_upload(&L, x), rt_tensor_upload(&G, gw), rt_tensor_upload(&X, xin), rt_tensor_upload(&EO, eo);
+
+    rudnn_routing_plan_t plan = NULL, routing = NULL, again = NULL;
+    rudnn_router_training_plan_t training = NULL;
+    rudnn_dispatched_t d_plan = NULL, d_train = NULL, d_after = NULL;
+    rt_guard_t inputs, kept;
+    memset(&inputs, 0, sizeof inputs);
+    memset(&kept, 0, sizeof kept);
+    uint8_t *plan_idx = NULL, *plan_w = NULL, *r_idx = NULL, *r_w = NULL, *w_sel = NULL;
+    float *w = rt_xmalloc(sizeof(float) * (nk + 1)), *g = rt_xmalloc(sizeof(float) * (nl + 1));
+    float *out = rt_xmalloc(sizeof(float) * (nx + 1));
+    int64_t *idx = rt_xmalloc(sizeof(int64_t) * (nk + 1));
+    uint32_t *pos = rt_xmalloc(sizeof(uint32_t) * (nk + 1));
+    const rudnn_router_weight_options_t o = {c->sigmoid ? RUDNN_ROUTER_SIGMOID : RUDNN_ROUTER_SOFTMAX, c->renorm,
+                                             c->scale};
+    const mt_ref_options_t ro = {c->sigmoid, c->renorm, (double)c->scale};
+    const double a = 1e-5 + (double)(E + k) * 0x1p-24; /* tol_arith */
+    int ok = 1;
+
+    /* 1. the plan, routed from the logits */
+    rudnn_status_t st;
+    if (c->grouped) {
+        float bias[64];
+        rt_fill_uniform(&rng, bias, (size_t)E, -0.5, 0.5);
+        rt_tensor_create(&B, RUDNN_F32, 1, db, 1, RT_TAIL_BYTES);
+        rt_tensor_upload(&B, bias);
+        const rudnn_grouped_routing_options_t go = {k, 4, 2, E >= 8, c->renorm, c->scale};
+        st = rudnn_moe_route_sigmoid_grouped(rt_queue, &L.t, &B.t, &go, &plan);
+    } else {
+        const rudnn_routing_options_t go = {k, c->renorm};
+        st = rudnn_moe_route(rt_queue, &L.t, &go, &plan);
+    }
+    rudnn_tensor_t pi, pw, ri, rw;
+    if (!check_ok(log, label, "moe_route", st, 0) ||
+        !check_ok(log, label, "routing_plan_indices", rudnn_routing_plan_indices(plan, &pi), 0) ||
+        !check_ok(log, label, "routing_plan_weights", rudnn_routing_plan_weights(plan, &pw), 0) ||
+        !check_view(log, label, "the plan's indices", &pi, RUDNN_U32, T, k) ||
+        !check_view(log, label, "the plan's weights", &pw, dt, T, k)) {
+        problems++;
+        goto done;
+    }
+    plan_idx = view_bytes(log, label, "the plan's indices", &pi, &ok);
+    plan_w = view_bytes(log, label, "the plan's weights", &pw, &ok);
+    if (!ok) {
+        problems++;
+        goto done;
+    }
+    for (size_t i = 0; i < nk; i++) {
+        uint32_t v;
+        memcpy(&v, plan_idx + 4 * i, 4);
+        idx[i] = v;
+    }
+    rt_guard_track(&inputs, rt_queue, &L, "logits");
+    rt_guard_track(&inputs, rt_queue, &G, "grad_weights");
+    rt_guard_track(&inputs, rt_queue, &X, "input rows");
+    rt_guard_track(&inputs, rt_queue, &EO, "expert_output");
+    if (c->grouped)
+        rt_guard_track(&inputs, rt_queue, &B, "bias");
+    if (nk) /* one block: the indices, then the weights */
+        rt_guard_track_buffer(&inputs, rt_queue, pi.buffer,
+                              pw.offset + rudnn_tensor_bytes(&pw) > pi.offset + rudnn_tensor_bytes(&pi)
+                                  ? pw.offset + rudnn_tensor_bytes(&pw)
+                                  : pi.offset + rudnn_tensor_bytes(&pi),
+                              "the original plan's indices and weights");
+    rt_guard_begin(&inputs);
+
+    /* 2. the training plan and its routing plan: the plan's indices, the weights of
+     * selected_router_weights (bit for bit), near the reference */
+    st = rudnn_routing_plan_into_training(rt_queue, plan, &L.t, &o, &training);
+    if (!check_ok(log, label, "routing_plan_into_training", st, T > 0)) {
+        problems++;
+        goto done;
+    }
+    if (!check_ok(log, label, "router_training_plan_routing", rudnn_router_training_plan_routing(training, &routing),
+                  0)) {
+        problems++;
+        goto done;
+    }
+    /* a second reference, released at once: the first stays valid */
+    if (!check_ok(log, label, "router_training_plan_routing (again)",
+                  rudnn_router_training_plan_routing(training, &again), 0))
+        problems++;
+    else if (again != routing) {
+        rt_logf(log, "  %s: router_training_plan_routing gave two different plans\n", label);
+        problems++;
+    }
+    rudnn_routing_plan_destroy(again);
+    if (routing == plan) {
+        rt_logf(log, "  %s: the training plan's routing plan is the original plan\n", label);
+        problems++;
+    }
+    if (!check_ok(log, label, "routing_plan_indices (training)", rudnn_routing_plan_indices(routing, &ri), 0) ||
+        !check_ok(log, label, "routing_plan_weights (training)", rudnn_routing_plan_weights(routing, &rw), 0) ||
+        !check_view(log, label, "the training plan's indices", &ri, RUDNN_U32, T, k) ||
+        !check_view(log, label, "the training plan's weights", &rw, RUDNN_F32, T, k)) {
+        problems++;
+        goto done;
+    }
+    r_idx = view_bytes(log, label, "the training plan's indices", &ri, &ok);
+    r_w = view_bytes(log, label, "the training plan's weights", &rw, &ok);
+    if (!ok) {
+        problems++;
+        goto done;
+    }
+    if (nk)
+        rt_guard_track_buffer(&kept, rt_queue, ri.buffer,
+                              rw.offset + rudnn_tensor_bytes(&rw) > ri.offset + rudnn_tensor_bytes(&ri)
+                                  ? rw.offset + rudnn_tensor_bytes(&rw)
+                                  : ri.offset + rudnn_tensor_bytes(&ri),
+                              "the training plan's indices and weights");
+    rt_guard_begin(&kept);
+    problems += !same_raw(log, label, "the training plan's indices against the plan's", RUDNN_U32, r_idx, plan_idx,
+                          4 * nk);
+    {
+        rt_out_watch_t ww;
+        rt_out_watch_begin(&ww, &W);
+        st = rudnn_moe_selected_router_weights(rt_queue, &L.t, &pi, &o, &W.t);
+        const int ok_w = check_ok(log, label, "selected_router_weights", st, T > 0);
+        problems += !ok_w;
+        problems += !rt_out_watch_end(&ww, T > 0 && ok_w, NULL, log, label, "selected_router_weights");
+        w_sel = raw_of(&W);
+        if (ok_w)
+            problems += !same_raw(log, label, "the training plan's weights against selected_router_weights",
+                                  RUDNN_F32, r_w, w_sel, 4 * nk);
+    }
+    rt_decode(RUDNN_F32, r_w, w, nk);
+    {
+        double *rwt = rt_xmalloc(sizeof(double) * (nk + 1)), *mw = rt_xmalloc(sizeof(double) * (nk + 1));
+        double *rg = rt_xmalloc(sizeof(double) * (nl + 1)), *mg = rt_xmalloc(sizeof(double) * (nl + 1));
+        uint8_t *nan_rows = rt_xcalloc((size_t)T + 1, 1), *zero = rt_xcalloc(nl + 1, 1);
+        assert_int_equal(mt_ref_weights(x, T, E, idx, k, &ro, rwt, mw, nan_rows), 0);
+        for (int64_t t = 0; t < T; t++)
+            if (nan_rows[t]) {
+                rt_logf(log, "  %s: the plan's row %lld holds an index outside [0, %lld)\n", label, (long long)t,
+                        (long long)E);
+                problems++;
+                goto ref_done;
+            }
+        problems += compare(log, label, "the training plan's weights", w, rwt, mw, nan_rows, NULL, T, k, a, 0.0, 0.0,
+                            &stats->w_err, &stats->w_ratio) != 0;
+        /* options that are the routing's own: the plan's weights (rounded to the logits dtype) agree */
+        if (c->grouped ? c->sigmoid : !c->sigmoid && c->scale == 1.0f) {
+            float *pwf = rt_xmalloc(sizeof(float) * (nk + 1));
+            rt_decode(dt, plan_w, pwf, nk);
+            for (size_t i = 0; i < nk; i++)
+                rwt[i] = w[i], mw[i] = fabs(w[i]);
+            problems += compare(log, label, "the plan's own weights against the training plan's", pwf, rwt, mw,
+                                nan_rows, NULL, T, k, a, round_unit(dt), round_abs(dt), &stats->p_err,
+                                &stats->p_ratio) != 0;
+            stats->matched++;
+            free(pwf);
+        }
+
+        /* 3. backward: selected_router_backward's bytes, every element written, near the reference */
+        rt_out_watch_t wg[2];
+        rt_out_watch_begin(&wg[0], &GL[0]);
+        rt_out_watch_begin(&wg[1], &GL[1]);
+        st = rudnn_router_training_plan_backward(rt_queue, training, &G.t, &GL[0].t);
+        const int ok_t = check_ok(log, label, "router_training_plan_backward", st, T > 0);
+        st = rudnn_moe_selected_router_backward(rt_queue, &L.t, &pi, &G.t, &o, &GL[1].t);
+        const int ok_s = check_ok(log, label, "selected_router_backward", st, T > 0);
+        problems += !ok_t + !ok_s;
+        problems += !rt_out_watch_end(&wg[0], T > 0 && ok_t, g, log, label, "router_training_plan_backward");
+        problems += !rt_out_watch_end(&wg[1], T > 0 && ok_s, NULL, log, label, "selected_router_backward");
+        if (ok_t && ok_s)
+            problems += !same_bytes(log, label, "router_training_plan_backward against selected_router_backward",
+                                    &GL[0], &GL[1]);
+        if (ok_t) {
+            assert_int_equal(mt_ref_backward(x, T, E, idx, k, gw, &ro, rg, mg, NULL), 0);
+            if (c->sigmoid || c->renorm)
+                for (int64_t t = 0; t < T; t++) {
+                    memset(zero + t * E, 1, (size_t)E);
+                    for (int j = 0; j < k; j++)
+                        zero[t * E + idx[t * k + j]] = 0;
+                }
+            problems += compare(log, label, "grad_logits", g, rg, mg, nan_rows, zero, T, E, a, round_unit(dt),
+                                round_abs(dt), &stats->g_err, &stats->g_ratio) != 0;
+        }
+    ref_done:
+        free(rwt), free(mw), free(rg), free(mg), free(nan_rows), free(zero);
+    }
+
+    /* 4. the original plan unchanged and usable; the training routing dispatches as it does, and combines
+     * with the F32 training weights */
+    if (!check_ok(log, label, "moe_dispatch (training routing)", rudnn_moe_dispatch(rt_queue, routing, &X.t, &d_train),
+                  0) ||
+        !check_ok(log, label, "moe_dispatch (original plan)", rudnn_moe_dispatch(rt_queue, plan, &X.t, &d_plan), 0)) {
+        problems++;
+        goto done;
+    }
+    problems += !same_dispatch(log, label, "the training routing's dispatch against the plan's", d_train, d_plan);
+    {
+        rudnn_tensor_t vpos;
+        int okp = check_ok(log, label, "dispatched_positions", rudnn_dispatched_positions(d_train, &vpos), 0) &&
+                  read_tensor(log, label, "positions", &vpos, pos);
+        for (size_t i = 0; i < nk && okp; i++)
+            if ((int64_t)pos[i] >= pairs) {
+                rt_logf(log, "  %s: positions[%zu] = %u, expected < %lld\n", label, i, pos[i], (long long)pairs);
+                okp = 0;
+            }
+        rt_out_watch_t wo;
+        rt_out_watch_begin(&wo, &OUT[0]);
+        st = rudnn_moe_combine(rt_queue, d_train, &EO.t, &OUT[0].t);
+        const int ok_c = check_ok(log, label, "moe_combine (training routing)", st, 0);
+        problems += !okp + !ok_c;
+        problems += !rt_out_watch_end(&wo, T > 0 && ok_c, out, log, label, "moe_combine (training routing)");
+        if (okp && ok_c) {
+            double *ref = rt_xmalloc(sizeof(double) * (nx + 1)), *mag = rt_xmalloc(sizeof(double) * (nx + 1));
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t h = 0; h < H; h++) {
+                    double s = 0.0, m = 0.0;
+                    for (int j = 0; j < k; j++) {
+                        const double v = (double)w[t * k + j] * eo[(int64_t)pos[t * k + j] * H + h];
+                        s += v, m += fabs(v);
+                    }
+                    ref[t * H + h] = s, mag[t * H + h] = m;
+                }
+            /* k FP32 products summed in FP32, rounded once to the rows dtype */
+            problems += compare_rows(log, label, "moe_combine with the training routing", out, ref, mag, T, H,
+                                     gamma_n(k), round_unit(c->rdt), round_abs(c->rdt), &stats->c_err,
+                                     &stats->c_ratio);
+            free(ref), free(mag);
+        }
+    }
+    problems += !view_holds(log, label, "the original plan's indices", &pi, plan_idx);
+    problems += !view_holds(log, label, "the original plan's weights", &pw, plan_w);
+    if (rt_guard_changed(&inputs) + rt_guard_changed(&kept)) {
+        rt_guard_t *gs[2] = {&inputs, &kept};
+        for (int gi = 0; gi < 2; gi++)
+            for (int i = 0; i < gs[gi]->count; i++)
+                if (gs[gi]->items[i].changed)
+                    rt_logf(log, "  %s: the %s buffer was modified (it is only read)\n", label,
+                            gs[gi]->items[i].name);
+        problems++;
+    }
+    rt_guard_free(&inputs);
+
+    /* 5. lifetimes: the original plan and the logits' buffer handle go first; the training plan holds
+     * the logits' buffer (still a live object) and its backward gives the same bytes */
+    rudnn_dispatched_destroy(d_plan), d_plan = NULL;
+    rudnn_routing_plan_destroy(plan), plan = NULL;
+    {
+        const uint64_t live_a = rudnn_debug_live_objects();
+        rt_tensor_destroy(&L); /* rudnn_buffer_destroy of the logits' buffer */
+        problems += !live_is(log, label, "the logits' buffer destroyed while the training plan holds it", live_a);
+        rt_out_watch_t wg;
+        rt_out_watch_begin(&wg, &GL[2]);
+        st = rudnn_router_training_plan_backward(rt_queue, training, &G.t, &GL[2].t);
+        const int ok_b = check_ok(log, label, "router_training_plan_backward (plan and logits handle destroyed)", st,
+                                  T > 0);
+        problems += !ok_b;
+        problems += !rt_out_watch_end(&wg, T > 0 && ok_b, NULL, log, label,
+                                      "router_training_plan_backward (plan and logits handle destroyed)");
+        if (ok_b)
+            problems += !same_bytes(log, label, "router_training_plan_backward after the destroys", &GL[0], &GL[2]);
+    }
+    /* the training plan before the routing plan it handed out: that one (and dispatch and combine) stays */
+    {
+        const uint64_t live_b = rudnn_debug_live_objects();
+        rudnn_router_training_plan_destroy(training), training = NULL;
+        problems += !live_is(log, label, "the training plan destroyed (it and the logits' buffer go)", live_b - 2);
+    }
+    problems += !view_holds(log, label, "the training plan's indices (training plan destroyed)", &ri, r_idx);
+    problems += !view_holds(log, label, "the training plan's weights (training plan destroyed)", &rw, r_w);
+    if (!check_ok(log, label, "moe_dispatch (training plan destroyed)",
+                  rudnn_moe_dispatch(rt_queue, routing, &X.t, &d_after), 0)) {
+        problems++;
+        goto done;
+    }
+    problems += !same_dispatch(log, label, "dispatch after the training plan's destroy", d_after, d_train);
+    {
+        rt_out_watch_t wo;
+        rt_out_watch_begin(&wo, &OUT[1]);
+        st = rudnn_moe_combine(rt_queue, d_after, &EO.t, &OUT[1].t);
+        const int ok_c = check_ok(log, label, "moe_combine (training plan destroyed)", st, 0);
+        problems += !ok_c;
+        problems += !rt_out_watch_end(&wo, T > 0 && ok_c, NULL, log, label, "moe_combine (training plan destroyed)");
+        if (ok_c)
+            problems += !same_bytes(log, label, "moe_combine after the training plan's destroy", &OUT[0], &OUT[1]);
+    }
+
+done:
+    rudnn_router_training_plan_destroy(training);
+    rudnn_dispatched_destroy(d_after), rudnn_dispatched_destroy(d_train), rudnn_dispatched_destroy(d_plan);
+    rudnn_routing_plan_destroy(routing);
+    rudnn_routing_plan_destroy(plan);
+    rt_guard_free(&inputs), rt_guard_free(&kept);
+    rt_tensor_destroy(&L), rt_tensor_destroy(&B), rt_tensor_destroy(&W), rt_tensor_destroy(&G);
+    for (int i = 0; i < 3; i++)
+        rt_tensor_destroy(&GL[i]);
+    rt_tensor_destroy(&X), rt_tensor_destroy(&EO), rt_tensor_destroy(&OUT[0]), rt_tensor_destroy(&OUT[1]);
+    rudnn_queue_synchronize(rt_queue);
+    problems += !live_is(log, label, "everything destroyed", live0);
+    free(x), free(gw), free(xin), free(eo), free(w), free(g), free(out), free(idx), free(pos);
+    free(plan_idx), free(plan_w), free(r_idx), free(r_w), free(w_sel);
+    stats->cases++;
+    return problems;
+}
+
+static const int64_t plan_ek[][2] = {{4, 1}, {4, 2}, {16, 1}, {16, 2}, {16, 8}, {64, 1}, {64, 2}, {64, 8}};
+
+/* T in {0, 1, 7, 33} x (E, k) x the four scorings; the scale, the router (moe_route or grouped sigmoid),
+ * the rows dtype and H cycle along the loops. */
+static void test_training_plan(void **state)
+{
+    const param_t *p = *state;
+    rt_log_t *log = rt_log_new();
+    pstats_t stats = {0};
+    static const int64_t Ts[4] = {0, 1, 7, 33}, Hs[3] = {1, 5, 33};
+    int seed = 0;
+    for (int ti = 0; ti < 4; ti++)
+        for (int ek = 0; ek < (int)(sizeof plan_ek / sizeof plan_ek[0]); ek++)
+            for (int combo = 0; combo < 4; combo++) {
+                pcase_t c = {0};
+                c.T = Ts[ti], c.E = plan_ek[ek][0], c.k = (int)plan_ek[ek][1];
+                c.sigmoid = combo >> 1, c.renorm = combo & 1;
+                c.scale = (ti + ek + combo) % 2 ? 2.5f : 1.0f;
+                c.grouped = (ti + 2 * ek + combo) % 4 == 1;
+                c.rdt = dtypes[(ti + ek + combo) % 3];
+                c.H = Hs[(ti + combo) % 3];
+                log->failures += run_plan_case(log, &stats, p->dtype, &c, seed++) != 0;
+            }
+    printf("  training_plan %s: %d case(s), %d with the routing's own options; largest error (fraction of its "
+           "tolerance): weights %.3g (%.3g), grad_logits %.3g (%.3g), combine %.3g (%.3g), the plan's weights "
+           "%.3g (%.3g)\n",
+           rudnn_dtype_name(p->dtype), stats.cases, stats.matched, stats.w_err, stats.w_ratio, stats.g_err,
+           stats.g_ratio, stats.c_err, stats.c_ratio, stats.p_err, stats.p_ratio);
+    fflush(stdout);
+    rt_log_finish_free(log, "case(s)");
+}
+
 /* ---- support probe and main ------------------------------------------------------------------- */
 
 /* Both ops on a valid [1, 2] problem; *why gets the message of a NOT_SUPPORTED answer. */
@@ -1967,16 +2462,16 @@ static rudnn_status_t probe_experts(char *why, size_t cap)
 
 int main(int argc, char **argv)
 {
-    static param_t params[6][3];
-    static struct CMUnitTest tests[6 * 3 + 3];
+    static param_t params[7][3];
+    static struct CMUnitTest tests[7 * 3 + 3];
     size_t n = 0;
-    static const char *const kinds[6] = {"sweep", "large", "tiny", "empty", "rows", "experts"};
-    static const CMUnitTestFunction fns[6] = {test_sweep, test_large, test_tiny, test_empty, test_rows,
-                                              test_experts};
+    static const char *const kinds[7] = {"sweep", "large", "tiny", "empty", "rows", "experts", "training_plan"};
+    static const CMUnitTestFunction fns[7] = {test_sweep, test_large,   test_tiny,         test_empty,
+                                              test_rows,  test_experts, test_training_plan};
     tests[n++] = (struct CMUnitTest){"reference", test_reference, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"gradients", test_gradients, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"experts_gradients", test_experts_gradients, NULL, NULL, NULL};
-    for (int f = 0; f < 6; f++)
+    for (int f = 0; f < 7; f++)
         for (int d = 0; d < 3; d++) {
             param_t *p = &params[f][d];
             p->dtype = dtypes[d];

@@ -27,6 +27,12 @@
  * set a's tokens are also dispatched by a routing over 7 experts and with hidden 7. These buffers and the
  * dispatched tokens' are watched by a second guard (RT_GUARD_MAX is 32). test_experts_offsets routes one token
  * among 64 experts, so that outputs fit in the dispatched expert offsets (which both kernels read).
+ * For the router training plan (rudnn_routing_plan_into_training, rudnn_router_training_plan_routing,
+ * rudnn_router_training_plan_backward, rudnn_router_training_plan_destroy) the training plans are made of set
+ * a's plan with its f32 logits or the f16 logits; each one's routing block (the kept indices, then the
+ * recomputed weights) is watched by xguard while it lives. A rejected into_training also leaves *training as
+ * it was and no object alive (rudnn/debug.h); a valid training plan agrees bit for bit with the selected
+ * router ops on the plan's indices (opencl).
  *
  * Usage: test_moe_train_contract [glob] */
 #include <math.h>
@@ -34,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <rudnn/debug.h>
 #include <rudnn/moe_train.h>
 
 #include "common.h"
@@ -58,6 +65,10 @@
 #define OPXW "swiglu_experts_training_workspace_size"
 #define OPXF "swiglu_experts_forward_dispatched_training"
 #define OPXB "swiglu_experts_backward"
+
+#define OPT "routing_plan_into_training"
+#define OPTR "router_training_plan_routing"
+#define OPTB "router_training_plan_backward"
 
 /* ---- fixture -------------------------------------------------------------------- */
 
@@ -1849,6 +1860,733 @@ static void test_experts_success_clears_error(void **state)
     fx_finish(f);
 }
 
+/* ---- the router training plan ---------------------------------------------------------------------- */
+
+#define NO_TRAINING ((rudnn_router_training_plan_t)(uintptr_t)0x5e47) /* *training before a call */
+#define NO_ROUTING ((rudnn_routing_plan_t)(uintptr_t)0x5e48)          /* *routing before a call */
+
+/* into_training's arguments, starting from set a (its plan and logits); out 0: a NULL training pointer. */
+typedef struct targs {
+    rudnn_queue_t q;
+    rudnn_routing_plan_t plan;
+    const rudnn_tensor_t *logits;
+    const rudnn_router_weight_options_t *o;
+    int out;
+} targs_t;
+
+static targs_t targs_ok(fx_t *f, const rudnn_router_weight_options_t *o)
+{
+    targs_t a = {rt_queue, f->a.plan, &f->a.logits.t, o, 1};
+    return a;
+}
+
+/* A rejected into_training: REJECT_WORDS's checks, *training untouched and no object left alive. */
+static void reject_t(fx_t *f, targs_t a, rudnn_status_t want, const char *n1, const char *n2, const char *what)
+{
+    rudnn_router_training_plan_t tr = NO_TRAINING;
+    const uint64_t live = rudnn_debug_live_objects();
+    REJECT_WORDS(f, want, OPT, n1, n2, what,
+                 rudnn_routing_plan_into_training(a.q, a.plan, a.logits, a.o, a.out ? &tr : NULL));
+    if (tr != NO_TRAINING) {
+        rt_logf(&f->log, "  %s, %s: *training was written by a rejected call\n", OPT, what);
+        f->log.failures++;
+    }
+    const uint64_t after = rudnn_debug_live_objects();
+    if (after != live) {
+        rt_logf(&f->log, "  %s, %s: %lld object(s) left alive by a rejected call\n", OPT, what,
+                (long long)(after - live));
+        f->log.failures++;
+    }
+}
+
+/* backward's arguments: set a's grad_weights and grad_logits by default. */
+typedef struct bargs {
+    rudnn_queue_t q;
+    rudnn_router_training_plan_t tr;
+    const rudnn_tensor_t *gw, *gl;
+} bargs_t;
+
+static bargs_t bargs_ok(fx_t *f, rudnn_router_training_plan_t tr)
+{
+    bargs_t a = {rt_queue, tr, &f->a.gw.t, &f->a.gl.t};
+    return a;
+}
+
+static void reject_tb(fx_t *f, bargs_t a, rudnn_status_t want, const char *n1, const char *n2, const char *what)
+{
+    REJECT_WORDS(f, want, OPTB, n1, n2, what, rudnn_router_training_plan_backward(a.q, a.tr, a.gw, a.gl));
+}
+
+/* The block of a training plan's routing: the kept indices (U32 [T, k] at 0), then the weights (F32). */
+static rudnn_tensor_t training_indices(rudnn_router_training_plan_t tr, size_t *block_bytes)
+{
+    rudnn_routing_plan_t r = NULL;
+    rudnn_tensor_t idx, w;
+    rt_assert_status(rudnn_router_training_plan_routing(tr, &r), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_routing_plan_indices(r, &idx), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_routing_plan_weights(r, &w), RUDNN_STATUS_SUCCESS);
+    assert_true(w.buffer == idx.buffer);
+    if (block_bytes)
+        *block_bytes = w.offset + rudnn_tensor_bytes(&w);
+    rudnn_routing_plan_destroy(r); /* the training holds the block */
+    return idx;
+}
+
+/* Makes a training plan (fails the test on error) and watches its routing's block with xguard; NULL where
+ * a backend other than opencl lacks the kernels. */
+static rudnn_router_training_plan_t make_training(fx_t *f, rudnn_queue_t q, rudnn_routing_plan_t plan,
+                                                  const rudnn_tensor_t *logits,
+                                                  const rudnn_router_weight_options_t *o)
+{
+    rudnn_router_training_plan_t tr = NULL;
+    const rudnn_status_t st = rudnn_routing_plan_into_training(q, plan, logits, o, &tr);
+    if (st == RUDNN_STATUS_NOT_SUPPORTED && !f->on_opencl && strstr(rudnn_last_error(), OPT))
+        return NULL;
+    rt_assert_status(st, RUDNN_STATUS_SUCCESS);
+    size_t bytes = 0;
+    const rudnn_tensor_t idx = training_indices(tr, &bytes);
+    rt_guard_track_buffer(&f->xguard, q, idx.buffer, bytes, NULL);
+    return tr;
+}
+
+/* Stops watching the routing block of tr (before it is destroyed). */
+static void unwatch_training(fx_t *f, rudnn_router_training_plan_t tr)
+{
+    const rudnn_tensor_t idx = training_indices(tr, NULL);
+    for (int i = 0; i < f->xguard.count; i++)
+        if (f->xguard.items[i].buffer == idx.buffer) {
+            free(f->xguard.items[i].before);
+            f->xguard.items[i] = f->xguard.items[--f->xguard.count];
+            return;
+        }
+}
+
+/* Stops watching the last n buffers of xguard. */
+static void xguard_pop(fx_t *f, int n)
+{
+    for (; n > 0 && f->xguard.count > 0; n--) {
+        rt_guard_item_t *it = &f->xguard.items[--f->xguard.count];
+        free(it->before);
+        it->before = NULL;
+    }
+}
+
+static void drop_training(fx_t *f, rudnn_router_training_plan_t tr)
+{
+    if (tr)
+        unwatch_training(f, tr);
+    rudnn_router_training_plan_destroy(tr);
+}
+
+/* Reads t (bytes of it) into a new block. */
+static uint8_t *read_bytes(const rudnn_tensor_t *t)
+{
+    const size_t n = rudnn_tensor_bytes(t);
+    uint8_t *p = rt_xmalloc(n + 1);
+    if (n)
+        rt_assert_status(rudnn_tensor_read(rt_queue, t, p, n), RUDNN_STATUS_SUCCESS);
+    return p;
+}
+
+static void same_bytes(fx_t *f, const uint8_t *got, const uint8_t *want, size_t n, const char *name,
+                       const char *what)
+{
+    if (memcmp(got, want, n) != 0) {
+        rt_logf(&f->log, "  %s: %s differs from the selected router ops' (%zu bytes)\n", what, name, n);
+        f->log.failures++;
+    }
+}
+
+/* The training plan tr of plan, logits and o against the selected router ops (the same kernels: bit for
+ * bit): its routing holds plan's indices (U32 [T, k]) and rudnn_moe_selected_router_weights of them (F32
+ * [T, k]); its backward gives rudnn_moe_selected_router_backward's grad_logits. w: scratch F32 [T, k]. */
+static void check_matches_selected(fx_t *f, rudnn_router_training_plan_t tr, rudnn_routing_plan_t plan,
+                                   const rudnn_tensor_t *logits, const rudnn_router_weight_options_t *o,
+                                   const rudnn_tensor_t *gw, const rudnn_tensor_t *w, const rudnn_tensor_t *gl,
+                                   const char *what)
+{
+    rudnn_routing_plan_t r = NULL;
+    rudnn_tensor_t ri, rw, pi;
+    rt_assert_status(rudnn_router_training_plan_routing(tr, &r), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_routing_plan_indices(r, &ri), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_routing_plan_weights(r, &rw), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_routing_plan_indices(plan, &pi), RUDNN_STATUS_SUCCESS);
+    if (r == plan || ri.dtype != RUDNN_U32 || rw.dtype != RUDNN_F32 || ri.rank != 2 || rw.rank != 2 ||
+        ri.dims[0] != pi.dims[0] || ri.dims[1] != pi.dims[1] || rw.dims[0] != pi.dims[0] ||
+        rw.dims[1] != pi.dims[1]) {
+        rt_logf(&f->log, "  %s: the routing is not a new plan of U32 indices and F32 weights of the plan's shape\n",
+                what);
+        f->log.failures++;
+        rudnn_routing_plan_destroy(r);
+        return;
+    }
+    uint8_t *got_i = read_bytes(&ri), *want_i = read_bytes(&pi), *got_w = read_bytes(&rw);
+    rt_assert_status(rudnn_moe_selected_router_weights(rt_queue, logits, &pi, o, w), RUDNN_STATUS_SUCCESS);
+    uint8_t *want_w = read_bytes(w);
+    rt_assert_status(rudnn_router_training_plan_backward(rt_queue, tr, gw, gl), RUDNN_STATUS_SUCCESS);
+    uint8_t *got_g = read_bytes(gl);
+    rt_assert_status(rudnn_moe_selected_router_backward(rt_queue, logits, &pi, gw, o, gl), RUDNN_STATUS_SUCCESS);
+    uint8_t *want_g = read_bytes(gl);
+    same_bytes(f, got_i, want_i, rudnn_tensor_bytes(&pi), "the routing's indices", what);
+    same_bytes(f, got_w, want_w, rudnn_tensor_bytes(&rw), "the routing's weights", what);
+    same_bytes(f, got_g, want_g, rudnn_tensor_bytes(gl), "grad_logits", what);
+    free(got_i), free(want_i), free(got_w), free(want_w), free(got_g), free(want_g);
+    rudnn_routing_plan_destroy(r);
+}
+
+static void test_training_null(void **state)
+{
+    fx_t *f = *state;
+    const rudnn_router_weight_options_t ok = opts_ok();
+    targs_t a = targs_ok(f, &ok);
+    a.q = NULL;
+    reject_t(f, a, RUDNN_STATUS_BAD_PARAM, "queue", NULL, "NULL queue");
+    a = targs_ok(f, &ok);
+    a.plan = NULL;
+    reject_t(f, a, RUDNN_STATUS_BAD_PARAM, "plan", NULL, "NULL plan");
+    a = targs_ok(f, &ok);
+    a.logits = NULL;
+    reject_t(f, a, RUDNN_STATUS_BAD_PARAM, "logits", NULL, "NULL logits");
+    a = targs_ok(f, &ok);
+    a.o = NULL;
+    reject_t(f, a, RUDNN_STATUS_BAD_PARAM, "options", NULL, "NULL options");
+    a = targs_ok(f, &ok);
+    a.out = 0;
+    reject_t(f, a, RUDNN_STATUS_BAD_PARAM, "training", NULL, "NULL training");
+    rudnn_tensor_t nobuf = f->a.logits.t;
+    nobuf.buffer = NULL;
+    a = targs_ok(f, &ok);
+    a.logits = &nobuf;
+    reject_t(f, a, RUDNN_STATUS_BAD_PARAM, "logits", NULL, "logits without a buffer");
+
+    /* routing() */
+    rudnn_routing_plan_t r = NO_ROUTING;
+    REJECT_WORDS(f, RUDNN_STATUS_BAD_PARAM, OPTR, "training", NULL, "NULL training",
+                 rudnn_router_training_plan_routing(NULL, &r));
+    if (r != NO_ROUTING) {
+        rt_logf(&f->log, "  %s, NULL training: *routing was written by a rejected call\n", OPTR);
+        f->log.failures++;
+    }
+    rudnn_router_training_plan_destroy(NULL); /* a no-op */
+
+    rudnn_router_training_plan_t tr = make_training(f, rt_queue, f->a.plan, &f->a.logits.t, &ok);
+    if (tr) {
+        REJECT_WORDS(f, RUDNN_STATUS_BAD_PARAM, OPTR, "routing", NULL, "NULL routing",
+                     rudnn_router_training_plan_routing(tr, NULL));
+        bargs_t b = bargs_ok(f, tr);
+        b.q = NULL;
+        reject_tb(f, b, RUDNN_STATUS_BAD_PARAM, "queue", NULL, "NULL queue");
+        b = bargs_ok(f, NULL);
+        reject_tb(f, b, RUDNN_STATUS_BAD_PARAM, "training", NULL, "NULL training");
+        b = bargs_ok(f, tr);
+        b.gw = NULL;
+        reject_tb(f, b, RUDNN_STATUS_BAD_PARAM, "grad_weights", NULL, "NULL grad_weights");
+        b = bargs_ok(f, tr);
+        b.gl = NULL;
+        reject_tb(f, b, RUDNN_STATUS_BAD_PARAM, "grad_logits", NULL, "NULL grad_logits");
+        rudnn_tensor_t gw_nobuf = f->a.gw.t, gl_nobuf = f->a.gl.t;
+        gw_nobuf.buffer = NULL, gl_nobuf.buffer = NULL;
+        b = bargs_ok(f, tr);
+        b.gw = &gw_nobuf;
+        reject_tb(f, b, RUDNN_STATUS_BAD_PARAM, "grad_weights", NULL, "grad_weights without a buffer");
+        b = bargs_ok(f, tr);
+        b.gl = &gl_nobuf;
+        reject_tb(f, b, RUDNN_STATUS_BAD_PARAM, "grad_logits", NULL, "grad_logits without a buffer");
+    }
+    drop_training(f, tr);
+    fx_finish(f);
+}
+
+static void test_training_context(void **state)
+{
+    fx_t *f = *state;
+    const rudnn_router_weight_options_t ok = opts_ok();
+    targs_t a = targs_ok(f, &ok);
+    a.plan = f->b.plan;
+    reject_t(f, a, RUDNN_STATUS_DEVICE_MISMATCH, "plan", NULL, "plan on another context");
+    a = targs_ok(f, &ok);
+    a.logits = &f->b.logits.t;
+    reject_t(f, a, RUDNN_STATUS_DEVICE_MISMATCH, "logits", NULL, "logits on another context");
+    a = targs_ok(f, &ok);
+    a.q = rt_queue2; /* plan and logits on the first context */
+    reject_t(f, a, RUDNN_STATUS_DEVICE_MISMATCH, "plan", "queue", "queue of another context");
+    a.plan = f->b.plan; /* the plan on the queue's context, the logits not */
+    reject_t(f, a, RUDNN_STATUS_DEVICE_MISMATCH, "logits", NULL, "logits on another context than queue and plan");
+
+    rudnn_router_training_plan_t tr = make_training(f, rt_queue, f->a.plan, &f->a.logits.t, &ok);
+    if (tr) {
+        bargs_t b = bargs_ok(f, tr);
+        b.q = rt_queue2;
+        reject_tb(f, b, RUDNN_STATUS_DEVICE_MISMATCH, "training", "queue", "queue of another context");
+        b.gw = &f->b.gw.t, b.gl = &f->b.gl.t; /* the gradients on the queue's context, the training not */
+        reject_tb(f, b, RUDNN_STATUS_DEVICE_MISMATCH, "training", "queue",
+                  "queue and gradients on another context than the training");
+        b = bargs_ok(f, tr);
+        b.gw = &f->b.gw.t;
+        reject_tb(f, b, RUDNN_STATUS_DEVICE_MISMATCH, "grad_weights", NULL, "grad_weights on another context");
+        b = bargs_ok(f, tr);
+        b.gl = &f->b.gl.t;
+        reject_tb(f, b, RUDNN_STATUS_DEVICE_MISMATCH, "grad_logits", NULL, "grad_logits on another context");
+    }
+    drop_training(f, tr);
+    fx_finish(f);
+}
+
+static void test_training_logits(void **state)
+{
+    fx_t *f = *state;
+    const rudnn_router_weight_options_t ok = opts_ok();
+
+    /* shape: T or E other than the plan's, rank other than 2 */
+    const struct {
+        int rank;
+        int64_t dims[3];
+        const char *what;
+    } shapes[] = {{2, {T, E - 1}, "logits [4, 7]"}, {2, {T, E + 1}, "logits [4, 9]"},
+                  {2, {T - 1, E}, "logits [3, 8]"}, {2, {T + 1, E}, "logits [5, 8]"},
+                  {2, {0, E}, "logits [0, 8]"},     {1, {T * E}, "logits [32]"},
+                  {3, {1, T, E}, "logits [1, 4, 8]"}, {3, {T, E, 1}, "logits [4, 8, 1]"}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        rudnn_tensor_t l = rt_tensor_desc(&f->a.logits, RUDNN_F32, shapes[i].rank, shapes[i].dims, 0);
+        targs_t a = targs_ok(f, &ok);
+        a.logits = &l;
+        /* rank 2: the message tells the plan's T and E */
+        reject_t(f, a, RUDNN_STATUS_BAD_SHAPE, "logits", shapes[i].rank == 2 ? "plan" : NULL, shapes[i].what);
+    }
+    /* a plan over 7 experts with logits of 8 */
+    targs_t a = targs_ok(f, &ok);
+    a.plan = f->plan_e7;
+    reject_t(f, a, RUDNN_STATUS_BAD_SHAPE, "logits", "plan", "logits [4, 8] for a plan over 7 experts");
+
+    /* dtype: index and quantized dtypes are not logits */
+    static const rudnn_dtype_t bad_dtypes[] = {RUDNN_I32, RUDNN_U32, RUDNN_I64, RUDNN_I8};
+    for (size_t i = 0; i < sizeof bad_dtypes / sizeof bad_dtypes[0]; i++) {
+        rudnn_tensor_t l = rt_tensor_desc(&f->a.logits, bad_dtypes[i], 2, dims_logits, 0);
+        char what[64];
+        snprintf(what, sizeof what, "logits %s", rudnn_dtype_name(bad_dtypes[i]));
+        a = targs_ok(f, &ok);
+        a.logits = &l;
+        reject_t(f, a, RUDNN_STATUS_BAD_DTYPE, "logits", rudnn_dtype_name(bad_dtypes[i]), what);
+    }
+
+    /* a strided (padded rows) view: the training plan reads its logits as contiguous */
+    static const int64_t half[2] = {T / 2, E};
+    rudnn_tensor_t pad = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, half, 0);
+    pad.dims[0] = T, pad.strides[0] = E + 4;
+    a = targs_ok(f, &ok);
+    a.logits = &pad;
+    reject_t(f, a, RUDNN_STATUS_NOT_SUPPORTED, "logits", NULL, "logits with padded rows");
+    fx_finish(f);
+}
+
+static void test_training_options(void **state)
+{
+    fx_t *f = *state;
+    static const int scorings[] = {7, -1, 2};
+    for (size_t i = 0; i < sizeof scorings / sizeof scorings[0]; i++) {
+        rudnn_router_weight_options_t o = opts_ok();
+        o.scoring = (rudnn_router_scoring_t)scorings[i];
+        char what[64];
+        snprintf(what, sizeof what, "scoring = %d", scorings[i]);
+        reject_t(f, targs_ok(f, &o), RUDNN_STATUS_BAD_PARAM, "scoring", NULL, what);
+    }
+    static const float scales[] = {0.0f, -0.0f, -1.0f, NAN, INFINITY, -INFINITY};
+    static const char *const names[] = {"0", "-0", "-1", "NaN", "inf", "-inf"};
+    for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++)
+        for (int sigmoid = 0; sigmoid < 2; sigmoid++) {
+            rudnn_router_weight_options_t o = opts_ok();
+            o.scale = scales[i];
+            o.scoring = sigmoid ? RUDNN_ROUTER_SIGMOID : RUDNN_ROUTER_SOFTMAX;
+            char what[64];
+            snprintf(what, sizeof what, "scale = %s (%s)", names[i], sigmoid ? "sigmoid" : "softmax");
+            reject_t(f, targs_ok(f, &o), RUDNN_STATUS_BAD_PARAM, "scale", NULL, what);
+        }
+    fx_finish(f);
+}
+
+/* A plan of top_k 65 (over 80 experts) is NOT_SUPPORTED, whatever the options; one of top_k 64 (the most)
+ * makes a training plan that agrees with the selected router ops. */
+static void test_training_top_k(void **state)
+{
+    fx_t *f = *state;
+    static const int64_t l80[2] = {1, 80}, k64[2] = {1, 64};
+    rt_tensor_t logits;
+    rt_rng_t rng;
+    rt_rng_seed(&rng, 7);
+    rt_tensor_create(&logits, RUDNN_F32, 2, l80, 0, RT_TAIL_BYTES);
+    rt_tensor_fill_uniform(&logits, &rng, -3.0, 3.0);
+    rudnn_routing_plan_t p65 = NULL, p64 = NULL;
+    const rudnn_routing_options_t r65 = {65, 1}, r64 = {64, 1};
+    rt_assert_status(rudnn_moe_route(rt_queue, &logits.t, &r65, &p65), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_moe_route(rt_queue, &logits.t, &r64, &p64), RUDNN_STATUS_SUCCESS);
+    rudnn_queue_synchronize(rt_queue);
+    rt_guard_track(&f->xguard, rt_queue, &logits, NULL);
+    rudnn_tensor_t pi;
+    rt_assert_status(rudnn_routing_plan_weights(p65, &pi), RUDNN_STATUS_SUCCESS);
+    rt_guard_track_buffer(&f->xguard, rt_queue, pi.buffer, pi.offset + rudnn_tensor_bytes(&pi), NULL);
+    for (int sigmoid = 0; sigmoid < 2; sigmoid++) {
+        rudnn_router_weight_options_t o = opts_ok();
+        o.scoring = sigmoid ? RUDNN_ROUTER_SIGMOID : RUDNN_ROUTER_SOFTMAX;
+        targs_t a = {rt_queue, p65, &logits.t, &o, 1};
+        reject_t(f, a, RUDNN_STATUS_NOT_SUPPORTED, "65", "64", sigmoid ? "top_k 65 (sigmoid)" : "top_k 65");
+        rudnn_tensor_t l16 = rt_tensor_desc(&logits, RUDNN_F16, 2, l80, 0);
+        a.logits = &l16;
+        reject_t(f, a, RUDNN_STATUS_NOT_SUPPORTED, "65", "64", sigmoid ? "top_k 65, f16 logits (sigmoid)"
+                                                                      : "top_k 65, f16 logits");
+    }
+    const rudnn_router_weight_options_t ok = opts_ok();
+    rudnn_router_training_plan_t tr = make_training(f, rt_queue, p64, &logits.t, &ok);
+    if (tr) {
+        rudnn_tensor_t gw = rt_tensor_desc(&f->a.gw, RUDNN_F32, 2, k64, 0);
+        rudnn_tensor_t gl = rt_tensor_desc(&f->a.gl, RUDNN_F32, 2, l80, 0);
+        rudnn_tensor_t gw65 = rt_tensor_desc(&f->a.gw, RUDNN_F32, 2, (const int64_t[2]){1, 65}, 0);
+        bargs_t b = {rt_queue, tr, &gw65, &gl};
+        reject_tb(f, b, RUDNN_STATUS_BAD_SHAPE, "grad_weights", NULL, "grad_weights [1, 65] for top_k 64");
+        (void)rudnn_router_training_plan_backward(rt_queue, tr, &gw65, &gl); /* sets the error */
+        if (valid_ok(f, rudnn_router_training_plan_backward(rt_queue, tr, &gw, &gl), OPTB, "top_k 64") &&
+            f->on_opencl) {
+            rudnn_tensor_t w = rt_tensor_desc(&f->a.w, RUDNN_F32, 2, k64, 0);
+            check_matches_selected(f, tr, p64, &logits.t, &ok, &gw, &w, &gl, "top_k 64");
+        }
+    }
+    drop_training(f, tr);
+    xguard_pop(f, 2); /* p65's block and the logits */
+    rudnn_routing_plan_destroy(p64);
+    rudnn_routing_plan_destroy(p65);
+    rt_tensor_destroy(&logits);
+    fx_finish(f);
+}
+
+/* backward's gradients: grad_weights F32 [T, k], grad_logits [T, E] in the logits' dtype (f32, and f16 for a
+ * training of f16 logits), disjoint from the kept logits, the kept indices and grad_weights. */
+static void test_training_backward(void **state)
+{
+    fx_t *f = *state;
+    const rudnn_router_weight_options_t ok = opts_ok();
+    rudnn_router_training_plan_t tr = make_training(f, rt_queue, f->a.plan, &f->a.logits.t, &ok);
+    rudnn_router_training_plan_t tr16 = make_training(f, rt_queue, f->a.plan, &f->logits16.t, &ok);
+    if (!tr || !tr16)
+        goto done;
+
+    /* grad_weights: F32 [T, k] whatever the logits' dtype */
+    static const rudnn_dtype_t bad_gw[] = {RUDNN_F16, RUDNN_BF16, RUDNN_I32};
+    for (size_t i = 0; i < sizeof bad_gw / sizeof bad_gw[0]; i++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            rudnn_tensor_t g = rt_tensor_desc(&f->a.gw, bad_gw[i], 2, dims_k, 0);
+            char what[64];
+            snprintf(what, sizeof what, "grad_weights %s with %s logits", rudnn_dtype_name(bad_gw[i]),
+                     f16 ? "f16" : "f32");
+            bargs_t b = bargs_ok(f, f16 ? tr16 : tr);
+            b.gw = &g;
+            if (f16)
+                b.gl = &f->gl16.t;
+            reject_tb(f, b, RUDNN_STATUS_BAD_DTYPE, "grad_weights", rudnn_dtype_name(bad_gw[i]), what);
+        }
+    const struct {
+        int rank;
+        int64_t dims[3];
+        const char *what;
+    } gw_shapes[] = {{1, {T * K}, "grad_weights [8]"},      {2, {T, K + 1}, "grad_weights [4, 3]"},
+                     {2, {T, K - 1}, "grad_weights [4, 1]"}, {2, {T + 1, K}, "grad_weights [5, 2]"},
+                     {2, {T - 1, K}, "grad_weights [3, 2]"}, {3, {T, K, 1}, "grad_weights [4, 2, 1]"}};
+    for (size_t i = 0; i < sizeof gw_shapes / sizeof gw_shapes[0]; i++) {
+        rudnn_tensor_t g = rt_tensor_desc(&f->a.gw, RUDNN_F32, gw_shapes[i].rank, gw_shapes[i].dims, 0);
+        bargs_t b = bargs_ok(f, tr);
+        b.gw = &g;
+        reject_tb(f, b, RUDNN_STATUS_BAD_SHAPE, "grad_weights", NULL, gw_shapes[i].what);
+    }
+
+    /* grad_logits: the logits' dtype, nothing else */
+    static const rudnn_dtype_t bad_gl[] = {RUDNN_F16, RUDNN_BF16, RUDNN_I32};
+    for (size_t i = 0; i < sizeof bad_gl / sizeof bad_gl[0]; i++) {
+        rudnn_tensor_t g = rt_tensor_desc(&f->a.gl, bad_gl[i], 2, dims_logits, 0);
+        char what[64];
+        snprintf(what, sizeof what, "grad_logits %s with f32 logits", rudnn_dtype_name(bad_gl[i]));
+        bargs_t b = bargs_ok(f, tr);
+        b.gl = &g;
+        reject_tb(f, b, RUDNN_STATUS_BAD_DTYPE, "grad_logits", rudnn_dtype_name(bad_gl[i]), what);
+    }
+    bargs_t b = bargs_ok(f, tr16); /* grad_logits stays f32 */
+    reject_tb(f, b, RUDNN_STATUS_BAD_DTYPE, "grad_logits", "f32", "grad_logits f32 with f16 logits");
+    rudnn_tensor_t gbf = rt_tensor_desc(&f->gl16, RUDNN_BF16, 2, dims_logits, 0);
+    b.gl = &gbf;
+    reject_tb(f, b, RUDNN_STATUS_BAD_DTYPE, "grad_logits", "bf16", "grad_logits bf16 with f16 logits");
+    const struct {
+        int rank;
+        int64_t dims[3];
+        const char *what;
+    } gl_shapes[] = {{1, {T * E}, "grad_logits [32]"},     {2, {T, E - 1}, "grad_logits [4, 7]"},
+                     {2, {T, E + 1}, "grad_logits [4, 9]"}, {2, {T - 1, E}, "grad_logits [3, 8]"},
+                     {2, {T + 1, E}, "grad_logits [5, 8]"}, {3, {T, E, 1}, "grad_logits [4, 8, 1]"}};
+    for (size_t i = 0; i < sizeof gl_shapes / sizeof gl_shapes[0]; i++) {
+        rudnn_tensor_t g = rt_tensor_desc(&f->a.gl, RUDNN_F32, gl_shapes[i].rank, gl_shapes[i].dims, 0);
+        b = bargs_ok(f, tr);
+        b.gl = &g;
+        reject_tb(f, b, RUDNN_STATUS_BAD_SHAPE, "grad_logits", NULL, gl_shapes[i].what);
+    }
+
+    /* strided (padded rows) views */
+    static const int64_t half_e[2] = {T / 2, E}, half_k[2] = {T / 2, K};
+    rudnn_tensor_t gl_pad = rt_tensor_desc(&f->a.gl, RUDNN_F32, 2, half_e, 0);
+    gl_pad.dims[0] = T, gl_pad.strides[0] = E + 2;
+    rudnn_tensor_t gw_pad = rt_tensor_desc(&f->a.gw, RUDNN_F32, 2, half_k, 0);
+    gw_pad.dims[0] = T, gw_pad.strides[0] = K + 1;
+    b = bargs_ok(f, tr);
+    b.gl = &gl_pad;
+    reject_tb(f, b, RUDNN_STATUS_NOT_SUPPORTED, "grad_logits", NULL, "grad_logits with padded rows");
+    b = bargs_ok(f, tr);
+    b.gw = &gw_pad;
+    reject_tb(f, b, RUDNN_STATUS_NOT_SUPPORTED, "grad_weights", NULL, "grad_weights with padded rows");
+
+    /* overlapping what backward reads: the kept logits (exactly, 8 bytes in, from their last element on),
+     * the kept indices (the routing's block), grad_weights; f16 over the kept f16 logits */
+    rudnn_tensor_t in_logits = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, dims_logits, 8);
+    rudnn_tensor_t end_logits = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, dims_logits, (T * E - 1) * 4);
+    rudnn_tensor_t on_gw = rt_tensor_desc(&f->a.gw, RUDNN_F32, 2, dims_logits, 0);
+    rudnn_tensor_t in_gw = rt_tensor_desc(&f->a.gw, RUDNN_F32, 2, dims_logits, 4);
+    rudnn_tensor_t on16 = rt_tensor_desc(&f->logits16, RUDNN_F16, 2, dims_logits, 2);
+    const rudnn_tensor_t kept = training_indices(tr, NULL);
+    rudnn_tensor_t on_idx, on_w, plan_w;
+    rt_assert_status(rudnn_tensor_init(&on_idx, kept.buffer, 0, RUDNN_F32, 2, dims_logits), RUDNN_STATUS_SUCCESS);
+    {
+        rudnn_routing_plan_t r = NULL;
+        rt_assert_status(rudnn_router_training_plan_routing(tr, &r), RUDNN_STATUS_SUCCESS);
+        rt_assert_status(rudnn_routing_plan_weights(r, &plan_w), RUDNN_STATUS_SUCCESS);
+        rudnn_routing_plan_destroy(r);
+    }
+    /* the training plan's own weights (what the caller dispatches with; not an input of backward): a
+     * grad_logits that ends where they end, within the block and past the kept indices */
+    const size_t gl_bytes = (size_t)T * E * 4, w_end = plan_w.offset + rudnn_tensor_bytes(&plan_w);
+    assert_true(w_end >= gl_bytes && w_end - gl_bytes >= rudnn_tensor_bytes(&kept));
+    rt_assert_status(rudnn_tensor_init(&on_w, plan_w.buffer, w_end - gl_bytes, RUDNN_F32, 2, dims_logits),
+                     RUDNN_STATUS_SUCCESS);
+    const struct {
+        const rudnn_tensor_t *gl;
+        const char *in, *what;
+    } overlaps[] = {{&f->a.logits.t, "logits", "grad_logits in place of the kept logits"},
+                    {&in_logits, "logits", "grad_logits 8 bytes into the kept logits"},
+                    {&end_logits, "logits", "grad_logits over the kept logits' last element"},
+                    {&on_idx, "indices", "grad_logits over the kept indices"},
+                    {&on_w, "weights", "grad_logits over the training plan's weights"},
+                    {&on_gw, "grad_weights", "grad_logits at the offset of grad_weights"},
+                    {&in_gw, "grad_weights", "grad_logits 4 bytes into grad_weights"}};
+    for (size_t i = 0; i < sizeof overlaps / sizeof overlaps[0]; i++) {
+        b = bargs_ok(f, tr);
+        b.gl = overlaps[i].gl;
+        reject_tb(f, b, RUDNN_STATUS_BAD_PARAM, "grad_logits", overlaps[i].in, overlaps[i].what);
+    }
+    b = bargs_ok(f, tr16);
+    b.gl = &f->logits16.t;
+    reject_tb(f, b, RUDNN_STATUS_BAD_PARAM, "grad_logits", "logits", "grad_logits in place of the kept f16 logits");
+    b.gl = &on16;
+    reject_tb(f, b, RUDNN_STATUS_BAD_PARAM, "grad_logits", "logits", "grad_logits 2 bytes into the kept f16 logits");
+done:
+    drop_training(f, tr16);
+    drop_training(f, tr);
+    fx_finish(f);
+}
+
+/* No tokens: a plan of T = 0 makes a training plan (logits [0, E]); its calls are checked like any other, and
+ * the valid backward succeeds writing nothing. */
+static void test_training_empty(void **state)
+{
+    fx_t *f = *state;
+    const rudnn_router_weight_options_t ok = opts_ok();
+    static const int64_t t0e[2] = {0, E}, t0e1[2] = {0, E + 1}, t0k[2] = {0, K}, t0k1[2] = {0, K + 1};
+    rudnn_tensor_t l0 = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, t0e, 0);
+    rudnn_routing_plan_t plan = NULL;
+    const rudnn_routing_options_t ro = {K, 1};
+    rt_assert_status(rudnn_moe_route(rt_queue, &l0, &ro, &plan), RUDNN_STATUS_SUCCESS);
+    rudnn_tensor_t l0bad = rt_tensor_desc(&f->a.logits, RUDNN_F32, 2, t0e1, 0);
+    rudnn_tensor_t l0i32 = rt_tensor_desc(&f->a.logits, RUDNN_I32, 2, t0e, 0);
+    targs_t a = {rt_queue, plan, &l0bad, &ok, 1};
+    reject_t(f, a, RUDNN_STATUS_BAD_SHAPE, "logits", "plan", "logits [0, 9] for a plan of no tokens");
+    a.logits = &f->a.logits.t;
+    reject_t(f, a, RUDNN_STATUS_BAD_SHAPE, "logits", "plan", "logits [4, 8] for a plan of no tokens");
+    a.logits = &l0i32;
+    reject_t(f, a, RUDNN_STATUS_BAD_DTYPE, "logits", rudnn_dtype_name(RUDNN_I32), "logits i32 with no tokens");
+    rudnn_router_weight_options_t bad = opts_ok();
+    bad.scale = NAN;
+    a.logits = &l0, a.o = &bad;
+    reject_t(f, a, RUDNN_STATUS_BAD_PARAM, "scale", NULL, "scale = NaN with no tokens");
+    a.o = &ok, a.out = 0;
+    reject_t(f, a, RUDNN_STATUS_BAD_PARAM, "training", NULL, "NULL training with no tokens");
+
+    /* the valid calls: nothing written */
+    rudnn_router_training_plan_t tr = NO_TRAINING;
+    rt_guard_begin(&f->guard);
+    rt_guard_begin(&f->xguard);
+    const rudnn_status_t st = rudnn_routing_plan_into_training(rt_queue, plan, &l0, &ok, &tr);
+    if (!valid_ok(f, st, OPT, "no tokens")) {
+        tr = NULL;
+        goto done;
+    }
+    if (st) {
+        tr = NULL; /* NOT_SUPPORTED on a backend without the kernels */
+        goto done;
+    }
+    if (tr == NO_TRAINING || tr == NULL) {
+        rt_logf(&f->log, "  %s with no tokens: succeeded without writing *training\n", OPT);
+        f->log.failures++;
+        tr = NULL;
+        goto done;
+    }
+    if (rt_guard_changed(&f->guard) + rt_guard_changed(&f->xguard)) {
+        rt_logf(&f->log, "  %s with no tokens wrote to a buffer\n", OPT);
+        f->log.failures++;
+    }
+    rudnn_routing_plan_t r = NULL;
+    rt_assert_status(rudnn_router_training_plan_routing(tr, &r), RUDNN_STATUS_SUCCESS);
+    rudnn_tensor_t ri, rw;
+    rt_assert_status(rudnn_routing_plan_indices(r, &ri), RUDNN_STATUS_SUCCESS);
+    rt_assert_status(rudnn_routing_plan_weights(r, &rw), RUDNN_STATUS_SUCCESS);
+    if (ri.rank != 2 || ri.dims[0] != 0 || ri.dims[1] != K || rw.rank != 2 || rw.dims[0] != 0 || rw.dims[1] != K ||
+        rw.dtype != RUDNN_F32) {
+        rt_logf(&f->log, "  %s with no tokens: the routing is not [0, %d] (U32 indices, F32 weights)\n", OPT, K);
+        f->log.failures++;
+    }
+    rudnn_routing_plan_destroy(r);
+
+    rudnn_tensor_t gw = rt_tensor_desc(&f->a.gw, RUDNN_F32, 2, t0k, 0);
+    rudnn_tensor_t gl = rt_tensor_desc(&f->a.gl, RUDNN_F32, 2, t0e, 0);
+    rudnn_tensor_t gw_bad = rt_tensor_desc(&f->a.gw, RUDNN_F32, 2, t0k1, 0);
+    rudnn_tensor_t gl_bad = rt_tensor_desc(&f->a.gl, RUDNN_F32, 2, t0e1, 0);
+    rudnn_tensor_t gl_f16 = rt_tensor_desc(&f->a.gl, RUDNN_F16, 2, t0e, 0);
+    rudnn_tensor_t gl_4 = f->a.gl.t;
+    bargs_t b = {rt_queue, tr, &gw_bad, &gl};
+    reject_tb(f, b, RUDNN_STATUS_BAD_SHAPE, "grad_weights", NULL, "grad_weights [0, 3] with no tokens");
+    b.gw = &gw, b.gl = &gl_bad;
+    reject_tb(f, b, RUDNN_STATUS_BAD_SHAPE, "grad_logits", NULL, "grad_logits [0, 9] with no tokens");
+    b.gl = &gl_4;
+    reject_tb(f, b, RUDNN_STATUS_BAD_SHAPE, "grad_logits", NULL, "grad_logits [4, 8] with no tokens");
+    b.gl = &gl_f16;
+    reject_tb(f, b, RUDNN_STATUS_BAD_DTYPE, "grad_logits", "f16", "grad_logits f16 with no tokens");
+    b.gl = &gl, b.q = rt_queue2;
+    reject_tb(f, b, RUDNN_STATUS_DEVICE_MISMATCH, "training", "queue", "queue of another context with no tokens");
+    (void)rudnn_router_training_plan_backward(rt_queue, tr, &gw, &gl_bad); /* sets the error */
+    rt_guard_begin(&f->guard);
+    rt_guard_begin(&f->xguard);
+    if (valid_ok(f, rudnn_router_training_plan_backward(rt_queue, tr, &gw, &gl), OPTB, "no tokens") &&
+        rt_guard_changed(&f->guard) + rt_guard_changed(&f->xguard)) {
+        rt_logf(&f->log, "  %s with no tokens wrote to a buffer\n", OPTB);
+        f->log.failures++;
+    }
+done:
+    rudnn_router_training_plan_destroy(tr);
+    rudnn_routing_plan_destroy(plan);
+    fx_finish(f);
+}
+
+/* A valid call of each op after a rejected one: SUCCESS and an empty error (both scorings, renormalized or
+ * not, f32 and f16 logits; the caller's plan made from the f32 logits); on a backend without the kernels
+ * NOT_SUPPORTED naming the op. On opencl the training plan agrees bit for bit with the selected router ops
+ * on the plan's indices. Every object it made is gone once the training plan and its routing are destroyed;
+ * the routing (a new reference) outlives the training plan. */
+static void test_training_success_clears_error(void **state)
+{
+    fx_t *f = *state;
+    for (int variant = 0; variant < 8; variant++) {
+        rudnn_router_weight_options_t o = opts_ok(), bad = opts_ok();
+        o.scoring = variant & 1 ? RUDNN_ROUTER_SIGMOID : RUDNN_ROUTER_SOFTMAX;
+        o.renormalize = (variant >> 1) & 1;
+        o.scale = 2.5f;
+        bad.scale = -1.0f;
+        const int f16 = variant >> 2;
+        const rudnn_tensor_t *L = f16 ? &f->logits16.t : &f->a.logits.t, *G = f16 ? &f->gl16.t : &f->a.gl.t;
+        char what[96];
+        snprintf(what, sizeof what, "valid call after a failed one (%s, renormalize %d, %s logits)",
+                 variant & 1 ? "sigmoid" : "softmax", o.renormalize, f16 ? "f16" : "f32");
+        const uint64_t live = rudnn_debug_live_objects();
+        rudnn_router_training_plan_t tr = NO_TRAINING;
+        (void)rudnn_routing_plan_into_training(rt_queue, f->a.plan, L, &bad, &tr); /* sets the error */
+        rudnn_status_t st = rudnn_routing_plan_into_training(rt_queue, f->a.plan, L, &o, &tr);
+        if (!valid_ok(f, st, OPT, what) || st)
+            continue;
+        if (tr == NO_TRAINING || tr == NULL) {
+            rt_logf(&f->log, "  %s, %s: succeeded without writing *training\n", OPT, what);
+            f->log.failures++;
+            continue;
+        }
+        rudnn_routing_plan_t r = NO_ROUTING;
+        (void)rudnn_router_training_plan_routing(tr, NULL); /* sets the error */
+        st = rudnn_router_training_plan_routing(tr, &r);
+        if (!valid_ok(f, st, OPTR, what) || st) {
+            r = NULL;
+        } else if (r == NO_ROUTING || r == NULL || r == f->a.plan) {
+            rt_logf(&f->log, "  %s, %s: *routing is not a new plan\n", OPTR, what);
+            f->log.failures++;
+            r = NULL;
+        }
+        (void)rudnn_router_training_plan_backward(rt_queue, tr, NULL, G); /* sets the error */
+        valid_ok(f, rudnn_router_training_plan_backward(rt_queue, tr, &f->a.gw.t, G), OPTB, what);
+        rudnn_queue_synchronize(rt_queue);
+        if (f->on_opencl)
+            check_matches_selected(f, tr, f->a.plan, L, &o, &f->a.gw.t, &f->a.w.t, G, what);
+        /* the routing outlives the training plan: its indices still read as the plan's */
+        rudnn_router_training_plan_destroy(tr);
+        if (r && f->on_opencl) {
+            rudnn_tensor_t ri, pi;
+            rt_assert_status(rudnn_routing_plan_indices(r, &ri), RUDNN_STATUS_SUCCESS);
+            rt_assert_status(rudnn_routing_plan_indices(f->a.plan, &pi), RUDNN_STATUS_SUCCESS);
+            uint8_t *got = read_bytes(&ri), *want = read_bytes(&pi);
+            same_bytes(f, got, want, rudnn_tensor_bytes(&pi), "the routing's indices after the training's destroy",
+                       what);
+            free(got), free(want);
+        }
+        rudnn_routing_plan_destroy(r);
+        const uint64_t after = rudnn_debug_live_objects();
+        if (after != live) {
+            rt_logf(&f->log, "  %s, %s: %lld object(s) alive after the training plan and its routing were "
+                    "destroyed\n", OPT, what, (long long)(after - live));
+            f->log.failures++;
+        }
+    }
+    fx_finish(f);
+}
+
+/* The training plan keeps its logits' buffer alive: the caller's buffer destroyed, backward still reads the
+ * logits (the same gradient as from a copy of them) and the buffer goes with the training plan. */
+static void test_training_holds_logits(void **state)
+{
+    fx_t *f = *state;
+    const rudnn_router_weight_options_t ok = opts_ok();
+    rt_tensor_t copy;
+    rt_tensor_create(&copy, RUDNN_F32, 2, dims_logits, 0, 0);
+    uint8_t *values = read_bytes(&f->a.logits.t);
+    rt_assert_status(rudnn_tensor_write(rt_queue, &copy.t, values, rudnn_tensor_bytes(&copy.t)),
+                     RUDNN_STATUS_SUCCESS);
+    free(values);
+    const uint64_t live = rudnn_debug_live_objects(); /* the copy's buffer among them */
+    rudnn_router_training_plan_t tr = NULL;
+    const rudnn_status_t st = rudnn_routing_plan_into_training(rt_queue, f->a.plan, &copy.t, &ok, &tr);
+    rt_tensor_destroy(&copy);
+    if (!valid_ok(f, st, OPT, "logits held") || st)
+        goto done;
+    if (valid_ok(f, rudnn_router_training_plan_backward(rt_queue, tr, &f->a.gw.t, &f->a.gl.t), OPTB,
+                 "logits destroyed by the caller") &&
+        f->on_opencl) {
+        uint8_t *got = read_bytes(&f->a.gl.t);
+        rudnn_tensor_t pi;
+        rt_assert_status(rudnn_routing_plan_indices(f->a.plan, &pi), RUDNN_STATUS_SUCCESS);
+        rt_assert_status(rudnn_moe_selected_router_backward(rt_queue, &f->a.logits.t, &pi, &f->a.gw.t, &ok,
+                                                            &f->a.gl.t),
+                         RUDNN_STATUS_SUCCESS);
+        uint8_t *want = read_bytes(&f->a.gl.t);
+        same_bytes(f, got, want, rudnn_tensor_bytes(&f->a.gl.t), "grad_logits (the caller's logits destroyed)",
+                   "logits held");
+        free(got), free(want);
+    }
+    rudnn_router_training_plan_destroy(tr);
+    const uint64_t after = rudnn_debug_live_objects();
+    if (after != live - 1) {
+        rt_logf(&f->log, "  %s: %lld object(s) alive after the training plan was destroyed, expected %lld (the "
+                "logits' buffer gone with it)\n", OPT, (long long)after, (long long)live - 1);
+        f->log.failures++;
+    }
+done:
+    fx_finish(f);
+}
+
 /* ---- main ---------------------------------------------------------------------------------------- */
 
 #define TC(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
@@ -1864,6 +2602,9 @@ int main(int argc, char **argv)
         TC(test_experts_shapes), TC(test_experts_strategy), TC(test_experts_workspace), TC(test_experts_overlap),
         TC(test_experts_workspace_size), TC(test_experts_empty), TC(test_experts_success_clears_error),
         TC(test_experts_offsets),
+        TC(test_training_null),  TC(test_training_context), TC(test_training_logits), TC(test_training_options),
+        TC(test_training_top_k), TC(test_training_backward), TC(test_training_empty),
+        TC(test_training_success_clears_error), TC(test_training_holds_logits),
     };
     return rt_run_with_second_context("moe_train-contract", tests, argc, argv);
 }

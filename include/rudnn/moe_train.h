@@ -86,7 +86,7 @@ RUDNN_API rudnn_status_t rudnn_router_training_plan_routing(rudnn_router_trainin
 
 /* grad_logits [T, E] (the logits' dtype) for grad_weights F32 [T, k]: rudnn_moe_selected_router_backward
  * on the kept logits, indices and options (its contract: grad_logits disjoint from logits, every element
- * written). */
+ * written); grad_logits must not meet the training plan's own indices or weights either. */
 RUDNN_API rudnn_status_t rudnn_router_training_plan_backward(rudnn_queue_t queue,
                                                              rudnn_router_training_plan_t training,
                                                              const rudnn_tensor_t *grad_weights,

@@ -7,7 +7,10 @@
  * twice: a repeated index is valid), F32 rows and weights. The router, combine and dispatch ops take no
  * workspace: their allocations are the plugin's (the program build from a cold context); a warm call that
  * allocates nothing is checked with every allocation failing. The experts' calls without a workspace also
- * take a pool block (a cold queue's first). */
+ * take a pool block (a cold queue's first). The router training plan: rudnn_routing_plan_into_training of a
+ * plan setup routes (softmax top-2) from the same logits (softmax renormalized, sigmoid, f16 logits), alone
+ * and followed by rudnn_router_training_plan_backward through the plan made: the host objects, the routing's
+ * pool block and the router program; a failed call must leave *training as it was. */
 #include <stdio.h>
 
 #include "fault_case.h"
@@ -328,6 +331,121 @@ static void experts_teardown(void *s)
         fault_drop_tensor(all[i]);
 }
 
+/* ---- the router training plan: into_training, then its backward ---- */
+
+/* variant bits: sigmoid scoring (scale 2.5, not renormalized; else softmax renormalized), f16 logits (else
+ * f32), the backward through the made training plan after into_training (TV_BACKWARD) */
+#define TV_SIGMOID 1
+#define TV_F16 2
+#define TV_BACKWARD 4
+
+typedef struct tplan_state {
+    fault_env_t env;
+    rudnn_tensor_t logits, grad_weights;
+    rudnn_tensor_t grad_logits; /* output (TV_BACKWARD) */
+    rudnn_router_weight_options_t options;
+    rudnn_routing_plan_t plan; /* made by setup from logits (softmax top-2, renormalized) */
+    void *made;                /* the training plan the call made, or FAULT_NO_HANDLE */
+} tplan_state_t;
+
+static rudnn_status_t tplan_setup(void *s, const fault_env_t *env)
+{
+    tplan_state_t *m = s;
+    m->env = *env;
+    static const rudnn_routing_options_t route = {.top_k = K, .renormalize = 1};
+    const int64_t logits[2] = {T, E}, selected[2] = {T, K};
+    const rudnn_dtype_t dt = env->variant & TV_F16 ? RUDNN_F16 : RUDNN_F32;
+    rudnn_status_t st = fault_float_tensor(env, dt, 2, logits, 111, &m->logits);
+    if (!st)
+        st = fault_f32_tensor(env, 2, selected, 112, &m->grad_weights);
+    if (!st)
+        st = fault_out_tensor(env, dt, 2, logits, &m->grad_logits);
+    if (!st)
+        st = rudnn_moe_route(env->queue, &m->logits, &route, &m->plan);
+    static const rudnn_router_weight_options_t softmax = {.scoring = RUDNN_ROUTER_SOFTMAX, .renormalize = 1,
+                                                          .scale = 1.0f};
+    static const rudnn_router_weight_options_t sigmoid = {.scoring = RUDNN_ROUTER_SIGMOID, .renormalize = 0,
+                                                          .scale = 2.5f};
+    m->options = env->variant & TV_SIGMOID ? sigmoid : softmax;
+    return st;
+}
+
+static rudnn_status_t tplan_prepare(void *s)
+{
+    tplan_state_t *m = s;
+    m->made = FAULT_NO_HANDLE;
+    return fault_fill_sentinel(&m->env, &m->grad_logits);
+}
+
+/* into_training; with TV_BACKWARD then the backward through the training plan made (on its failure the
+ * training plan is destroyed here, so that a failed call leaves the handle as it was). The backward's
+ * program is the one into_training ran, so on OpenCL every counted allocation is into_training's: an
+ * allocation the backward made would fail it, and its message would not name this case's op. */
+static rudnn_status_t into_training_call(void *s)
+{
+    tplan_state_t *m = s;
+    rudnn_status_t st = rudnn_routing_plan_into_training(m->env.queue, m->plan, &m->logits, &m->options,
+                                                         (rudnn_router_training_plan_t *)&m->made);
+    if (st || !(m->env.variant & TV_BACKWARD))
+        return st;
+    st = rudnn_router_training_plan_backward(m->env.queue, m->made, &m->grad_weights, &m->grad_logits);
+    if (st) {
+        rudnn_router_training_plan_destroy(m->made);
+        m->made = FAULT_NO_HANDLE;
+    }
+    return st;
+}
+
+static int tplan_unchanged(void *s, char *why, size_t cap)
+{
+    tplan_state_t *m = s;
+    if (m->made != FAULT_NO_HANDLE) {
+        snprintf(why, cap, "*training was written by a call that failed");
+        return 0;
+    }
+    return fault_is_sentinel(&m->env, &m->grad_logits, "grad_logits", why, cap);
+}
+
+/* The routing of the training plan made (its indices and weights), then grad_logits (TV_BACKWARD). */
+static rudnn_status_t tplan_result(void *s, uint8_t **bytes, size_t *size)
+{
+    tplan_state_t *m = s;
+    *bytes = NULL;
+    *size = 0;
+    rudnn_routing_plan_t routing = NULL;
+    rudnn_tensor_t v;
+    rudnn_status_t st = rudnn_router_training_plan_routing(m->made, &routing);
+    if (!st)
+        st = rudnn_routing_plan_indices(routing, &v);
+    if (!st)
+        st = fault_append_tensor(&m->env, &v, bytes, size);
+    if (!st)
+        st = rudnn_routing_plan_weights(routing, &v);
+    if (!st)
+        st = fault_append_tensor(&m->env, &v, bytes, size);
+    rudnn_routing_plan_destroy(routing);
+    if (!st && (m->env.variant & TV_BACKWARD))
+        st = fault_append_tensor(&m->env, &m->grad_logits, bytes, size);
+    return st;
+}
+
+static void tplan_undo(void *s)
+{
+    tplan_state_t *m = s;
+    if (m->made != FAULT_NO_HANDLE)
+        rudnn_router_training_plan_destroy(m->made);
+    m->made = FAULT_NO_HANDLE;
+}
+
+static void tplan_teardown(void *s)
+{
+    tplan_state_t *m = s;
+    rudnn_routing_plan_destroy(m->plan);
+    rudnn_tensor_t *all[] = {&m->logits, &m->grad_weights, &m->grad_logits};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        fault_drop_tensor(all[i]);
+}
+
 #define TRAIN_CASE(op, call, label, variant)                                                                     \
     {op,     sizeof(train_state_t), FAULT_COLD_CONTEXT | FAULT_COLD_QUEUE | FAULT_WARM, setup, prepare, call, \
      unchanged, result, undo, teardown, label, variant}
@@ -335,6 +453,11 @@ static void experts_teardown(void *s)
 #define ROWS_CASE(op, call, label, variant)                                                                    \
     {op,   sizeof(rows_state_t), FAULT_COLD_CONTEXT | FAULT_COLD_QUEUE | FAULT_WARM, rows_setup, rows_prepare, \
      call, rows_unchanged, rows_result, undo, rows_teardown, label, variant}
+
+#define TPLAN_CASE(label, variant)                                                                             \
+    {"routing_plan_into_training", sizeof(tplan_state_t), FAULT_COLD_CONTEXT | FAULT_COLD_QUEUE | FAULT_WARM,     \
+     tplan_setup, tplan_prepare, into_training_call, tplan_unchanged, tplan_result, tplan_undo, tplan_teardown,  \
+     label, variant}
 
 #define EXPERTS_CASE(op, call, label, variant)                                                                  \
     {op,              sizeof(experts_state_t), FAULT_COLD_CONTEXT | FAULT_COLD_QUEUE | FAULT_WARM, experts_setup, \
@@ -360,6 +483,11 @@ static const fault_case_t cases[] = {
                  RUDNN_MOE_SCALAR),
     EXPERTS_CASE("swiglu_experts_backward", experts_backward_call, "experts_backward (Auto, workspace)",
                  XV_CALLER_WORKSPACE | RUDNN_MOE_AUTO),
+    TPLAN_CASE("into_training (softmax, renormalize)", 0),
+    TPLAN_CASE("into_training (sigmoid)", TV_SIGMOID),
+    TPLAN_CASE("into_training (f16 logits)", TV_F16),
+    TPLAN_CASE("into_training, backward (softmax, renormalize)", TV_BACKWARD),
+    TPLAN_CASE("into_training, backward (sigmoid, f16 logits)", TV_BACKWARD | TV_SIGMOID | TV_F16),
 };
 
 const fault_family_t fault_family_moe_train = {"moe_train", cases, sizeof cases / sizeof cases[0]};
