@@ -719,6 +719,7 @@ def moe_train_seeds():
                                            {**other, 3: slot(0x80, FOREIGN, 1, 0, extra=(4, 0, 0, 0)),
                                             8: slot(0x80, FOREIGN, 0, 0, extra=(4, 0, 0, 0))})
     seeds.update(moe_train_rows_seeds())
+    seeds.update(moe_train_experts_seeds())
     return seeds
 
 
@@ -856,6 +857,91 @@ def moe_train_rows_seeds():
                                                            {0: slot(0x80, 1), 2: foreign(0, 0), 3: foreign(1, 0),
                                                             5: foreign(0, 1), 6: foreign(1, 1)})
     seeds["dispatch_backward-dispatched-other-context-queue-too"] = seed(header(DISPATCH), n[DISPATCH], other)
+    return seeds
+
+
+def moe_train_experts_seeds():
+    # header (fuzz_moe_train.c, the experts ops): op, logits dtype, T, E, top_k, dtype, flags, -, seed, scale,
+    # H, strategy, I, poison, foreign fill, fill
+    FORWARD, BACKWARD = 4, 5
+    GROUPED, RENORM, W_RESERVE, W_LOGITS, W_GRAD, POISON, SHARED, WIDE = 1, 2, 4, 8, 16, 32, 64, 128
+    E1, E2, E3, E5, E8, E16, E64, E65 = range(8)
+    F32, F16, BF16 = range(3)
+    SCALAR, AUTO, TENSOR_CORE, PAST, MINUS_1, INT_MIN = range(6)
+    NAN_, INF, MINUS_INF, HUGE, DENORMAL, F16_MAX, OVER_F16, MINUS_ZERO = range(8)
+
+    def header(op, ldt=F32, t=2, e=E8, k=1, dt=F32, flags=RENORM | W_LOGITS | W_RESERVE | W_GRAD, seed=5, scale=0,
+               h=7, strategy=SCALAR, i=5, poison=0, fill=2):
+        # t 2 -> 3 tokens, k 1 -> top-2 of 8 experts, H 8, I 6; fill 2: 0x3f (0.75 in F32 and BF16, 1.8 in F16)
+        return [op, ldt, t, e, k, dt, flags, 0, seed, scale, h, strategy, i, poison, 0, fill]
+
+    # slots: forward: queue, experts, dispatched, strategy, workspace, reserve, expert_output, then the size
+    # query's rows and bytes; backward: queue, experts, dispatched, reserve, grad_expert_output, strategy,
+    # workspace, grad_rows, grad_gate, grad_up, grad_down, rows, bytes
+    n = {FORWARD: 9, BACKWARD: 13}
+    names = {FORWARD: "experts_forward", BACKWARD: "experts_backward"}
+    ws_slot = {FORWARD: 4, BACKWARD: 6}
+    seeds = {}
+    for op in (FORWARD, BACKWARD):
+        nm = names[op]
+        seeds[f"{nm}-f32"] = seed(header(op), n[op])
+        seeds[f"{nm}-f16-auto-grouped"] = seed(header(op, dt=F16, strategy=AUTO, ldt=F16,
+                                                      flags=GROUPED | W_LOGITS | W_RESERVE | W_GRAD), n[op])
+        seeds[f"{nm}-bf16-wide"] = seed(header(op, dt=BF16, flags=RENORM | W_LOGITS | W_RESERVE | W_GRAD | WIDE,
+                                               fill=6), n[op])
+        seeds[f"{nm}-tensor-core"] = seed(header(op, strategy=TENSOR_CORE), n[op])
+        seeds[f"{nm}-tokens-zero"] = seed(header(op, t=15), n[op])
+        # fz_object_choice(6): 1 + kind % 5: NULL, other context, E + 1, another dtype, H + 1
+        seeds[f"{nm}-experts-{'null' if op == FORWARD else 'one-more'}"] = seed(header(op), n[op],
+                                                                              {1: slot(0x80, 0 if op == FORWARD else 2)})
+        # fz_workspace: a buffer of this context (kind 0) of the intended size, one byte short; the other context's
+        seeds[f"{nm}-workspace-caller"] = seed(header(op), n[op], {ws_slot[op]: slot(0x80, 0, 1, 0)})
+        seeds[f"{nm}-workspace-short"] = seed(header(op), n[op], {ws_slot[op]: slot(0x80, 0, 1, 2)})
+        seeds[f"{nm}-poison-nan-token"] = seed(header(op, flags=RENORM | W_LOGITS | W_RESERVE | W_GRAD | POISON,
+                                                      poison=0x30 | NAN_), n[op])
+        seeds[f"{nm}-poison-over-f16-weight"] = seed(header(op, dt=F16, flags=W_LOGITS | W_GRAD | POISON,
+                                                            poison=0x58 | OVER_F16), n[op])
+        seeds[f"{nm}-shared-weights"] = seed(header(op, flags=RENORM | W_LOGITS | W_GRAD | SHARED), n[op])
+        # 64 rows: one token to all 64 experts (H 8, I 2 after the caps)
+        seeds[f"{nm}-top-64-of-64"] = seed(header(op, t=0, e=E64, k=63, h=7, i=3), n[op])
+    # the experts of the other context (queue and dispatched of this one), another dtype, H + 1
+    seeds["experts_forward-experts-other-context"] = seed(header(FORWARD), n[FORWARD], {1: slot(0x80, 1)})
+    seeds["experts_forward-experts-other-dtype"] = seed(header(FORWARD, dt=BF16), n[FORWARD], {1: slot(0x80, 3)})
+    seeds["experts_forward-experts-other-hidden"] = seed(header(FORWARD), n[FORWARD], {1: slot(0x80, 4)})
+    seeds["experts_backward-experts-other-hidden"] = seed(header(BACKWARD), n[BACKWARD], {1: slot(0x80, 4)})
+    seeds["experts_forward-dispatched-other-top-k"] = seed(header(FORWARD), n[FORWARD], {2: slot(0x80, 5)})
+    seeds["experts_backward-f16-top-1-of-16"] = seed(header(BACKWARD, dt=F16, e=E16, k=0, t=1, h=23, i=23), n[BACKWARD])
+    seeds["experts_forward-strategy-past"] = seed(header(FORWARD, strategy=PAST), n[FORWARD])
+    seeds["experts_backward-strategy-int-min"] = seed(header(BACKWARD, strategy=INT_MIN), n[BACKWARD])
+    seeds["experts_backward-workspace-foreign"] = seed(header(BACKWARD), n[BACKWARD], {6: slot(0x80, 2, 0, 0)})
+    seeds["experts_backward-dispatched-other-hidden"] = seed(header(BACKWARD), n[BACKWARD], {2: slot(0x80, 2)})
+    seeds["experts_backward-reserve-fill-huge"] = seed(header(BACKWARD, flags=RENORM | W_LOGITS | W_GRAD, fill=3),
+                                                       n[BACKWARD])
+    # outputs on an input (ALIAS index: the tensor arguments so far, the experts' three weights first)
+    seeds["experts_forward-output-on-reserve"] = seed(header(FORWARD), n[FORWARD], {6: mutation(ALIAS, index=3)})
+    seeds["experts_forward-output-on-up"] = seed(header(FORWARD), n[FORWARD], {6: mutation(ALIAS, index=1)})
+    seeds["experts_backward-grad-gate-on-gate"] = seed(header(BACKWARD), n[BACKWARD], {8: mutation(ALIAS, index=0)})
+    seeds["experts_backward-grad-rows-on-grad-expert-output"] = seed(header(BACKWARD), n[BACKWARD],
+                                                                     {7: mutation(ALIAS, index=4)})
+    seeds["experts_backward-grad-up-on-grad-gate"] = seed(header(BACKWARD), n[BACKWARD], {9: mutation(ALIAS, index=6)})
+    seeds["experts_backward-grad-down-overlaps-shared-down"] = seed(
+        header(BACKWARD, flags=RENORM | W_LOGITS | SHARED), n[BACKWARD], {10: mutation(OVERLAP, index=2)})
+    seeds["experts_forward-reserve-dtype-f16"] = seed(header(FORWARD), n[FORWARD], {5: mutation(DTYPE, pick=1)})
+    seeds["experts_backward-grad-up-rank-2"] = seed(header(BACKWARD), n[BACKWARD], {9: mutation(RANK, pick=2)})
+    # the size query: rows -1 (dim edge 5), bytes NULL
+    seeds["experts_forward-size-query-negative-rows"] = seed(header(FORWARD), n[FORWARD], {7: slot(0x80, 0, 0, 5)})
+    seeds["experts_backward-size-query-bytes-null"] = seed(header(BACKWARD), n[BACKWARD], {12: slot(0x80, 0)})
+
+    # queue, experts, dispatched and every tensor on the other context: accepted (2 buffers there)
+    def foreign(buffer, at):
+        return slot(0x80, FOREIGN, buffer, 0, extra=(at, 0, 0, 0))
+
+    other = {0: slot(0x80, 1), 1: slot(0x80, 1), 2: slot(0x80, 1)}
+    seeds["experts_forward-other-context"] = seed(header(FORWARD, h=3, i=3), n[FORWARD],
+                                                  {**other, 5: foreign(0, 0), 6: foreign(1, 0)})
+    seeds["experts_backward-other-context"] = seed(header(BACKWARD, h=3, i=3), n[BACKWARD],
+                                                   {**other, 3: foreign(0, 0), 4: foreign(1, 0), 7: foreign(0, 1),
+                                                    8: foreign(1, 1), 9: foreign(0, 2), 10: foreign(1, 4)})
     return seeds
 
 
