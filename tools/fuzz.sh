@@ -82,7 +82,7 @@ run_one() {
   [ "$status" -ne 0 ] && crashes=1
   echo "fuzz_$f: ${inputs:-0} inputs, $seconds s, $crashes crashes${artifact:+, artifact $artifact}"
   if [ "$status" -ne 0 ]; then
-    grep -E '^fuzz:|ERROR:|runtime error|SUMMARY' "$log" | head -n 20 | sed 's/^/  /'
+    grep -E '^fuzz:|ERROR:|runtime error|SUMMARY' "$log" | head -n 32 | sed 's/^/  /'
     return 1
   fi
 }
