@@ -443,17 +443,15 @@ rudnn_status_t rudnn_check_off_dispatched(const char *op, const char *arg, const
     return RUDNN_STATUS_SUCCESS;
 }
 
-rudnn_status_t rudnn_check_workspace_off_dispatched(const char *op, rudnn_buffer_t workspace, size_t workspace_bytes,
-                                                    rudnn_dispatched_t d)
+int rudnn_dispatched_arrays_append(rudnn_dispatched_t d, rudnn_tensor_t views[RUDNN_DISPATCHED_ARRAYS],
+                                   const rudnn_tensor_t **tensors, const char **names, int n)
 {
-    rudnn_tensor_t views[RUDNN_DISPATCHED_ARRAYS];
     rudnn_dispatched_arrays(d, views);
-    for (int i = 0; i < RUDNN_DISPATCHED_ARRAYS; i++)
-        if (workspace && views[i].buffer == workspace && rudnn_tensor_bytes(&views[i]) > 0 &&
-            views[i].offset < workspace_bytes)
-            return rudnn_set_error(RUDNN_STATUS_BAD_PARAM, "%s: %s overlaps the first workspace_bytes (%zu) of "
-                                   "workspace", op, rudnn_dispatched_array_names[i], workspace_bytes);
-    return RUDNN_STATUS_SUCCESS;
+    for (int i = 0; i < RUDNN_DISPATCHED_ARRAYS; i++) {
+        tensors[n + i] = &views[i];
+        names[n + i] = rudnn_dispatched_array_names[i];
+    }
+    return n + RUDNN_DISPATCHED_ARRAYS;
 }
 
 rudnn_status_t rudnn_dispatched_positions(rudnn_dispatched_t d, rudnn_tensor_t *t)
@@ -917,14 +915,12 @@ static rudnn_status_t experts_launch(const char *op, rudnn_queue_t queue, rudnn_
                                      const rudnn_tensor_t *expert_output)
 {
     const rudnn_moe_kernels_t *k = RUDNN_FAMILY_TABLE(queue->context->backend, moe);
-    void *act = workspace ? workspace->mem : NULL;
-    if (!workspace)
-        TRY(rudnn_kernel_status(op, rudnn_pool_acquire(queue, need, &act)));
+    void *act;
+    TRY(rudnn_scratch_begin(op, queue, workspace, need, &act));
     rudnn_status_t st = k->experts_run(queue->handle, run, picked, tokens, offsets, rudnn_mem_of(&x->gate),
                                        rudnn_mem_of(&x->up), rudnn_mem_of(&x->down), (rudnn_mem_ref_t){act, 0},
                                        rudnn_mem_of(expert_output));
-    if (!workspace) /* stream order makes the block safe to hand to later work on this queue */
-        rudnn_pool_release(queue, act, need);
+    rudnn_scratch_end(queue, workspace, act, need);
     return rudnn_kernel_status(op, st);
 }
 
@@ -957,7 +953,12 @@ static rudnn_status_t forward_dispatched(rudnn_queue_t queue, rudnn_swiglu_exper
     size_t need;
     TRY(experts_prepare(op, queue, x, &rp, strategy, workspace, workspace_size, expert_output, NULL, &picked,
                         &need));
-    TRY(rudnn_check_workspace_off_dispatched(op, workspace, workspace_size, d));
+    rudnn_tensor_t arrays[RUDNN_DISPATCHED_ARRAYS];
+    const rudnn_tensor_t *on_d[RUDNN_DISPATCHED_ARRAYS];
+    const char *on_d_names[RUDNN_DISPATCHED_ARRAYS];
+    const int n = rudnn_dispatched_arrays_append(d, arrays, on_d, on_d_names, 0);
+    TRY(rudnn_check_workspace(op, queue, workspace, workspace_size, need, "rudnn_swiglu_experts_workspace_size",
+                              on_d, on_d_names, n)); /* experts_prepare checked its context and size */
     if (d->rows == 0)
         return RUDNN_STATUS_SUCCESS;
     rudnn_moe_rows_plan_t run = rows_plan(d->plan, d->dtype, d->hidden);

@@ -28,9 +28,11 @@ void rudnn_dispatched_arrays(rudnn_dispatched_t d, rudnn_tensor_t views[RUDNN_DI
 /* BAD_PARAM naming arg and the array when t overlaps one of the dispatched object's arrays. */
 rudnn_status_t rudnn_check_off_dispatched(const char *op, const char *arg, const rudnn_tensor_t *t,
                                           rudnn_dispatched_t d);
-/* BAD_PARAM when one of those arrays lies in the first workspace_bytes of workspace (NULL: none). */
-rudnn_status_t rudnn_check_workspace_off_dispatched(const char *op, rudnn_buffer_t workspace, size_t workspace_bytes,
-                                                    rudnn_dispatched_t d);
+/* Appends the n-th onward entries of a rudnn_check_workspace list: fills views with the dispatched object's
+ * arrays, points tensors[n + i] at views[i] and names[n + i] at its name; returns n + RUDNN_DISPATCHED_ARRAYS.
+ * A workspace must meet none of them. */
+int rudnn_dispatched_arrays_append(rudnn_dispatched_t d, rudnn_tensor_t views[RUDNN_DISPATCHED_ARRAYS],
+                                   const rudnn_tensor_t **tensors, const char **names, int n);
 
 /* A routing plan's shape. */
 typedef struct rudnn_routing_plan_info {

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/pool.h"
 #include "moe_internal.h"
 #include "rudnn/moe_train.h"
 #include "validate.h"
@@ -478,23 +477,6 @@ static rudnn_status_t check_weight_grad(const char *op, const char *arg, rudnn_q
     return rudnn_check_dtype(op, arg, t, RUDNN_F32, "weight gradients are f32");
 }
 
-/* The scratch of a launch: the caller's workspace, or a pool block (released by scratch_end). */
-static rudnn_status_t scratch_begin(const char *op, rudnn_queue_t queue, rudnn_buffer_t workspace, size_t need,
-                                    void **mem)
-{
-    if (workspace) {
-        *mem = workspace->mem;
-        return RUDNN_STATUS_SUCCESS;
-    }
-    return rudnn_kernel_status(op, rudnn_pool_acquire(queue, need, mem));
-}
-
-static void scratch_end(rudnn_queue_t queue, rudnn_buffer_t workspace, void *mem, size_t need)
-{
-    if (!workspace) /* stream order makes the block safe to hand to later work on this queue */
-        rudnn_pool_release(queue, mem, need);
-}
-
 rudnn_status_t rudnn_swiglu_experts_forward_dispatched_training(rudnn_queue_t queue, rudnn_swiglu_experts_t experts,
                                                                 rudnn_dispatched_t dispatched,
                                                                 rudnn_moe_strategy_t strategy,
@@ -515,11 +497,12 @@ rudnn_status_t rudnn_swiglu_experts_forward_dispatched_training(rudnn_queue_t qu
     TRY(rudnn_check_off_dispatched(op, "reserve", reserve, dispatched));
     TRY(rudnn_check_off_dispatched(op, "expert_output", expert_output, dispatched));
     TRY(rudnn_check_disjoint(op, "expert_output", expert_output, "reserve", reserve));
-    const rudnn_tensor_t *all[5] = {reserve, expert_output, c.x.gate, c.x.up, c.x.down};
-    const char *const all_names[5] = {"reserve", "expert_output", "the gate weights", "the up weights",
-                                      "the down weights"};
-    TRY(rudnn_check_workspace(op, queue, workspace, workspace_bytes, c.need, TRAINING_SIZE_QUERY, all, all_names, 5));
-    TRY(rudnn_check_workspace_off_dispatched(op, workspace, workspace_bytes, dispatched));
+    rudnn_tensor_t arrays[RUDNN_DISPATCHED_ARRAYS];
+    const rudnn_tensor_t *all[5 + RUDNN_DISPATCHED_ARRAYS] = {reserve, expert_output, c.x.gate, c.x.up, c.x.down};
+    const char *all_names[5 + RUDNN_DISPATCHED_ARRAYS] = {"reserve", "expert_output", "the gate weights",
+                                                          "the up weights", "the down weights"};
+    const int n = rudnn_dispatched_arrays_append(dispatched, arrays, all, all_names, 5);
+    TRY(rudnn_check_workspace(op, queue, workspace, workspace_bytes, c.need, TRAINING_SIZE_QUERY, all, all_names, n));
     TRY(training_strategy(op, strategy));
     const rudnn_moe_train_kernels_t *k;
     TRY(kernels(op, queue, &k));
@@ -529,12 +512,12 @@ rudnn_status_t rudnn_swiglu_experts_forward_dispatched_training(rudnn_queue_t qu
     if (c.d.rows == 0)
         return RUDNN_STATUS_SUCCESS;
     void *act;
-    TRY(scratch_begin(op, queue, workspace, c.need, &act));
+    TRY(rudnn_scratch_begin(op, queue, workspace, c.need, &act));
     const rudnn_status_t st = k->experts_forward_train(
         queue->handle, &c.plan, rudnn_mem_of(&c.tokens), rudnn_mem_of(&c.offsets), rudnn_mem_of(c.x.gate),
         rudnn_mem_of(c.x.up), rudnn_mem_of(c.x.down), rudnn_mem_of(reserve), (rudnn_mem_ref_t){act, 0},
         rudnn_mem_of(expert_output));
-    scratch_end(queue, workspace, act, c.need);
+    rudnn_scratch_end(queue, workspace, act, c.need);
     return rudnn_kernel_status(op, st);
 }
 
@@ -566,13 +549,14 @@ rudnn_status_t rudnn_swiglu_experts_backward(rudnn_queue_t queue, rudnn_swiglu_e
         TRY(rudnn_check_off_dispatched(op, out_names[o], outs[o], dispatched));
         TRY(check_apart(op, out_names[o], outs[o], outs + o + 1, out_names + o + 1, 3 - o));
     }
-    const rudnn_tensor_t *all[9] = {grad_rows, grad_gate, grad_up, grad_down, reserve, grad_expert_output,
-                                    c.x.gate, c.x.up, c.x.down};
-    const char *const all_names[9] = {"grad_rows", "grad_gate", "grad_up", "grad_down", "reserve",
-                                      "grad_expert_output", "the gate weights", "the up weights",
-                                      "the down weights"};
-    TRY(rudnn_check_workspace(op, queue, workspace, workspace_bytes, c.need, TRAINING_SIZE_QUERY, all, all_names, 9));
-    TRY(rudnn_check_workspace_off_dispatched(op, workspace, workspace_bytes, dispatched));
+    rudnn_tensor_t arrays[RUDNN_DISPATCHED_ARRAYS];
+    const rudnn_tensor_t *all[9 + RUDNN_DISPATCHED_ARRAYS] = {grad_rows, grad_gate, grad_up, grad_down, reserve,
+                                                              grad_expert_output, c.x.gate, c.x.up, c.x.down};
+    const char *all_names[9 + RUDNN_DISPATCHED_ARRAYS] = {"grad_rows", "grad_gate", "grad_up", "grad_down",
+                                                          "reserve", "grad_expert_output", "the gate weights",
+                                                          "the up weights", "the down weights"};
+    const int n = rudnn_dispatched_arrays_append(dispatched, arrays, all, all_names, 9);
+    TRY(rudnn_check_workspace(op, queue, workspace, workspace_bytes, c.need, TRAINING_SIZE_QUERY, all, all_names, n));
     TRY(training_strategy(op, strategy));
     const rudnn_moe_train_kernels_t *k;
     TRY(kernels(op, queue, &k));
@@ -586,12 +570,12 @@ rudnn_status_t rudnn_swiglu_experts_backward(rudnn_queue_t queue, rudnn_swiglu_e
         return RUDNN_STATUS_SUCCESS;
     }
     void *work;
-    TRY(scratch_begin(op, queue, workspace, c.need, &work));
+    TRY(rudnn_scratch_begin(op, queue, workspace, c.need, &work));
     const rudnn_status_t st = k->experts_backward(
         queue->handle, &c.plan, rudnn_mem_of(&c.tokens), rudnn_mem_of(&c.offsets), rudnn_mem_of(c.x.gate),
         rudnn_mem_of(c.x.up), rudnn_mem_of(c.x.down), rudnn_mem_of(reserve), rudnn_mem_of(grad_expert_output),
         (rudnn_mem_ref_t){work, 0}, rudnn_mem_of(grad_rows), rudnn_mem_of(grad_gate), rudnn_mem_of(grad_up),
         rudnn_mem_of(grad_down));
-    scratch_end(queue, workspace, work, c.need);
+    rudnn_scratch_end(queue, workspace, work, c.need);
     return rudnn_kernel_status(op, st);
 }

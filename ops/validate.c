@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/pool.h"
 #include "validate.h"
 
 const char *rudnn_shape_str(const rudnn_tensor_t *t, char *buf, size_t cap)
@@ -210,4 +211,20 @@ rudnn_status_t rudnn_kernel_status(const char *op, rudnn_status_t st)
     if (st != RUDNN_STATUS_SUCCESS)
         rudnn_error_prefix(op);
     return st;
+}
+
+rudnn_status_t rudnn_scratch_begin(const char *op, rudnn_queue_t queue, rudnn_buffer_t workspace, size_t need,
+                                   void **mem)
+{
+    if (workspace) {
+        *mem = workspace->mem;
+        return RUDNN_STATUS_SUCCESS;
+    }
+    return rudnn_kernel_status(op, rudnn_pool_acquire(queue, need, mem));
+}
+
+void rudnn_scratch_end(rudnn_queue_t queue, rudnn_buffer_t workspace, void *mem, size_t need)
+{
+    if (!workspace) /* stream order makes the block safe to hand to later work on this queue */
+        rudnn_pool_release(queue, mem, need);
 }

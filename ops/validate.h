@@ -80,6 +80,11 @@ static inline rudnn_mem_ref_t rudnn_mem_of(const rudnn_tensor_t *t)
     return r;
 }
 
+/* The scratch of a kernel launch: the caller's workspace, or (workspace NULL) a block of need bytes from
+ * the queue's pool, which rudnn_scratch_end gives back after the launch is queued. */
+rudnn_status_t rudnn_scratch_begin(const char *op, rudnn_queue_t queue, rudnn_buffer_t workspace, size_t need,
+                                   void **mem);
+void rudnn_scratch_end(rudnn_queue_t queue, rudnn_buffer_t workspace, void *mem, size_t need);
 /* Adds "<op>: " to a backend's message when a kernel entry fails. */
 rudnn_status_t rudnn_kernel_status(const char *op, rudnn_status_t st);
 
