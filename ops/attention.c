@@ -5,12 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/autotune.h"
-#include "core/pool.h"
 #include "rudnn/attention.h"
-#include "validate.h"
+#include "choose.h"
 
-#define TUNE_REPS 5
 
 void rudnn_attention_options_init(rudnn_attention_options_t *options)
 {
@@ -277,55 +274,6 @@ static rudnn_status_t require_kernels(const char *op, rudnn_context_t ctx, const
     return RUDNN_STATUS_SUCCESS;
 }
 
-static void add_reason(rudnn_attention_choice_t *choice, const char *what, const char *why)
-{
-    size_t n = strlen(choice->reason);
-    if (n + 3 < sizeof choice->reason)
-        snprintf(choice->reason + n, sizeof choice->reason - n, "%s%s: %s", n ? "; " : "", what, why);
-}
-
-static void pick(const rudnn_attention_kernels_t *k, uint32_t i, const char *why, uint32_t *picked,
-                 rudnn_attention_choice_t *choice)
-{
-    *picked = i;
-    choice->strategy = (rudnn_attention_strategy_t)k->candidates[i].strategy;
-    choice->kernel = k->candidates[i].name;
-    add_reason(choice, choice->kernel, why);
-}
-
-/* What the backend says of each candidate the request may run (of the strategy asked for;
- * Autotune: any), in table order. */
-typedef struct survey {
-    uint32_t runs[32], count;      /* candidates that run, in order */
-    int64_t first_preferred;       /* among runs, or -1 */
-    int offered;                   /* candidates of the strategy at all */
-} survey_t;
-
-static void survey_candidates(rudnn_context_t ctx, const rudnn_attention_kernels_t *k,
-                              const rudnn_attention_plan_t *plan, rudnn_attention_strategy_t requested,
-                              survey_t *s, rudnn_attention_choice_t *choice)
-{
-    memset(s, 0, sizeof *s);
-    s->first_preferred = -1;
-    for (uint32_t i = 0; i < k->candidate_count && s->count < 32; i++) {
-        const rudnn_kernel_candidate_t *c = &k->candidates[i];
-        if ((c->flags & RUDNN_CANDIDATE_NAMED_ONLY) ||
-            (requested != RUDNN_ATTENTION_AUTOTUNE && c->strategy != (int)requested))
-            continue;
-        s->offered++;
-        rudnn_candidate_verdict_t v;
-        memset(&v, 0, sizeof v);
-        k->check(ctx->device, plan, i, &v);
-        if (v.runs) {
-            if (v.preferred && s->first_preferred < 0)
-                s->first_preferred = i;
-            s->runs[s->count++] = i;
-        }
-        if (!v.runs || !v.preferred)
-            add_reason(choice, c->name, v.why[0] ? v.why : v.runs ? "not preferred here" : "does not run here");
-    }
-}
-
 /* Powers of two (rounded up) for the sizes a kernel's speed scales with. */
 static unsigned long long bucket(int64_t n)
 {
@@ -335,85 +283,55 @@ static unsigned long long bucket(int64_t n)
     return b;
 }
 
-/* The autotune key of plan: dtype, shape bucket (powers of two for B * Hq, Sq and Skv; exact
- * head dims and GQA ratio) and what changes the kernel (mask, bias dtype, softcap, causal, window
- * sides, lse). */
-static rudnn_status_t tune_key(rudnn_context_t ctx, const rudnn_attention_plan_t *p, char *key, size_t cap)
+/* The autotune key's parts after the device: dtype, shape bucket (powers of two for B * Hq, Sq and
+ * Skv; exact head dims and GQA ratio) and what changes the kernel (mask, bias dtype, softcap, causal,
+ * window sides, lse). */
+static void tune_key_rest(const rudnn_attention_plan_t *p, char *rest, size_t cap)
 {
-    char rest[256];
-    snprintf(rest, sizeof rest, "%s|bh%llu|q%llu|k%llu|d%lld|v%lld|g%lld|mask%d|bias-%s|cap%d|causal%d|wl%d|wr%d|lse%d",
+    snprintf(rest, cap, "%s|bh%llu|q%llu|k%llu|d%lld|v%lld|g%lld|mask%d|bias-%s|cap%d|causal%d|wl%d|wr%d|lse%d",
              rudnn_dtype_name(p->dtype), bucket(p->batch * p->heads_q), bucket(p->seq_q), bucket(p->seq_kv),
              (long long)p->head_dim, (long long)p->head_dim_v, (long long)(p->heads_q / p->heads_kv),
              p->has_mask, p->has_bias ? rudnn_dtype_name(p->bias_dtype) : "none", p->softcap > 0.0f, p->causal,
              p->window_left >= 0, p->window_right >= 0, p->has_lse);
-    return rudnn_autotune_key(key, cap, "attention", ctx, rest);
 }
 
-static int autotune_on(void) { return rudnn_autotune_enabled(); }
+typedef struct choose_arg {
+    rudnn_context_t ctx;
+    const rudnn_attention_kernels_t *k;
+    const rudnn_attention_plan_t *plan;
+} choose_arg_t;
 
-/* How the pick was made, for rudnn_attention: whether it still has to tune. */
-typedef struct decision {
-    uint32_t picked;
-    int tune;                      /* 1: Autotune with a cold key: time s.runs, then store */
-    char key[RUDNN_AUTOTUNE_KEY_MAX];
-    survey_t s;
-} decision_t;
+static void check_candidate(void *arg, uint32_t i, rudnn_candidate_verdict_t *v)
+{
+    const choose_arg_t *c = arg;
+    c->k->check(c->ctx->device, c->plan, i, v);
+}
 
-/* Picks the candidate for the request (the one place that does; rudnn_attention_resolve reports
- * it, rudnn_attention runs it): an explicit strategy takes its first candidate that runs and is
- * preferred, else its first that runs; Autotune takes the cached winner, else (cold cache) the
- * same static choice over every strategy, which rudnn_attention then replaces by timing. */
+/* Picks the candidate for the request (ops/choose.c; rudnn_attention_resolve reports it,
+ * rudnn_attention runs it) and fills choice. */
 static rudnn_status_t choose(const char *op, rudnn_context_t ctx, const rudnn_attention_plan_t *plan,
-                             rudnn_attention_strategy_t requested, decision_t *d, rudnn_attention_choice_t *choice)
+                             rudnn_attention_strategy_t requested, rudnn_choice_made_t *d,
+                             rudnn_attention_choice_t *choice)
 {
     memset(choice, 0, sizeof *choice);
-    memset(d, 0, sizeof *d);
     const rudnn_attention_kernels_t *k;
     TRY(require_kernels(op, ctx, &k));
-    survey_candidates(ctx, k, plan, requested, &d->s, choice);
-    const char *backend = ctx->backend->name;
-    if (!d->s.offered)
-        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: no %s kernel on %s", op, strategy_name(requested),
-                               backend);
-    if (!d->s.count)
-        return rudnn_set_error(RUDNN_STATUS_NOT_SUPPORTED, "%s: %s strategy on backend '%s' with %s "
-                               "[B %lld, Hq %lld, Hkv %lld, Sq %lld, Skv %lld, D %lld, Dv %lld]: no kernel runs here (%s)",
-                               op, strategy_name(requested), backend, rudnn_dtype_name(plan->dtype),
-                               (long long)plan->batch, (long long)plan->heads_q, (long long)plan->heads_kv,
-                               (long long)plan->seq_q, (long long)plan->seq_kv, (long long)plan->head_dim,
-                               (long long)plan->head_dim_v, choice->reason);
-    uint32_t fixed = d->s.first_preferred >= 0 ? (uint32_t)d->s.first_preferred : d->s.runs[0];
-    const char *static_why = d->s.first_preferred >= 0 ? "chosen" : "chosen, the first that runs (none is preferred here)";
-    if (requested != RUDNN_ATTENTION_AUTOTUNE || d->s.count == 1) {
-        pick(k, fixed, requested == RUDNN_ATTENTION_AUTOTUNE ? "the only candidate that runs here" : static_why,
-             &d->picked, choice);
-        return RUDNN_STATUS_SUCCESS;
-    }
-    if (!autotune_on()) {
-        pick(k, fixed, "static choice (autotuning is off: RUDNN_AUTOTUNE=off)", &d->picked, choice);
-        return RUDNN_STATUS_SUCCESS;
-    }
-    if (tune_key(ctx, plan, d->key, sizeof d->key)) {
-        pick(k, fixed, "static choice (no autotune key)", &d->picked, choice);
-        rudnn_clear_error();
-        return RUDNN_STATUS_SUCCESS;
-    }
-    char winner[RUDNN_AUTOTUNE_NAME_MAX];
-    if (rudnn_autotune_lookup(d->key, winner, sizeof winner)) {
-        for (uint32_t i = 0; i < d->s.count; i++) {
-            if (strcmp(k->candidates[d->s.runs[i]].name, winner) == 0) {
-                choice->reason[0] = '\0'; /* the others were timed, not passed over */
-                pick(k, d->s.runs[i], "autotuned: the cached winner of this shape bucket", &d->picked, choice);
-                return RUDNN_STATUS_SUCCESS;
-            }
-        }
-        char why[RUDNN_AUTOTUNE_NAME_MAX + 80];
-        snprintf(why, sizeof why, "static choice (the cached winner %s does not run here)", winner);
-        pick(k, fixed, why, &d->picked, choice);
-        return RUDNN_STATUS_SUCCESS;
-    }
-    d->tune = 1;
-    pick(k, fixed, "static choice; the first rudnn_attention call tunes this shape", &d->picked, choice);
+    char rest[256], what[256];
+    tune_key_rest(plan, rest, sizeof rest);
+    snprintf(what, sizeof what, "%s [B %lld, Hq %lld, Hkv %lld, Sq %lld, Skv %lld, D %lld, Dv %lld]",
+             rudnn_dtype_name(plan->dtype), (long long)plan->batch, (long long)plan->heads_q,
+             (long long)plan->heads_kv, (long long)plan->seq_q, (long long)plan->seq_kv, (long long)plan->head_dim,
+             (long long)plan->head_dim_v);
+    choose_arg_t arg = {ctx, k, plan};
+    const rudnn_choose_request_t r = {
+        .op = op, .context = ctx, .candidates = k->candidates, .count = k->candidate_count,
+        .requested = (int)requested, .autotune = RUDNN_ATTENTION_AUTOTUNE, .strategy_name = strategy_name,
+        .check = check_candidate, .arg = &arg, .family = "attention", .key_rest = rest, .what = what,
+    };
+    TRY(rudnn_choose(&r, d));
+    choice->strategy = (rudnn_attention_strategy_t)k->candidates[d->picked].strategy;
+    choice->kernel = k->candidates[d->picked].name;
+    rudnn_copy_str(choice->reason, sizeof choice->reason, d->reason);
     return RUDNN_STATUS_SUCCESS;
 }
 
@@ -436,7 +354,7 @@ static void choice_nothing(rudnn_attention_choice_t *choice, rudnn_attention_str
     snprintf(choice->reason, sizeof choice->reason, "Sq is 0: no kernel runs");
 }
 
-static rudnn_status_t resolve(const char *op, const attn_args_t *a, rudnn_attention_plan_t *plan, decision_t *d,
+static rudnn_status_t resolve(const char *op, const attn_args_t *a, rudnn_attention_plan_t *plan, rudnn_choice_made_t *d,
                               rudnn_attention_choice_t *choice)
 {
     TRY(validate(op, a, 0, plan));
@@ -461,7 +379,7 @@ rudnn_status_t rudnn_attention_resolve(rudnn_queue_t queue, const rudnn_tensor_t
     TRY(rudnn_check_arg(op, "choice", choice));
     attn_args_t a = {queue, q, k, v, mask, attn_bias, out, lse, options, strategy};
     rudnn_attention_plan_t plan;
-    decision_t d;
+    rudnn_choice_made_t d;
     return resolve(op, &a, &plan, &d, choice);
 }
 
@@ -477,7 +395,7 @@ rudnn_status_t rudnn_attention_workspace_size(rudnn_queue_t queue, const rudnn_t
     TRY(rudnn_check_arg(op, "bytes", bytes));
     attn_args_t a = {queue, q, k, v, mask, attn_bias, out, lse, options, strategy};
     rudnn_attention_plan_t plan;
-    decision_t d;
+    rudnn_choice_made_t d;
     rudnn_attention_choice_t choice;
     TRY(resolve(op, &a, &plan, &d, &choice));
     if (plan.seq_q == 0) {
@@ -503,66 +421,28 @@ static rudnn_status_t check_workspace(const char *op, const attn_args_t *a, rudn
     return rudnn_check_workspace(op, a->queue, ws, ws_bytes, need, query, all, names, 7);
 }
 
-typedef struct run_ctx {
+typedef struct run_arg {
     const attn_args_t *a;
     const rudnn_attention_plan_t *plan;
-    const uint32_t *cands;
-    const size_t *needs;
-    void *ws;
-} run_ctx_t;
+} run_arg_t;
 
-static rudnn_status_t run_one(const attn_args_t *a, const rudnn_attention_plan_t *plan, uint32_t c, void *ws)
+static rudnn_status_t run_workspace(void *arg, uint32_t c, size_t *bytes)
 {
+    const run_arg_t *r = arg;
+    const rudnn_context_t ctx = r->a->queue->context;
+    *bytes = 0;
+    return attn_kernels(ctx)->workspace(ctx->device, r->plan, c, bytes);
+}
+
+static rudnn_status_t run_candidate(void *arg, uint32_t c, void *ws)
+{
+    const run_arg_t *r = arg;
+    const attn_args_t *a = r->a;
     const rudnn_attention_kernels_t *k = attn_kernels(a->queue->context);
     rudnn_mem_ref_t none = {NULL, 0}, w = {ws, 0};
-    return k->run(a->queue->handle, plan, c, rudnn_mem_of(a->q), rudnn_mem_of(a->k), rudnn_mem_of(a->v),
+    return k->run(a->queue->handle, r->plan, c, rudnn_mem_of(a->q), rudnn_mem_of(a->k), rudnn_mem_of(a->v),
                   a->mask ? rudnn_mem_of(a->mask) : none, a->bias ? rudnn_mem_of(a->bias) : none,
                   rudnn_mem_of(a->out), a->lse ? rudnn_mem_of(a->lse) : none, ws ? w : none);
-}
-
-static rudnn_status_t run_candidate(void *arg, int i)
-{
-    run_ctx_t *r = arg;
-    return run_one(r->a, r->plan, r->cands[i], r->needs[i] ? r->ws : NULL);
-}
-
-/* Times every candidate that runs (and fits the caller's workspace) on the caller's tensors,
- * stores the winner, and runs it once more so that out holds its result. */
-static rudnn_status_t tune_and_run(const char *op, const attn_args_t *a, const rudnn_attention_plan_t *plan,
-                                   const decision_t *d, rudnn_buffer_t ws, size_t ws_bytes)
-{
-    rudnn_context_t ctx = a->queue->context;
-    uint32_t cands[32];
-    size_t needs[32];
-    int n = 0;
-    size_t most = 0;
-    for (uint32_t i = 0; i < d->s.count; i++) {
-        size_t need;
-        TRY(workspace_of(op, ctx, plan, d->s.runs[i], &need));
-        if (ws && need > ws_bytes)
-            continue; /* the caller sized the workspace for the static choice */
-        cands[n] = d->s.runs[i];
-        needs[n++] = need;
-        most = need > most ? need : most;
-    }
-    void *mem = ws ? ws->mem : NULL;
-    if (!ws && most)
-        TRY(rudnn_kernel_status(op, rudnn_pool_acquire(a->queue, most, &mem)));
-    run_ctx_t r = {a, plan, cands, needs, mem};
-    int best = 0;
-    double best_ms = 0;
-    rudnn_status_t st = rudnn_autotune_time(a->queue, n, run_candidate, &r, TUNE_REPS, &best, &best_ms);
-    if (!st) {
-        const rudnn_attention_kernels_t *k = attn_kernels(ctx);
-        if ((uint32_t)n == d->s.count) /* a winner among only those that fit is not the key's */
-            rudnn_autotune_store(d->key, k->candidates[cands[best]].name, best_ms);
-        st = run_one(a, plan, cands[best], needs[best] ? mem : NULL);
-    }
-    if (!ws && most)
-        rudnn_pool_release(a->queue, mem, most);
-    if (!st)
-        rudnn_clear_error(); /* candidates skipped while timing left their messages */
-    return rudnn_kernel_status(op, st);
 }
 
 rudnn_status_t rudnn_attention(rudnn_queue_t queue, const rudnn_tensor_t *q, const rudnn_tensor_t *k,
@@ -583,22 +463,16 @@ rudnn_status_t rudnn_attention(rudnn_queue_t queue, const rudnn_tensor_t *q, con
             TRY(check_workspace(op, &a, workspace, workspace_bytes, 0, "(none)"));
         return RUDNN_STATUS_SUCCESS;
     }
-    decision_t d;
+    rudnn_choice_made_t d;
     rudnn_attention_choice_t choice;
     TRY(choose(op, queue->context, &plan, strategy, &d, &choice));
     size_t need;
     TRY(workspace_of(op, queue->context, &plan, d.picked, &need));
     if (workspace)
         TRY(check_workspace(op, &a, workspace, workspace_bytes, need, choice.kernel));
-    if (d.tune)
-        return tune_and_run(op, &a, &plan, &d, workspace, workspace_bytes);
-    void *mem = workspace ? workspace->mem : NULL;
-    if (!workspace && need)
-        TRY(rudnn_kernel_status(op, rudnn_pool_acquire(queue, need, &mem)));
-    rudnn_status_t st = run_one(&a, &plan, d.picked, need ? mem : NULL);
-    if (!workspace && need) /* queue order makes the block safe to hand to later work */
-        rudnn_pool_release(queue, mem, need);
-    return rudnn_kernel_status(op, st);
+    const run_arg_t ra = {&a, &plan};
+    const rudnn_candidate_runner_t runner = {run_workspace, run_candidate, (void *)&ra};
+    return rudnn_run_choice(op, queue, table->candidates, &d, workspace, workspace_bytes, &runner);
 }
 
 rudnn_status_t rudnn_attention_kernel_count(rudnn_context_t context, int *count)
