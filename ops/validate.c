@@ -228,3 +228,37 @@ void rudnn_scratch_end(rudnn_queue_t queue, rudnn_buffer_t workspace, void *mem,
     if (!workspace) /* stream order makes the block safe to hand to later work on this queue */
         rudnn_pool_release(queue, mem, need);
 }
+
+rudnn_status_t rudnn_check_view_arg(const char *op, const char *arg, rudnn_queue_t queue, const rudnn_tensor_t *t)
+{
+    TRY(rudnn_check_arg(op, arg, t));
+    return rudnn_check_tensor_view(op, arg, queue, t, 0);
+}
+
+rudnn_status_t rudnn_check_dims(const char *op, const char *arg, const rudnn_tensor_t *t, const int64_t *want,
+                                int rank, const char *why)
+{
+    int same = t->rank == rank;
+    for (int i = 0; same && i < rank; i++)
+        same = t->dims[i] == want[i];
+    if (same)
+        return RUDNN_STATUS_SUCCESS;
+    char got[160], exp[160];
+    rudnn_tensor_t w = *t;
+    w.rank = rank;
+    memcpy(w.dims, want, (size_t)rank * sizeof *want);
+    return rudnn_set_error(RUDNN_STATUS_BAD_SHAPE, "%s: %s has shape %s, expected %s (%s)", op, arg,
+                           rudnn_shape_str(t, got, sizeof got), rudnn_shape_str(&w, exp, sizeof exp), why);
+}
+
+void rudnn_spatial_strides(const rudnn_tensor_t *t, int d, int64_t s[5])
+{
+    for (int i = 0; i < 5; i++)
+        s[i] = 0;
+    if (!t)
+        return;
+    s[0] = t->dims[0] == 1 ? 0 : t->strides[0];
+    s[1] = t->dims[1] == 1 ? 0 : t->strides[1];
+    for (int i = 0; i < d; i++)
+        s[2 + 3 - d + i] = t->dims[2 + i] == 1 ? 0 : t->strides[2 + i];
+}

@@ -42,6 +42,19 @@ rudnn_status_t rudnn_check_workspace(const char *op, rudnn_queue_t queue, rudnn_
                                      size_t need, const char *size_query, const rudnn_tensor_t *const *tensors,
                                      const char *const *names, int n);
 
+/* Non-NULL and rudnn_check_tensor_view: an input or output read or written element by element. */
+rudnn_status_t rudnn_check_view_arg(const char *op, const char *arg, rudnn_queue_t queue, const rudnn_tensor_t *t);
+
+/* Rank `rank` and dims want[0 .. rank - 1]: BAD_SHAPE "<op>: <arg> has shape [..], expected [..]
+ * (<why>)" otherwise. */
+rudnn_status_t rudnn_check_dims(const char *op, const char *arg, const rudnn_tensor_t *t, const int64_t *want,
+                                int rank, const char *why);
+
+/* The element strides of t's dims [batch, channel, spatial...] as five, [batch, channel, D, H, W]:
+ * t's d spatial dims last, missing leading ones 0, and 0 for every dim of size 1 (never stepped
+ * along: kernels' offsets stay in range). The layout of the spatial families' plans. */
+void rudnn_spatial_strides(const rudnn_tensor_t *t, int d, int64_t s[5]);
+
 /* F32, F16 or BF16 (quantized and index dtypes are named as such). */
 rudnn_status_t rudnn_check_float_dtype(const char *op, const char *arg, const rudnn_tensor_t *t);
 

@@ -90,13 +90,6 @@ static size_t rec_rows(const ocl_device_t *dev, int64_t K)
     return dev->is_cpu ? 1 : r;
 }
 
-static cl_long4 strides4(const int64_t s[3])
-{
-    cl_long4 v;
-    v.s[0] = s[0], v.s[1] = s[1], v.s[2] = s[2], v.s[3] = 0;
-    return v;
-}
-
 /* Element offsets of the operands (the kernels index in elements), and the placeholder table. */
 typedef struct gdr_args {
     cl_mem q, k, v, beta, decay, s_in, table, out, s_out, scratch;
@@ -122,8 +115,8 @@ static void gdr_args(const rudnn_gated_delta_plan_t *p, const rudnn_gated_delta_
     a->tbo = o->table.mem ? o->table.offset / 8 : 0;
     a->scratch = o->scratch.mem ? (cl_mem)o->scratch.mem : a->s_out;
     a->sco = o->scratch.mem ? o->scratch.offset / 4 : 0;
-    a->qs = strides4(p->q_stride), a->ks = strides4(p->k_stride), a->vs = strides4(p->v_stride);
-    a->bs = strides4(p->beta_stride), a->ds = strides4(p->decay_stride), a->os = strides4(p->o_stride);
+    a->qs = ocl_long4_of(p->q_stride), a->ks = ocl_long4_of(p->k_stride), a->vs = ocl_long4_of(p->v_stride);
+    a->bs = ocl_long4_of(p->beta_stride), a->ds = ocl_long4_of(p->decay_stride), a->os = ocl_long4_of(p->o_stride);
     a->H = p->heads, a->T = p->seq_len, a->K = p->key_dim, a->V = p->value_dim, a->n = p->sequences;
     a->C = p->chunk_size;
     a->varlen = p->varlen != 0;

@@ -66,7 +66,7 @@ rudnn_status_t ocl_experts_workspace(void *device, const rudnn_moe_rows_plan_t *
     if (c == C_CLBLAST_SGEMM) /* the F32 staging of the SGEMMs */
         return ocl_experts_gemm_workspace(device, plan, bytes);
 #endif
-    (void)device, (void)plan, (void)c; /* the scalar kernels take the act ops/ sized */
+    (void)device, (void)plan, (void)c, (void)bytes; /* the scalar kernels take the act ops/ sized */
     return RUDNN_STATUS_SUCCESS;
 }
 

@@ -189,3 +189,30 @@ rudnn_status_t ocl_enqueue_groups(ocl_queue_t *q, ocl_kernel_set_t *ks, int k,
     }
     return RUDNN_STATUS_SUCCESS;
 }
+
+cl_long4 ocl_long4_of(const int64_t v[3])
+{
+    cl_long4 r;
+    r.s[0] = v[0], r.s[1] = v[1], r.s[2] = v[2], r.s[3] = 0;
+    return r;
+}
+
+cl_long8 ocl_long8_of(const int64_t v[5])
+{
+    cl_long8 r;
+    for (int i = 0; i < 8; i++)
+        r.s[i] = i < 5 ? v[i] : 0;
+    return r;
+}
+
+rudnn_status_t ocl_dtype_program(ocl_queue_t *q, rudnn_dtype_t dtype, const char *op, const char *what,
+                                 const char *label, const char *source, const char *extra,
+                                 const char *const *kernel_names, size_t kernel_count, ocl_kernel_set_t **ks)
+{
+    int code;
+    size_t elem;
+    RUDNN_TRY(ocl_dtype_code(dtype, op, what, &code, &elem));
+    char options[128];
+    snprintf(options, sizeof options, "-DRUDNN_DTYPE=%d%s%s", code, extra[0] ? " " : "", extra);
+    return ocl_program_get(q->dev, label, source, options, kernel_names, kernel_count, ks);
+}

@@ -11,6 +11,17 @@
 rudnn_status_t ocl_dtype_code(rudnn_dtype_t dtype, const char *op, const char *what, int *code,
                               size_t *elem);
 
+/* Three int64 values as a long4 (the fourth lane 0), five as a long8 (the last three 0): the
+ * shapes and strides the kernels take. */
+cl_long4 ocl_long4_of(const int64_t v[3]);
+cl_long8 ocl_long8_of(const int64_t v[5]);
+
+/* The program of source (label names it in messages) built for dtype (-DRUDNN_DTYPE, the code of
+ * ocl_dtype_code; what names the tensor whose dtype it is) and the extra options, or "". */
+rudnn_status_t ocl_dtype_program(ocl_queue_t *q, rudnn_dtype_t dtype, const char *op, const char *what,
+                                 const char *label, const char *source, const char *extra,
+                                 const char *const *kernel_names, size_t kernel_count, ocl_kernel_set_t **ks);
+
 /* Largest power-of-two local size <= cap that the device and the program allow. */
 size_t ocl_local_cap(const ocl_device_t *dev, const ocl_kernel_set_t *ks, size_t cap);
 

@@ -151,3 +151,25 @@ float group_max(float v, __local float *scratch)
     barrier(CLK_LOCAL_MEM_FENCE);
     return v;
 }
+
+/* ---- the spatial families' boxes ------------------------------------------------------------
+ * Convolution, pooling, interpolation and grid sampling keep three spatial dims (D, H, W) in the
+ * first lanes of a long4 (a 1D or 2D op has leading dims of 1) and a tensor's strides as a long8
+ * [batch, channel, D, H, W]. */
+
+/* Index i of a box as (d, h, w). */
+long4 box_at(long i, long4 box)
+{
+    long4 v;
+    v.s2 = i % box.s2;
+    i /= box.s2;
+    v.s1 = i % box.s1;
+    v.s0 = i / box.s1;
+    v.s3 = 0;
+    return v;
+}
+
+long box_size(long4 box) { return box.s0 * box.s1 * box.s2; }
+
+/* The element offset of position at under strides s (its batch and channel terms apart). */
+long box_offset(long4 at, long8 s) { return at.s0 * s.s2 + at.s1 * s.s3 + at.s2 * s.s4; }
