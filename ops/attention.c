@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rudnn/attention.h"
+#include "attention_internal.h"
 #include "choose.h"
 
 
@@ -20,12 +21,6 @@ void rudnn_attention_options_init(rudnn_attention_options_t *options)
 
 /* ---- arguments ---------------------------------------------------------------------------- */
 
-typedef struct attn_args {
-    rudnn_queue_t queue;
-    const rudnn_tensor_t *q, *k, *v, *mask, *bias, *out, *lse;
-    const rudnn_attention_options_t *options;
-    rudnn_attention_strategy_t strategy;
-} attn_args_t;
 
 static const char *strategy_name(int s)
 {
@@ -124,7 +119,8 @@ static void plan_strides(const rudnn_tensor_t *t, int64_t stride[3])
 
 /* Every check of rudnn_attention before a kernel is chosen; fills plan. out may be NULL when
  * out_required is 0 (resolve, workspace_size). */
-static rudnn_status_t validate(const char *op, const attn_args_t *a, int out_required, rudnn_attention_plan_t *plan)
+rudnn_status_t rudnn_attention_validate(const char *op, const attn_args_t *a, int out_required,
+                                        rudnn_attention_plan_t *plan)
 {
     TRY(rudnn_check_queue(op, a->queue));
     TRY(rudnn_check_arg(op, "q", a->q));
@@ -357,7 +353,7 @@ static void choice_nothing(rudnn_attention_choice_t *choice, rudnn_attention_str
 static rudnn_status_t resolve(const char *op, const attn_args_t *a, rudnn_attention_plan_t *plan, rudnn_choice_made_t *d,
                               rudnn_attention_choice_t *choice)
 {
-    TRY(validate(op, a, 0, plan));
+    TRY(rudnn_attention_validate(op, a, 0, plan));
     const rudnn_attention_kernels_t *k;
     TRY(require_kernels(op, a->queue->context, &k));
     if (plan->seq_q == 0) {
@@ -455,7 +451,7 @@ rudnn_status_t rudnn_attention(rudnn_queue_t queue, const rudnn_tensor_t *q, con
     rudnn_clear_error();
     attn_args_t a = {queue, q, k, v, mask, attn_bias, out, lse, options, strategy};
     rudnn_attention_plan_t plan;
-    TRY(validate(op, &a, 1, &plan));
+    TRY(rudnn_attention_validate(op, &a, 1, &plan));
     const rudnn_attention_kernels_t *table;
     TRY(require_kernels(op, queue->context, &table));
     if (plan.seq_q == 0) {

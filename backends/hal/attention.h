@@ -42,6 +42,15 @@ typedef struct rudnn_attention_plan {
     int32_t has_lse; /* lse: F32 [B, Hq, Sq], contiguous */
 } rudnn_attention_plan_t;
 
+/* The backward's tensors (mask, bias: mem NULL when absent); strides of dout, dq, dk, dv (dims b, h,
+ * s) in the plan's backward strides below. */
+typedef struct rudnn_attention_backward_operands {
+    rudnn_mem_ref_t q, k, v, mask, bias, out, lse, dout;
+    rudnn_mem_ref_t dq, dk, dv;
+    rudnn_mem_ref_t workspace; /* backward_workspace bytes */
+    int64_t dout_stride[3], dq_stride[3], dk_stride[3], dv_stride[3];
+} rudnn_attention_backward_operands_t;
+
 typedef struct rudnn_attention_kernels {
     uint32_t struct_size; /* sizeof(rudnn_attention_kernels_t) the plugin was built with */
     /* The candidates (hal/table.h), most preferred first (static storage); strategy is a
@@ -61,6 +70,11 @@ typedef struct rudnn_attention_kernels {
                           rudnn_mem_ref_t k, rudnn_mem_ref_t v, rudnn_mem_ref_t mask, rudnn_mem_ref_t bias,
                           rudnn_mem_ref_t out, rudnn_mem_ref_t lse, rudnn_mem_ref_t workspace);
     /* Entries appended later are optional: read them through RUDNN_KERNEL_ENTRY. */
+    /* The backward (rudnn/attention.h): workspace bytes for plan (plan.has_lse is 1), then the
+     * gradients. A backend without them answers NOT_SUPPORTED through ops/. */
+    rudnn_status_t (*backward_workspace)(void *device, const rudnn_attention_plan_t *plan, size_t *bytes);
+    rudnn_status_t (*backward)(void *queue, const rudnn_attention_plan_t *plan,
+                               const struct rudnn_attention_backward_operands *ops);
 } rudnn_attention_kernels_t;
 
 /* A table shorter than this is refused (the family is then absent on that backend). */

@@ -26,18 +26,8 @@ static cl_mem mem_or(rudnn_mem_ref_t ref, rudnn_mem_ref_t other)
     return (cl_mem)(ref.mem != NULL ? ref.mem : other.mem);
 }
 
-static cl_long4 strides4(const int64_t s[3])
-{
-    cl_long4 v;
-    v.s[0] = s[0];
-    v.s[1] = s[1];
-    v.s[2] = s[2];
-    v.s[3] = 0;
-    return v;
-}
-
 /* The plan and buffers as the kernels take them (absent buffers stand in as present ones). */
-static rudnn_status_t att_args(void *queue, const rudnn_attention_plan_t *plan, rudnn_mem_ref_t q,
+rudnn_status_t ocl_att_args(void *queue, const rudnn_attention_plan_t *plan, rudnn_mem_ref_t q,
                                rudnn_mem_ref_t k, rudnn_mem_ref_t v, rudnn_mem_ref_t mask,
                                rudnn_mem_ref_t bias, rudnn_mem_ref_t out, rudnn_mem_ref_t lse,
                                att_args_t *a)
@@ -56,15 +46,15 @@ static rudnn_status_t att_args(void *queue, const rudnn_attention_plan_t *plan, 
     a->ko = k.offset / a->elem;
     a->vo = v.offset / a->elem;
     a->oo = out.offset / a->elem;
-    a->qs = strides4(plan->q_stride);
-    a->ks = strides4(plan->k_stride);
-    a->vs = strides4(plan->v_stride);
-    a->os = strides4(plan->out_stride);
+    a->qs = ocl_long4_of(plan->q_stride);
+    a->ks = ocl_long4_of(plan->k_stride);
+    a->vs = ocl_long4_of(plan->v_stride);
+    a->os = ocl_long4_of(plan->out_stride);
 
     a->has_mask = plan->has_mask && mask.mem != NULL;
     a->mm = mem_or(mask, q);
     a->mo = a->has_mask ? mask.offset : 0;
-    a->ms = strides4(plan->mask_stride);
+    a->ms = ocl_long4_of(plan->mask_stride);
 
     a->bias_code = ATT_NO_BIAS;
     a->bo = 0;
@@ -76,7 +66,7 @@ static rudnn_status_t att_args(void *queue, const rudnn_attention_plan_t *plan, 
         a->bo = bias.offset / belem;
     }
     a->bm = mem_or(bias, q);
-    a->bs = strides4(plan->bias_stride);
+    a->bs = ocl_long4_of(plan->bias_stride);
 
     a->has_lse = plan->has_lse && lse.mem != NULL;
     a->lm = mem_or(lse, out);
@@ -170,7 +160,7 @@ static rudnn_status_t ocl_attention_run(void *queue, const rudnn_attention_plan_
         return ocl_fail(RUDNN_STATUS_INTERNAL, ATT_OP ": opencl: no candidate %u", (unsigned)c);
     }
     att_args_t a;
-    RUDNN_TRY(att_args(queue, plan, q, k, v, mask, bias, out, lse, &a));
+    RUDNN_TRY(ocl_att_args(queue, plan, q, k, v, mask, bias, out, lse, &a));
     if (c == C_FLASH_UNIT) {
         return ocl_att_run_flash(&a, plan);
     }
@@ -184,4 +174,6 @@ const rudnn_attention_kernels_t ocl_attention_kernels = {
     .check = ocl_attention_check,
     .workspace = ocl_attention_workspace,
     .run = ocl_attention_run,
+    .backward_workspace = ocl_attention_backward_workspace,
+    .backward = ocl_attention_backward,
 };

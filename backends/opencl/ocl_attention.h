@@ -12,8 +12,8 @@
 #define ATT_FALLBACK_NAME "attention.fallback"
 #define ATT_NO_BIAS 3u /* kernels/attention.cl's bias_code for "no bias" */
 
-/* kernels/attention.cl's two programs (-DATT_PART) */
-enum { ATT_PART_FLASH = 1, ATT_PART_FALLBACK = 2 };
+/* kernels/attention.cl's three programs (-DATT_PART) */
+enum { ATT_PART_FLASH = 1, ATT_PART_FALLBACK = 2, ATT_PART_BACKWARD = 3 };
 
 /* What the kernels of both candidates take, from the plan and the buffers. */
 typedef struct att_args {
@@ -28,6 +28,16 @@ typedef struct att_args {
     cl_long seq_q, seq_kv, window_left, window_right;
     float scale, softcap;
 } att_args_t;
+
+/* The plan and buffers as the kernels take them (absent buffers stand in as present ones). */
+rudnn_status_t ocl_att_args(void *queue, const rudnn_attention_plan_t *plan, rudnn_mem_ref_t q, rudnn_mem_ref_t k,
+                            rudnn_mem_ref_t v, rudnn_mem_ref_t mask, rudnn_mem_ref_t bias, rudnn_mem_ref_t out,
+                            rudnn_mem_ref_t lse, att_args_t *a);
+
+/* The backward (attention_backward.c): the table's backward_workspace and backward entries. */
+rudnn_status_t ocl_attention_backward_workspace(void *device, const rudnn_attention_plan_t *plan, size_t *bytes);
+rudnn_status_t ocl_attention_backward(void *queue, const rudnn_attention_plan_t *plan,
+                                      const rudnn_attention_backward_operands_t *ops);
 
 /* flash_unit (attention_flash.c): whether its tiles fit the device, and the launch. */
 int ocl_att_flash_fits(const ocl_device_t *dev, const rudnn_attention_plan_t *plan);

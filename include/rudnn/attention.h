@@ -1,4 +1,4 @@
-/* Dense scaled-dot-product attention, forward.
+/* Dense scaled-dot-product attention, forward and backward.
  *
  *   out[b, h, i, :] = sum_j P[i, j] * v[b, h / G, j, :],  P = softmax_j(s[i, j]) in FP32,
  *   s[i, j] = (q[b, h, i, :] . k[b, h / G, j, :]) * scale, then, in this order (DESIGN.md 8):
@@ -100,6 +100,34 @@ RUDNN_API rudnn_status_t rudnn_attention(rudnn_queue_t queue, const rudnn_tensor
                                          rudnn_attention_strategy_t strategy, rudnn_buffer_t workspace,
                                          size_t workspace_bytes, const rudnn_tensor_t *out,
                                          const rudnn_tensor_t *lse);
+
+/* ---- backward ------------------------------------------------------------------------------
+ * The gradients of rudnn_attention's out with respect to q, k and v, given dout and the forward's
+ * out and lse (the forward must have run on the same q, k, v, mask, attn_bias and options):
+ *   P = exp(s - lse),  Delta_i = dout_i . out_i,  dS = P (dout v^T - Delta),
+ *   dq = scale dU k,  dk = scale dU^T q,  dv = P^T dout
+ * with dU = dS, times 1 - tanh^2(scale (q . k) / softcap) under a softcap; grouped-query attention
+ * sums dk and dv over the query heads of each key head. Fully masked rows (lse -inf) give nothing.
+ * dout, dq, dk, dv: strided views with a contiguous last dim like q, k, v (dout [B, Hq, Sq, Dv] and
+ * dq like q, dk like k, dv like v, all in q's dtype); lse F32 [B, Hq, Sq], contiguous, required.
+ * Every sum runs in FP32 in a fixed order, with no atomics: the same bits run to run (a
+ * deterministic backward). The outputs are written (not accumulated into) and may not overlap any
+ * input or each other. No gradient of attn_bias (missing). Workspace: rudnn_attention_backward_
+ * workspace_size bytes (FP32 Delta, 4 B Hq Sq), or NULL for the queue's pool. */
+typedef struct rudnn_attention_backward_args {
+    const rudnn_tensor_t *q, *k, *v, *mask, *attn_bias; /* the forward's inputs (mask, bias: or NULL) */
+    const rudnn_tensor_t *out, *lse;                    /* the forward's outputs */
+    const rudnn_tensor_t *dout;                         /* the gradient of out */
+    const rudnn_tensor_t *dq, *dk, *dv;                 /* written */
+} rudnn_attention_backward_args_t;
+
+RUDNN_API rudnn_status_t rudnn_attention_backward_workspace_size(rudnn_queue_t queue,
+                                                                 const rudnn_attention_backward_args_t *args,
+                                                                 const rudnn_attention_options_t *options,
+                                                                 size_t *bytes);
+RUDNN_API rudnn_status_t rudnn_attention_backward(rudnn_queue_t queue, const rudnn_attention_backward_args_t *args,
+                                                  const rudnn_attention_options_t *options,
+                                                  rudnn_buffer_t workspace, size_t workspace_bytes);
 
 /* The backend's attention kernels: count, then name and strategy of each, most preferred first. */
 RUDNN_API rudnn_status_t rudnn_attention_kernel_count(rudnn_context_t context, int *count);

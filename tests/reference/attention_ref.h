@@ -30,4 +30,15 @@ void attn_ref_forward(const attn_ref_problem_t *p, double *out, double *lse);
 /* Whether query i may see key j by the causal and window options (mask and bias aside). */
 int attn_ref_visible(const attn_ref_problem_t *p, int64_t i, int64_t j);
 
+/* The backward (rudnn/attention.h, "backward"): the gradients of L = sum(dout * out) with respect
+ * to q, k and v, out the forward of the same problem, recomputed here in FP64 (not the op's):
+ *   P = exp(s - lse),  Delta_i = dout_i . out_i,  dS = P (dout v^T - Delta),
+ *   dq = scale dU k,  dk = scale dU^T q,  dv = P^T dout,
+ * dU = dS, times 1 - tanh^2(scale (q . k) / softcap) under a softcap; with grouped-query
+ * attention dk and dv sum over the query heads of each key head. A fully masked row contributes
+ * nothing (its dq row is 0). dout [B, Hq, Sq, Dv] in the logical layout; dq [B, Hq, Sq, D],
+ * dk [B, Hkv, Skv, D], dv [B, Hkv, Skv, Dv], every element written (Sq 0: dk, dv zeros; Skv 0:
+ * dq zeros). */
+void attn_ref_backward(const attn_ref_problem_t *p, const float *dout, double *dq, double *dk, double *dv);
+
 #endif

@@ -3,13 +3,15 @@
  * read and written through common.cl's LOAD_A / STORE_A, and every score, softmax and
  * accumulation is FP32.
  *
- * The file holds two programs, picked with -DATT_PART:
+ * The file holds three programs, picked with -DATT_PART:
  *   1  flash     -DRUDNN_DTYPE, -DATT_T (work-items per query row), -DATT_DV_MAX (Dv rounded
  *                up to 64, 128 or 256: the private accumulator is ATT_DV_MAX / ATT_T floats)
  *                rudnn_attention_flash: one fused online-softmax kernel
  *   2  fallback  -DRUDNN_DTYPE
  *                rudnn_attention_scores, rudnn_attention_softmax, rudnn_attention_pv: scores
  *                into an FP32 workspace [B * Hq * Sq, Skv], softmax in place, then P V
+ *   3  backward  -DRUDNN_DTYPE, -DATT_DMAX (D and Dv rounded up to 64, 128 or 256)
+ *                rudnn_attention_bwd_delta, _bwd_dq, _bwd_dkv: dq, dk, dv from dout, out and lse
  *
  * Scores, in the contract's order: s = (q . k) * scale; softcap; -inf where masked or outside
  * the row's window; + bias. A row with no visible key (every score -inf) gives zeros and lse
@@ -25,7 +27,7 @@
 #error "RUDNN_DTYPE must be defined: 0 (F32), 1 (F16) or 2 (BF16)"
 #endif
 #ifndef ATT_PART
-#error "ATT_PART must be defined: 1 (flash) or 2 (fallback)"
+#error "ATT_PART must be defined: 1 (flash), 2 (fallback) or 3 (backward)"
 #endif
 
 /* bias_code: the bias storage (0 F32, 1 F16, 2 BF16) or ATT_NO_BIAS. */
@@ -73,6 +75,15 @@ float att_finish(float dot, long j, float scale, float softcap, uint bias_code,
         s = s + att_load_bias(bias, bias_row + (ulong)j, bias_code);
     }
     return s;
+}
+
+/* (b, h, i) of a score row. */
+void att_split_row(ulong row, long seq_q, uint heads_q, long *b, long *h, long *i)
+{
+    *i = (long)(row % (ulong)seq_q);
+    const ulong bh = row / (ulong)seq_q;
+    *h = (long)(bh % heads_q);
+    *b = (long)(bh / heads_q);
 }
 
 /* ================================================================================
@@ -245,15 +256,6 @@ __kernel void rudnn_attention_flash(
  * ================================================================================ */
 #if ATT_PART == 2
 
-/* (b, h, i) of a score row. */
-void att_split_row(ulong row, long seq_q, uint heads_q, long *b, long *h, long *i)
-{
-    *i = (long)(row % (ulong)seq_q);
-    const ulong bh = row / (ulong)seq_q;
-    *h = (long)(bh % heads_q);
-    *b = (long)(bh / heads_q);
-}
-
 /* scores[row, j]: the transformed score, -inf where key j is not visible. */
 __kernel void rudnn_attention_scores(
     const __global act_t *q, ulong q_off, long4 q_st,
@@ -358,3 +360,181 @@ __kernel void rudnn_attention_pv(const __global float *scores, ulong scores_off,
 }
 
 #endif /* ATT_PART == 2 */
+
+/* ================================================================================
+ * Part 3: backward (-DATT_DMAX: D and Dv rounded up to 64, 128 or 256, the private accumulators).
+ * With P = exp(s - lse) (the forward's lse), Delta_i = dO_i . O_i, and per visible (i, j):
+ *   dP = dO_i . v_j,  dS = P (dP - Delta_i),  dU = dS (1 - tanh^2(u / softcap)) (softcap; else dS),
+ *   dq_i = scale sum_j dU k_j,   dk_j = scale sum_(h, i) dU q_i,   dv_j = sum_(h, i) P dO_i
+ * (h over the query heads of key head j's group). Three kernels, every sum in a fixed order, no
+ * atomics:
+ *   rudnn_attention_bwd_delta  a work-item per query row: Delta into the FP32 workspace
+ *   rudnn_attention_bwd_dq     a work-item per query row: its keys in order
+ *   rudnn_attention_bwd_dkv    a work-item per (b, key head, key): the group's heads, then the
+ *                              queries, in order
+ * ================================================================================ */
+#if ATT_PART == 3
+
+#ifndef ATT_DMAX
+#error "the backward program needs ATT_DMAX (set by attention_backward.c)"
+#endif
+
+/* att_finish's score, and ds / du (the softcap's slope; 1 without one). */
+float att_score_slope(float dot, long j, float scale, float softcap, uint bias_code, const __global uchar *bias,
+                      ulong bias_row, float *slope)
+{
+    float s = dot * scale;
+    *slope = 1.0f;
+    if (softcap > 0.0f) {
+        const float t = tanh(s / softcap);
+        s = softcap * t;
+        *slope = 1.0f - t * t;
+    }
+    if (bias_code != ATT_NO_BIAS) {
+        s = s + att_load_bias(bias, bias_row + (ulong)j, bias_code);
+    }
+    return s;
+}
+
+float att_dot(const __global act_t *a, const __global act_t *b, uint n)
+{
+    float acc = 0.0f;
+    for (uint d = 0; d < n; d++) {
+        acc = fma(LOAD_A(a, d), LOAD_A(b, d), acc);
+    }
+    return acc;
+}
+
+__kernel void rudnn_attention_bwd_delta(const __global act_t *out, ulong out_off, long4 o_st,
+                                        const __global act_t *dout, ulong do_off, long4 do_st,
+                                        __global float *delta, ulong delta_off, ulong group0, uint heads_q,
+                                        long seq_q, uint Dv, ulong rows)
+{
+    const ulong row = (group0 + get_group_id(0)) * get_local_size(0) + get_local_id(0);
+    if (row >= rows) {
+        return;
+    }
+    long b, h, i;
+    att_split_row(row, seq_q, heads_q, &b, &h, &i);
+    delta[delta_off + row] = att_dot(out + out_off + b * o_st.x + h * o_st.y + i * o_st.z,
+                                     dout + do_off + b * do_st.x + h * do_st.y + i * do_st.z, Dv);
+}
+
+__kernel void rudnn_attention_bwd_dq(
+    const __global act_t *q, ulong q_off, long4 q_st,
+    const __global act_t *k, ulong k_off, long4 k_st,
+    const __global act_t *v, ulong v_off, long4 v_st,
+    const __global uchar *mask, ulong mask_off, long4 m_st, uint has_mask,
+    const __global uchar *bias, ulong bias_off, long4 b_st, uint bias_code,
+    const __global act_t *dout, ulong do_off, long4 do_st,
+    const __global float *lse, ulong lse_off, const __global float *delta, ulong delta_off,
+    __global act_t *dq, ulong dq_off, long4 dq_st,
+    ulong group0, uint heads_q, uint group_size, long seq_q, long seq_kv, uint D, uint Dv,
+    float scale, float softcap, long window_left, long window_right, ulong rows)
+{
+    const ulong row = (group0 + get_group_id(0)) * get_local_size(0) + get_local_id(0);
+    if (row >= rows) {
+        return;
+    }
+    long b, h, i;
+    att_split_row(row, seq_q, heads_q, &b, &h, &i);
+    const long hk = h / group_size, o = seq_kv - seq_q;
+    const __global act_t *qr = q + q_off + b * q_st.x + h * q_st.y + i * q_st.z;
+    const __global act_t *dor = dout + do_off + b * do_st.x + h * do_st.y + i * do_st.z;
+    const __global act_t *kb = k + k_off + b * k_st.x + hk * k_st.y;
+    const __global act_t *vb = v + v_off + b * v_st.x + hk * v_st.y;
+    const __global uchar *mask_row = mask + mask_off + b * m_st.x + h * m_st.y + i * m_st.z;
+    const ulong bias_row = bias_off + (ulong)(b * b_st.x + h * b_st.y + i * b_st.z);
+    const float l = lse[lse_off + row], dl = delta[delta_off + row];
+    float acc[ATT_DMAX];
+    for (uint d = 0; d < D; d++) {
+        acc[d] = 0.0f;
+    }
+    const long lo = max(att_lo(i, o, window_left), 0L), hi = min(att_hi(i, o, window_right, seq_kv), seq_kv - 1);
+    for (long j = lo; l != -INFINITY && j <= hi; j++) {
+        if (!att_visible(j, lo, hi, has_mask, mask_row)) {
+            continue;
+        }
+        const __global act_t *kr = kb + j * k_st.z;
+        float slope;
+        const float s = att_score_slope(att_dot(qr, kr, D), j, scale, softcap, bias_code, bias, bias_row, &slope);
+        const float p = exp(s - l);
+        const float du = p * (att_dot(dor, vb + j * v_st.z, Dv) - dl) * slope;
+        for (uint d = 0; d < D; d++) {
+            acc[d] = fma(du, LOAD_A(kr, d), acc[d]);
+        }
+    }
+    __global act_t *out = dq + dq_off + b * dq_st.x + h * dq_st.y + i * dq_st.z;
+    for (uint d = 0; d < D; d++) {
+        STORE_A(out, d, acc[d] * scale);
+    }
+}
+
+__kernel void rudnn_attention_bwd_dkv(
+    const __global act_t *q, ulong q_off, long4 q_st,
+    const __global act_t *k, ulong k_off, long4 k_st,
+    const __global act_t *v, ulong v_off, long4 v_st,
+    const __global uchar *mask, ulong mask_off, long4 m_st, uint has_mask,
+    const __global uchar *bias, ulong bias_off, long4 b_st, uint bias_code,
+    const __global act_t *dout, ulong do_off, long4 do_st,
+    const __global float *lse, ulong lse_off, const __global float *delta, ulong delta_off,
+    __global act_t *dk, ulong dk_off, long4 dk_st, __global act_t *dv, ulong dv_off, long4 dv_st,
+    ulong group0, uint heads_q, uint group_size, long seq_q, long seq_kv, uint D, uint Dv,
+    float scale, float softcap, long window_left, long window_right, ulong keys)
+{
+    const ulong id = (group0 + get_group_id(0)) * get_local_size(0) + get_local_id(0);
+    if (id >= keys) {
+        return;
+    }
+    const uint heads_kv = heads_q / group_size;
+    const long j = (long)(id % (ulong)seq_kv);
+    const ulong bhk = id / (ulong)seq_kv;
+    const long hk = (long)(bhk % heads_kv), b = (long)(bhk / heads_kv), o = seq_kv - seq_q;
+    const __global act_t *kr = k + k_off + b * k_st.x + hk * k_st.y + j * k_st.z;
+    const __global act_t *vr = v + v_off + b * v_st.x + hk * v_st.y + j * v_st.z;
+    float acc_k[ATT_DMAX], acc_v[ATT_DMAX];
+    for (uint d = 0; d < D; d++) {
+        acc_k[d] = 0.0f;
+    }
+    for (uint d = 0; d < Dv; d++) {
+        acc_v[d] = 0.0f;
+    }
+    for (long h = hk * (long)group_size; h < (hk + 1) * (long)group_size; h++) {
+        for (long i = 0; i < seq_q; i++) {
+            const long lo = max(att_lo(i, o, window_left), 0L);
+            const long hi = min(att_hi(i, o, window_right, seq_kv), seq_kv - 1);
+            const __global uchar *mask_row = mask + mask_off + b * m_st.x + h * m_st.y + i * m_st.z;
+            if (!att_visible(j, lo, hi, has_mask, mask_row)) {
+                continue;
+            }
+            const ulong row = ((ulong)b * heads_q + (ulong)h) * (ulong)seq_q + (ulong)i;
+            const float l = lse[lse_off + row];
+            if (l == -INFINITY) {
+                continue;
+            }
+            const __global act_t *qr = q + q_off + b * q_st.x + h * q_st.y + i * q_st.z;
+            const __global act_t *dor = dout + do_off + b * do_st.x + h * do_st.y + i * do_st.z;
+            const ulong bias_row = bias_off + (ulong)(b * b_st.x + h * b_st.y + i * b_st.z);
+            float slope;
+            const float s = att_score_slope(att_dot(qr, kr, D), j, scale, softcap, bias_code, bias, bias_row, &slope);
+            const float p = exp(s - l);
+            const float du = p * (att_dot(dor, vr, Dv) - delta[delta_off + row]) * slope;
+            for (uint d = 0; d < Dv; d++) {
+                acc_v[d] = fma(p, LOAD_A(dor, d), acc_v[d]);
+            }
+            for (uint d = 0; d < D; d++) {
+                acc_k[d] = fma(du, LOAD_A(qr, d), acc_k[d]);
+            }
+        }
+    }
+    __global act_t *ko = dk + dk_off + b * dk_st.x + hk * dk_st.y + j * dk_st.z;
+    __global act_t *vo = dv + dv_off + b * dv_st.x + hk * dv_st.y + j * dv_st.z;
+    for (uint d = 0; d < D; d++) {
+        STORE_A(ko, d, acc_k[d] * scale);
+    }
+    for (uint d = 0; d < Dv; d++) {
+        STORE_A(vo, d, acc_v[d]);
+    }
+}
+
+#endif /* ATT_PART == 3 */
