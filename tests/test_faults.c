@@ -10,7 +10,8 @@
  * with the fault-free result, while every allocation fails. On OpenCL every op allocates from a
  * cold context (its program's cache entry), so there a cold count of 0 means the hook is not
  * wired, and fails. Runs on the default backend (OpenCL on PoCL in CI). argv[1]: one family
- * (core, norm, moe, attention, ffn, gated_delta, paged_attention, moe_train). */
+ * (core, norm, moe, attention, ffn, gated_delta, paged_attention, moe_train, convolution, pooling,
+ * interpolation, ctc, grid_sample). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,9 @@
 static const fault_family_t *const families[] = {&fault_family_core, &fault_family_norm, &fault_family_moe,
                                                  &fault_family_attention, &fault_family_ffn,
                                                  &fault_family_gated_delta, &fault_family_paged_attention,
-                                                 &fault_family_moe_train};
+                                                 &fault_family_moe_train, &fault_family_convolution,
+                                                 &fault_family_pooling, &fault_family_interpolation,
+                                                 &fault_family_ctc, &fault_family_grid_sample};
 
 /* Logs one failed check (rt_logf only appends text). */
 #define fault_fail(log, ...)                                                                                 \
@@ -260,7 +263,8 @@ int main(int argc, char **argv)
     }
     if (n == 0) {
         fprintf(stderr, "test_faults: no family '%s' (core, norm, moe, attention, ffn, gated_delta, "
-                        "paged_attention, moe_train)\n", argv[1]);
+                        "paged_attention, moe_train, convolution, pooling, interpolation, ctc, grid_sample)\n",
+                argv[1]);
         return 1;
     }
     rt_open_or_skip("faults");

@@ -66,6 +66,11 @@ extern const fault_family_t fault_family_ffn;
 extern const fault_family_t fault_family_gated_delta;
 extern const fault_family_t fault_family_paged_attention;
 extern const fault_family_t fault_family_moe_train;
+extern const fault_family_t fault_family_convolution;
+extern const fault_family_t fault_family_pooling;
+extern const fault_family_t fault_family_interpolation;
+extern const fault_family_t fault_family_ctc;
+extern const fault_family_t fault_family_grid_sample;
 
 /* ---- helpers for the cases (fault_util.c) ---- */
 

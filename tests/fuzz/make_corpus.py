@@ -146,6 +146,64 @@ def attention_seeds():
     seeds["attention-lse-stride"] = seed(header(0, flags=8), n, {14: mutation(STRIDE, index=1, pick=2)})
     seeds["query-kernel-info"] = seed([3], 2)
     seeds["query-kernel-info-index"] = seed([3], 2, {1: slot(0x80, 1, 0, 7)})
+    # the backward (ops 4, 5): byte 12 writes (q, k or dout | lse, mask or v << 2 | seed << 4); slots:
+    # queue, q, k, v, mask, bias, 5 options, strategy, out, lse, dout, dq, dk, dv, args NULL, workspace
+    BWD, BWD_SIZE = 4, 5
+    Q, K, DOUT = 1, 2, 3
+    LSE, MASK, V = 4, 8, 12
+
+    def bheader(op=BWD, writes=Q | LSE, seed=1, **kw):
+        return header(op, **kw) + [writes | seed << 4]
+
+    nb = 20
+    bvalid = {
+        "f32": bheader(),
+        "f16-mask-bias-causal": bheader(dtype=1, flags=1 | 2 | 4, window=1, writes=DOUT | MASK),
+        "bf16-window-softcap": bheader(dtype=2, window=2 | 4, writes=K | V, seed=3),
+        "f32-bshd-bias-dtype": bheader(flags=2 | 128, writes=Q | LSE),
+        "f32-mask-broadcast-bias-h": bheader(flags=1 | 2 | 16 | 32, writes=DOUT | MASK, seed=2),
+        "f32-options-null": bheader(flags=64),
+        "f16-sq-zero": bheader(dtype=1, sq=0),
+        "f32-skv-zero": bheader(skv=0),
+        "f32-fill-values-only": bheader(writes=0),
+    }
+    bvalid["f32-d33"] = bheader(writes=K | LSE)
+    bvalid["f32-d33"][7:9] = [3, 3]  # D = Dv = 33 (header bytes 7, 8)
+    for name, h in bvalid.items():
+        seeds[f"attention_backward-{name}"] = seed(h, nb)
+        seeds[f"attention_backward_workspace_size-{name}"] = seed([BWD_SIZE] + h[1:], nb)
+    bfixed = bheader(flags=1 | 2, writes=Q | LSE)
+    binvalid = {
+        "queue-null": {0: slot(0x80)},
+        "q-null": {1: mutation(NULL)},
+        "k-dtype-f16": {2: mutation(DTYPE, pick=1)},
+        "v-foreign": {3: mutation(FOREIGN)},
+        "scale-inf": {6: slot(0x80, 0, 0, 5)},
+        "softcap-negative": {7: slot(0x80, 0, 0, 2)},
+        "scale-custom": {6: slot(0x80, 0, 0, 0x80, raw=0x3e800000)},
+        "out-null": {12: mutation(NULL)},
+        "out-dims-other": {12: mutation(DIM, index=2, pick=1)},
+        "lse-null": {13: mutation(NULL)},
+        "lse-dtype-f16": {13: mutation(DTYPE, pick=1)},
+        "lse-stride": {13: mutation(STRIDE, index=1, pick=2)},
+        "dout-dtype-other": {14: mutation(DTYPE, pick=2)},
+        "dout-last-stride-2": {14: mutation(STRIDE, index=3, pick=3)},
+        "dq-on-q": {15: mutation(ALIAS, index=0)},
+        "dq-null": {15: mutation(NULL)},
+        "dk-overlaps-v": {16: mutation(OVERLAP, index=2)},
+        "dk-dims-other": {16: mutation(DIM, index=3, pick=2)},
+        "dv-on-dout": {17: mutation(ALIAS, index=7)},
+        "dv-offset-misaligned": {17: mutation(OFFSET, pick=0)},
+        "args-null": {18: slot(0x80)},
+    }
+    for name, changes in binvalid.items():
+        seeds[f"attention_backward-{name}"] = seed(bfixed, nb, changes)
+        seeds[f"attention_backward_workspace_size-{name}"] = seed([BWD_SIZE] + bfixed[1:], nb, changes)
+    seeds["attention_backward-workspace-given"] = seed(bfixed, nb, {19: slot(0x80, 0, 4, 0)})
+    seeds["attention_backward-workspace-short"] = seed(bfixed, nb, {19: slot(0x80, 0, 4, 2)})
+    seeds["attention_backward-workspace-foreign"] = seed(bfixed, nb, {19: slot(0x80, 2)})
+    seeds["attention_backward-workspace-over-q"] = seed(bfixed, nb, {19: slot(0x80, 0, 0, 0)})
+    seeds["attention_backward_workspace_size-bytes-null"] = seed([BWD_SIZE] + bfixed[1:], nb, {19: slot(0x80)})
     return seeds
 
 
@@ -945,6 +1003,528 @@ def moe_train_experts_seeds():
     return seeds
 
 
+def convolution_seeds():
+    # header (fuzz_convolution.c): op, dtype, d - 1, N, G - 1, Cg - 1, Kg - 1, S1 | strategy << 4,
+    # S2 | query direction << 4, S3 | w channels-last << 4, R | writes << 6, stride | bias << 6 |
+    # channels-last << 7, padding, dilation | seed << 6
+    FWD, DGRAD, WGRAD, RESOLVE, SIZE, OUTPUT_DIMS, CHANNELS_LAST, KERNEL_INFO = range(8)
+    AUTO, DIRECT, IGEMM = range(3)
+    WRITE_BOTH, BIAS, CL = 0xc0, 0x40, 0x80
+
+    def header(op=FWD, dtype=0, d=2, n=1, g=1, cg=1, kg=2, s=(4, 5, 0), strategy=AUTO, qdir=0, cl_w=0,
+               r=(2, 1, 0), stride=(1, 0, 0), pad=(1, 0, 0), dil=(0, 1, 0), flags_r=WRITE_BOTH, flags_s=BIAS,
+               seed=1):
+        # defaults: 2D, N 2, groups 2, Cg 2, Kg 3, S 5 x 6, R 3 x 2, stride {2, 1}, padding {1, 0},
+        # dilation {1, 2}, bias, both inputs' first bytes written
+        two = lambda v: v[0] | v[1] << 2 | v[2] << 4
+        return [op, dtype, d - 1, n, g, cg, kg, s[0] | strategy << 4, s[1] | qdir << 4, s[2] | cl_w << 4,
+                two(r) | flags_r, two(stride) | flags_s, two(pad), two(dil) | seed << 6]
+
+    n_op, n_query = 18, 21  # slots of the ops (queue .. workspace), of the queries (.. extra field)
+    seeds = {}
+    valid = {
+        "2d-grouped-f32": header(),
+        "2d-grouped-f32-direct": header(strategy=DIRECT),
+        "2d-grouped-f32-igemm": header(strategy=IGEMM),  # overridden to Direct (groups 2)
+        "2d-one-group-f16-igemm": header(dtype=1, g=0, strategy=IGEMM),
+        "2d-one-group-bf16": header(dtype=2, g=0, cg=2, kg=0, stride=(0, 1, 0), pad=(2, 1, 0)),
+        "1d-f16-no-bias": header(dtype=1, d=1, s=(5, 0, 0), r=(1, 0, 0), flags_s=0),
+        "3d-f32-igemm": header(d=3, g=0, s=(3, 2, 3), r=(1, 1, 0), stride=(1, 0, 1), pad=(1, 0, 1),
+                               strategy=IGEMM),  # overridden to Direct (3D F32)
+        "3d-bf16-grouped": header(dtype=2, d=3, s=(1, 3, 2), r=(0, 1, 1), pad=(0, 1, 0)),
+        "channels-last": header(flags_s=BIAS | CL, cl_w=1),
+        "channels-last-f16-direct": header(dtype=1, flags_s=CL, strategy=DIRECT),
+        "n-zero": header(n=15),
+        "fill-values-only": header(flags_r=0),
+        "1x1-stride-3": header(g=0, r=(0, 0, 0), stride=(2, 2, 0), pad=(0, 0, 0)),
+    }
+    for name, h in valid.items():
+        for op, op_name in ((FWD, "forward"), (DGRAD, "data_backward"), (WGRAD, "weight_backward")):
+            seeds[f"{op_name}-{name}"] = seed([op] + h[1:], n_op)
+    for name in ("2d-grouped-f32", "3d-bf16-grouped", "n-zero"):
+        for q in range(3):
+            h = valid[name][:]
+            h[8] = (h[8] & 15) | q << 4
+            seeds[f"resolve-dir{q}-{name}"] = seed([RESOLVE] + h[1:], n_query)
+            seeds[f"workspace_size-dir{q}-{name}"] = seed([SIZE] + h[1:], n_query)
+    fixed = header()
+    invalid = {
+        "queue-null": {0: slot(0x80)},
+        "queue-other-context": {0: slot(0x80, 1)},
+        "x-null": {1: mutation(NULL)},
+        "x-no-buffer": {1: mutation(NO_BUFFER)},
+        "x-rank-2": {1: mutation(RANK, pick=2)},
+        "x-offset-past-end": {1: mutation(OFFSET, pick=6)},
+        "x-stride-zero": {1: mutation(STRIDE, index=2, pick=0)},
+        "w-dtype-f16": {2: mutation(DTYPE, pick=1)},
+        "w-dtype-i8": {2: mutation(DTYPE, pick=6)},
+        "w-foreign": {2: mutation(FOREIGN)},
+        "w-cg-huge": {2: mutation(DIM, index=1, pick=8)},
+        "w-dims-overflow": {2: mutation(OVERFLOW)},
+        "y-dims-huge": {3: mutation(DIM, index=2, pick=8)},
+        "y-p-plus-one": {3: mutation(DIM, index=3, raw=5)},
+        "y-overlaps-x": {3: mutation(OVERLAP, index=0)},
+        "y-on-x": {3: mutation(ALIAS, index=0)},
+        "y-on-w": {3: mutation(ALIAS, index=1)},
+        "bias-foreign": {4: mutation(FOREIGN)},
+        "bias-rank-2": {4: mutation(RANK, pick=2)},
+        "bias-overlaps-y": {4: mutation(OVERLAP, index=2)},
+        "options-null": {5: slot(0x80)},
+        "stride-zero": {6: slot(0x80, 0, 0, 0)},
+        "stride-int64-max": {7: slot(0x80, 0, 0, 8)},
+        "padding-minus-one": {9: slot(0x80, 0, 0, 5)},
+        "padding-2-pow-62": {10: slot(0x80, 0, 0, 15)},
+        "dilation-int64-max": {12: slot(0x80, 0, 0, 8)},
+        "dilation-huge-raw": {13: slot(0x80, 0, 0, 0x80, raw=2**40)},
+        "groups-zero": {15: slot(0x80, 0, 0, 0)},
+        "groups-minus-one": {15: slot(0x80, 0, 0, 5)},
+        "groups-three": {15: slot(0x80, 0, 0, 3)},
+        "groups-int64-max": {15: slot(0x80, 0, 0, 8)},
+        "groups-2-pow-62": {15: slot(0x80, 0, 0, 15)},
+        "strategy-three": {16: slot(0x80, 1, 0, 3)},
+        "strategy-minus-one": {16: slot(0x80, 1, 0, 4)},
+        "workspace-foreign": {17: slot(0x80, 2)},
+        "workspace-over-x": {17: slot(0x80, 0, 0, 4)},
+        "workspace-past-buffer": {17: slot(0x80, 0, 5, 5)},
+        "workspace-given": {17: slot(0x80, 0, 5, 0)},
+    }
+    for name, changes in invalid.items():
+        for op, op_name in ((FWD, "forward"), (DGRAD, "data_backward"), (WGRAD, "weight_backward")):
+            seeds[f"{op_name}-{name}"] = seed([op] + fixed[1:], n_op, changes)
+    query_invalid = {
+        "result-null": {17: slot(0x80)},
+        "tensors-null": {18: slot(0x80)},
+        "direction-three": {19: slot(0x80, 1, 0, 3)},
+        "direction-minus-one": {19: slot(0x80, 1, 0, 4)},
+        "extra-field": {20: slot(0x80)},
+        "w-null": {2: mutation(NULL)},
+        "stride-zero": {6: slot(0x80, 0, 0, 0)},
+    }
+    for name, changes in query_invalid.items():
+        for op, op_name in ((RESOLVE, "resolve"), (SIZE, "workspace_size")):
+            seeds[f"{op_name}-{name}"] = seed([op] + fixed[1:], n_query, changes)
+    # output_dims: 0 rank, 1..5 x_dims, 6..10 w_dims, 11 options present, 12..20 stride, padding, dilation,
+    # 21 groups, 22 x_dims / w_dims NULL, 23 y_dims NULL
+    for name, h in (("2d", fixed), ("1d", valid["1d-f16-no-bias"]), ("3d", valid["3d-f32-igemm"])):
+        seeds[f"output_dims-{name}"] = seed([OUTPUT_DIMS] + h[1:], 24)
+    od = {
+        "rank-plus-one": {0: slot(0x80, 0, 1)},
+        "rank-int-max": {0: slot(0x80, 1, 0, 7)},
+        "rank-int-min": {0: slot(0x80, 1, 0, 6)},
+        "c-huge": {2: slot(0x80, 0, 0, 8)},
+        "s-2-pow-62": {3: slot(0x80, 0, 0, 15)},
+        "r-zero": {8: slot(0x80, 0, 0, 0)},
+        "options-null": {11: slot(0x80)},
+        "padding-int64-max": {15: slot(0x80, 0, 0, 8)},
+        "groups-int64-max": {21: slot(0x80, 0, 0, 8)},
+        "groups-3037000500": {21: slot(0x80, 0, 0, 14)},
+        "x-dims-null": {22: slot(0x80)},
+        "w-dims-null": {22: slot(0x80, 1)},
+        "y-dims-null": {23: slot(0x80)},
+    }
+    for name, changes in od.items():
+        seeds[f"output_dims-{name}"] = seed([OUTPUT_DIMS] + fixed[1:], 24, changes)
+    # channels_last: 0 rank, 1..5 dims, 6 dtype, 7 buffer, 8 offset, 9 tensor NULL
+    seeds["channels_last-2d"] = seed([CHANNELS_LAST] + fixed[1:], 10)
+    seeds["channels_last-3d"] = seed([CHANNELS_LAST] + valid["3d-f32-igemm"][1:], 10)
+    seeds["channels_last-rank-6"] = seed([CHANNELS_LAST] + fixed[1:], 10, {0: slot(0x80, 0, 1, 0)})
+    seeds["channels_last-dim-negative"] = seed([CHANNELS_LAST] + fixed[1:], 10, {2: slot(0x80, 0, 0, 5)})
+    seeds["channels_last-dtype-invalid"] = seed([CHANNELS_LAST] + fixed[1:], 10, {6: slot(0x80, 1, 0, 7)})
+    seeds["channels_last-no-buffer"] = seed([CHANNELS_LAST] + fixed[1:], 10, {7: slot(0x80)})
+    seeds["channels_last-tensor-null"] = seed([CHANNELS_LAST] + fixed[1:], 10, {9: slot(0x80)})
+    # kernel_info: 0 index, 1 context, 2 which result pointer is NULL
+    seeds["kernel_info-valid"] = seed([KERNEL_INFO] + fixed[1:], 3)
+    seeds["kernel_info-index-minus-one"] = seed([KERNEL_INFO] + fixed[1:], 3, {0: slot(0x80, 1, 0, 4)})
+    seeds["kernel_info-index-1024"] = seed([KERNEL_INFO] + fixed[1:], 3, {0: slot(0x80, 1, 0, 16)})
+    seeds["kernel_info-context-null"] = seed([KERNEL_INFO] + fixed[1:], 3, {1: slot(0x80)})
+    seeds["kernel_info-name-null"] = seed([KERNEL_INFO] + fixed[1:], 3, {2: slot(0x80)})
+    seeds["kernel_info-direction-null"] = seed([KERNEL_INFO] + fixed[1:], 3, {2: slot(0x80, 2)})
+    return seeds
+
+
+def pooling_seeds():
+    # header (fuzz_pooling.c): op, dtype, d - 1, N, C, then per dim S | R << 4 | stride << 6, flags
+    # (mode | ceil << 2 | extra << 3 | write x/dy << 4 | write x << 5 | channels-last << 6 | seed << 7),
+    # padding (2 bits a dim), dilation (2 bits a dim) | seed << 6
+    FWD, BWD, OUTPUT_DIMS = range(3)
+    MAX, AVG_IN, AVG_EX = range(3)
+
+    def header(op=FWD, dtype=0, d=2, n=1, c=2, s=(4, 5, 0), r=(2, 1, 0), st=(1, 0, 0), mode=MAX, ceil=0, extra=1,
+               writes=3, cl=0, seed=0, pad=(1, 1, 0), dil=(0, 1, 0)):
+        # defaults: 2D, N 2, C 3, S 5 x 6, window 3 x 2, stride {2, 1}, padding {1, 1}, dilation {1, 2},
+        # indices (forward MAX) / x given, both inputs' first bytes written
+        dims = [s[i] | r[i] << 4 | st[i] << 6 for i in range(3)]
+        two = lambda v: v[0] | v[1] << 2 | v[2] << 4
+        return [op, dtype, d - 1, n, c, *dims, mode | ceil << 2 | extra << 3 | writes << 4 | cl << 6 | (seed & 1) << 7,
+                two(pad), two(dil) | (seed >> 1) << 6]
+
+    n_op, n_dims = 19, 23
+    seeds = {}
+    valid = {
+        "max-2d-f32-indices": header(),
+        "max-2d-f16-ceil": header(dtype=1, ceil=1, extra=0),
+        "max-3d-bf16-indices": header(dtype=2, d=3, s=(2, 3, 1), r=(1, 2, 1), st=(0, 1, 1), pad=(1, 1, 0),
+                                      dil=(1, 0, 1)),
+        "max-1d-f32-dilation": header(d=1, s=(5, 0, 0), r=(2, 0, 0), st=(0, 0, 0), pad=(0, 0, 0), dil=(1, 0, 0)),
+        "avg-include-pad-2d-f32": header(mode=AVG_IN, dil=(0, 0, 0)),
+        "avg-include-pad-3d-f16-ceil": header(mode=AVG_IN, dtype=1, d=3, s=(3, 2, 3), r=(1, 1, 2), st=(1, 1, 1),
+                                              ceil=1, pad=(1, 1, 1), dil=(0, 0, 0)),
+        "avg-exclude-pad-1d-bf16": header(mode=AVG_EX, dtype=2, d=1, s=(5, 0, 0), pad=(1, 0, 0), dil=(0, 0, 0)),
+        "avg-exclude-pad-2d-f16-ceil": header(mode=AVG_EX, dtype=1, ceil=1, extra=0, dil=(0, 0, 0)),
+        "channels-last-max": header(cl=1, seed=3),
+        "channels-last-avg-bf16": header(mode=AVG_IN, dtype=2, cl=1, dil=(0, 0, 0)),
+        "n-zero": header(n=15),
+        "c-zero": header(c=15),
+        "fill-values-only": header(writes=0),
+        "window-1-stride-3": header(r=(0, 0, 0), st=(2, 2, 0), pad=(0, 0, 0)),
+    }
+    for name, h in valid.items():
+        for op, op_name in ((FWD, "forward"), (BWD, "backward")):
+            seeds[f"{op_name}-{name}"] = seed([op] + h[1:], n_op)
+    fixed = header()
+    invalid = {
+        "queue-null": {0: slot(0x80)},
+        "queue-other-context": {0: slot(0x80, 1)},
+        "x-null": {1: mutation(NULL)},
+        "x-foreign": {1: mutation(FOREIGN)},
+        "x-dtype-i8": {1: mutation(DTYPE, pick=6)},
+        "x-rank-6": {1: mutation(RANK, pick=6)},
+        "x-dims-overflow": {1: mutation(OVERFLOW)},
+        "x-offset-misaligned": {1: mutation(OFFSET, pick=0)},
+        "x-stride-transposed": {1: mutation(STRIDE, index=2, pick=2)},
+        "y-dims-huge": {2: mutation(DIM, index=2, pick=8)},
+        "y-p-plus-one": {2: mutation(DIM, index=3, raw=4)},
+        "y-dtype-f16": {2: mutation(DTYPE, pick=1)},
+        "y-overlaps-x": {2: mutation(OVERLAP, index=0)},
+        "y-on-x": {2: mutation(ALIAS, index=0)},
+        "third-dtype-f32": {3: mutation(DTYPE, pick=0)},
+        "third-on-y": {3: mutation(ALIAS, index=1)},
+        "third-null": {3: mutation(NULL)},
+        "options-null": {4: slot(0x80)},
+        "mode-three": {5: slot(0x80, 0, 1)},
+        "mode-minus-one": {5: slot(0x80, 1, 0, 4)},
+        "mode-average": {5: slot(0x80, 1, 0, 1)},
+        "ceil-two": {6: slot(0x80, 1, 0, 2)},
+        "window-zero": {7: slot(0x80, 0, 0, 0)},
+        "window-2-pow-24-raw": {7: slot(0x80, 0, 0, 0x80, raw=1 << 24)},
+        "window-int64-max": {8: slot(0x80, 0, 0, 8)},
+        "stride-zero": {10: slot(0x80, 0, 0, 0)},
+        "stride-minus-one": {11: slot(0x80, 0, 0, 5)},
+        "padding-past-half": {13: slot(0x80, 0, 0, 2)},
+        "padding-minus-one": {14: slot(0x80, 0, 0, 5)},
+        "dilation-zero": {16: slot(0x80, 0, 0, 0)},
+        "dilation-huge": {17: slot(0x80, 0, 0, 0x80, raw=2**40)},
+    }
+    for name, changes in invalid.items():
+        for op, op_name in ((FWD, "forward"), (BWD, "backward")):
+            seeds[f"{op_name}-{name}"] = seed([op] + fixed[1:], n_op, changes)
+    avg = header(mode=AVG_EX, dil=(0, 0, 0))
+    seeds["forward-avg-indices-given"] = seed([FWD] + avg[1:], n_op, {3: slot(0x80, 0, 0, 0)})
+    seeds["forward-avg-dilation-2"] = seed([FWD] + avg[1:], n_op, {17: slot(0x80, 0, 0, 2)})
+    seeds["backward-avg-x-null"] = seed([BWD] + header(mode=AVG_IN, extra=0, dil=(0, 0, 0))[1:], n_op)
+    seeds["backward-avg-x-other-shape"] = seed([BWD] + avg[1:], n_op, {1: mutation(DIM, index=2, raw=4)})
+    seeds["backward-max-x-null"] = seed([BWD] + fixed[1:], n_op, {1: mutation(NULL)})
+    # a window of 2^16 in one dim over an input of 1 with padding 2^15: one output, accepted
+    seeds["forward-window-65536"] = seed([FWD] + header(d=1, s=(0, 0, 0), r=(0, 0, 0), pad=(0, 0, 0))[1:], n_op,
+                                         {7: slot(0x80, 0, 0, 17), 13: slot(0x80, 0, 0, 0x80, raw=1 << 15)})
+    # output_dims: 0 rank, 1..5 x_dims, 6 options present, 7..20 the options, 21 x_dims NULL, 22 y_dims NULL
+    for name in ("max-2d-f32-indices", "avg-include-pad-3d-f16-ceil", "max-1d-f32-dilation"):
+        seeds[f"output_dims-{name}"] = seed([OUTPUT_DIMS] + valid[name][1:], n_dims)
+    od = {
+        "rank-plus-one": {0: slot(0x80, 0, 1)},
+        "rank-int-min": {0: slot(0x80, 1, 0, 6)},
+        "n-2-pow-31": {1: slot(0x80, 0, 0, 16)},
+        "c-2-pow-31-plus-one": {2: slot(0x80, 0, 0, 10)},
+        "s-zero": {3: slot(0x80, 0, 0, 0)},
+        "s-int64-max": {4: slot(0x80, 0, 0, 8)},
+        "options-null": {6: slot(0x80)},
+        "mode-three": {7: slot(0x80, 0, 1)},
+        "ceil-minus-one": {8: slot(0x80, 0, 0)},
+        "window-int64-max": {9: slot(0x80, 0, 0, 8)},
+        "stride-2-pow-62": {12: slot(0x80, 0, 0, 15)},
+        "padding-int64-min": {15: slot(0x80, 0, 0, 7)},
+        "dilation-2-pow-24-raw": {18: slot(0x80, 0, 0, 0x80, raw=1 << 24)},
+        "x-dims-null": {21: slot(0x80)},
+        "y-dims-null": {22: slot(0x80)},
+    }
+    for name, changes in od.items():
+        seeds[f"output_dims-{name}"] = seed([OUTPUT_DIMS] + fixed[1:], n_dims, changes)
+    return seeds
+
+
+def interpolation_seeds():
+    # header (fuzz_interpolation.c): op, dtype, d - 1, N, C, then per dim S | O << 4, flags (mode |
+    # align << 2 | write << 3 | channels-last << 4 | seed << 5), scales (2 bits a dim: 0, 0.5, 1.7, 3)
+    FWD, BWD = range(2)
+    NEAREST, EXACT, LINEAR, CUBIC = range(4)
+
+    def header(op=FWD, dtype=0, d=2, n=1, c=2, s=(3, 4, 0), o=(6, 2, 0), mode=LINEAR, align=0, write=1, cl=0,
+               seed=0, scales=(0, 0, 0)):
+        # defaults: 2D, N 2, C 3, S 4 x 5, O 7 x 3 (up along H, down along W), written values
+        return [op, dtype, d - 1, n, c, *[s[i] | o[i] << 4 for i in range(3)],
+                mode | align << 2 | write << 3 | cl << 4 | seed << 5, scales[0] | scales[1] << 2 | scales[2] << 4]
+
+    n_slots = 9
+    seeds = {}
+    valid = {
+        "nearest-2d-f32": header(mode=NEAREST),
+        "nearest-exact-1d-bf16-scale": header(mode=EXACT, dtype=2, d=1, s=(5, 0, 0), o=(7, 0, 0), scales=(2, 0, 0)),
+        "linear-2d-f32": header(),
+        "linear-2d-f16-align": header(dtype=1, align=1, seed=3),
+        "linear-3d-bf16": header(dtype=2, d=3, s=(1, 2, 3), o=(3, 1, 2)),
+        "linear-3d-f32-align-scales": header(d=3, s=(2, 0, 3), o=(1, 3, 0), align=1, scales=(1, 2, 3)),
+        "cubic-2d-f32": header(mode=CUBIC),
+        "cubic-2d-f16-align": header(mode=CUBIC, dtype=1, align=1),
+        "cubic-1d-bf16-scale": header(mode=CUBIC, dtype=2, d=1, s=(2, 0, 0), o=(7, 0, 0), scales=(3, 0, 0)),
+        "cubic-3d-f32": header(mode=CUBIC, d=3, s=(3, 1, 2), o=(1, 3, 2)),
+        "nearest-3d-f16-scales": header(mode=NEAREST, dtype=1, d=3, s=(2, 3, 1), o=(3, 1, 2), scales=(1, 3, 2)),
+        "size-one-dims": header(s=(0, 4, 0), o=(4, 0, 0)),
+        "channels-last": header(cl=1, mode=CUBIC),
+        "channels-last-nearest-exact-f16": header(cl=1, mode=EXACT, dtype=1),
+        "n-zero": header(n=15),
+        "c-zero": header(c=15),
+        "fill-values-only": header(write=0),
+    }
+    for name, h in valid.items():
+        for op, op_name in ((FWD, "forward"), (BWD, "backward")):
+            seeds[f"{op_name}-{name}"] = seed([op] + h[1:], n_slots)
+    fixed = header()
+    invalid = {
+        "queue-null": {0: slot(0x80)},
+        "queue-other-context": {0: slot(0x80, 1)},
+        "in-null": {1: mutation(NULL)},
+        "in-no-buffer": {1: mutation(NO_BUFFER)},
+        "in-foreign": {1: mutation(FOREIGN)},
+        "in-dtype-i32": {1: mutation(DTYPE, pick=4)},
+        "in-rank-2": {1: mutation(RANK, pick=2)},
+        "in-dims-overflow": {1: mutation(OVERFLOW)},
+        "in-offset-past-end": {1: mutation(OFFSET, pick=6)},
+        "in-stride-padded": {1: slot(0x80, STRIDE, 2, 0, extra=(0, 1, 1, 0))},
+        "out-dtype-bf16": {2: mutation(DTYPE, pick=2)},
+        "out-rank-6": {2: mutation(RANK, pick=6)},
+        "out-n-other": {2: mutation(DIM, index=0, pick=3)},
+        "out-size-zero": {2: mutation(DIM, index=2, pick=0)},
+        "out-size-huge": {2: mutation(DIM, index=3, pick=10)},
+        "out-overlaps-in": {2: mutation(OVERLAP, index=0)},
+        "out-on-in": {2: mutation(ALIAS, index=0)},
+        "options-null": {3: slot(0x80)},
+        "mode-four": {4: slot(0x80, 0, 1)},
+        "mode-minus-one": {4: slot(0x80, 1, 0, 4)},
+        "align-two": {5: slot(0x80, 1, 0, 2)},
+        "scale-negative": {6: slot(0x80, 0, 0, 2)},
+        "scale-nan": {6: slot(0x80, 0, 0, 3)},
+        "scale-inf": {7: slot(0x80, 0, 0, 4)},
+        "scale-denormal": {7: slot(0x80, 0, 0, 6)},
+        "scale-reciprocal-overflows": {6: slot(0x80, 0, 0, 10)},
+        "scale-reciprocal-near-flt-max": {7: slot(0x80, 0, 0, 11)},
+        "scale-1e300": {6: slot(0x80, 0, 0, 9)},
+        "scale-raw-bits": {7: slot(0x80, 0, 0, 0x80, raw=0x3fd5555555555555)},
+    }
+    for name, changes in invalid.items():
+        for op, op_name in ((FWD, "forward"), (BWD, "backward")):
+            seeds[f"{op_name}-{name}"] = seed([op] + fixed[1:], n_slots, changes)
+    near = header(mode=NEAREST)
+    seeds["forward-nearest-align-one"] = seed(near, n_slots, {5: slot(0x80, 1, 0, 1)})
+    seeds["backward-nearest-exact-align-one"] = seed([BWD] + header(mode=EXACT)[1:], n_slots, {5: slot(0x80, 1, 0, 1)})
+    seeds["forward-linear-huge-ratio"] = seed(fixed, n_slots, {7: slot(0x80, 0, 0, 11)})
+    seeds["backward-cubic-huge-ratio"] = seed([BWD] + header(mode=CUBIC)[1:], n_slots, {6: slot(0x80, 0, 0, 11)})
+    seeds["backward-cubic-tiny-ratio"] = seed([BWD] + header(mode=CUBIC)[1:], n_slots, {7: slot(0x80, 0, 0, 9)})
+    return seeds
+
+
+def ctc_seeds():
+    # header (fuzz_ctc.c): op, dtype, T, N, C, S, flags, blank, input lengths (a nibble a sample), target
+    # lengths (a nibble a sample), labels' seed, log-probabilities' seed
+    LOSS, SIZE = range(2)
+    I64, GRAD, GRAD_LOSS, ZERO_INF, LABELS, LP, NTC, BAD = (1 << i for i in range(8))
+
+    def header(op=LOSS, dtype=0, t=5, n=1, c=3, s=3, flags=LABELS | LP, blank=0, lens=(5, 3), tlens=(3, 2),
+               lseed=1, lpseed=0):
+        # defaults: T 5, N 2, C 4, S 3, labels and log_softmax rows written, input lengths 5 and 3, target
+        # lengths 3 and 2
+        return [op, dtype, t, n, c, s, flags, blank, lens[0] | lens[1] << 4, tlens[0] | tlens[1] << 4, lseed, lpseed]
+
+    n_slots = 17
+    seeds = {}
+    valid = {
+        "loss-f32-i32": header(),
+        "loss-f16-i64": header(dtype=1, flags=I64 | LABELS | LP),
+        "loss-bf16-blank-2": header(dtype=2, blank=2, lseed=5),
+        "grad-f32": header(flags=GRAD | LABELS | LP),
+        "grad-f16-grad-loss": header(dtype=1, flags=GRAD | GRAD_LOSS | LABELS | LP | I64),
+        "grad-bf16-ntc-view": header(dtype=2, flags=GRAD | NTC | LABELS | LP),
+        "grad-repeats": header(t=6, c=1, flags=GRAD | LABELS | LP, lens=(6, 6), lseed=0),
+        "grad-too-short": header(flags=GRAD | LABELS | LP, lens=(2, 1)),
+        "grad-too-short-zero-infinity": header(flags=GRAD | ZERO_INF | LABELS | LP, lens=(2, 1)),
+        "grad-bad-label": header(flags=GRAD | LABELS | LP | BAD),
+        "grad-label-blank": header(flags=GRAD | LABELS | LP | BAD, lseed=16),
+        "grad-fill-values-only": header(flags=GRAD | LABELS),
+        "grad-empty-targets": header(s=0, flags=GRAD | LABELS | LP, tlens=(0, 0)),
+        "grad-c-one": header(c=0, flags=GRAD | LABELS | LP),
+        "t-zero": header(t=0, flags=GRAD | LABELS, lens=(0, 0)),
+        "n-zero": header(n=15, flags=GRAD),
+        "lengths-zero": header(flags=GRAD | LABELS | LP, lens=(0, 0), tlens=(0, 0)),
+    }
+    for name, h in valid.items():
+        seeds[f"loss-{name}"] = seed(h, n_slots)
+        seeds[f"workspace_size-{name}"] = seed([SIZE] + h[1:], n_slots)
+    fixed = header(flags=GRAD | GRAD_LOSS | LABELS | LP)
+    invalid = {
+        "queue-null": {0: slot(0x80)},
+        "queue-other-context": {0: slot(0x80, 1)},
+        "log-probs-null": {1: mutation(NULL)},
+        "log-probs-foreign": {1: mutation(FOREIGN)},
+        "log-probs-dtype-i32": {1: mutation(DTYPE, pick=4)},
+        "log-probs-rank-4": {1: mutation(RANK, pick=4)},
+        "log-probs-c-zero": {1: mutation(DIM, index=2, pick=0)},
+        "log-probs-dims-overflow": {1: mutation(OVERFLOW)},
+        "log-probs-offset-misaligned": {1: mutation(OFFSET, pick=0)},
+        "targets-dtype-f32": {2: mutation(DTYPE, pick=0)},
+        "targets-dtype-u32": {2: mutation(DTYPE, pick=3)},
+        "targets-n-other": {2: mutation(DIM, index=0, pick=3)},
+        "targets-s-4097": {2: mutation(DIM, index=1, pick=18)},
+        "targets-stride-padded": {2: slot(0x80, STRIDE, 0, 0, extra=(0, 1, 1, 0))},
+        "grad-loss-dtype-f16": {3: mutation(DTYPE, pick=1)},
+        "grad-loss-n-other": {3: mutation(DIM, index=0, pick=1)},
+        "loss-null": {4: mutation(NULL)},
+        "loss-dtype-f16": {4: mutation(DTYPE, pick=1)},
+        "loss-on-grad-loss": {4: mutation(ALIAS, index=3)},
+        "loss-overlaps-log-probs": {4: mutation(OVERLAP, index=0)},
+        "grad-dtype-other": {5: mutation(DTYPE, pick=2)},
+        "grad-t-other": {5: mutation(DIM, index=0, pick=2)},
+        "grad-on-log-probs": {5: mutation(ALIAS, index=0)},
+        "grad-overlaps-loss": {5: mutation(OVERLAP, index=4)},
+        "args-null": {6: slot(0x80)},
+        "input-lengths-null": {7: slot(0x80)},
+        "target-lengths-null": {8: slot(0x80)},
+        "input-length-minus-one": {9: slot(0x80, 0, 0, 5)},
+        "input-length-past-t": {10: slot(0x80, 0, 0, 4)},
+        "input-length-int64-min": {9: slot(0x80, 0, 0, 7)},
+        "target-length-past-s": {11: slot(0x80, 0, 0, 4)},
+        "target-length-int64-max": {12: slot(0x80, 0, 0, 8)},
+        "options-null": {13: slot(0x80)},
+        "blank-minus-one": {14: slot(0x80, 0, 0, 5)},
+        "blank-c": {14: slot(0x80, 0, 0, 4)},
+        "blank-int64-max": {14: slot(0x80, 0, 0, 8)},
+        "zero-infinity-two": {15: slot(0x80, 1, 0, 2)},
+        "zero-infinity-int-min": {15: slot(0x80, 1, 0, 6)},
+    }
+    for name, changes in invalid.items():
+        seeds[f"loss-{name}"] = seed(fixed, n_slots, changes)
+        seeds[f"workspace_size-{name}"] = seed([SIZE] + fixed[1:], n_slots, changes)
+    seeds["loss-workspace-given"] = seed(fixed, n_slots, {16: slot(0x80, 0, 6, 0)})
+    seeds["loss-workspace-short"] = seed(fixed, n_slots, {16: slot(0x80, 0, 6, 2)})
+    seeds["loss-workspace-foreign"] = seed(fixed, n_slots, {16: slot(0x80, 2)})
+    seeds["loss-workspace-over-log-probs"] = seed(fixed, n_slots, {16: slot(0x80, 0, 0, 0)})
+    seeds["loss-workspace-past-buffer"] = seed(fixed, n_slots, {16: slot(0x80, 0, 6, 5)})
+    seeds["workspace_size-bytes-null"] = seed([SIZE] + fixed[1:], n_slots, {16: slot(0x80)})
+    return seeds
+
+
+def grid_sample_seeds():
+    # header (fuzz_grid_sample.c): op, dtype, 3D, N, C, per dim S | P << 4, flags (mode | padding << 2 |
+    # align << 4 | dx << 5 | dgrid << 6 | channels-last << 7), writes (grid | values << 1 | seed << 2 |
+    # values into dy << 5 | span << 6)
+    FWD, BWD, SIZE = range(3)
+    BILINEAR, NEAREST, BICUBIC = range(3)
+    ZEROS, BORDER, REFLECTION = range(3)
+
+    def header(op=FWD, dtype=0, d3=0, n=1, c=1, dims=((3, 2), (4, 3), (0, 0)), mode=BILINEAR, padding=ZEROS,
+               align=0, dx=1, dgrid=1, cl=0, writes=3, seed=0, to_dy=0, span=0):
+        # defaults: 2D, N 2, C 2, x 4 x 5, grid 3 x 4 points, dx and dgrid, grid and x written
+        return [op, dtype, d3, n, c, *[s | p << 4 for s, p in dims],
+                mode | padding << 2 | align << 4 | dx << 5 | dgrid << 6 | cl << 7,
+                writes | seed << 2 | to_dy << 5 | span << 6]
+
+    n_fwd, n_bwd = 8, 11
+    seeds = {}
+    valid = {
+        "bilinear-zeros-f32": header(),
+        "bilinear-border-f16-align": header(dtype=1, padding=BORDER, align=1),
+        "bilinear-reflection-bf16": header(dtype=2, padding=REFLECTION, span=2),
+        "bilinear-reflection-align-far": header(padding=REFLECTION, align=1, span=3, seed=5),
+        "nearest-zeros-f32": header(mode=NEAREST),
+        "nearest-reflection-f16": header(mode=NEAREST, dtype=1, padding=REFLECTION, span=2),
+        "bicubic-zeros-f32": header(mode=BICUBIC),
+        "bicubic-border-bf16-align": header(mode=BICUBIC, dtype=2, padding=BORDER, align=1),
+        "bicubic-reflection-f32": header(mode=BICUBIC, padding=REFLECTION, span=2, seed=3),
+        "trilinear-zeros-f32": header(d3=1, dims=((2, 1), (1, 2), (3, 1))),
+        "trilinear-reflection-bf16": header(d3=1, dtype=2, padding=REFLECTION, dims=((1, 2), (2, 1), (0, 2))),
+        "nearest-3d-border-f16": header(d3=1, mode=NEAREST, dtype=1, padding=BORDER, dims=((3, 1), (2, 2), (1, 0))),
+        "size-one-input": header(dims=((0, 2), (0, 3), (0, 0)), padding=REFLECTION),
+        "channels-last": header(cl=1, mode=BICUBIC),
+        "dx-only": header(dgrid=0, padding=BORDER),
+        "dgrid-only": header(dx=0, padding=REFLECTION, align=1),
+        "values-into-dy": header(to_dy=1, mode=BICUBIC, padding=BORDER),
+        "fill-values-only": header(writes=0),
+        "n-zero": header(n=15),
+        "c-zero": header(c=15),
+    }
+    for name, h in valid.items():
+        seeds[f"forward-{name}"] = seed(h, n_fwd)
+        seeds[f"backward-{name}"] = seed([BWD] + h[1:], n_bwd)
+    for name in ("bilinear-zeros-f32", "dgrid-only", "trilinear-zeros-f32", "n-zero"):
+        seeds[f"workspace_size-{name}"] = seed([SIZE] + valid[name][1:], n_bwd)
+    fixed = header()
+    both = {
+        "queue-null": {0: slot(0x80)},
+        "queue-other-context": {0: slot(0x80, 1)},
+        "x-null": {1: mutation(NULL)},
+        "x-foreign": {1: mutation(FOREIGN)},
+        "x-dtype-i4": {1: mutation(DTYPE, pick=7)},
+        "x-rank-3": {1: mutation(RANK, pick=3)},
+        "x-rank-6": {1: mutation(RANK, pick=6)},
+        "x-dims-overflow": {1: mutation(OVERFLOW)},
+        "x-offset-misaligned": {1: mutation(OFFSET, pick=0)},
+        "grid-null": {2: mutation(NULL)},
+        "grid-dtype-other": {2: mutation(DTYPE, pick=1)},
+        "grid-last-dim-3": {2: mutation(DIM, index=3, pick=3)},
+        "grid-n-other": {2: mutation(DIM, index=0, pick=3)},
+        "grid-points-huge": {2: mutation(DIM, index=1, pick=10)},
+        "grid-stride-zero": {2: mutation(STRIDE, index=1, pick=0)},
+        "y-dims-other": {3: mutation(DIM, index=3, pick=2)},
+        "y-overlaps-grid": {3: mutation(OVERLAP, index=1)},
+        "y-on-x": {3: mutation(ALIAS, index=0)},
+    }
+    for name, changes in both.items():
+        seeds[f"forward-{name}"] = seed(fixed, n_fwd, changes)
+        seeds[f"backward-{name}"] = seed([BWD] + fixed[1:], n_bwd, changes)
+    fwd_opts = {
+        "options-null": {4: slot(0x80)},
+        "mode-three": {5: slot(0x80, 0, 1)},
+        "mode-int-max": {5: slot(0x80, 1, 0, 7)},
+        "padding-three": {6: slot(0x80, 0, 1)},
+        "padding-minus-one": {6: slot(0x80, 1, 0, 4)},
+        "align-two": {7: slot(0x80, 1, 0, 2)},
+    }
+    for name, changes in fwd_opts.items():
+        seeds[f"forward-{name}"] = seed(fixed, n_fwd, changes)
+        seeds[f"backward-{name}"] = seed([BWD] + fixed[1:], n_bwd, {k + 2: v for k, v in changes.items()})
+    seeds["forward-bicubic-3d"] = seed(header(d3=1, dims=((2, 1), (1, 2), (3, 1))), n_fwd, {5: slot(0x80, 1, 0, 2)})
+    bwd = {
+        "dx-dtype-other": {4: mutation(DTYPE, pick=2)},
+        "dx-dims-other": {4: mutation(DIM, index=2, pick=2)},
+        "dx-on-dy": {4: mutation(ALIAS, index=2)},
+        "dx-overlaps-x": {4: mutation(OVERLAP, index=0)},
+        "dx-null-dgrid-null": {4: mutation(NULL), 5: mutation(NULL)},
+        "dgrid-null": {5: mutation(NULL)},
+        "dgrid-on-grid": {5: mutation(ALIAS, index=1)},
+        "dgrid-overlaps-dx": {5: mutation(OVERLAP, index=3)},
+        "dgrid-foreign": {5: mutation(FOREIGN)},
+        "workspace-given": {10: slot(0x80, 0, 6, 0)},
+        "workspace-short": {10: slot(0x80, 0, 6, 2)},
+        "workspace-foreign": {10: slot(0x80, 2)},
+        "workspace-over-grid": {10: slot(0x80, 0, 1, 0)},
+        "workspace-size-max": {10: slot(0x80, 0, 6, 6)},
+    }
+    for name, changes in bwd.items():
+        seeds[f"backward-{name}"] = seed([BWD] + fixed[1:], n_bwd, changes)
+        if not name.startswith("workspace"):
+            seeds[f"workspace_size-{name}"] = seed([SIZE] + fixed[1:], n_bwd, changes)
+    seeds["workspace_size-bytes-null"] = seed([SIZE] + fixed[1:], n_bwd, {10: slot(0x80)})
+    return seeds
+
+
 if __name__ == "__main__":
     write("norm", norm_seeds())
     write("moe", moe_seeds())
@@ -953,3 +1533,8 @@ if __name__ == "__main__":
     write("gated_delta", gated_delta_seeds())
     write("paged_attention", paged_attention_seeds())
     write("moe_train", moe_train_seeds())
+    write("convolution", convolution_seeds())
+    write("pooling", pooling_seeds())
+    write("interpolation", interpolation_seeds())
+    write("ctc", ctc_seeds())
+    write("grid_sample", grid_sample_seeds())
