@@ -11,7 +11,9 @@
  *                        prod_t exp(log_probs[t, n, a_t]); +inf where no alignment exists (an input
  *                        too short for the target and its repeats), unless zero_infinity
  * A label outside 0..C-1 or equal to blank makes that sample's loss (and gradient) NaN, without
- * reading out of bounds. Sums run in FP32 in log space.
+ * reading out of bounds. A NaN in log_probs within a sample's steps makes its loss NaN even where no
+ * alignment passes through it (the recursion adds every state's entry, as PyTorch's does). Sums run
+ * in FP32 in log space.
  *
  * Gradient (grad_log_probs given, [T, N, C] in log_probs' dtype), as PyTorch's ctc_loss backward:
  *   grad[t, n, c] = grad_loss[n] (exp(log_probs[t, n, c]) - gamma[t, n, c])   for t < input_lengths[n]
