@@ -138,11 +138,9 @@ static rudnn_status_t require_kernels(const char *op, rudnn_context_t ctx, const
 }
 
 /* The table and the backend's scratch. */
-static rudnn_status_t workspace_need(const char *op, rudnn_queue_t queue, const rudnn_ctc_plan_t *plan,
-                                     size_t *scratch, size_t *total)
+static rudnn_status_t workspace_need(const char *op, rudnn_queue_t queue, const rudnn_ctc_kernels_t *k,
+                                     const rudnn_ctc_plan_t *plan, size_t *scratch, size_t *total)
 {
-    const rudnn_ctc_kernels_t *k;
-    TRY(require_kernels(op, queue->context, &k));
     *scratch = 0;
     TRY(rudnn_kernel_status(op, k->workspace(queue->context->device, plan, scratch)));
     *total = rudnn_ctc_table_bytes(plan->batch) + *scratch;
@@ -164,7 +162,7 @@ rudnn_status_t rudnn_ctc_loss_workspace_size(rudnn_queue_t queue, const rudnn_ct
         return RUDNN_STATUS_SUCCESS;
     }
     size_t scratch;
-    return workspace_need(op, queue, &plan, &scratch, bytes);
+    return workspace_need(op, queue, k, &plan, &scratch, bytes);
 }
 
 /* The lengths table at ws's start (a blocking copy). */
@@ -197,7 +195,7 @@ rudnn_status_t rudnn_ctc_loss(rudnn_queue_t queue, const rudnn_ctc_args_t *args,
         return rudnn_check_workspace(op, queue, workspace, workspace_bytes, 0, "rudnn_ctc_loss_workspace_size", all,
                                      names, 5);
     size_t scratch, need;
-    TRY(workspace_need(op, queue, &plan, &scratch, &need));
+    TRY(workspace_need(op, queue, k, &plan, &scratch, &need));
     TRY(rudnn_check_workspace(op, queue, workspace, workspace_bytes, need, "rudnn_ctc_loss_workspace_size", all,
                               names, 5));
     void *mem;
