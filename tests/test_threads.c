@@ -5,8 +5,13 @@
  *
  *   test_threads rounds      three tests in one process:
  *     shared_context    THREADS threads on one context, each with its own queue and buffers,
- *                       ROUNDS rounds of every norm, MoE and attention op (attention with every
- *                       listed strategy and Autotune); the experts objects (weights and
+ *                       ROUNDS rounds of every norm, MoE, attention (forward with every listed
+ *                       strategy and Autotune, then the backward) and paged-attention op, and of
+ *                       convolution (forward, data and weight backward, each with every listed
+ *                       strategy and Autotune: the threads race on the autotune cache), pooling
+ *                       (MAX forward with indices, backward), interpolation (bilinear forward,
+ *                       backward), ctc (loss with gradient) and grid_sample (bilinear forward,
+ *                       backward with dx and dgrid); the experts objects (weights and
  *                       all) are shared, and thread 0 names another Scalar kernel for them
  *                       (set_kernel) before each of its rounds while the others run forwards.
  *     own_contexts      THREADS threads that each create their own context and queue at the
@@ -27,7 +32,10 @@
  *                       TensorCore forwards of all threads at once (CLBlast's or cuBLAS's lazy
  *                       loading and first use).
  *
- * Run time: about 20 s on PoCL with 2 cores once the kernels are in the program cache. */
+ * Run time: about 20 s on PoCL with 2 cores once the kernels are in the program cache. The rounds of
+ * convolution, pooling, interpolation, ctc, grid_sample and the attention backward added (PoCL 3.1,
+ * 2 cores, 2026-12-07): 0.5 s more with warm caches, 39 s more with cold ones (rudnn's program cache
+ * and PoCL's: their programs' first builds; under ThreadSanitizer 124 s more). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,7 +120,9 @@ static void run_rounds(worker_t *w)
             if (w->pinned[i])
                 switch_kernel(w, w->pinned[i], r);
         ok = tw_norm_round(&w->t) && tw_moe_round(&w->t, x, RUDNN_MOE_SCALAR, NULL) &&
-             tw_attention_round(&w->t) && tw_paged_attention_round(&w->t);
+             tw_attention_round(&w->t) && tw_paged_attention_round(&w->t) && tw_convolution_round(&w->t) &&
+             tw_pooling_round(&w->t) && tw_interpolation_round(&w->t) && tw_ctc_round(&w->t) &&
+             tw_grid_sample_round(&w->t);
     }
     if (x == &own)
         tw_experts_destroy(&own);

@@ -75,11 +75,38 @@ int tw_moe_round(tw_thread_t *t, const tw_experts_t *x, rudnn_moe_strategy_t str
                  pthread_barrier_t *before_forward);
 
 /* attention (causal, GQA 2, lse) with every strategy the backend lists and Autotune, on fresh data
- * in t->dtype; a backend without attention kernels has nothing to run. */
+ * in t->dtype, then rudnn_attention_backward from the last forward's out and lse (skipped where
+ * its workspace query answers NOT_SUPPORTED); a backend without attention kernels has nothing to
+ * run. */
 int tw_attention_round(tw_thread_t *t);
 
 /* paged attention (a host plan, a device plan on t->queue, an append, plain and split calls) on
  * fresh data in t->dtype against the FP64 reference; a backend without its kernels skips it. */
 int tw_paged_attention_round(tw_thread_t *t);
+
+/* The rounds below make fresh data in t->dtype, poison every output before each call (so that an
+ * element a call leaves unwritten fails) and check each result against the family's FP64
+ * reference within the error bound of its numeric suite's header comment (tests/test_<family>.c).
+ * A backend without the family (NOT_SUPPORTED from its kernel list, its workspace query or, for
+ * pooling and interpolation, which have neither, from the first forward) has nothing to run. */
+
+/* convolution (2D, stride 2, padding 1, bias): forward, data backward and weight backward (with
+ * dbias), each with every strategy the backend lists for the direction and Autotune (threads
+ * racing on the autotune cache). */
+int tw_convolution_round(tw_thread_t *t);
+
+/* pooling: MAX forward (2D, window 3, stride 2, padding 1) with indices, then its backward. */
+int tw_pooling_round(tw_thread_t *t);
+
+/* interpolation: bilinear forward (5 x 4 -> 9 x 7) and its backward. */
+int tw_interpolation_round(tw_thread_t *t);
+
+/* ctc: the loss with its gradient (grad_loss given), I32 or I64 targets and the workspace from the
+ * queue's pool or a buffer of the queried size, each drawn per round. */
+int tw_ctc_round(tw_thread_t *t);
+
+/* grid_sample: bilinear forward (2D, zeros padding) and its backward with dx and dgrid, the
+ * workspace from the pool or a buffer of the queried size, drawn per round. */
+int tw_grid_sample_round(tw_thread_t *t);
 
 #endif
