@@ -28,6 +28,11 @@
 #             varlen prefill, MLA decode in bf16; torch: SDPA cuDNN and FA2 over gathered pages)
 #             -> $OUT/paged-rudnn.jsonl, $OUT/paged-torch.jsonl, $OUT/compare-paged.md; rudnn's
 #             cases each in its own process (the cache allocated once)
+#   vision    rudnn-bench-vision and bench/baselines/torch_vision.py side by side (convolution on
+#             ResNet-50's shapes, forward in NCHW and NHWC, data and weight backward on one; max and
+#             average pooling, 2x interpolation, grid sampling, forward and backward, in bf16; CTC in
+#             F32; torch: cuDNN with cudnn.benchmark, ATen's kernels) -> $OUT/vision-rudnn.jsonl,
+#             $OUT/vision-torch.jsonl, $OUT/compare-vision.md (bench/compare_vision.py)
 #   example   installs into a scratch DESTDIR and builds examples/ through pkg-config
 #   ep2       (only when named; two GPUs: kind nvidia-h200-x2) expert parallelism over NCCL, one
 #             process a GPU (RUDNN_DEVICE = the node-local rank): tests/test_ep_mpi --comm=nccl on 2
@@ -72,6 +77,8 @@
 #                        --case NAME[,NAME], --quick)
 #   PAGED_ARGS="..."     extra arguments of both rudnn-bench-paged and torch_paged.py (--reps N,
 #                        --case NAME[,NAME], --quick, --max-cache-gib G)
+#   VISION_ARGS="..."    extra arguments of both rudnn-bench-vision and torch_vision.py (--reps N,
+#                        --case NAME[,NAME], --quick)
 #   TORCH_COMPILE=1      also time torch.compile(add + rms_norm) (0 to skip)
 #   EP2_ARGS="..."       extra arguments of both rudnn-bench-ep-comm and torch_ep.py (--bs, --k, --h,
 #                        --experts, --dtype, --reps)
@@ -105,6 +112,7 @@ ATTENTION_ARGS=${ATTENTION_ARGS:-}
 FFN_ARGS=${FFN_ARGS:-}
 GDR_ARGS=${GDR_ARGS:-}
 PAGED_ARGS=${PAGED_ARGS:-}
+VISION_ARGS=${VISION_ARGS:-}
 EP2_ARGS=${EP2_ARGS:-}
 EP2_SANITIZE_FILTER=${EP2_SANITIZE_FILTER:-dispatch_combine/bf16/*}
 EP2_TIMEOUT=${EP2_TIMEOUT:-900}
@@ -130,8 +138,8 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 case $BUILD in /*) ;; *) BUILD=$repo_root/$BUILD ;; esac
 
-all_stages=(build test info bench baseline compare moe attention ffn gdr paged example ep2 sanitize)
-default_stages=(build test info bench baseline compare moe attention ffn gdr paged example)
+all_stages=(build test info bench baseline compare moe attention ffn gdr paged vision example ep2 sanitize)
+default_stages=(build test info bench baseline compare moe attention ffn gdr paged vision example)
 if (( $# == 0 )) || [[ "$*" == all ]]; then
   stages=("${default_stages[@]}")
 else
@@ -461,6 +469,22 @@ stage_paged() {
   return "$rc"
 }
 
+# Convolution (ResNet-50's shapes at N 32, NCHW and channels-last; Autotune against cuDNN with
+# cudnn.benchmark), pooling, interpolation and grid sampling (bf16, forward and backward) and CTC (F32,
+# loss and gradient) beside PyTorch on the same GPU, joined by case, direction and layout in
+# $OUT/compare-vision.md (bench/compare_vision.py). A case that fails (NOT_SUPPORTED aside) fails the
+# stage after the table is written.
+stage_vision() {
+  local rc=0
+  # shellcheck disable=SC2086
+  "$BUILD/bench/rudnn-bench-vision" --backend "$BENCH_BACKEND" $VISION_ARGS | tee "$OUT/vision-rudnn.jsonl" || rc=1
+  # shellcheck disable=SC2086
+  python3 bench/baselines/torch_vision.py $VISION_ARGS | tee "$OUT/vision-torch.jsonl" || rc=1
+  python3 bench/compare_vision.py "$OUT/vision-rudnn.jsonl" "$OUT/vision-torch.jsonl" > "$OUT/compare-vision.md" || rc=1
+  cat "$OUT/compare-vision.md"
+  return "$rc"
+}
+
 # Attention forward (issue 20's prefill and decode cases, bf16), every rudnn strategy side by side
 # with PyTorch's SDPA backends. A strategy or backend that refuses a case prints a NOT_SUPPORTED
 # line; one that fails a FAILED line and fails the stage, after the tables are written.
@@ -672,6 +696,10 @@ fi
 if [[ " ${stages[*]} " == *" paged "* && -f $OUT/compare-paged.md ]]; then
   echo
   cat "$OUT/compare-paged.md"
+fi
+if [[ " ${stages[*]} " == *" vision "* && -f $OUT/compare-vision.md ]]; then
+  echo
+  cat "$OUT/compare-vision.md"
 fi
 if [[ " ${stages[*]} " == *" ep2 "* && -f $OUT/compare-ep2.md ]]; then
   echo
