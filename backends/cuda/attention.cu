@@ -142,6 +142,10 @@ rudnn_attention_kernels_t make_attention_table(void)
     table.check = att_check;
     table.workspace = att_workspace;
     table.run = att_run;
+#if RDG_ATTENTION_BACKWARD_VERIFIED || defined(RDG_UNVERIFIED_FAMILIES)
+    table.backward_workspace = rdg_attention_backward_workspace;
+    table.backward = rdg_attention_backward;
+#endif
     return table;
 }
 

@@ -365,6 +365,24 @@ rudnn_status_t b_event_elapsed_ms(void *start, void *end, float *ms)
     return RUDNN_STATUS_SUCCESS;
 }
 
+/* Families whose kernels here are written and compile-checked but have not yet passed their suites
+ * on a GPU: built always, offered only with meson option gpu_unverified (RDG_UNVERIFIED_FAMILIES),
+ * so a GPU run can test them while users get NOT_SUPPORTED. The attention backward's entries are
+ * gated the same way in attention.cu. */
+int unverified_family(const char *family)
+{
+#if defined(RDG_UNVERIFIED_FAMILIES)
+    (void)family;
+    return 0;
+#else
+    static const char *const unverified[] = {RDG_UNVERIFIED_LIST};
+    for (const char *u : unverified)
+        if (u && !strcmp(u, family))
+            return 1;
+    return 0;
+#endif
+}
+
 rudnn_backend_t make_backend()
 {
     rudnn_backend_t b;
@@ -390,7 +408,7 @@ rudnn_backend_t make_backend()
     b.event_destroy = b_event_destroy;
     b.event_record = b_event_record;
     b.event_elapsed_ms = b_event_elapsed_ms;
-#define RDG_TABLE_SET(f) b.f = rdg_##f##_table ? rdg_##f##_table() : nullptr;
+#define RDG_TABLE_SET(f) b.f = rdg_##f##_table && !unverified_family(#f) ? rdg_##f##_table() : nullptr;
     RUDNN_FAMILIES(RDG_TABLE_SET)
 #undef RDG_TABLE_SET
     return b;

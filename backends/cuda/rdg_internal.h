@@ -97,6 +97,12 @@ static inline int64_t rdg_ceil_div(int64_t a, int64_t b)
 RUDNN_FAMILIES(RDG_TABLE_DECL)
 #undef RDG_TABLE_DECL
 
+/* The families plugin.cu leaves out of the backend unless built with RDG_UNVERIFIED_FAMILIES (meson
+ * option gpu_unverified): their kernels have not yet passed their suites on a GPU. nullptr: none. */
+#define RDG_UNVERIFIED_LIST "convolution", "pooling", "interpolation", "ctc", "grid_sample", "moe_train", nullptr
+/* The attention backward (attention_backward.cu) is unverified the same way. */
+#define RDG_ATTENTION_BACKWARD_VERIFIED 0
+
 /* ---- entry points across files ---- */
 
 /* norm.cu: 1 if the loaded kernel binary for the current device supports cluster launches. */
@@ -115,6 +121,11 @@ rudnn_status_t rdg_moe_dispatch_gather(void *queue, const rudnn_moe_rows_plan_t 
                                        rudnn_mem_ref_t row_token, rudnn_mem_ref_t tokens);
 rudnn_status_t rdg_moe_combine(void *queue, const rudnn_moe_rows_plan_t *plan, rudnn_mem_ref_t expert_out,
                                rudnn_mem_ref_t positions, rudnn_mem_ref_t weights, rudnn_mem_ref_t out);
+
+/* attention_backward.cu: the rudnn_attention_kernels_t entries backward_workspace and backward. */
+rudnn_status_t rdg_attention_backward_workspace(void *device, const rudnn_attention_plan_t *plan, size_t *bytes);
+rudnn_status_t rdg_attention_backward(void *queue, const rudnn_attention_plan_t *plan,
+                                      const rudnn_attention_backward_operands_t *ops);
 
 /* gated_delta_tc.cu (CUDA only): the chunked gated delta rule on tensor cores. plan_fits: the plan
  * (dtype, chunk 64, K and V of 64 or 128, shared memory) can take it; fits: also the operands'
