@@ -19,19 +19,6 @@ namespace {
 
 enum { C_WGMMA, C_FLASH_DECODE, C_FLASH_UNIT, C_FALLBACK, C_COUNT };
 
-/* Whether rows of `width` elements at `base` + r * stride (for each of the three strides) all
- * start on 16 bytes and span whole 16-byte pieces: the one place the 16-byte loads are allowed. */
-int vec_ok(const void *base, const int64_t stride[3], int64_t width, size_t elem)
-{
-    const int64_t ve = (int64_t)(16 / elem);
-    if (((uintptr_t)base & 15u) != 0 || width % ve != 0)
-        return 0;
-    for (int s = 0; s < 3; s++)
-        if (stride[s] % ve != 0)
-            return 0;
-    return 1;
-}
-
 void att_check(void *device, const rudnn_attention_plan_t *plan, uint32_t c, rudnn_candidate_verdict_t *verdict)
 {
     const rdg_devinfo_t *dev = rdg_devinfo_of(device);
@@ -182,9 +169,9 @@ void rdg_att_make_args(const rudnn_attention_plan_t *plan, rudnn_mem_ref_t q, ru
     a->window_right = plan->window_right;
     a->d = (int)plan->head_dim;
     a->dv = (int)plan->head_dim_v;
-    a->vec_q = vec_ok(a->q, plan->q_stride, plan->head_dim, elem);
-    a->vec_kv = vec_ok(a->k, plan->k_stride, plan->head_dim, elem) && vec_ok(a->v, plan->v_stride, plan->head_dim_v, elem);
-    a->vec_out = vec_ok(a->out, plan->out_stride, plan->head_dim_v, elem);
+    a->vec_q = rdg_att_vec_ok(a->q, plan->q_stride, plan->head_dim, elem);
+    a->vec_kv = rdg_att_vec_ok(a->k, plan->k_stride, plan->head_dim, elem) && rdg_att_vec_ok(a->v, plan->v_stride, plan->head_dim_v, elem);
+    a->vec_out = rdg_att_vec_ok(a->out, plan->out_stride, plan->head_dim_v, elem);
     a->scale = plan->scale;
     a->softcap = plan->softcap;
 }

@@ -33,6 +33,19 @@ struct rdg_att_args {
 };
 
 /* attention.cu: the args of a plan and its buffers (vec_* from the alignment of the addresses). */
+/* Whether rows of `width` elements at `base` + r * stride (for each of the three strides) all
+ * start on 16 bytes and span whole 16-byte pieces: the one place the 16-byte loads are allowed. */
+static inline int rdg_att_vec_ok(const void *base, const int64_t stride[3], int64_t width, size_t elem)
+{
+    const int64_t ve = (int64_t)(16 / elem);
+    if (((uintptr_t)base & 15u) != 0 || width % ve != 0)
+        return 0;
+    for (int s = 0; s < 3; s++)
+        if (stride[s] % ve != 0)
+            return 0;
+    return 1;
+}
+
 void rdg_att_make_args(const rudnn_attention_plan_t *plan, rudnn_mem_ref_t q, rudnn_mem_ref_t k,
                        rudnn_mem_ref_t v, rudnn_mem_ref_t mask, rudnn_mem_ref_t bias, rudnn_mem_ref_t out,
                        rudnn_mem_ref_t lse, rdg_att_args *a);

@@ -625,19 +625,6 @@ void rows_fns(bwd_fn *delta, bwd_fn *dq, bwd_fn *dkv)
     *dkv = bwd_dkv_rows<DT>;
 }
 
-/* Whether rows of `width` elements at base + r * stride (each of the three strides) start on 16
- * bytes and span whole 16-byte pieces (as attention.cu's check for q, k, v and out). */
-int vec_rows(const void *base, const int64_t stride[3], int64_t width, size_t elem)
-{
-    const int64_t ve = (int64_t)(16 / elem);
-    if (((uintptr_t)base & 15u) != 0 || width % ve != 0)
-        return 0;
-    for (int s = 0; s < 3; s++)
-        if (stride[s] % ve != 0)
-            return 0;
-    return 1;
-}
-
 /* One launch of fn on `blocks` CTAs of `threads` (capped: the kernels loop over their work); none
  * when there is nothing to do. */
 rudnn_status_t launch(rdg_queue_t *q, bwd_fn fn, const rdg_att_args &a, const BwdArgs &g, int64_t blocks,
@@ -684,7 +671,7 @@ rudnn_status_t rdg_attention_backward(void *queue, const rudnn_attention_plan_t 
         g.dvs[s] = ops->dv_stride[s];
     }
     g.heads_kv = plan->heads_kv;
-    g.vec_dout = vec_rows(g.dout, ops->dout_stride, plan->head_dim_v, elem);
+    g.vec_dout = rdg_att_vec_ok(g.dout, ops->dout_stride, plan->head_dim_v, elem);
 
     const int64_t rows = plan->batch * plan->heads_q * plan->seq_q;
     const int64_t keys = plan->batch * plan->heads_kv * plan->seq_kv;
