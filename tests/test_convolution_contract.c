@@ -34,6 +34,7 @@
 #include <rudnn/debug.h>
 
 #include "common.h"
+#include "contract_fixture.h"
 #include "operand.h"
 
 enum { T_X, T_W, T_BIAS, T_Y, T_DY, T_DX, T_DW, T_DBIAS, T_COUNT };
@@ -55,12 +56,7 @@ static const char *const form_ops[FORMS] = {NULL, "conv_resolve", "conv_workspac
 #define SLACK 1024
 static const int64_t dims_x[4] = {2, 4, 5, 6}, dims_w[4] = {6, 2, 3, 2}, dims_b[1] = {6}, dims_y[4] = {2, 6, 3, 4};
 
-typedef struct fx {
-    rt_tensor_t t[T_COUNT];
-    rt_guard_t guard;
-} fx_t;
-
-static fx_t F;
+static contract_fixture_t F; /* the tensors' buffers (T_ order) guarded */
 static int have_kernels; /* the backend lists convolution kernels */
 
 #define BYTES_SENTINEL ((size_t)0x5eed1)
@@ -78,30 +74,26 @@ static void finish(void)
 
 /* ---- the fixture and the calls ------------------------------------------------------------- */
 
+/* The inputs' values (the outputs keep create's sentinel). */
+static void fill_inputs(void)
+{
+    rt_rng_t r;
+    rt_rng_seed(&r, 11);
+    for (int i = 0; i < T_COUNT; i++)
+        if (i != T_Y && i != T_DX && i != T_DW && i != T_DBIAS)
+            rt_tensor_fill_uniform(&F.t[i], &r, -1.0, 1.0);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
     const int64_t *dims[T_COUNT] = {dims_x, dims_w, dims_b, dims_y, dims_y, dims_x, dims_w, dims_b};
     const int ranks[T_COUNT] = {4, 4, 1, 4, 4, 4, 4, 1};
-    rt_rng_t r;
-    rt_rng_seed(&r, 11);
-    memset(&F, 0, sizeof F);
-    for (int i = 0; i < T_COUNT; i++) {
-        rt_tensor_create(&F.t[i], RUDNN_F32, ranks[i], dims[i], 0, SLACK);
-        if (i != T_Y && i != T_DX && i != T_DW && i != T_DBIAS) /* the outputs keep create's sentinel */
-            rt_tensor_fill_uniform(&F.t[i], &r, -1.0, 1.0);
-        rt_guard_track(&F.guard, rt_queue, &F.t[i], names[i]);
-    }
+    contract_fixture_setup(&F, T_COUNT, names, NULL, ranks, dims, SLACK, 0, fill_inputs);
     return 0;
 }
 
-static int group_teardown(void **state)
-{
-    for (int i = 0; i < T_COUNT; i++)
-        rt_tensor_destroy(&F.t[i]);
-    rt_guard_free(&F.guard);
-    return rt_group_teardown_second(state);
-}
+static int group_teardown(void **state) { return contract_fixture_teardown(&F, state); }
 
 typedef struct callspec {
     rudnn_queue_t queue;
@@ -212,30 +204,15 @@ static void expect_reject_in(const callspec_t *c, unsigned dirs, unsigned forms,
             snprintf(msg, sizeof msg, "%s", rudnn_last_error());
             const char *op = op_name(dir, form);
             const char *label = form == FORM_OP ? op : dir_ops[dir];
-            if (st != want)
-                rt_failf("%s [%s%s%s]: returned %s, expected %s (\"%s\")", what, label, form ? " via " : "",
-                          form ? op : "", rudnn_status_string(st), rudnn_status_string(want), msg);
-            else if (!rt_message_names(msg, op, n1, n2, n3))
-                rt_failf("%s [%s%s%s]: message \"%s\" does not name %s / %s / %s / %s", what, label,
-                          form ? " via " : "", form ? op : "", msg, op, n1 ? n1 : "-", n2 ? n2 : "-", n3 ? n3 : "-");
+            char where[1024];
+            snprintf(where, sizeof where, "%s [%s%s%s]", what, label, form ? " via " : "", form ? op : "");
+            contract_check_rejection(where, st, want, msg, rt_message_names(msg, op, n1, n2, n3), op, 0, n1, n2, n3);
             if (bytes != BYTES_SENTINEL)
                 rt_failf("%s [%s via %s]: a rejected query wrote *bytes", what, label, op);
             if (memcmp(&choice, &before, sizeof choice) != 0)
                 rt_failf("%s [%s via %s]: a rejected query wrote *choice", what, label, op);
-            if (rt_guard_changed(&F.guard)) {
-                for (int i = 0; i < F.guard.count; i++)
-                    if (F.guard.items[i].changed)
-                        rt_failf("%s [%s via %s]: a rejected call wrote to %s's buffer", what, label,
-                                  form ? op : "the op", F.guard.items[i].name);
-                for (int i = 0; i < T_COUNT; i++)
-                    rt_tensor_poison(&F.t[i]), rt_guard_snapshot(&F.guard.items[i]);
-                /* the inputs' values are gone: fill them again */
-                rt_rng_t r;
-                rt_rng_seed(&r, 11);
-                for (int i = 0; i < T_COUNT; i++)
-                    if (i != T_Y && i != T_DX && i != T_DW && i != T_DBIAS)
-                        rt_tensor_fill_uniform(&F.t[i], &r, -1.0, 1.0);
-            }
+            snprintf(where, sizeof where, "%s [%s via %s]", what, label, form ? op : "the op");
+            contract_check_untouched(&F, where, "a rejected call"); /* restores the fixture when written */
         }
 }
 

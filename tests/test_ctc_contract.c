@@ -32,6 +32,7 @@
 #include <rudnn/ctc.h>
 
 #include "common.h"
+#include "contract_fixture.h"
 #include "operand.h"
 
 enum { T_LP, T_TG, T_GL, T_LOSS, T_GRAD, T_COUNT };
@@ -49,12 +50,7 @@ enum { FT = 6, FN = 3, FC = 5, FS = 4 };
 static const int64_t dims_lp[3] = {FT, FN, FC}, dims_tg[2] = {FN, FS}, dims_n[1] = {FN};
 static const int64_t fixture_il[FN] = {6, 5, 4}, fixture_tl[FN] = {4, 2, 0};
 
-typedef struct fx {
-    rt_tensor_t t[T_COUNT];
-    rt_guard_t guard;
-} fx_t;
-
-static fx_t F;
+static contract_fixture_t F; /* the tensors' buffers (T_ order) guarded */
 static int have_kernels;
 
 /* ---- the fixture and the calls ------------------------------------------------------------------ */
@@ -82,22 +78,12 @@ static int group_setup(void **state)
     (void)state;
     const int64_t *dims[T_COUNT] = {dims_lp, dims_tg, dims_n, dims_n, dims_lp};
     const int ranks[T_COUNT] = {3, 2, 1, 1, 3};
-    memset(&F, 0, sizeof F);
-    for (int i = 0; i < T_COUNT; i++) {
-        rt_tensor_create(&F.t[i], i == T_TG ? RUDNN_I64 : RUDNN_F32, ranks[i], dims[i], 0, SLACK);
-        rt_guard_track(&F.guard, rt_queue, &F.t[i], names[i]);
-    }
-    fill_inputs(); /* the outputs keep create's sentinel */
+    const rudnn_dtype_t dtypes[T_COUNT] = {RUDNN_F32, RUDNN_I64, RUDNN_F32, RUDNN_F32, RUDNN_F32};
+    contract_fixture_setup(&F, T_COUNT, names, dtypes, ranks, dims, SLACK, 0, fill_inputs);
     return 0;
 }
 
-static int group_teardown(void **state)
-{
-    for (int i = 0; i < T_COUNT; i++)
-        rt_tensor_destroy(&F.t[i]);
-    rt_guard_free(&F.guard);
-    return rt_group_teardown_second(state);
-}
+static int group_teardown(void **state) { return contract_fixture_teardown(&F, state); }
 
 typedef struct callspec {
     rudnn_queue_t queue;
@@ -143,58 +129,17 @@ static rudnn_status_t call_form(const callspec_t *c, int form, size_t *bytes)
     return rudnn_ctc_loss(c->queue, ap, o, c->ws, c->ws_bytes);
 }
 
-/* The message starts with "<op>: " and holds every needle given. */
-static int mentions(const char *msg, const char *op, const char *n1, const char *n2, const char *n3)
-{
-    const size_t len = strlen(op);
-    if (strncmp(msg, op, len) != 0 || msg[len] != ':')
-        return 0;
-    const char *need[3] = {n1, n2, n3};
-    for (int i = 0; i < 3; i++)
-        if (need[i] && !strstr(msg, need[i]))
-            return 0;
-    return 1;
-}
+static rudnn_status_t call_any(const void *c, int form, size_t *bytes) { return call_form(c, form, bytes); }
 
-static void restore_fixture(void)
-{
-    rudnn_queue_synchronize(rt_queue);
-    for (int i = 0; i < T_COUNT; i++)
-        rt_tensor_poison(&F.t[i]);
-    fill_inputs();
-    for (int i = 0; i < T_COUNT; i++)
-        rt_guard_snapshot(&F.guard.items[i]);
-}
+/* the message starts with "<op>: " (contract_message_starts) */
+static const contract_family_t family = {FORMS, form_ops, call_any, NULL, 1, BYTES_SENTINEL};
 
 /* Every form of forms: want, a message naming the op and the needles, *bytes untouched, no byte of
  * any fixture buffer written. */
 static void expect_reject3(const callspec_t *c, unsigned forms, rudnn_status_t want, const char *n1, const char *n2,
                            const char *n3, const char *what)
 {
-    for (int form = 0; form < FORMS; form++) {
-        if (!((forms >> form) & 1))
-            continue;
-        rt_guard_begin(&F.guard);
-        size_t bytes = BYTES_SENTINEL;
-        const rudnn_status_t st = call_form(c, form, &bytes);
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", rudnn_last_error());
-        if (st != want)
-            rt_failf("%s [%s]: returned %s, expected %s (\"%s\")", what, form_ops[form], rudnn_status_string(st),
-                      rudnn_status_string(want), msg);
-        else if (!mentions(msg, form_ops[form], n1, n2, n3))
-            rt_failf("%s [%s]: message \"%s\" does not start with \"%s:\" or name %s / %s / %s", what, form_ops[form],
-                      msg, form_ops[form], n1 ? n1 : "-", n2 ? n2 : "-", n3 ? n3 : "-");
-        if (bytes != BYTES_SENTINEL)
-            rt_failf("%s [%s]: a rejected query wrote *bytes (%zu)", what, form_ops[form], bytes);
-        if (rt_guard_changed(&F.guard)) {
-            for (int i = 0; i < F.guard.count; i++)
-                if (F.guard.items[i].changed)
-                    rt_failf("%s [%s]: a rejected call (%s) wrote to %s's buffer", what, form_ops[form],
-                              rudnn_status_string(st), F.guard.items[i].name);
-            restore_fixture();
-        }
-    }
+    contract_expect_reject(&F, &family, c, forms, want, n1, n2, n3, what);
 }
 
 static void expect_reject(const callspec_t *c, unsigned forms, rudnn_status_t want, const char *n1, const char *n2,
@@ -294,7 +239,7 @@ static void expect_valid_in(const callspec_t *c, unsigned forms, const char *wha
         }
         repoison_outputs();
         if (rt_guard_changed(&F.guard)) /* an input's buffer was written: refill it */
-            restore_fixture();
+            contract_fixture_restore(&F);
     }
 }
 
@@ -458,7 +403,7 @@ static void empty_batch(void **state)
                 rt_failf("N = 0 (%d) [%s]: success without writing *bytes", k, form_ops[form]);
             if (rt_guard_changed(&F.guard)) {
                 rt_failf("N = 0 (%d) [%s]: a buffer was written", k, form_ops[form]);
-                restore_fixture();
+                contract_fixture_restore(&F);
             }
         }
         if (c.ws)

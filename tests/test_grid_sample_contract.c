@@ -33,6 +33,7 @@
 #include <rudnn/grid_sample.h>
 
 #include "common.h"
+#include "contract_fixture.h"
 #include "operand.h"
 
 enum { T_X, T_GRID, T_Y, T_DY, T_DX, T_DGRID, T_COUNT };
@@ -52,13 +53,7 @@ static const char *const op_names[OPS] = {"grid_sample_forward", "grid_sample_ba
 #define BYTES_SENTINEL ((size_t)0x5a5a5a5a5a5a5a5aull)
 static const int64_t dims_x[4] = {2, 3, 5, 4}, dims_g[4] = {2, 6, 7, 2}, dims_y[4] = {2, 3, 6, 7};
 
-typedef struct fx {
-    rt_tensor_t t[T_COUNT];
-    rudnn_buffer_t ws;
-    rt_guard_t guard; /* the tensors' buffers, then the workspace's */
-} fx_t;
-
-static fx_t F;
+static contract_fixture_t F; /* the tensors' buffers (T_ order) guarded, then the workspace's */
 static int family_absent;
 
 /* ---- the fixture and the calls ------------------------------------------------------------- */
@@ -75,25 +70,10 @@ static void fill_inputs(void)
 static void group_setup(void)
 {
     const int64_t *dims[T_COUNT] = {dims_x, dims_g, dims_y, dims_y, dims_x, dims_g};
-    memset(&F, 0, sizeof F);
-    for (int i = 0; i < T_COUNT; i++) {
-        rt_tensor_create(&F.t[i], RUDNN_F32, 4, dims[i], 0, SLACK);
-        rt_guard_track(&F.guard, rt_queue, &F.t[i], names[i]);
-    }
-    rt_assert_status(rudnn_buffer_create(rt_ctx, WS_BYTES, &F.ws), RUDNN_STATUS_SUCCESS);
-    rt_guard_track_buffer(&F.guard, rt_queue, F.ws, WS_BYTES, "workspace");
-    fill_inputs();
+    contract_fixture_setup(&F, T_COUNT, names, NULL, NULL, dims, SLACK, WS_BYTES, fill_inputs);
 }
 
-static int group_teardown(void **state)
-{
-    for (int i = 0; i < T_COUNT; i++)
-        rt_tensor_destroy(&F.t[i]);
-    if (F.ws)
-        rudnn_buffer_destroy(F.ws);
-    rt_guard_free(&F.guard);
-    return rt_group_teardown_second(state);
-}
+static int group_teardown(void **state) { return contract_fixture_teardown(&F, state); }
 
 typedef struct callspec {
     rudnn_queue_t queue;
@@ -160,45 +140,16 @@ static int mentions(const char *msg, int op, const char *n1, const char *n2, con
     return 1;
 }
 
-static void restore_fixture(void)
-{
-    rudnn_queue_synchronize(rt_queue);
-    for (int i = 0; i < T_COUNT; i++)
-        rt_tensor_poison(&F.t[i]);
-    fill_inputs();
-    for (int i = 0; i < F.guard.count; i++)
-        rt_guard_snapshot(&F.guard.items[i]);
-}
+static rudnn_status_t call_any(const void *c, int op, size_t *bytes) { return call_op(c, op, bytes); }
+
+static const contract_family_t family = {OPS, op_names, call_any, mentions, 0, BYTES_SENTINEL};
 
 /* Every op of ops: want, a message naming the op and the needles, no byte of any fixture buffer
  * written, the query's *bytes untouched. */
 static void expect_reject3(const callspec_t *c, unsigned ops, rudnn_status_t want, const char *n1, const char *n2,
                            const char *n3, const char *what)
 {
-    for (int op = 0; op < OPS; op++) {
-        if (!((ops >> op) & 1))
-            continue;
-        rt_guard_begin(&F.guard);
-        size_t bytes = BYTES_SENTINEL;
-        const rudnn_status_t st = call_op(c, op, &bytes);
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", rudnn_last_error());
-        if (st != want)
-            rt_failf("%s [%s]: returned %s, expected %s (\"%s\")", what, op_names[op], rudnn_status_string(st),
-                      rudnn_status_string(want), msg);
-        else if (!mentions(msg, op, n1, n2, n3))
-            rt_failf("%s [%s]: message \"%s\" does not name %s / %s / %s / %s", what, op_names[op], msg,
-                      op_names[op], n1 ? n1 : "-", n2 ? n2 : "-", n3 ? n3 : "-");
-        if (bytes != BYTES_SENTINEL)
-            rt_failf("%s [%s]: a rejected query wrote *bytes (%zu)", what, op_names[op], bytes);
-        if (rt_guard_changed(&F.guard)) {
-            for (int i = 0; i < F.guard.count; i++)
-                if (F.guard.items[i].changed)
-                    rt_failf("%s [%s]: a rejected call (%s) wrote to %s's buffer", what, op_names[op],
-                              rudnn_status_string(st), F.guard.items[i].name);
-            restore_fixture();
-        }
-    }
+    contract_expect_reject(&F, &family, c, ops, want, n1, n2, n3, what);
 }
 
 static void expect_reject(const callspec_t *c, unsigned ops, rudnn_status_t want, const char *n1, const char *n2,
@@ -320,7 +271,7 @@ static void expect_valid_x(const callspec_t *c, unsigned ops, const expect_out_t
         }
         repoison_outputs();
         if (rt_guard_changed(&F.guard)) /* an input's buffer held an output: refill it */
-            restore_fixture();
+            contract_fixture_restore(&F);
     }
 }
 
@@ -550,7 +501,7 @@ static void empty_problems(void **state)
                 }
                 if (rt_guard_changed(&F.guard)) {
                     rt_failf("N = 2^31 with dx [%s]: a buffer was written", op_names[op]);
-                    restore_fixture();
+                    contract_fixture_restore(&F);
                 }
             }
         }
@@ -1123,7 +1074,7 @@ int main(int argc, char **argv)
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", rudnn_last_error());
         rudnn_queue_synchronize(rt_queue);
-        restore_fixture();
+        contract_fixture_restore(&F);
         family_absent = st == RUDNN_STATUS_NOT_SUPPORTED;
         if (family_absent)
             printf("    the backend has no grid-sample kernels (\"%s\"): valid calls must answer NOT_SUPPORTED\n", msg);

@@ -28,6 +28,7 @@
 #include <rudnn/interpolation.h>
 
 #include "common.h"
+#include "contract_fixture.h"
 #include "operand.h"
 
 enum { T_X, T_Y, T_DY, T_DX, T_COUNT };
@@ -42,12 +43,7 @@ static const char *const dir_ops[DIRS] = {"interpolate_forward", "interpolate_ba
 #define SLACK 2048
 static const int64_t dims_x[4] = {2, 3, 5, 4}, dims_y[4] = {2, 3, 9, 7};
 
-typedef struct fx {
-    rt_tensor_t t[T_COUNT];
-    rt_guard_t guard;
-} fx_t;
-
-static fx_t F;
+static contract_fixture_t F; /* the tensors' buffers (T_ order) guarded */
 static int family_absent; /* the backend answers a valid call NOT_SUPPORTED */
 
 /* ---- the fixture and the calls ------------------------------------------------------------- */
@@ -63,21 +59,10 @@ static void fill_inputs(void)
 static void group_setup(void)
 {
     const int64_t *dims[T_COUNT] = {dims_x, dims_y, dims_y, dims_x};
-    memset(&F, 0, sizeof F);
-    for (int i = 0; i < T_COUNT; i++) {
-        rt_tensor_create(&F.t[i], RUDNN_F32, 4, dims[i], 0, SLACK);
-        rt_guard_track(&F.guard, rt_queue, &F.t[i], names[i]);
-    }
-    fill_inputs(); /* the outputs keep create's sentinel */
+    contract_fixture_setup(&F, T_COUNT, names, NULL, NULL, dims, SLACK, 0, fill_inputs);
 }
 
-static int group_teardown(void **state)
-{
-    for (int i = 0; i < T_COUNT; i++)
-        rt_tensor_destroy(&F.t[i]);
-    rt_guard_free(&F.guard);
-    return rt_group_teardown_second(state);
-}
+static int group_teardown(void **state) { return contract_fixture_teardown(&F, state); }
 
 typedef struct callspec {
     rudnn_queue_t queue;
@@ -120,42 +105,20 @@ static rudnn_status_t call_op(const callspec_t *c, int dir)
     return rudnn_interpolate_backward(c->queue, tp(c, T_DY), o, tp(c, T_DX));
 }
 
-static void restore_fixture(void)
+static rudnn_status_t call_any(const void *c, int dir, size_t *bytes)
 {
-    rudnn_queue_synchronize(rt_queue);
-    for (int i = 0; i < T_COUNT; i++)
-        rt_tensor_poison(&F.t[i]);
-    fill_inputs();
-    for (int i = 0; i < T_COUNT; i++)
-        rt_guard_snapshot(&F.guard.items[i]);
+    (void)bytes;
+    return call_op(c, dir);
 }
+
+static const contract_family_t family = {DIRS, dir_ops, call_any, NULL, 0, 0};
 
 /* Every op of dirs: want, a message naming the op and the needles, no byte of any fixture buffer
  * written. */
 static void expect_reject3(const callspec_t *c, unsigned dirs, rudnn_status_t want, const char *n1, const char *n2,
                            const char *n3, const char *what)
 {
-    for (int dir = 0; dir < DIRS; dir++) {
-        if (!((dirs >> dir) & 1))
-            continue;
-        rt_guard_begin(&F.guard);
-        const rudnn_status_t st = call_op(c, dir);
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", rudnn_last_error());
-        if (st != want)
-            rt_failf("%s [%s]: returned %s, expected %s (\"%s\")", what, dir_ops[dir], rudnn_status_string(st),
-                      rudnn_status_string(want), msg);
-        else if (!rt_message_names(msg, dir_ops[dir], n1, n2, n3))
-            rt_failf("%s [%s]: message \"%s\" does not name %s / %s / %s / %s", what, dir_ops[dir], msg,
-                      dir_ops[dir], n1 ? n1 : "-", n2 ? n2 : "-", n3 ? n3 : "-");
-        if (rt_guard_changed(&F.guard)) {
-            for (int i = 0; i < F.guard.count; i++)
-                if (F.guard.items[i].changed)
-                    rt_failf("%s [%s]: a rejected call (%s) wrote to %s's buffer", what, dir_ops[dir],
-                              rudnn_status_string(st), F.guard.items[i].name);
-            restore_fixture();
-        }
-    }
+    contract_expect_reject(&F, &family, c, dirs, want, n1, n2, n3, what);
 }
 
 static void expect_reject(const callspec_t *c, unsigned dirs, rudnn_status_t want, const char *n1, const char *n2,
@@ -238,7 +201,7 @@ static void expect_valid_in(const callspec_t *c, unsigned dirs, int check_writte
         }
         repoison_outputs();
         if (rt_guard_changed(&F.guard)) /* an input's buffer was written: refill it */
-            restore_fixture();
+            contract_fixture_restore(&F);
     }
 }
 
@@ -382,7 +345,7 @@ static void empty_batch(void **state)
                                   dir_ops[dir], rudnn_status_string(st), rudnn_last_error());
                     if (rt_guard_changed(&F.guard)) {
                         rt_failf("%s, %s [%s]: a buffer was written", label[k], mode_names[m], dir_ops[dir]);
-                        restore_fixture();
+                        contract_fixture_restore(&F);
                     }
                 }
             }
@@ -842,7 +805,7 @@ int main(int argc, char **argv)
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", rudnn_last_error());
         rudnn_queue_synchronize(rt_queue);
-        restore_fixture();
+        contract_fixture_restore(&F);
         family_absent = st == RUDNN_STATUS_NOT_SUPPORTED;
         if (family_absent)
             printf("    the backend has no interpolation kernels (\"%s\"): valid calls must answer NOT_SUPPORTED\n",

@@ -30,6 +30,7 @@
 #include <rudnn/pooling.h>
 
 #include "common.h"
+#include "contract_fixture.h"
 #include "operand.h"
 
 enum { T_X, T_Y, T_IDX, T_DY, T_DX, T_COUNT };
@@ -45,12 +46,7 @@ static const char *const dir_ops[DIRS] = {"pool_forward", "pool_backward"};
 #define SLACK 1024
 static const int64_t dims_x[4] = {2, 3, 5, 6}, dims_y[4] = {2, 3, 3, 7};
 
-typedef struct fx {
-    rt_tensor_t t[T_COUNT];
-    rt_guard_t guard;
-} fx_t;
-
-static fx_t F;
+static contract_fixture_t F; /* the tensors' buffers (T_ order) guarded */
 
 /* ---- the fixture and the calls ------------------------------------------------------------- */
 
@@ -77,22 +73,12 @@ static int group_setup(void **state)
 {
     (void)state;
     const int64_t *dims[T_COUNT] = {dims_x, dims_y, dims_y, dims_y, dims_x};
-    memset(&F, 0, sizeof F);
-    for (int i = 0; i < T_COUNT; i++) {
-        rt_tensor_create(&F.t[i], i == T_IDX ? RUDNN_I64 : RUDNN_F32, 4, dims[i], 0, SLACK);
-        rt_guard_track(&F.guard, rt_queue, &F.t[i], names[i]);
-    }
-    fill_inputs(); /* the outputs keep create's sentinel */
+    const rudnn_dtype_t dtypes[T_COUNT] = {RUDNN_F32, RUDNN_F32, RUDNN_I64, RUDNN_F32, RUDNN_F32};
+    contract_fixture_setup(&F, T_COUNT, names, dtypes, NULL, dims, SLACK, 0, fill_inputs);
     return 0;
 }
 
-static int group_teardown(void **state)
-{
-    for (int i = 0; i < T_COUNT; i++)
-        rt_tensor_destroy(&F.t[i]);
-    rt_guard_free(&F.guard);
-    return rt_group_teardown_second(state);
-}
+static int group_teardown(void **state) { return contract_fixture_teardown(&F, state); }
 
 typedef struct callspec {
     rudnn_queue_t queue;
@@ -153,42 +139,20 @@ static rudnn_status_t call_op(const callspec_t *c, int dir)
     return rudnn_pool_backward(c->queue, bwd_x(c), tp(c, T_DY), o, tp(c, T_DX));
 }
 
-static void restore_fixture(void)
+static rudnn_status_t call_any(const void *c, int dir, size_t *bytes)
 {
-    rudnn_queue_synchronize(rt_queue);
-    for (int i = 0; i < T_COUNT; i++)
-        rt_tensor_poison(&F.t[i]);
-    fill_inputs();
-    for (int i = 0; i < T_COUNT; i++)
-        rt_guard_snapshot(&F.guard.items[i]);
+    (void)bytes;
+    return call_op(c, dir);
 }
+
+static const contract_family_t family = {DIRS, dir_ops, call_any, NULL, 0, 0};
 
 /* Every op of dirs: want, a message naming the op and the needles, no byte of any fixture buffer
  * written. */
 static void expect_reject3(const callspec_t *c, unsigned dirs, rudnn_status_t want, const char *n1, const char *n2,
                            const char *n3, const char *what)
 {
-    for (int dir = 0; dir < DIRS; dir++) {
-        if (!((dirs >> dir) & 1))
-            continue;
-        rt_guard_begin(&F.guard);
-        const rudnn_status_t st = call_op(c, dir);
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", rudnn_last_error());
-        if (st != want)
-            rt_failf("%s [%s]: returned %s, expected %s (\"%s\")", what, dir_ops[dir], rudnn_status_string(st),
-                      rudnn_status_string(want), msg);
-        else if (!rt_message_names(msg, dir_ops[dir], n1, n2, n3))
-            rt_failf("%s [%s]: message \"%s\" does not name %s / %s / %s / %s", what, dir_ops[dir], msg,
-                      dir_ops[dir], n1 ? n1 : "-", n2 ? n2 : "-", n3 ? n3 : "-");
-        if (rt_guard_changed(&F.guard)) {
-            for (int i = 0; i < F.guard.count; i++)
-                if (F.guard.items[i].changed)
-                    rt_failf("%s [%s]: a rejected call (%s) wrote to %s's buffer", what, dir_ops[dir],
-                              rudnn_status_string(st), F.guard.items[i].name);
-            restore_fixture();
-        }
-    }
+    contract_expect_reject(&F, &family, c, dirs, want, n1, n2, n3, what);
 }
 
 static void expect_reject(const callspec_t *c, unsigned dirs, rudnn_status_t want, const char *n1, const char *n2,
@@ -290,7 +254,7 @@ static void expect_valid_in(const callspec_t *c, unsigned dirs, int check_writte
         }
         repoison_outputs();
         if (rt_guard_changed(&F.guard)) /* an input's buffer was written: refill it */
-            restore_fixture();
+            contract_fixture_restore(&F);
     }
 }
 
@@ -445,7 +409,7 @@ static void empty_batch(void **state)
                               rudnn_status_string(st), rudnn_last_error());
                 if (rt_guard_changed(&F.guard)) {
                     rt_failf("%s = 0, mode %d [%s]: a buffer was written", k ? "C" : "N", m, dir_ops[dir]);
-                    restore_fixture();
+                    contract_fixture_restore(&F);
                 }
             }
         }
