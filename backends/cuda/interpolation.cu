@@ -252,6 +252,10 @@ __global__ void __launch_bounds__(kThreads) interp_backward_kernel(const InterpA
         reach<MODE>(a.align, a.ratio[2], a.in[2], a.out[2], q.p[2], &lo2, &hi2);
         const int64_t base = q.n * a.ys[0] + q.c * a.ys[1];
         float acc = 0.0f;
+        /* no output reaches q along the innermost dim: no term at all (an empty row times another
+         * dim's weight, NaN past FP32's coordinate range, must not make one) */
+        if (lo2 > hi2)
+            hi0 = lo0 - 1;
         for (int64_t o0 = lo0; o0 <= hi0; o0++) {
             const float wa = weight_to<MODE>(a.align, a.ratio[0], a.in[0], o0, q.p[0]);
             for (int64_t o1 = lo1; o1 <= hi1; o1++) {

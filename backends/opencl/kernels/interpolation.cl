@@ -149,6 +149,10 @@ __kernel void rudnn_interp_backward(__global act_t *dx, ulong xo, __global const
     reach(mode, align, r.s2, S.s2, O.s2, q.s2, &lo2, &hi2);
     const long base = n * ys.s0 + ch * ys.s1;
     float acc = 0.0f;
+    /* no output reaches q along the innermost dim: no term at all (an empty row times another dim's
+     * weight, NaN past FP32's coordinate range, must not make one) */
+    if (lo2 > hi2)
+        hi0 = lo0 - 1;
     for (long a = lo0; a <= hi0; a++) {
         const float wa = weight_to(mode, align, r.s0, S.s0, a, q.s0);
         for (long b = lo1; b <= hi1; b++) {
