@@ -1329,6 +1329,14 @@ def interpolation_seeds():
     seeds["forward-linear-huge-ratio"] = seed(fixed, n_slots, {7: slot(0x80, 0, 0, 11)})
     seeds["backward-cubic-huge-ratio"] = seed([BWD] + header(mode=CUBIC)[1:], n_slots, {6: slot(0x80, 0, 0, 11)})
     seeds["backward-cubic-tiny-ratio"] = seed([BWD] + header(mode=CUBIC)[1:], n_slots, {7: slot(0x80, 0, 0, 9)})
+    # the input CI's fuzz run found (2026-12-08): LINEAR backward, a dx element no output reaches
+    # along the innermost dim, a NaN weight along another must give 0, not NaN
+    seeds["backward-empty-inner-row"] = bytes.fromhex(
+        "01000101026324000a0000000000000000000000000000000000000000000000"
+        "0000000800000000000000000000000000000000000000000080000000000000"
+        "0000000000000000004000000000000000000000000000000000000000000000"
+        "000000000000000000000000000000008000000b000000000000000000000000"
+        "8000000b000000000000000000000000fb000000000001000101026324000000")
     return seeds
 
 
